@@ -1,0 +1,35 @@
+# Taskcast developer targets. `make test` is what CI runs (.ci/run).
+PY := .venv/bin/python
+CONFIG ?= examples/gateway.json
+
+.PHONY: run bootstrap test test-fast lint fmt type bench-fanout bench-ingest
+
+run: bootstrap
+	$(PY) -m taskcast_cli gateway --config $(CONFIG)
+
+bootstrap:
+	bash scripts/bootstrap.sh
+
+test:
+	bash scripts/test.sh
+
+test-fast: bootstrap
+	$(PY) -m pytest -q
+
+lint: bootstrap
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+fmt: bootstrap
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+type: bootstrap
+	$(PY) -m mypy
+
+bench-fanout: bootstrap
+	$(PY) loadtest/bench_fanout.py --out docs/PERFORMANCE.md
+
+bench-ingest: bootstrap
+	bash scripts/bench_ingest.sh

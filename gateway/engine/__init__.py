@@ -1,0 +1,1 @@
+"""Engines: the Broker (PUB/SUB + history, atomic per channel) and the PresenceManager."""

@@ -1,0 +1,149 @@
+"""The engine seam: ``Broker`` and ``PresenceManager`` Protocols and their value types.
+
+A Broker owns both fan-out between nodes and the per-channel history stream, because appending
+a publication to history and publishing it must be one atomic step (PROTOCOL.md §3.5): the
+position a subscriber learns from a live publication is the one history will answer with.
+Implementations: ``memory.MemoryBroker`` (one process) and, later, ``redis.RedisBroker``.
+This module must not import asyncio-specific I/O, starlette or redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+
+
+class EngineError(Exception):
+    """A temporary engine failure (Redis unreachable, timeout): callers answer error 100."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryOptions:
+    """History settings of a channel, resolved from its namespace. ``size == 0`` or ``ttl == 0``
+    means the channel keeps no history (publications get no offset)."""
+
+    size: int = 0
+    ttl_seconds: float = 0.0
+    meta_ttl_seconds: float = 720 * 3600.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0 and self.ttl_seconds > 0
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """``position`` is None for channels without history. ``suppressed`` is True when an
+    idempotency key matched an earlier publish: nothing was published and ``position`` is the
+    first publish's result."""
+
+    position: StreamPosition | None
+    suppressed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryResult:
+    """Publications (oldest first unless reverse was asked) and the stream's current top."""
+
+    publications: list[Publication]
+    position: StreamPosition
+
+
+class BrokerEventHandler(Protocol):
+    """What a Broker calls when a publication (or join/leave) for a channel this node
+    subscribed to arrives. Called on the event loop, in offset order per channel."""
+
+    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None: ...
+
+    def on_join(self, channel: str, info: ClientInfo) -> None: ...
+
+    def on_leave(self, channel: str, info: ClientInfo) -> None: ...
+
+
+class Broker(Protocol):
+    """PUB/SUB between nodes plus bounded history with epoch/offset.
+
+    Contract (the contract suite in tests/contracts checks every implementation):
+
+    * ``publish`` with history enabled assigns ``offset = top + 1`` and appends, trims to
+      ``size``, refreshes the stream TTL (``ttl_seconds``, whole stream) and the meta TTL, and
+      delivers the publication to every node's handler (including this node's) with that
+      position — all as one atomic step per channel. Offsets start at 1 in a fresh epoch.
+    * When the stream meta (epoch + top) is missing — never created, expired, evicted — a new
+      random epoch is minted and offsets restart; old entries are dropped.
+    * ``idempotency_key``: a second publish with the same key on the same channel within
+      ``idempotent_result_ttl_seconds`` returns the first result with ``suppressed=True`` and
+      neither delivers nor consumes an offset.
+    * ``history`` creates the meta if missing (so an empty channel has an epoch and top 0) and
+      refreshes the meta TTL. ``since`` selects publications strictly after ``since.offset``
+      (forward) or strictly before it (reverse); ``limit`` 0 returns none, -1 all.
+      ``since.epoch`` is not checked here; callers compare it with the returned position.
+    * ``remove_history`` drops entries but keeps epoch and top offset.
+
+    Raises:
+        EngineError: on a temporary failure of the underlying store.
+    """
+
+    def set_handler(self, handler: BrokerEventHandler) -> None: ...
+
+    async def run(self) -> None:
+        """Background work (PUB/SUB reader, TTL sweeps) until cancelled."""
+        ...
+
+    async def publish(
+        self,
+        channel: str,
+        pub: Publication,
+        history: HistoryOptions,
+        *,
+        idempotency_key: str = "",
+        idempotent_result_ttl_seconds: float = 300.0,
+    ) -> PublishResult: ...
+
+    async def publish_join(self, channel: str, info: ClientInfo) -> None: ...
+
+    async def publish_leave(self, channel: str, info: ClientInfo) -> None: ...
+
+    async def history(
+        self,
+        channel: str,
+        history: HistoryOptions,
+        *,
+        since: StreamPosition | None = None,
+        limit: int = 0,
+        reverse: bool = False,
+    ) -> HistoryResult: ...
+
+    async def remove_history(self, channel: str) -> None: ...
+
+    async def subscribe(self, channel: str) -> None:
+        """Start receiving this channel's publications on this node."""
+        ...
+
+    async def unsubscribe(self, channel: str) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceStats:
+    num_clients: int
+    num_users: int
+
+
+class PresenceManager(Protocol):
+    """Who is subscribed to a channel, across nodes. Entries expire after ``ttl_seconds``
+    unless re-added (each connection re-adds itself every ``client.presence_update_interval``)."""
+
+    async def add(self, channel: str, client_id: str, info: ClientInfo) -> None: ...
+
+    async def remove(self, channel: str, client_id: str) -> None: ...
+
+    async def presence(self, channel: str) -> Mapping[str, ClientInfo]: ...
+
+    async def stats(self, channel: str) -> PresenceStats: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,174 @@
+"""Typed messages of client protocol v2 (PROTOCOL.md §1.5–1.7).
+
+Payload fields that Centrifugo carries as ``bytes`` (``data``, ``info``, …) are kept here as the
+raw JSON text of the value (``bytes``), so a publication's payload is never parsed or re-encoded
+on its way through the gateway.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+JSON = Any
+"""A decoded JSON value; used only at the boundary."""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPosition:
+    """A position in a channel's history stream. The epoch names one incarnation of the stream:
+    offsets from another epoch are meaningless for it (PROTOCOL.md §3.1)."""
+
+    offset: int
+    epoch: str
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """Who published / joined / left: ``{"user","client","conn_info"?,"chan_info"?}``."""
+
+    user: str
+    client: str
+    conn_info: bytes | None = None
+    chan_info: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One publication. ``data`` is raw JSON; ``offset`` is 0 in channels without history."""
+
+    data: bytes
+    offset: int = 0
+    info: ClientInfo | None = None
+    tags: dict[str, str] | None = None
+    time: int = 0
+    """Unix ms when the gateway accepted it (not sent to clients; used for lag metrics)."""
+
+
+class Method(StrEnum):
+    CONNECT = "connect"
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+    PUBLISH = "publish"
+    PRESENCE = "presence"
+    PRESENCE_STATS = "presence_stats"
+    HISTORY = "history"
+    PING = "ping"
+    SEND = "send"
+    RPC = "rpc"
+    REFRESH = "refresh"
+    SUB_REFRESH = "sub_refresh"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRecovery:
+    """What a client asks to recover, inside ConnectRequest.subs (server-side subscriptions)."""
+
+    recover: bool = False
+    offset: int = 0
+    epoch: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectRequest:
+    token: str = ""
+    data: bytes | None = None
+    subs: dict[str, SubscribeRecovery] = field(default_factory=dict)
+    name: str = ""
+    version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRequest:
+    channel: str
+    token: str = ""
+    recover: bool = False
+    epoch: str = ""
+    offset: int = 0
+    data: bytes | None = None
+    positioned: bool = False
+    recoverable: bool = False
+    join_leave: bool = False
+    flag: int = 0
+    type: int = 0
+    """0 = stream; map / shared-poll types are not supported (answered 103)."""
+
+    FLAG_REJECT_UNRECOVERED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeRequest:
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRequest:
+    channel: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRequest:
+    """presence / presence_stats."""
+
+    channel: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRequest:
+    channel: str
+    limit: int = 0
+    since: StreamPosition | None = None
+    reverse: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RPCRequest:
+    method: str
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRequest:
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubRefreshRequest:
+    channel: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyRequest:
+    """The ``ping`` command (unsupported in v2: answered 108)."""
+
+
+Request = (
+    ConnectRequest
+    | SubscribeRequest
+    | UnsubscribeRequest
+    | PublishRequest
+    | ChannelRequest
+    | HistoryRequest
+    | RPCRequest
+    | SendRequest
+    | RefreshRequest
+    | SubRefreshRequest
+    | EmptyRequest
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One decoded command. ``method is None`` is a pong (the empty command ``{}``)."""
+
+    id: int
+    method: Method | None
+    request: Request | None

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates .venv with the project and its dev tools, and installs the npm packages that the
+# conformance tests drive (the official centrifuge-js SDK). Idempotent and quick when done before.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 nodejs npm
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+stamp=.venv/.taskcast-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+if [ -f tests/conformance/js/package.json ]; then
+  if [ ! -d tests/conformance/js/node_modules ] || [ tests/conformance/js/package.json -nt tests/conformance/js/node_modules ]; then
+    (cd tests/conformance/js && npm install --no-audit --no-fund --loglevel=error)
+  fi
+fi
