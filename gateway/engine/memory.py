@@ -1,0 +1,367 @@
+"""In-process engine: ``MemoryBroker`` and ``MemoryPresence``, the embedded default for one node.
+
+They mirror the Redis semantics of PROTOCOL.md §3.5 (epoch and top offset in a meta record with
+its own TTL, whole-stream history TTL, idempotent result cache) with plain dicts and deques, so the
+contract suite in tests/contracts holds for both engines. Expiry is computed lazily from an
+injected clock; ``run()`` adds a bounded periodic sweep that reclaims idle channels. This module
+must not import starlette or redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import math
+import secrets
+import string
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from itertools import islice
+
+from gateway.engine.base import (
+    BrokerEventHandler,
+    HistoryOptions,
+    HistoryResult,
+    PresenceStats,
+    PublishResult,
+)
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+_EPOCH_ALPHABET = string.ascii_letters
+
+
+def new_epoch() -> str:
+    """A fresh epoch: 8 random ASCII letters, like centrifuge's."""
+    return "".join(secrets.choice(_EPOCH_ALPHABET) for _ in range(8))
+
+
+def _expiry(now: float, ttl_seconds: float) -> float:
+    # A non-positive TTL means "never expires", as an EXPIRE that the Lua scripts skip.
+    return now + ttl_seconds if ttl_seconds > 0 else math.inf
+
+
+@dataclass(slots=True)
+class _Stream:
+    """One channel's stream. ``entries`` hold publications with their offsets set; their offsets
+    are contiguous and end at ``top`` (appends take ``top + 1``, trims and clears remove from the
+    left or everything), so an offset maps to an index by subtraction."""
+
+    epoch: str
+    top: int
+    entries: deque[Publication]
+    expires_at: float
+    meta_expires_at: float
+
+
+class _Cursor:
+    """Round-robin over a dict's keys with bounded work per step, tolerant of mutation."""
+
+    __slots__ = ("_keys", "_pos")
+
+    def __init__(self) -> None:
+        self._keys: list[str] = []
+        self._pos = 0
+
+    def take(self, source: Mapping[str, object], budget: int) -> list[str]:
+        if self._pos >= len(self._keys):
+            self._keys = list(source)
+            self._pos = 0
+        batch = self._keys[self._pos : self._pos + budget]
+        self._pos += len(batch)
+        return batch
+
+
+class MemoryBroker:
+    """A ``Broker`` for one process: history, idempotency and delivery to this node's handler.
+
+    ``publish`` delivers synchronously, before it returns and without awaiting in between, so a
+    publication's offset and its delivery are one atomic step and handlers see offset order.
+    A handler exception is logged and does not fail the publish (on Redis the handler runs in
+    the PUB/SUB reader, far from the publisher; the publication is stored either way).
+
+    Args:
+        now: Monotonic clock in seconds, used for every expiry.
+        epoch_factory: Mints epochs (tests inject deterministic ones).
+        sweep_interval_seconds: Pause between sweeps in ``run()``.
+        sweep_batch: Most channels (and idempotency results) examined per sweep.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: Clock = time.monotonic,
+        epoch_factory: Callable[[], str] = new_epoch,
+        sweep_interval_seconds: float = 1.0,
+        sweep_batch: int = 1000,
+    ) -> None:
+        self._now = now
+        self._new_epoch = epoch_factory
+        self._sweep_interval = sweep_interval_seconds
+        self._sweep_batch = sweep_batch
+        self._handler: BrokerEventHandler | None = None
+        self._subscribed: set[str] = set()
+        self._streams: dict[str, _Stream] = {}
+        self._results: dict[tuple[str, str], tuple[PublishResult, float]] = {}
+        self._result_expiries: list[tuple[float, str, str]] = []
+        self._cursor = _Cursor()
+
+    def set_handler(self, handler: BrokerEventHandler) -> None:
+        self._handler = handler
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_interval)
+            self.sweep()
+
+    def sweep(self) -> int:
+        """Reclaim expired state, examining at most ``sweep_batch`` channels and results.
+
+        Returns the number of channels and results dropped. Channels are visited round-robin,
+        so every idle channel is reclaimed within ``channels / sweep_batch`` sweeps.
+        """
+        now = self._now()
+        dropped = self._expire_results(now, self._sweep_batch)
+        streams = self._streams
+        for channel in self._cursor.take(streams, self._sweep_batch):
+            stream = streams.get(channel)
+            if stream is not None and self._live_stream(channel, stream, now) is None:
+                dropped += 1
+        return dropped
+
+    async def publish(
+        self,
+        channel: str,
+        pub: Publication,
+        history: HistoryOptions,
+        *,
+        idempotency_key: str = "",
+        idempotent_result_ttl_seconds: float = 300.0,
+    ) -> PublishResult:
+        now = self._now()
+        if idempotency_key:
+            cached = self._results.get((channel, idempotency_key))
+            if cached is not None:
+                if now < cached[1]:
+                    return cached[0]
+                del self._results[(channel, idempotency_key)]
+
+        position: StreamPosition | None = None
+        if history.enabled:
+            stream = self._streams.get(channel)
+            if stream is not None:
+                stream = self._live_stream(channel, stream, now)
+            if stream is None:
+                stream = _Stream(self._new_epoch(), 0, deque(maxlen=history.size), 0.0, 0.0)
+                self._streams[channel] = stream
+            elif stream.entries.maxlen != history.size:
+                stream.entries = deque(stream.entries, maxlen=history.size)
+            stream.top += 1
+            pub = replace(pub, offset=stream.top)
+            stream.entries.append(pub)
+            stream.expires_at = now + history.ttl_seconds
+            stream.meta_expires_at = _expiry(now, history.meta_ttl_seconds)
+            position = StreamPosition(stream.top, stream.epoch)
+        elif pub.offset:
+            pub = replace(pub, offset=0)
+
+        handler = self._handler
+        if handler is not None and channel in self._subscribed:
+            try:
+                handler.on_publication(channel, pub, position)
+            except Exception:
+                logger.exception("broker handler failed on publication in %r", channel)
+
+        if idempotency_key and idempotent_result_ttl_seconds > 0:
+            expires_at = now + idempotent_result_ttl_seconds
+            self._results[(channel, idempotency_key)] = (PublishResult(position, suppressed=True), expires_at)
+            heapq.heappush(self._result_expiries, (expires_at, channel, idempotency_key))
+            # Bound the cache even when run() is not sweeping.
+            self._expire_results(now, 2)
+        return PublishResult(position)
+
+    async def publish_join(self, channel: str, info: ClientInfo) -> None:
+        handler = self._handler
+        if handler is not None and channel in self._subscribed:
+            try:
+                handler.on_join(channel, info)
+            except Exception:
+                logger.exception("broker handler failed on join in %r", channel)
+
+    async def publish_leave(self, channel: str, info: ClientInfo) -> None:
+        handler = self._handler
+        if handler is not None and channel in self._subscribed:
+            try:
+                handler.on_leave(channel, info)
+            except Exception:
+                logger.exception("broker handler failed on leave in %r", channel)
+
+    async def history(
+        self,
+        channel: str,
+        history: HistoryOptions,
+        *,
+        since: StreamPosition | None = None,
+        limit: int = 0,
+        reverse: bool = False,
+    ) -> HistoryResult:
+        now = self._now()
+        stream = self._streams.get(channel)
+        if stream is not None:
+            stream = self._live_stream(channel, stream, now)
+        if stream is None:
+            # §3.1: the first read creates the meta, so an empty channel has an epoch and top 0.
+            # The stream expiry stays in the past: a read never extends history_ttl.
+            stream = _Stream(self._new_epoch(), 0, deque(maxlen=max(history.size, 1)), 0.0, 0.0)
+            self._streams[channel] = stream
+        stream.meta_expires_at = _expiry(now, history.meta_ttl_seconds)
+        top = StreamPosition(stream.top, stream.epoch)
+        if limit == 0 or not stream.entries:
+            return HistoryResult([], top)
+        return HistoryResult(_select(stream, since, limit, reverse), top)
+
+    async def remove_history(self, channel: str) -> None:
+        stream = self._streams.get(channel)
+        if stream is not None:
+            stream.entries.clear()
+
+    async def subscribe(self, channel: str) -> None:
+        self._subscribed.add(channel)
+
+    async def unsubscribe(self, channel: str) -> None:
+        self._subscribed.discard(channel)
+
+    async def close(self) -> None:
+        self._subscribed.clear()
+        self._handler = None
+
+    def _live_stream(self, channel: str, stream: _Stream, now: float) -> _Stream | None:
+        """Apply lazy expiry: drop the whole stream when its meta expired (the next use mints a new
+        epoch), or only its entries when history_ttl passed without a publish."""
+        if now >= stream.meta_expires_at:
+            del self._streams[channel]
+            return None
+        if now >= stream.expires_at and stream.entries:
+            stream.entries.clear()
+        return stream
+
+    def _expire_results(self, now: float, budget: int) -> int:
+        heap = self._result_expiries
+        results = self._results
+        dropped = 0
+        while heap and budget > 0 and heap[0][0] <= now:
+            _, channel, key = heapq.heappop(heap)
+            budget -= 1
+            cached = results.get((channel, key))
+            # A key re-published after expiry has a newer entry; only drop the expired one.
+            if cached is not None and cached[1] <= now:
+                del results[(channel, key)]
+                dropped += 1
+        return dropped
+
+
+def _select(stream: _Stream, since: StreamPosition | None, limit: int, reverse: bool) -> list[Publication]:
+    entries = stream.entries
+    count = len(entries)
+    first = stream.top - count + 1
+    if not reverse:
+        start = 0 if since is None else max(since.offset + 1 - first, 0)
+        if start >= count:
+            return []
+        stop = count if limit < 0 else min(count, start + limit)
+        return list(islice(entries, start, stop))
+    last = count - 1 if since is None else min(since.offset - 1 - first, count - 1)
+    if last < 0:
+        return []
+    skip = count - 1 - last
+    available = last + 1
+    take = available if limit < 0 else min(limit, available)
+    return list(islice(reversed(entries), skip, skip + take))
+
+
+class MemoryPresence:
+    """A ``PresenceManager`` for one process. Entries expire ``ttl_seconds`` after their last
+    ``add`` (connections re-add themselves periodically, §3.6); expiry is lazy on read, plus a
+    bounded sweep in ``run()`` for channels nobody reads.
+
+    Args:
+        ttl_seconds: Lifetime of an entry after ``add`` (``engine.redis.presence_ttl``, 60s).
+        now: Monotonic clock in seconds.
+        sweep_interval_seconds: Pause between sweeps in ``run()``.
+        sweep_batch: Most channels examined per sweep.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl_seconds: float = 60.0,
+        now: Clock = time.monotonic,
+        sweep_interval_seconds: float = 10.0,
+        sweep_batch: int = 1000,
+    ) -> None:
+        self._ttl = ttl_seconds
+        self._now = now
+        self._sweep_interval = sweep_interval_seconds
+        self._sweep_batch = sweep_batch
+        self._channels: dict[str, dict[str, tuple[ClientInfo, float]]] = {}
+        self._cursor = _Cursor()
+
+    async def add(self, channel: str, client_id: str, info: ClientInfo) -> None:
+        clients = self._channels.get(channel)
+        if clients is None:
+            clients = self._channels[channel] = {}
+        clients[client_id] = (info, self._now() + self._ttl)
+
+    async def remove(self, channel: str, client_id: str) -> None:
+        clients = self._channels.get(channel)
+        if clients is not None:
+            clients.pop(client_id, None)
+            if not clients:
+                del self._channels[channel]
+
+    async def presence(self, channel: str) -> Mapping[str, ClientInfo]:
+        clients = self._live(channel, self._now())
+        return {client_id: info for client_id, (info, _) in clients.items()}
+
+    async def stats(self, channel: str) -> PresenceStats:
+        clients = self._live(channel, self._now())
+        return PresenceStats(
+            num_clients=len(clients),
+            num_users=len({info.user for info, _ in clients.values()}),
+        )
+
+    async def close(self) -> None:
+        self._channels.clear()
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_interval)
+            self.sweep()
+
+    def sweep(self) -> int:
+        """Drop expired entries in at most ``sweep_batch`` channels; returns entries dropped."""
+        now = self._now()
+        dropped = 0
+        for channel in self._cursor.take(self._channels, self._sweep_batch):
+            clients = self._channels.get(channel)
+            if clients is not None:
+                before = len(clients)
+                dropped += before - len(self._live(channel, now))
+        return dropped
+
+    def _live(self, channel: str, now: float) -> dict[str, tuple[ClientInfo, float]]:
+        clients = self._channels.get(channel)
+        if clients is None:
+            return {}
+        expired = [client_id for client_id, (_, expires_at) in clients.items() if now >= expires_at]
+        for client_id in expired:
+            del clients[client_id]
+        if not clients:
+            del self._channels[channel]
+        return clients
