@@ -1,0 +1,232 @@
+"""Cross-field validation of parsed ``Settings`` and the values derived from them.
+
+Pure: takes typed settings (already type-checked by ``gateway.config``), returns new settings with
+derived fields filled (token ``algorithms``, namespace ``history_meta_ttl_resolved`` and
+``channel_pattern``, ``channel.by_name``, ``node.name``), appends warnings, and raises
+``ConfigError`` naming the option for anything Centrifugo would refuse to start with. Reads no
+file; the only outside fact it uses is the host name for the default node name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+from types import MappingProxyType
+from typing import TypeVar
+
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+from gateway.config_schema import (
+    ChannelOptions,
+    ChannelSettings,
+    ClientSettings,
+    ConfigError,
+    Settings,
+    TokenSettings,
+)
+
+NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
+HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
+RSA_ALGORITHMS = ("RS256", "RS384", "RS512")
+ECDSA_ALGORITHMS = ("ES256", "ES384", "ES512")
+JWKS_ALGORITHMS = (*RSA_ALGORITHMS, *ECDSA_ALGORITHMS, "EdDSA")
+LOG_LEVELS = ("debug", "info", "warn", "error", "none")
+ENGINE_TYPES = ("memory", "redis")
+RECOVERY_MODES = ("stream", "cache")
+
+_T = TypeVar("_T", bound=TokenSettings)
+
+
+def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
+    """Validate ``settings`` as a whole and return it with every derived field resolved.
+
+    Raises:
+        ConfigError: the first invalid option found (path + problem).
+    """
+    client = _check_client(settings.client, warnings)
+    channel = _check_channel(settings.channel)
+    _check_transports(settings, warnings)
+    _check_engine(settings)
+    if settings.log.level not in LOG_LEVELS:
+        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {settings.log.level!r}")
+    if settings.http_server.port > 65535:
+        raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
+    if settings.http_api.error_mode not in ("", "transport"):
+        raise ConfigError(
+            "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'
+        )
+    if settings.rpc.ping.enabled and not settings.rpc.ping.method:
+        raise ConfigError("rpc.ping.method", "must not be empty when rpc.ping.enabled is true")
+    node = settings.node
+    if not node.name:
+        node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
+    websocket = settings.websocket
+    if websocket.compression:
+        warnings.append(
+            "websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
+        )
+        websocket = dataclasses.replace(websocket, compression=False)
+    return dataclasses.replace(settings, client=client, channel=channel, node=node, websocket=websocket)
+
+
+def _check_client(client: ClientSettings, warnings: list[str]) -> ClientSettings:
+    if client.ping_interval <= 0:
+        raise ConfigError("client.ping_interval", "must be positive")
+    if client.pong_timeout >= client.ping_interval:
+        raise ConfigError(
+            "client.pong_timeout",
+            f"must be less than client.ping_interval ({client.ping_interval:g}s), "
+            f"got {client.pong_timeout:g}s",
+        )
+    if client.insecure:
+        warnings.append("client.insecure is true: connections are not authenticated (development only)")
+    if client.insecure_skip_token_signature_verify:
+        warnings.append(
+            "client.insecure_skip_token_signature_verify is true: token signatures are NOT checked"
+        )
+    token = _check_token(client.token, "client.token", warnings)
+    sub = client.subscription_token
+    sub = _check_token(sub, "client.subscription_token", warnings)
+    if sub.enabled and not sub.algorithms:
+        raise ConfigError(
+            "client.subscription_token.enabled",
+            "is true but no verification key or JWKS endpoint is configured",
+        )
+    if not sub.enabled and sub.algorithms:
+        warnings.append(
+            "client.subscription_token: keys are set but enabled is false; subscription tokens are "
+            "verified with client.token"
+        )
+    return dataclasses.replace(client, token=token, subscription_token=sub)
+
+
+def _check_token(token: _T, path: str, warnings: list[str]) -> _T:
+    _check_token_keys(token, path)
+    for exact, regex in (("audience", "audience_regex"), ("issuer", "issuer_regex")):
+        if getattr(token, exact) and getattr(token, regex):
+            raise ConfigError(f"{path}.{regex}", f"set either {exact} or {regex}, not both")
+        _compile(getattr(token, regex), f"{path}.{regex}")
+    algorithms: tuple[str, ...] = ()
+    if token.jwks_public_endpoint:
+        if token.hmac_secret_key or token.rsa_public_key or token.ecdsa_public_key:
+            warnings.append(f"{path}: static keys are not used because jwks_public_endpoint is set")
+        algorithms = JWKS_ALGORITHMS
+    else:
+        if token.hmac_secret_key:
+            algorithms += HMAC_ALGORITHMS
+        if token.rsa_public_key:
+            algorithms += RSA_ALGORITHMS
+        if token.ecdsa_public_key:
+            algorithms += ECDSA_ALGORITHMS
+    return dataclasses.replace(token, algorithms=algorithms)
+
+
+def _check_token_keys(token: TokenSettings, path: str) -> None:
+    if token.hmac_previous_secret_key and not token.hmac_secret_key:
+        raise ConfigError(f"{path}.hmac_previous_secret_key", "is set but hmac_secret_key is not")
+    if token.hmac_previous_secret_key_valid_until and not token.hmac_previous_secret_key:
+        raise ConfigError(
+            f"{path}.hmac_previous_secret_key_valid_until", "is set but hmac_previous_secret_key is not"
+        )
+    for option, kind in (
+        ("rsa_public_key", rsa.RSAPublicKey),
+        ("ecdsa_public_key", ec.EllipticCurvePublicKey),
+    ):
+        pem = getattr(token, option)
+        if not pem:
+            continue
+        try:
+            key = load_pem_public_key(pem.encode())
+        except ValueError:
+            raise ConfigError(f"{path}.{option}", "is not a valid PEM public key") from None
+        if not isinstance(key, kind):
+            raise ConfigError(
+                f"{path}.{option}", f"is a PEM public key of the wrong type ({type(key).__name__})"
+            )
+    endpoint = token.jwks_public_endpoint
+    if endpoint:
+        if "{{" in endpoint:
+            raise ConfigError(f"{path}.jwks_public_endpoint", "templated JWKS endpoints are not supported")
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"{path}.jwks_public_endpoint", "must be an http:// or https:// URL")
+
+
+def _compile(pattern: str, path: str) -> re.Pattern[str] | None:
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(path, f"invalid regular expression: {exc}") from None
+
+
+def _check_channel(channel: ChannelSettings) -> ChannelSettings:
+    if not channel.namespace_boundary:
+        raise ConfigError("channel.namespace_boundary", "must not be empty")
+    without = _check_options(channel.without_namespace, "channel.without_namespace", channel.history_meta_ttl)
+    namespaces: list[ChannelOptions] = []
+    by_name: dict[str, ChannelOptions] = {}
+    for ns in channel.namespaces:
+        path = f"channel.namespaces[{ns.name}]"
+        if not NAMESPACE_NAME.match(ns.name):
+            raise ConfigError(f"{path}.name", "must match ^[-a-zA-Z0-9_]{2,}$")
+        if ns.name in by_name:
+            raise ConfigError(f"{path}.name", "duplicate namespace name")
+        checked = _check_options(ns, path, channel.history_meta_ttl)
+        namespaces.append(checked)
+        by_name[ns.name] = checked
+    return dataclasses.replace(
+        channel, without_namespace=without, namespaces=tuple(namespaces), by_name=MappingProxyType(by_name)
+    )
+
+
+def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> ChannelOptions:
+    if not opts.force_recovery_mode:  # Centrifugo's "" means the default, stream
+        opts = dataclasses.replace(opts, force_recovery_mode="stream")
+    if opts.force_recovery_mode not in RECOVERY_MODES:
+        raise ConfigError(
+            f"{path}.force_recovery_mode", f'must be "stream" or "cache", got {opts.force_recovery_mode!r}'
+        )
+    if opts.history_size and not opts.history_ttl:
+        raise ConfigError(f"{path}.history_ttl", "must be set when history_size is set (history needs both)")
+    if opts.history_ttl and not opts.history_size:
+        raise ConfigError(f"{path}.history_size", "must be set when history_ttl is set (history needs both)")
+    for option in ("force_recovery", "allow_recovery", "force_positioning", "allow_positioning"):
+        if getattr(opts, option) and not opts.history_enabled:
+            raise ConfigError(f"{path}.{option}", "needs history (history_size and history_ttl)")
+    meta_ttl = opts.history_meta_ttl or global_meta_ttl
+    if meta_ttl and opts.history_ttl > meta_ttl:
+        source = "history_meta_ttl" if opts.history_meta_ttl else "channel.history_meta_ttl"
+        raise ConfigError(
+            f"{path}.history_ttl", f"must not exceed {source} ({meta_ttl:g}s), got {opts.history_ttl:g}s"
+        )
+    pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
+    return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
+
+
+def _check_transports(settings: Settings, warnings: list[str]) -> None:
+    for section in ("http_api", "websocket", "sse", "http_stream", "emulation", "uni_sse", "uni_http_stream"):
+        prefix: str = getattr(settings, section).handler_prefix
+        if not prefix.startswith("/"):
+            raise ConfigError(f"{section}.handler_prefix", f'must start with "/", got {prefix!r}')
+    if settings.websocket.disabled and not (settings.sse.enabled or settings.http_stream.enabled):
+        warnings.append("websocket.disabled is true and no other bidirectional transport is enabled")
+
+
+def _check_engine(settings: Settings) -> None:
+    engine = settings.engine
+    if engine.type not in ENGINE_TYPES:
+        raise ConfigError("engine.type", f'must be "memory" or "redis", got {engine.type!r}')
+    redis = engine.redis
+    if redis.sentinel_address and redis.cluster_address:
+        raise ConfigError("engine.redis.cluster_address", "cannot be combined with sentinel_address")
+    if redis.sentinel_address and not redis.sentinel_master_name:
+        raise ConfigError("engine.redis.sentinel_master_name", "must be set when sentinel_address is set")
+    if not (redis.address or redis.sentinel_address or redis.cluster_address) and engine.type == "redis":
+        raise ConfigError("engine.redis.address", "must not be empty")
+    for option in ("address", "sentinel_address", "cluster_address"):
+        for item in getattr(redis, option):
+            if not item.strip():
+                raise ConfigError(f"engine.redis.{option}", "contains an empty address")
