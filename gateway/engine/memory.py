@@ -275,14 +275,25 @@ def _select(stream: _Stream, since: StreamPosition | None, limit: int, reverse: 
         if start >= count:
             return []
         stop = count if limit < 0 else min(count, start + limit)
-        return list(islice(entries, start, stop))
+        return _slice(entries, start, stop)
     last = count - 1 if since is None else min(since.offset - 1 - first, count - 1)
     if last < 0:
         return []
-    skip = count - 1 - last
-    available = last + 1
-    take = available if limit < 0 else min(limit, available)
-    return list(islice(reversed(entries), skip, skip + take))
+    take = last + 1 if limit < 0 else min(limit, last + 1)
+    selected = _slice(entries, last + 1 - take, last + 1)
+    selected.reverse()
+    return selected
+
+
+def _slice(entries: deque[Publication], start: int, stop: int) -> list[Publication]:
+    # Deques index in O(n) from the nearer end: walk from whichever end is closer to the slice,
+    # since recovery reads usually want the newest few of a long history.
+    count = len(entries)
+    if start <= count - stop:
+        return list(islice(entries, start, stop))
+    selected = list(islice(reversed(entries), count - stop, count - start))
+    selected.reverse()
+    return selected
 
 
 class MemoryPresence:
