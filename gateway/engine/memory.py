@@ -51,11 +51,13 @@ def _expiry(now: float, ttl_seconds: float) -> float:
 class _Stream:
     """One channel's stream. ``entries`` hold publications with their offsets set; their offsets
     are contiguous and end at ``top`` (appends take ``top + 1``, trims and clears remove from the
-    left or everything), so an offset maps to an index by subtraction."""
+    left or everything), so an offset maps to an index by subtraction. ``entries`` is None while
+    empty: a deque costs ~760 bytes, and a meta outlives its entries by default (720h vs. the
+    history TTL), so idle channels keep only epoch and top."""
 
     epoch: str
     top: int
-    entries: deque[Publication]
+    entries: deque[Publication] | None
     expires_at: float
     meta_expires_at: float
 
@@ -158,13 +160,14 @@ class MemoryBroker:
             if stream is not None:
                 stream = self._live_stream(channel, stream, now)
             if stream is None:
-                stream = _Stream(self._new_epoch(), 0, deque(maxlen=history.size), 0.0, 0.0)
+                stream = _Stream(self._new_epoch(), 0, None, 0.0, 0.0)
                 self._streams[channel] = stream
-            elif stream.entries.maxlen != history.size:
-                stream.entries = deque(stream.entries, maxlen=history.size)
+            entries = stream.entries
+            if entries is None or entries.maxlen != history.size:
+                entries = stream.entries = deque(entries or (), maxlen=history.size)
             stream.top += 1
             pub = replace(pub, offset=stream.top)
-            stream.entries.append(pub)
+            entries.append(pub)
             stream.expires_at = now + history.ttl_seconds
             stream.meta_expires_at = _expiry(now, history.meta_ttl_seconds)
             position = StreamPosition(stream.top, stream.epoch)
@@ -218,18 +221,18 @@ class MemoryBroker:
         if stream is None:
             # §3.1: the first read creates the meta, so an empty channel has an epoch and top 0.
             # The stream expiry stays in the past: a read never extends history_ttl.
-            stream = _Stream(self._new_epoch(), 0, deque(maxlen=max(history.size, 1)), 0.0, 0.0)
+            stream = _Stream(self._new_epoch(), 0, None, 0.0, 0.0)
             self._streams[channel] = stream
         stream.meta_expires_at = _expiry(now, history.meta_ttl_seconds)
         top = StreamPosition(stream.top, stream.epoch)
-        if limit == 0 or not stream.entries:
+        if limit == 0 or stream.entries is None:
             return HistoryResult([], top)
-        return HistoryResult(_select(stream, since, limit, reverse), top)
+        return HistoryResult(_select(stream.entries, stream.top, since, limit, reverse), top)
 
     async def remove_history(self, channel: str) -> None:
         stream = self._streams.get(channel)
         if stream is not None:
-            stream.entries.clear()
+            stream.entries = None
 
     async def subscribe(self, channel: str) -> None:
         self._subscribed.add(channel)
@@ -247,8 +250,8 @@ class MemoryBroker:
         if now >= stream.meta_expires_at:
             del self._streams[channel]
             return None
-        if now >= stream.expires_at and stream.entries:
-            stream.entries.clear()
+        if stream.entries is not None and now >= stream.expires_at:
+            stream.entries = None
         return stream
 
     def _expire_results(self, now: float, budget: int) -> int:
@@ -266,10 +269,11 @@ class MemoryBroker:
         return dropped
 
 
-def _select(stream: _Stream, since: StreamPosition | None, limit: int, reverse: bool) -> list[Publication]:
-    entries = stream.entries
+def _select(
+    entries: deque[Publication], top: int, since: StreamPosition | None, limit: int, reverse: bool
+) -> list[Publication]:
     count = len(entries)
-    first = stream.top - count + 1
+    first = top - count + 1
     if not reverse:
         start = 0 if since is None else max(since.offset + 1 - first, 0)
         if start >= count:
