@@ -1,1 +1,29 @@
-def main() -> None: ...
+"""``taskcast`` console script: dispatches to each service's own CLI."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = "usage: taskcast {gateway,status-api} [options]  (taskcast <command> --help)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "gateway":
+        from gateway.cli import main as gateway_main
+
+        return gateway_main(rest)
+    if command == "status-api":
+        from status_api.cli import main as status_api_main
+
+        return status_api_main(rest)
+    print(f"taskcast: unknown command {command!r}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

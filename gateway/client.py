@@ -1,0 +1,639 @@
+"""One client connection: drives a sans-I/O ``Session`` over a ``Transport`` and carries out its
+commands against the Node (PROTOCOL.md §1–§5).
+
+Commands of a connection run strictly in order on one task that exists only while commands are
+pending. Outgoing replies and pushes are queued and written with ONE transport write per event
+loop tick; the queue is bounded in bytes (``client.queue_max_size``) and overflow disconnects the
+client with 3008 — a slow client never slows anyone else. Error codes are translated here, once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from gateway import subscribe as subscribing
+from gateway.auth import ConnectToken, TokenError, TokenExpired, TokenVerifier
+from gateway.channels import ChannelRules, resolve
+from gateway.engine.base import EngineError
+from gateway.hub import SharedPush
+from gateway.node import VERSION, Node
+from gateway.protocol import codec, codes
+from gateway.protocol.messages import (
+    ChannelRequest,
+    ClientInfo,
+    Command,
+    ConnectRequest,
+    HistoryRequest,
+    Method,
+    Publication,
+    PublishRequest,
+    RefreshRequest,
+    RPCRequest,
+    StreamPosition,
+    SubRefreshRequest,
+    SubscribeRequest,
+    UnsubscribeRequest,
+)
+from gateway.protocol.session import Delivery, Execute, Pong, Session, State, Subscription, SubState
+
+log = logging.getLogger("taskcast.gateway.client")
+
+
+class Transport(Protocol):
+    """What a connection writes to. Adapters live in gateway/transports/."""
+
+    name: str
+    emulation: bool
+    """SSE / HTTP-streaming with the /emulation endpoint: the connect reply carries session+node."""
+    unidirectional: bool
+
+    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+        """Write queued messages at once. ``shared`` is set when ``payloads`` is exactly one
+        shared publication push (its pre-built frame may be written as is)."""
+        ...
+
+    def buffered_bytes(self) -> int:
+        """Bytes accepted by ``write`` but not yet sent to the peer."""
+        ...
+
+    def close(self, disconnect: codes.Disconnect) -> None: ...
+
+
+class CommandError(Exception):
+    """Ends one command with an error reply."""
+
+    def __init__(self, error: codes.Error) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class DisconnectError(Exception):
+    """Ends the connection from inside a command handler."""
+
+    def __init__(self, disconnect: codes.Disconnect) -> None:
+        super().__init__(disconnect.reason)
+        self.disconnect = disconnect
+
+
+class Client:
+    """A connection. ``feed`` is called by the transport with each incoming frame."""
+
+    def __init__(
+        self,
+        node: Node,
+        transport: Transport,
+        *,
+        verifier: TokenVerifier,
+        sub_verifier: TokenVerifier,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.node = node
+        self.settings = node.settings
+        self.transport = transport
+        self.verifier = verifier
+        self.sub_verifier = sub_verifier
+        self.clock = clock
+        self.loop = asyncio.get_running_loop()
+        self.session = Session(channel_limit=self.settings.client.channel_limit)
+        self.client_id = str(uuid.uuid4())
+        self.session_id = str(uuid.uuid4()) if transport.emulation or transport.unidirectional else ""
+        self.user = ""
+        self.conn_info: bytes | None = None
+        self.name = ""
+        self.expire_at: float | None = None
+        self.closed = False
+        self._registered = False
+        self._inbox: deque[Command | Callable[[], Awaitable[object]]] = deque()
+        self._worker: asyncio.Task[None] | None = None
+        self._pending: list[bytes] = []
+        self._pending_shared: SharedPush | None = None
+        self._pending_bytes = 0
+        self._flush_scheduled = False
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._after_reply: list[Callable[[], None]] = []
+        self._timers["stale"] = self.loop.call_later(self.settings.client.stale_close_delay, self._on_stale)
+
+    # --- incoming ----------------------------------------------------------------------------
+
+    def feed(self, frame: str | bytes) -> None:
+        """Decode a frame and queue its commands, strictly in order (§1.2)."""
+        if self.closed:
+            return
+        try:
+            commands = codec.decode_frame(frame)
+        except codec.ProtocolError as exc:
+            log.info("bad frame from client %s: %s", self.client_id, exc)
+            self.disconnect(exc.disconnect)
+            return
+        for cmd in commands:
+            action = self.session.receive(cmd)
+            if action is None:
+                continue
+            if isinstance(action, codes.Disconnect):
+                self.disconnect(action)
+                return
+            if isinstance(action, Pong):
+                continue
+            if isinstance(action, Execute):
+                self._inbox.append(action.command)
+        if self._inbox and self._worker is None:
+            self._worker = self.loop.create_task(self._run_commands())
+
+    async def _run_commands(self) -> None:
+        try:
+            while self._inbox and not self.closed:
+                job = self._inbox.popleft()
+                if isinstance(job, Command):
+                    await self._dispatch(job)
+                else:
+                    await self._run_job(job)
+        finally:
+            self._worker = None
+
+    async def _run_job(self, job: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except EngineError:
+            log.warning("engine error in background job of client %s", self.client_id, exc_info=True)
+        except Exception:
+            log.exception("internal error in background job of client %s", self.client_id)
+            self.disconnect(codes.DISCONNECT_SERVER_ERROR)
+
+    async def _dispatch(self, cmd: Command) -> None:
+        method = cmd.method
+        assert method is not None
+        started = time.perf_counter()
+        try:
+            result = await self._handle(cmd)
+        except CommandError as exc:
+            self._after_reply.clear()
+            self.node.metrics.reply_errors.labels(method.value, str(exc.error.code), "").inc()
+            if method is Method.CONNECT:
+                self.session.connect_rejected()
+            self.send(codec.encode_error(cmd.id, exc.error))
+            return
+        except DisconnectError as exc:
+            self.disconnect(exc.disconnect)
+            return
+        except EngineError:
+            log.warning("engine error on %s for client %s", method.value, self.client_id, exc_info=True)
+            self.send(codec.encode_error(cmd.id, codes.ERROR_INTERNAL))
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("internal error on %s for client %s", method.value, self.client_id)
+            self.disconnect(codes.DISCONNECT_SERVER_ERROR)
+            return
+        finally:
+            self.node.metrics.command_duration.labels(method.value, "").observe(time.perf_counter() - started)
+        if result is not None:
+            self.send(codec.encode_reply(cmd.id, method.value, result))
+        after, self._after_reply = self._after_reply, []
+        for callback in after:
+            callback()
+        if method is Method.CONNECT:
+            self._after_connect_reply()
+
+    def after_reply(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` right after the current command's reply is queued (not on error)."""
+        self._after_reply.append(callback)
+
+    async def _handle(self, cmd: Command) -> dict[str, Any] | None:
+        req = cmd.request
+        if isinstance(req, ConnectRequest):
+            return await self._connect(req)
+        if isinstance(req, SubscribeRequest):
+            return await subscribing.subscribe(self, req)
+        if isinstance(req, UnsubscribeRequest):
+            await self.unsubscribe(req.channel)
+            return {}
+        if isinstance(req, PublishRequest):
+            return await self._publish(req)
+        if isinstance(req, HistoryRequest):
+            return await self._history(req)
+        if isinstance(req, ChannelRequest):
+            return await self._presence(req, stats=cmd.method is Method.PRESENCE_STATS)
+        if isinstance(req, RefreshRequest):
+            return await self._refresh(req)
+        if isinstance(req, SubRefreshRequest):
+            return await subscribing.sub_refresh(self, req)
+        if isinstance(req, RPCRequest):
+            return self._rpc(req)
+        if cmd.method is Method.SEND:
+            raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
+        raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
+
+    # --- connect / refresh -------------------------------------------------------------------
+
+    async def _verify_connect(self, token: str) -> ConnectToken | None:
+        cfg = self.settings.client
+        if not token:
+            if cfg.insecure or cfg.allow_anonymous_connect_without_token:
+                return None
+            raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
+        try:
+            claims = await self.verifier.verify_connect(token)
+        except TokenExpired:
+            raise CommandError(codes.ERROR_TOKEN_EXPIRED) from None
+        except TokenError:
+            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
+        if not claims.user and cfg.disallow_anonymous_connection_tokens:
+            raise DisconnectError(codes.DISCONNECT_PERMISSION_DENIED)
+        return claims
+
+    async def _connect(self, req: ConnectRequest) -> dict[str, Any]:
+        cfg = self.settings.client
+        claims = await self._verify_connect(req.token)
+        hub = self.node.hub
+        if cfg.connection_limit and len(hub.clients) >= cfg.connection_limit:
+            raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
+        if claims is not None:
+            self.user = claims.user
+            self.conn_info = claims.info
+            if claims.expire_at is not None:
+                if claims.expire_at <= self.clock():
+                    raise CommandError(codes.ERROR_EXPIRED)
+                self.expire_at = float(claims.expire_at)
+        if (
+            self.user
+            and cfg.user_connection_limit
+            and hub.user_connections(self.user) >= cfg.user_connection_limit
+        ):
+            raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
+        self.name = req.name
+        server_subs: dict[str, subscribing.ServerSub] = {}
+        if claims is not None:
+            if claims.subs:
+                for channel, sub in claims.subs.items():
+                    server_subs[channel] = subscribing.ServerSub(sub.info, sub.data, sub.override)
+            else:
+                for channel in claims.channels:
+                    server_subs[channel] = subscribing.ServerSub()
+        if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
+            raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
+        self._cancel_timer("stale")
+        hub.add_client(self)
+        self._registered = True
+        self.session.connected()
+        self.node.metrics.connections_accepted.labels(
+            self.transport.name, "json", req.name, req.version
+        ).inc()
+        subs_result: dict[str, Any] = {}
+        for channel, server_sub in server_subs.items():
+            subs_result[channel] = await subscribing.subscribe_server_side(
+                self, channel, server_sub, req.subs.get(channel)
+            )
+        result: dict[str, Any] = {"client": self.client_id, "version": f"{VERSION} Taskcast"}
+        self._put_expiry(result)
+        if subs_result:
+            result["subs"] = subs_result
+        if not self.transport.unidirectional:
+            ping = int(cfg.ping_interval)
+            if ping > 0:
+                result["ping"] = ping
+                result["pong"] = cfg.pong_timeout > 0
+        if self.session_id:
+            result["session"] = self.session_id
+            result["node"] = self.node.uid
+        if cfg.connect_include_server_time:
+            result["time"] = int(self.clock() * 1000)
+        return result
+
+    def _after_connect_reply(self) -> None:
+        """Runs once the connect reply is queued: server-side subscriptions go live (their
+        buffered publications follow the reply) and the timers start."""
+        if self.session.state is not State.CONNECTED:
+            return
+        for sub in list(self.session.subscriptions.values()):
+            if sub.server_side and sub.state is SubState.SUBSCRIBING:
+                subscribing.go_live(self, sub)
+        interval = self.settings.client.ping_interval
+        if interval > 0:
+            self._set_timer("ping", random.uniform(interval / 2, interval), self._on_ping)
+        self._schedule_expiry()
+
+    def _put_expiry(self, result: dict[str, Any]) -> None:
+        if self.expire_at is not None:
+            result["expires"] = True
+            result["ttl"] = max(1, int(self.expire_at - self.clock()))
+
+    def reschedule_expiry(self) -> None:
+        """The server API changed ``expire_at``: re-arm the expiry check."""
+        self._schedule_expiry()
+
+    def _schedule_expiry(self) -> None:
+        self._cancel_timer("expire")
+        if self.expire_at is not None:
+            delay = max(0.0, self.expire_at - self.clock()) + self.settings.client.expired_close_delay
+            self._set_timer("expire", delay, self._on_expire)
+
+    async def _refresh(self, req: RefreshRequest) -> dict[str, Any]:
+        if not req.token:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
+        try:
+            claims = await self.verifier.verify_connect(req.token)
+        except TokenExpired:
+            raise DisconnectError(codes.DISCONNECT_EXPIRED) from None
+        except TokenError:
+            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
+        if claims.user != self.user:
+            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN)
+        if claims.expire_at is not None and claims.expire_at <= self.clock():
+            raise CommandError(codes.ERROR_EXPIRED)
+        self.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
+        if claims.info is not None:
+            self.conn_info = claims.info
+        self._schedule_expiry()
+        result: dict[str, Any] = {"client": "", "version": ""}
+        self._put_expiry(result)
+        return result
+
+    # --- channel commands ----------------------------------------------------------------------
+
+    def client_info(self, sub: Subscription | None = None) -> ClientInfo:
+        return ClientInfo(self.user, self.client_id, self.conn_info, sub.chan_info if sub else None)
+
+    def _rules(self, channel: str) -> ChannelRules:
+        if not channel:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
+        rules = resolve(self.settings, channel)
+        if isinstance(rules, codes.Error):
+            raise CommandError(rules)
+        return rules
+
+    async def _publish(self, req: PublishRequest) -> dict[str, Any]:
+        rules = self._rules(req.channel)
+        opts = rules.options
+        anonymous_ok = bool(self.user) or opts.allow_publish_for_anonymous
+        allowed = (
+            (opts.allow_publish_for_client and anonymous_ok)
+            or (
+                opts.allow_publish_for_subscriber
+                and req.channel in self.session.subscriptions
+                and anonymous_ok
+            )
+            or self.settings.client.insecure
+        )
+        if not allowed:
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        sub = self.session.subscriptions.get(req.channel)
+        await self.node.publish(req.channel, opts, req.data, info=self.client_info(sub))
+        return {}
+
+    def _allowed(self, channel: str, for_client: bool, for_subscriber: bool, for_anonymous: bool) -> bool:
+        if self.settings.client.insecure:
+            return True
+        if not self.user and not for_anonymous:
+            return False
+        return for_client or (for_subscriber and channel in self.session.subscriptions)
+
+    async def _history(self, req: HistoryRequest) -> dict[str, Any]:
+        rules = self._rules(req.channel)
+        opts = rules.options
+        if not (opts.history_size > 0 and opts.history_ttl > 0):
+            raise CommandError(codes.ERROR_NOT_AVAILABLE)
+        if not self._allowed(
+            req.channel,
+            opts.allow_history_for_client,
+            opts.allow_history_for_subscriber,
+            opts.allow_history_for_anonymous,
+        ):
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        if req.reverse and req.since is not None and req.since.offset == 0:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
+        cap = self.settings.client.history_max_publication_limit
+        limit = req.limit
+        if limit < 0 or (cap and limit > cap):
+            limit = cap if cap else -1
+        result = await self.node.history(req.channel, opts, since=req.since, limit=limit, reverse=req.reverse)
+        if req.since is not None and req.since.epoch and req.since.epoch != result.position.epoch:
+            raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
+        return history_result(result.publications, result.position)
+
+    async def _presence(self, req: ChannelRequest, *, stats: bool) -> dict[str, Any]:
+        rules = self._rules(req.channel)
+        opts = rules.options
+        if not opts.presence:
+            raise CommandError(codes.ERROR_NOT_AVAILABLE)
+        if not self._allowed(
+            req.channel,
+            opts.allow_presence_for_client,
+            opts.allow_presence_for_subscriber,
+            opts.allow_presence_for_anonymous,
+        ):
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        if stats:
+            st = await self.node.presence.stats(req.channel)
+            return {"num_clients": st.num_clients, "num_users": st.num_users}
+        entries = await self.node.presence.presence(req.channel)
+        return {"presence": {cid: codec.client_info_obj(info) for cid, info in entries.items()}}
+
+    def _rpc(self, req: RPCRequest) -> dict[str, Any]:
+        ping = self.settings.rpc.ping
+        if not ping.enabled:
+            raise CommandError(codes.ERROR_NOT_AVAILABLE)
+        if req.method != ping.method:
+            raise CommandError(codes.ERROR_METHOD_NOT_FOUND)
+        return {}
+
+    async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
+        """Drop a subscription (client request, server API, expiry, insufficient state)."""
+        sub = self.session.remove_subscription(channel)
+        if sub is None:
+            return
+        if push is not None:
+            self.node.metrics.server_unsubscribes.labels(str(push.code), "").inc()
+            self.send(codec.encode_push(channel, "unsubscribe", {"code": push.code, "reason": push.reason}))
+        self._cancel_timer(f"sub:{channel}")
+        await subscribing.release(self, sub)
+
+    # --- publications from the hub -----------------------------------------------------------
+
+    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
+        sub = self.session.subscriptions.get(channel)
+        if sub is None or self.closed:
+            return
+        if sub.state is SubState.SUBSCRIBING:
+            sub.buffer.append((pub, epoch, push))
+            return
+        verdict = sub.check_position(pub.offset, epoch)
+        if verdict is Delivery.DELIVER:
+            self.enqueue(push.payload, push)
+        elif verdict is Delivery.INSUFFICIENT_STATE:
+            self.insufficient_state(sub)
+
+    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
+        sub = self.session.subscriptions.get(channel)
+        if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
+            self.enqueue(push.payload, push)
+
+    def insufficient_state(self, sub: Subscription) -> None:
+        """Message loss detected on a subscription (§3.2)."""
+        if sub.server_side:
+            self.disconnect(codes.DISCONNECT_INSUFFICIENT_STATE)
+        else:
+            self.spawn(lambda: self.unsubscribe(sub.channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
+
+    def spawn(self, job: Callable[[], Awaitable[object]]) -> None:
+        """Run follow-up work (an unsubscribe after expiry, a presence refresh) in command order."""
+        if self.closed:
+            return
+        self._inbox.append(job)
+        if self._worker is None:
+            self._worker = self.loop.create_task(self._run_commands())
+
+    # --- outgoing ----------------------------------------------------------------------------
+
+    def send(self, payload: bytes) -> None:
+        """Queue a reply or connection-level push."""
+        self.enqueue(payload, None)
+
+    def enqueue(self, payload: bytes, shared: SharedPush | None) -> None:
+        if self.closed:
+            return
+        size = len(payload) + 1
+        limit = self.settings.client.queue_max_size
+        if limit and self._pending_bytes + size + self.transport.buffered_bytes() > limit:
+            self.node.metrics.server_disconnects.labels("3008").inc()
+            self.disconnect(codes.DISCONNECT_SLOW)
+            return
+        self._pending.append(payload)
+        self._pending_shared = shared if len(self._pending) == 1 else None
+        self._pending_bytes += size
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write everything queued in one transport write."""
+        self._flush_scheduled = False
+        if not self._pending or self.closed:
+            return
+        pending, shared = self._pending, self._pending_shared
+        self._pending, self._pending_shared, self._pending_bytes = [], None, 0
+        try:
+            self.transport.write(pending, shared)
+        except Exception:
+            log.debug("write failed for client %s", self.client_id, exc_info=True)
+            self.disconnect(codes.DISCONNECT_WRITE_ERROR)
+
+    # --- timers ------------------------------------------------------------------------------
+
+    def _set_timer(self, name: str, delay: float, callback: Callable[[], None]) -> None:
+        self._cancel_timer(name)
+        self._timers[name] = self.loop.call_later(delay, callback)
+
+    def _cancel_timer(self, name: str) -> None:
+        handle = self._timers.pop(name, None)
+        if handle is not None:
+            handle.cancel()
+
+    def set_sub_timer(self, sub: Subscription) -> None:
+        name = f"sub:{sub.channel}"
+        self._cancel_timer(name)
+        if sub.expire_at is not None:
+            delay = max(0.0, sub.expire_at - self.clock()) + self.settings.client.expired_sub_close_delay
+            self._set_timer(name, delay, lambda: self._on_sub_expire(sub.channel))
+
+    def _on_sub_expire(self, channel: str) -> None:
+        self._timers.pop(f"sub:{channel}", None)
+        sub = self.session.subscriptions.get(channel)
+        if sub is None or sub.expire_at is None or sub.expire_at > self.clock():
+            return
+        if sub.server_side:
+            self.disconnect(codes.DISCONNECT_SUB_EXPIRED)
+        else:
+            self.spawn(lambda: self.unsubscribe(channel, codes.UNSUBSCRIBE_EXPIRED))
+
+    def _on_stale(self) -> None:
+        self._timers.pop("stale", None)
+        if self.session.state is State.CONNECTING:
+            self.disconnect(codes.DISCONNECT_STALE)
+
+    def _on_ping(self) -> None:
+        self._timers.pop("ping", None)
+        cfg = self.settings.client
+        self.send(codec.PING)
+        if not self.transport.unidirectional and cfg.pong_timeout > 0:
+            self.session.ping_sent()
+            self._set_timer("pong", cfg.pong_timeout, self._on_pong_timeout)
+        self._set_timer("ping", cfg.ping_interval, self._on_ping)
+
+    def _on_pong_timeout(self) -> None:
+        self._timers.pop("pong", None)
+        if self.session.ping_outstanding:
+            self.disconnect(codes.DISCONNECT_NO_PONG)
+
+    def _on_expire(self) -> None:
+        self._timers.pop("expire", None)
+        if (
+            self.expire_at is not None
+            and self.expire_at + self.settings.client.expired_close_delay <= self.clock() + 0.5
+        ):
+            self.disconnect(codes.DISCONNECT_EXPIRED)
+        else:
+            self._schedule_expiry()
+
+    def presence_tick(self) -> None:
+        """Re-add this connection to presence of its channels (every presence_update_interval)."""
+        for sub in self.session.subscriptions.values():
+            if sub.presence and sub.state is SubState.SUBSCRIBED:
+                info = self.client_info(sub)
+                self.spawn(lambda ch=sub.channel, i=info: self.node.presence.add(ch, self.client_id, i))
+
+    # --- closing -----------------------------------------------------------------------------
+
+    def disconnect(self, disconnect: codes.Disconnect) -> None:
+        """Close the connection with this code (idempotent). Queued output is flushed first."""
+        if self.closed:
+            return
+        self.flush()
+        self.closed = True
+        self.node.metrics.server_disconnects.labels(str(disconnect.code)).inc()
+        try:
+            self.transport.close(disconnect)
+        except Exception:
+            log.debug("close failed for client %s", self.client_id, exc_info=True)
+        self.connection_lost()
+
+    def connection_lost(self) -> None:
+        """The transport is gone: release everything this connection held (idempotent)."""
+        self.closed = True
+        self.session.closed()
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self._inbox.clear()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        if self._registered:
+            self._registered = False
+            self.node.hub.remove_client(self)
+        subs = list(self.session.subscriptions.values())
+        self.session.subscriptions.clear()
+        self.session.namespace_counts.clear()
+        if subs:
+            self.node.background(self._release_all(subs))
+
+    async def _release_all(self, subs: list[Subscription]) -> None:
+        for sub in subs:
+            await subscribing.release(self, sub)
+
+
+def history_result(pubs: list[Publication], position: StreamPosition) -> dict[str, Any]:
+    """A history result: publications, epoch and offset are always written (§1.1)."""
+    return {
+        "publications": [codec.publication_obj(p.data, p.offset, p.info, p.tags) for p in pubs],
+        "epoch": position.epoch,
+        "offset": position.offset,
+    }

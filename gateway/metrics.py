@@ -1,0 +1,155 @@
+"""Prometheus metrics under Centrifugo's names (PROTOCOL.md §8), on a registry owned by the app.
+
+Only the metrics Taskcast produces are registered; label sets follow Centrifugo's so existing
+dashboards keep working. ``channel_namespace`` labels are always "" (Centrifugo's default with
+namespace labels off), which keeps cardinality bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+NS = "centrifugo"
+
+NodeCounts = Callable[[], tuple[int, int, int, int]]
+"""Returns (clients, users, subscriptions, channels) of this node."""
+
+
+class Metrics:
+    """Counters and histograms the gateway updates on its paths."""
+
+    def __init__(self, version: str) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        build = Gauge("node_build", "Node build info.", ["version"], namespace=NS, registry=r)
+        build.labels(version).set(1)
+        self.action_count = Counter(
+            "node_action_count",
+            "Number of node actions.",
+            ["action", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.messages_sent_count = Counter(
+            "node_messages_sent_count",
+            "Number of messages sent to clients.",
+            ["type", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.pub_sub_lag = Histogram(
+            "node_pub_sub_lag_seconds",
+            "Lag from publish to delivery to local subscribers.",
+            namespace=NS,
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.connections_accepted = Counter(
+            "client_connections_accepted",
+            "Accepted client connections.",
+            ["transport", "accept_protocol", "client_name", "client_version"],
+            namespace=NS,
+            registry=r,
+        )
+        self.subscriptions_accepted = Counter(
+            "client_subscriptions_accepted",
+            "Accepted subscriptions.",
+            ["client_name", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.command_duration = Histogram(
+            "client_command_duration_seconds_histogram",
+            "Client command duration.",
+            ["method", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.reply_errors = Counter(
+            "client_num_reply_errors",
+            "Client command error replies.",
+            ["method", "code", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.server_disconnects = Counter(
+            "client_num_server_disconnects",
+            "Server-initiated disconnects.",
+            ["code"],
+            namespace=NS,
+            registry=r,
+        )
+        self.server_unsubscribes = Counter(
+            "client_num_server_unsubscribes",
+            "Server-initiated unsubscribes.",
+            ["code", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.recover = Counter(
+            "client_recover",
+            "Recovery attempts.",
+            ["recovered", "channel_namespace", "has_recovered_publications"],
+            namespace=NS,
+            registry=r,
+        )
+        self.transport_messages_sent = Counter(
+            "transport_messages_sent",
+            "Frames written to transports.",
+            ["transport", "frame_type", "channel_namespace"],
+            namespace=NS,
+            registry=r,
+        )
+        self.api_duration = Histogram(
+            "api_command_duration_seconds_histogram",
+            "Server API command duration.",
+            ["protocol", "method"],
+            namespace=NS,
+            registry=r,
+        )
+        self.api_errors = Counter(
+            "api_command_errors_total",
+            "Server API errors.",
+            ["protocol", "method", "error"],
+            namespace=NS,
+            registry=r,
+        )
+        self._sent_pub = self.messages_sent_count.labels("publication", "")
+
+    def register_node_gauges(self, collector: Collector) -> None:
+        self.registry.register(collector)
+
+    def action(self, action: str, channel: str) -> None:
+        self.action_count.labels(action, "").inc()
+
+    def messages_sent(self, channel: str, n: int) -> None:
+        if n:
+            self._sent_pub.inc(n)
+
+    def observe_pub_lag(self, seconds: float) -> None:
+        self.pub_sub_lag.observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class NodeGauges(Collector):
+    """Gauges read from the hub at scrape time (no bookkeeping on the hot path)."""
+
+    def __init__(self, read: NodeCounts) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        clients, users, subs, channels = self.read()
+        for name, value, doc in (
+            ("node_num_clients", clients, "Number of clients connected."),
+            ("node_num_users", users, "Number of unique users connected."),
+            ("node_num_subscriptions", subs, "Number of subscriptions."),
+            ("node_num_channels", channels, "Number of channels with one or more subscribers."),
+            ("node_num_nodes", 1, "Number of nodes in the cluster."),
+        ):
+            yield GaugeMetricFamily(f"{NS}_{name}", doc, value=value)

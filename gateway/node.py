@@ -1,0 +1,149 @@
+"""The node: publishes through the Broker, receives the Broker's deliveries and hands them to
+the Hub, and keeps this node's broker subscriptions in step with local subscribers.
+
+Owns no connection logic (gateway/client.py) and no HTTP (gateway/api.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from gateway.config import ChannelOptions, Settings
+from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
+from gateway.hub import Hub, HubClient
+from gateway.metrics import Metrics
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+
+VERSION = "0.1.0"
+
+log = logging.getLogger("taskcast.gateway.node")
+
+
+class Node:
+    """One gateway process in a (possibly single-node) cluster."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        broker: Broker,
+        presence: PresenceManager,
+        metrics: Metrics,
+        *,
+        name: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.broker = broker
+        self.presence = presence
+        self.metrics = metrics
+        self.hub = Hub()
+        self.uid = str(uuid.uuid4())
+        self.name = name
+        self.clock = clock
+        self.started_at = clock()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        broker.set_handler(self)
+
+    def background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("background task failed", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        """Wait for background cleanup (used at shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # --- options -----------------------------------------------------------------------------
+
+    def history_options(self, opts: ChannelOptions) -> HistoryOptions:
+        meta_ttl = opts.history_meta_ttl or self.settings.channel.history_meta_ttl
+        return HistoryOptions(opts.history_size, opts.history_ttl, meta_ttl)
+
+    # --- BrokerEventHandler --------------------------------------------------------------------
+
+    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "")
+        self.metrics.messages_sent(channel, n)
+        if pub.time:
+            self.metrics.observe_pub_lag(max(0.0, self.clock() - pub.time / 1000.0))
+
+    def on_join(self, channel: str, info: ClientInfo) -> None:
+        self.hub.broadcast_join_leave(channel, "join", info)
+
+    def on_leave(self, channel: str, info: ClientInfo) -> None:
+        self.hub.broadcast_join_leave(channel, "leave", info)
+
+    # --- operations --------------------------------------------------------------------------
+
+    async def publish(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        data: bytes,
+        *,
+        info: ClientInfo | None = None,
+        tags: dict[str, str] | None = None,
+        skip_history: bool = False,
+        idempotency_key: str = "",
+    ) -> PublishResult:
+        history = HistoryOptions() if skip_history else self.history_options(opts)
+        pub = Publication(data=data, info=info, tags=tags or None, time=int(self.clock() * 1000))
+        result = await self.broker.publish(channel, pub, history, idempotency_key=idempotency_key)
+        self.metrics.action("publish", channel)
+        return result
+
+    async def history(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        *,
+        since: StreamPosition | None = None,
+        limit: int = 0,
+        reverse: bool = False,
+    ) -> HistoryResult:
+        self.metrics.action("history", channel)
+        return await self.broker.history(
+            channel, self.history_options(opts), since=since, limit=limit, reverse=reverse
+        )
+
+    async def add_subscriber(self, channel: str, client: HubClient) -> None:
+        """Register a local subscriber; subscribes the broker when it is the first one.
+        The hub registration comes first, so no publication is missed while the broker
+        subscription is being set up (the client buffers until its reply is written)."""
+        if self.hub.add_subscriber(channel, client):
+            try:
+                await self.broker.subscribe(channel)
+            except BaseException:
+                if self.hub.remove_subscriber(channel, client):
+                    await self.broker.unsubscribe(channel)
+                raise
+
+    async def remove_subscriber(self, channel: str, client: HubClient) -> None:
+        if self.hub.remove_subscriber(channel, client):
+            await self.broker.unsubscribe(channel)
+
+    def info(self) -> dict[str, object]:
+        """This node's entry in the server API ``info`` result."""
+        hub = self.hub
+        return {
+            "uid": self.uid,
+            "name": self.name,
+            "version": VERSION,
+            "num_clients": len(hub.clients),
+            "num_users": len(hub.users),
+            "num_channels": len(hub.channels),
+            "num_subs": hub.num_subscriptions,
+            "uptime": int(self.clock() - self.started_at),
+        }

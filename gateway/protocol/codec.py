@@ -1,0 +1,246 @@
+"""JSON codec of client protocol v2 (PROTOCOL.md §1.1–1.2).
+
+``decode_frame`` turns one transport frame (newline-delimited commands) into typed commands;
+anything malformed raises ``ProtocolError`` carrying the disconnect to send (3501). The
+``encode_*`` functions build reply and push bytes; raw JSON payloads are embedded unchanged
+(``orjson.Fragment``), never re-parsed. Zero values are omitted as Centrifugo does, except the
+fields §1.1 lists as always written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.protocol import codes
+from gateway.protocol.messages import (
+    ChannelRequest,
+    ClientInfo,
+    Command,
+    ConnectRequest,
+    EmptyRequest,
+    HistoryRequest,
+    Method,
+    PublishRequest,
+    RefreshRequest,
+    Request,
+    RPCRequest,
+    SendRequest,
+    StreamPosition,
+    SubRefreshRequest,
+    SubscribeRecovery,
+    SubscribeRequest,
+    UnsubscribeRequest,
+)
+
+MAX_UINT32 = 2**32 - 1
+MAX_UINT64 = 2**64 - 1
+
+
+class ProtocolError(Exception):
+    """A frame or command that breaks the protocol; ``disconnect`` is what to close with."""
+
+    def __init__(self, message: str, disconnect: codes.Disconnect = codes.DISCONNECT_BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.disconnect = disconnect
+
+
+_METHODS = tuple(Method)
+
+
+def decode_frame(frame: str | bytes) -> list[Command]:
+    """Decode a frame of newline-joined JSON commands, in order.
+
+    Raises:
+        ProtocolError: empty frame, invalid JSON, a line that is not an object, bad field types.
+    """
+    if isinstance(frame, str):
+        frame = frame.encode()
+    commands: list[Command] = []
+    for line in frame.split(b"\n"):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ProtocolError("malformed JSON") from exc
+        commands.append(decode_command(obj))
+    if not commands:
+        raise ProtocolError("empty frame")
+    return commands
+
+
+def decode_command(obj: Any) -> Command:
+    """Decode one command object. The first non-null method field wins (as Centrifugo)."""
+    if not isinstance(obj, dict):
+        raise ProtocolError("command is not an object")
+    cmd_id = obj.get("id", 0)
+    if cmd_id is None:
+        cmd_id = 0
+    if not isinstance(cmd_id, int) or isinstance(cmd_id, bool) or not 0 <= cmd_id <= MAX_UINT32:
+        raise ProtocolError("bad command id")
+    for method in _METHODS:
+        params = obj.get(method.value)
+        if params is not None:
+            if not isinstance(params, dict):
+                raise ProtocolError(f"{method.value} is not an object")
+            return Command(cmd_id, method, _decode_request(method, params))
+    return Command(cmd_id, None, None)
+
+
+def _str(params: dict[str, Any], key: str) -> str:
+    value = params.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ProtocolError(f"{key} must be a string")
+    return value
+
+
+def _bool(params: dict[str, Any], key: str) -> bool:
+    value = params.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{key} must be a boolean")
+    return value
+
+
+def _int(params: dict[str, Any], key: str, lo: int = 0, hi: int = MAX_UINT64) -> int:
+    value = params.get(key, 0)
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ProtocolError(f"{key} must be an integer")
+    return value
+
+
+def _raw(params: dict[str, Any], key: str) -> bytes | None:
+    if key not in params or params[key] is None:
+        return None
+    return orjson.dumps(params[key])
+
+
+def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901 - one branch per method
+    if method is Method.CONNECT:
+        subs_raw = p.get("subs") or {}
+        if not isinstance(subs_raw, dict):
+            raise ProtocolError("subs must be an object")
+        subs: dict[str, SubscribeRecovery] = {}
+        for channel, sub in subs_raw.items():
+            if not isinstance(sub, dict):
+                raise ProtocolError("subs entries must be objects")
+            subs[channel] = SubscribeRecovery(_bool(sub, "recover"), _int(sub, "offset"), _str(sub, "epoch"))
+        return ConnectRequest(
+            token=_str(p, "token"),
+            data=_raw(p, "data"),
+            subs=subs,
+            name=_str(p, "name"),
+            version=_str(p, "version"),
+        )
+    if method is Method.SUBSCRIBE:
+        return SubscribeRequest(
+            channel=_str(p, "channel"),
+            token=_str(p, "token"),
+            recover=_bool(p, "recover"),
+            epoch=_str(p, "epoch"),
+            offset=_int(p, "offset"),
+            data=_raw(p, "data"),
+            positioned=_bool(p, "positioned"),
+            recoverable=_bool(p, "recoverable"),
+            join_leave=_bool(p, "join_leave"),
+            flag=_int(p, "flag", -(2**63), 2**63 - 1),
+            type=_int(p, "type", -(2**31), 2**31 - 1),
+        )
+    if method is Method.UNSUBSCRIBE:
+        return UnsubscribeRequest(_str(p, "channel"))
+    if method is Method.PUBLISH:
+        return PublishRequest(_str(p, "channel"), _raw(p, "data") or b"null")
+    if method in (Method.PRESENCE, Method.PRESENCE_STATS):
+        return ChannelRequest(_str(p, "channel"))
+    if method is Method.HISTORY:
+        since_raw = p.get("since")
+        since = None
+        if since_raw is not None:
+            if not isinstance(since_raw, dict):
+                raise ProtocolError("since must be an object")
+            since = StreamPosition(_int(since_raw, "offset"), _str(since_raw, "epoch"))
+        return HistoryRequest(
+            _str(p, "channel"), _int(p, "limit", -(2**31), 2**31 - 1), since, _bool(p, "reverse")
+        )
+    if method is Method.RPC:
+        return RPCRequest(_str(p, "method"), _raw(p, "data"))
+    if method is Method.SEND:
+        return SendRequest(_raw(p, "data"))
+    if method is Method.REFRESH:
+        return RefreshRequest(_str(p, "token"))
+    if method is Method.SUB_REFRESH:
+        return SubRefreshRequest(_str(p, "channel"), _str(p, "token"))
+    return EmptyRequest()
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+Raw = orjson.Fragment
+
+
+def raw(data: bytes) -> orjson.Fragment:
+    """Embed already-encoded JSON unchanged."""
+    return orjson.Fragment(data)
+
+
+def client_info_obj(info: ClientInfo) -> dict[str, Any]:
+    obj: dict[str, Any] = {"user": info.user, "client": info.client}
+    if info.conn_info is not None:
+        obj["conn_info"] = raw(info.conn_info)
+    if info.chan_info is not None:
+        obj["chan_info"] = raw(info.chan_info)
+    return obj
+
+
+def publication_obj(
+    data: bytes, offset: int = 0, info: ClientInfo | None = None, tags: dict[str, str] | None = None
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"data": raw(data)}
+    if info is not None:
+        obj["info"] = client_info_obj(info)
+    if offset:
+        obj["offset"] = offset
+    if tags:
+        obj["tags"] = tags
+    return obj
+
+
+def encode_reply(cmd_id: int, method: str, result: dict[str, Any]) -> bytes:
+    """``{"id":N,"<method>":{...}}`` — the result is written even when empty (§1.1)."""
+    return orjson.dumps({"id": cmd_id, method: result})
+
+
+def encode_error(cmd_id: int, error: codes.Error) -> bytes:
+    err: dict[str, Any] = {"code": error.code, "message": error.message}
+    if error.temporary:
+        err["temporary"] = True
+    return orjson.dumps({"id": cmd_id, "error": err})
+
+
+def encode_push(channel: str, key: str, payload: dict[str, Any]) -> bytes:
+    """``{"push":{"channel":C,"<key>":{...}}}``; channel omitted when empty."""
+    push: dict[str, Any] = {"channel": channel, key: payload} if channel else {key: payload}
+    return orjson.dumps({"push": push})
+
+
+def encode_pub_push(
+    channel: str, data: bytes, offset: int, info: ClientInfo | None, tags: dict[str, str] | None
+) -> bytes:
+    """The publication push, built once per publish and shared by every subscriber."""
+    return encode_push(channel, "pub", publication_obj(data, offset, info, tags))
+
+
+PING = b"{}"
+"""A server ping is an empty reply (§1.4)."""
+
+
+def disconnect_obj(disconnect: codes.Disconnect) -> dict[str, Any]:
+    return {"code": disconnect.code, "reason": disconnect.reason}

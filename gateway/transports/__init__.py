@@ -1,0 +1,2 @@
+"""Transport adapters: they move frames between a socket and a ``gateway.client.Client``; all
+protocol logic lives in the client and below."""
