@@ -87,6 +87,8 @@ class MemoryBroker:
     publication's offset and its delivery are one atomic step and handlers see offset order.
     A handler exception is logged and does not fail the publish (on Redis the handler runs in
     the PUB/SUB reader, far from the publisher; the publication is stored either way).
+    A ``meta_ttl_seconds`` of 0 keeps the meta forever; an ``idempotent_result_ttl_seconds`` of 0
+    caches no result. Without ``run()``, idle channels are reclaimed only when next used.
 
     Args:
         now: Monotonic clock in seconds, used for every expiry.
