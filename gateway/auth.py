@@ -117,8 +117,7 @@ class SubscribeToken:
 
 @dataclass(frozen=True, slots=True)
 class _JwksKey:
-    algorithms: frozenset[str]
-    key: Any  # a cryptography public key object (RSA, EC or Ed25519)
+    keys: Mapping[str, Any]  # algorithm → key prepared for it by PyJWT (curve checked for ES*)
 
 
 _JWKS_FAMILY = {"RSA": frozenset({"RS256", "RS384", "RS512"}), "OKP": frozenset({"EdDSA"})}
@@ -159,6 +158,11 @@ class TokenVerifier:
         self._algorithms: dict[str, Algorithm] = {name: all_algorithms[name] for name in settings.algorithms}
         try:
             self._static_keys = {} if settings.jwks_public_endpoint else self._load_static_keys(settings)
+            self._previous_hmac: Any = None
+            if settings.hmac_previous_secret_key and not settings.jwks_public_endpoint:
+                self._previous_hmac = self._algorithms["HS256"].prepare_key(
+                    settings.hmac_previous_secret_key.encode()
+                )
         except (PyJWTError, ValueError, TypeError) as exc:
             raise ValueError(f"cannot load a token verification key ({type(exc).__name__})") from None
         self._audience_re = _compile(settings.audience_regex)
@@ -174,19 +178,13 @@ class TokenVerifier:
         self._jwks_lock = asyncio.Lock()
 
     def _load_static_keys(self, settings: TokenSettings) -> dict[str, Any]:
-        """Family prefix ("HS", "RS", "ES") → prepared key. PEM parsed here, once."""
-        keys: dict[str, Any] = {}
-        if settings.hmac_secret_key:
-            keys["HS"] = self._algorithms["HS256"].prepare_key(settings.hmac_secret_key.encode())
-            if settings.hmac_previous_secret_key:
-                keys["HS-previous"] = self._algorithms["HS256"].prepare_key(
-                    settings.hmac_previous_secret_key.encode()
-                )
-        if settings.rsa_public_key:
-            keys["RS"] = load_pem_public_key(settings.rsa_public_key.encode())
-        if settings.ecdsa_public_key:
-            keys["ES"] = load_pem_public_key(settings.ecdsa_public_key.encode())
-        return keys
+        """Algorithm → key prepared by PyJWT for it, PEM parsed once. An ES algorithm whose curve
+        does not match the configured key gets no entry (tokens using it are rejected)."""
+        sources: dict[str, Any] = {"HS": settings.hmac_secret_key.encode()}
+        for prefix, pem in (("RS", settings.rsa_public_key), ("ES", settings.ecdsa_public_key)):
+            if pem:
+                sources[prefix] = load_pem_public_key(pem.encode())
+        return _prepare(self._algorithms, lambda alg: sources.get(alg[:2]))
 
     async def verify_connect(self, token: str) -> ConnectToken:
         """Verify a connection token and return its claims.
@@ -279,9 +277,9 @@ class TokenVerifier:
             if not isinstance(kid, str) or not kid:
                 raise InvalidToken("token has no kid header")
             jwk = await self._jwks_key(kid)
-            if alg not in jwk.algorithms:
+            if alg not in jwk.keys:
                 raise InvalidToken("token algorithm does not match its key")
-            keys = [jwk.key]
+            keys = [jwk.keys[alg]]
         else:
             keys = self._keys_for(alg)
         algorithm = self._algorithms[alg]
@@ -290,13 +288,11 @@ class TokenVerifier:
         return claims
 
     def _keys_for(self, alg: str) -> list[Any]:
-        family = alg[:2]
-        keys = [self._static_keys[family]] if family in self._static_keys else []
-        previous = self._static_keys.get(f"{family}-previous")
-        if previous is not None:
+        keys = [self._static_keys[alg]] if alg in self._static_keys else []
+        if self._previous_hmac is not None and alg.startswith("HS"):
             until = self._settings.hmac_previous_secret_key_valid_until
             if until == 0 or self._now() < until:
-                keys.append(previous)
+                keys.append(self._previous_hmac)
         return keys
 
     def _check_claims(self, claims: Mapping[str, Any]) -> str:
@@ -382,18 +378,39 @@ class TokenVerifier:
 
 def _parse_jwk(item: object) -> tuple[str, _JwksKey | None]:
     """(kid, key) of one JWKS entry; ("", None) for entries that cannot verify our tokens."""
-    if not isinstance(item, dict) or item.get("use", "sig") != "sig" or not isinstance(item.get("kid"), str):
+    if (
+        not isinstance(item, dict)
+        or item.get("use", "sig") != "sig"
+        or not isinstance(item.get("kid"), str)
+        or item.get("kty") not in ("RSA", "EC", "OKP")  # never symmetric keys from a URL
+    ):
         return "", None
     try:
         jwk = jwt.PyJWK(item)
-    except PyJWTError:
+    except (PyJWTError, KeyError, ValueError, TypeError):
         return "", None
     explicit = item.get("alg")
     if isinstance(explicit, str):
         algorithms = frozenset({explicit})
     else:
         algorithms = _JWKS_FAMILY.get(str(jwk.key_type), frozenset({jwk.algorithm_name}))
-    return item["kid"], _JwksKey(algorithms=algorithms, key=jwk.key)
+    all_algorithms = get_default_algorithms()
+    usable = {alg: all_algorithms[alg] for alg in algorithms if alg in all_algorithms}
+    return item["kid"], _JwksKey(keys=_prepare(usable, lambda _alg: jwk.key))
+
+
+def _prepare(algorithms: Mapping[str, Algorithm], source: Callable[[str], Any]) -> dict[str, Any]:
+    """Algorithm → ``source(alg)`` prepared by that algorithm; incompatible keys are left out."""
+    prepared: dict[str, Any] = {}
+    for name, algorithm in algorithms.items():
+        key = source(name)
+        if key is None:
+            continue
+        try:
+            prepared[name] = algorithm.prepare_key(key)
+        except PyJWTError:
+            continue
+    return prepared
 
 
 def _verify(algorithm: Algorithm, signing_input: bytes, key: Any, signature: bytes) -> bool:
