@@ -18,9 +18,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return gateway_main(rest)
     if command == "status-api":
-        from status_api.cli import main as status_api_main
+        from status_api.cli import main as status_api_main  # type: ignore[import-not-found,unused-ignore]
 
-        return status_api_main(rest)
+        return int(status_api_main(rest))
     print(f"taskcast: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -5,6 +5,7 @@ PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTT
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import time
@@ -215,14 +216,14 @@ class ServerApi:
         for client in self._targets(p):
             if channel in client.session.subscriptions:
                 continue
-            client.spawn(lambda c=client: _server_subscribe(c, channel, server_sub, wanted))
+            client.spawn(functools.partial(_server_subscribe, client, channel, server_sub, wanted))
         return {}
 
     async def unsubscribe(self, p: Params) -> Result:
         channel = _str(p, "channel", required=True)
         self._options(channel)
         for client in self._targets(p):
-            client.spawn(lambda c=client: c.unsubscribe(channel, codes.UNSUBSCRIBE_SERVER))
+            client.spawn(functools.partial(client.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
         return {}
 
     async def disconnect(self, p: Params) -> Result:

@@ -140,7 +140,10 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     async def api(request: Request) -> Response:
         return await api_endpoint(request)
 
-    routes = [Route(prefix + "/{method:str}", api, methods=ALL_METHODS), Route(prefix, api, methods=ALL_METHODS)]
+    routes = [
+        Route(prefix + "/{method:str}", api, methods=ALL_METHODS),
+        Route(prefix, api, methods=ALL_METHODS),
+    ]
     if settings.health.enabled:
         routes.append(Route("/health", health, methods=["GET"]))
     if settings.prometheus.enabled:
@@ -149,7 +152,11 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(rt.node.broker.run()), tg.create_task(rt.presence_loop())]
+            tasks = [
+                tg.create_task(rt.node.broker.run()),
+                tg.create_task(rt.node.presence.run()),
+                tg.create_task(rt.presence_loop()),
+            ]
             try:
                 yield {"taskcast": rt}
             finally:

@@ -10,6 +10,7 @@ client with 3008 — a slow client never slows anyone else. Error codes are tran
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import time
@@ -271,14 +272,7 @@ class Client:
         ):
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
-        server_subs: dict[str, subscribing.ServerSub] = {}
-        if claims is not None:
-            if claims.subs:
-                for channel, sub in claims.subs.items():
-                    server_subs[channel] = subscribing.ServerSub(sub.info, sub.data, sub.override)
-            else:
-                for channel in claims.channels:
-                    server_subs[channel] = subscribing.ServerSub()
+        server_subs = _server_subs(claims)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self._cancel_timer("stale")
@@ -588,8 +582,11 @@ class Client:
         """Re-add this connection to presence of its channels (every presence_update_interval)."""
         for sub in self.session.subscriptions.values():
             if sub.presence and sub.state is SubState.SUBSCRIBED:
-                info = self.client_info(sub)
-                self.spawn(lambda ch=sub.channel, i=info: self.node.presence.add(ch, self.client_id, i))
+                self.spawn(
+                    functools.partial(
+                        self.node.presence.add, sub.channel, self.client_id, self.client_info(sub)
+                    )
+                )
 
     # --- closing -----------------------------------------------------------------------------
 
@@ -628,6 +625,15 @@ class Client:
     async def _release_all(self, subs: list[Subscription]) -> None:
         for sub in subs:
             await subscribing.release(self, sub)
+
+
+def _server_subs(claims: ConnectToken | None) -> dict[str, subscribing.ServerSub]:
+    """Server-side subscriptions from the connection token: ``subs`` wins over ``channels``."""
+    if claims is None:
+        return {}
+    if claims.subs:
+        return {ch: subscribing.ServerSub(s.info, s.data, s.override) for ch, s in claims.subs.items()}
+    return {ch: subscribing.ServerSub() for ch in claims.channels}
 
 
 def history_result(pubs: list[Publication], position: StreamPosition) -> dict[str, Any]:

@@ -285,7 +285,11 @@ async def _recover(
     top = hist.position
     if isinstance(outcome, recovery.Recovered):
         buffered = [pub for pub, epoch, _ in sub.buffer if epoch == top.epoch]
-        merged, ok = recovery.merge(outcome.publications, buffered, after=wanted.offset)
+        # Cache mode may skip straight to the latest publication: continuity starts there.
+        after = wanted.offset
+        if opts.force_recovery_mode == "cache" and outcome.publications:
+            after = outcome.publications[0].offset - 1
+        merged, ok = recovery.merge(outcome.publications, buffered, after=after)
         if ok:
             sub.epoch = top.epoch
             sub.offset = merged[-1].offset if merged else max(wanted.offset, top.offset)

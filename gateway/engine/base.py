@@ -138,6 +138,10 @@ class PresenceManager(Protocol):
     """Who is subscribed to a channel, across nodes. Entries expire after ``ttl_seconds``
     unless re-added (each connection re-adds itself every ``client.presence_update_interval``)."""
 
+    async def run(self) -> None:
+        """Background expiry sweeps until cancelled."""
+        ...
+
     async def add(self, channel: str, client_id: str, info: ClientInfo) -> None: ...
 
     async def remove(self, channel: str, client_id: str) -> None: ...

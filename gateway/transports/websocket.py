@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,6 +21,7 @@ from websockets.datastructures import Headers
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
+from websockets.typing import Subprotocol
 
 from gateway.client import Client
 from gateway.hub import SharedPush, ws_text_frame
@@ -31,13 +33,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("taskcast.gateway.websocket")
 
+JSON_SUBPROTOCOL = Subprotocol("centrifuge-json")
+
 CLOSE_TIMEOUT_SECONDS = 5.0
 """How long to wait for the client's close frame before dropping the TCP connection."""
 
 
-def _select_subprotocol(_: ServerProtocol, offered: Any) -> str | None:
+def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
     # JSON is the only format: accept the JSON subprotocol name when offered, else none.
-    return "centrifuge-json" if "centrifuge-json" in offered else None
+    return JSON_SUBPROTOCOL if JSON_SUBPROTOCOL in offered else None
 
 
 class GatewayWebSocketProtocol(asyncio.Protocol):
@@ -120,9 +124,9 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             return
         refusal = runtime.admit()
         if refusal is not None:
-            response = self.conn.reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections")
-            response.headers["Retry-After"] = str(refusal)
-            self.conn.send_response(response)
+            busy = self.conn.reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections")
+            busy.headers["Retry-After"] = str(refusal)
+            self.conn.send_response(busy)
             self._send_pending()
             if self.transport is not None:
                 self.transport.close()
