@@ -347,7 +347,7 @@ def _namespaces_from_env(value: str, from_file: object) -> list[object]:
     JSON array of namespace objects or names."""
     path = "channel.namespaces"
     items: list[object]
-    if value.lstrip().startswith("["):
+    if value.lstrip().startswith(("[", "{")):
         try:
             parsed = json.loads(value)
         except ValueError as exc:
@@ -390,7 +390,7 @@ def _build(default: D, raw: object, path: str, ctx: _Context) -> D:
         key = str(key_obj)
         key_path = _join(path, key)
         if key not in fields:
-            if not (namespace_option and key == "name"):
+            if not (namespace_option and key == "name" and path.endswith("]")):
                 ctx.unknown(key_path, key, namespace_option=namespace_option)
             continue
         changes[key] = _convert(getattr(default, key), hints[key], value, key_path, ctx)

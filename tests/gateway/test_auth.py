@@ -62,7 +62,7 @@ def public_pem(key: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey) -> str:
     )
 
 
-def hmac_verifier(clock: Clock | None = None, **kw: Any) -> TokenVerifier:
+def hmac_verifier(clock: Clock | None = None, /, **kw: Any) -> TokenVerifier:
     settings = TokenSettings(hmac_secret_key=SECRET, algorithms=HS, **kw)
     return TokenVerifier(settings, now=clock or Clock())
 
@@ -130,7 +130,7 @@ async def test_alg_confusion_hs256_signed_with_rsa_public_pem(rsa_key: rsa.RSAPr
 
 
 async def test_alg_none_rejected() -> None:
-    token = jwt.encode({"sub": "admin"}, None, algorithm="none")
+    token = jwt.encode({"sub": "admin"}, "", algorithm="none")
     with pytest.raises(InvalidToken):
         await hmac_verifier().verify_connect(token)
 
