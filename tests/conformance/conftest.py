@@ -1,0 +1,85 @@
+"""Fixtures for the conformance suite: real gateway processes driven by the official clients
+(centrifuge-js in Node, centrifuge-python, cent). Configs use Centrifugo v6 option names."""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.gateway_proc import GatewayProcess
+
+SECRET = "conformance-secret-0123456789abcdefghij"
+
+HISTORY = {"history_size": 10, "history_ttl": "300s", "force_recovery": True}
+
+STANDARD_CONFIG: dict[str, Any] = {
+    "client": {"token": {"hmac_secret_key": SECRET}},
+    "prometheus": {"enabled": True},
+    "channel": {
+        "without_namespace": {
+            **HISTORY,
+            "presence": True,
+            "allow_subscribe_for_client": True,
+            "allow_publish_for_subscriber": True,
+            "allow_history_for_subscriber": True,
+            "allow_presence_for_subscriber": True,
+        },
+        "namespaces": [
+            # No allow_subscribe_for_client: a subscription token is required (else 103).
+            {"name": "private", **HISTORY, "allow_publish_for_subscriber": True},
+            {"name": "small", "history_size": 2, "history_ttl": "300s", "force_recovery": True,
+             "allow_subscribe_for_client": True},
+            {"name": "detail", "allow_subscribe_for_client": True, "subscription_limit_per_connection": 2},
+            # Server-side channels come from the token's `channels` claim.
+            {"name": "feed", **HISTORY},
+        ],
+    },
+}
+
+JS_DIR = Path(__file__).parent / "js"
+
+
+def standard_config(**overrides: Any) -> dict[str, Any]:
+    config = copy.deepcopy(STANDARD_CONFIG)
+    config.update(overrides)
+    return config
+
+
+GatewayFactory = Callable[..., GatewayProcess]
+
+
+@pytest.fixture
+def gateway_factory(tmp_path: Path) -> Iterator[GatewayFactory]:
+    """``gateway_factory(config)`` starts a gateway process; all are stopped at teardown."""
+    started: list[GatewayProcess] = []
+
+    def start(config: dict[str, Any] | None = None) -> GatewayProcess:
+        gw = GatewayProcess(config if config is not None else standard_config(), tmp_path / "gw").start()
+        started.append(gw)
+        return gw
+
+    yield start
+    for gw in started:
+        gw.terminate()
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """One shared gateway with the standard config (tests use unique channel names)."""
+    gw = GatewayProcess(standard_config(), tmp_path_factory.mktemp("shared-gw")).start()
+    yield gw
+    gw.terminate()
+    assert gw.api_key not in gw.log_text()
+
+
+@pytest.fixture(scope="session")
+def node_bin() -> str:
+    node = shutil.which("node")
+    if node is None or not (JS_DIR / "node_modules" / "centrifuge").is_dir():
+        pytest.fail("node or tests/conformance/js/node_modules missing: run `bash scripts/bootstrap.sh`")
+    return node

@@ -1,0 +1,97 @@
+// Shared helpers for the conformance scripts. Every script takes one JSON argument, prints one
+// JSON object per line for each event ({"event": name, ...}) and exits by itself: "done" on
+// success, a "fatal" line and exit code 1 on failure, a hard deadline otherwise.
+import { Centrifuge } from 'centrifuge';
+import WebSocket from 'ws';
+
+export const args = JSON.parse(process.argv[2] || '{}');
+const waiters = [];
+export const seen = [];
+
+export function emit(event, fields = {}) {
+  const record = { event, ...fields };
+  seen.push(record);
+  process.stdout.write(JSON.stringify(record) + '\n');
+  for (const w of [...waiters]) {
+    if (w.pred(record)) {
+      waiters.splice(waiters.indexOf(w), 1);
+      clearTimeout(w.timer);
+      w.resolve(record);
+    }
+  }
+}
+
+// Resolves with the first event (already seen or future) matching pred; rejects after ms.
+export function until(pred, ms = 5000, what = 'event') {
+  const found = seen.find(pred);
+  if (found) return Promise.resolve(found);
+  return new Promise((resolve, reject) => {
+    const w = { pred, resolve };
+    w.timer = setTimeout(() => {
+      waiters.splice(waiters.indexOf(w), 1);
+      reject(new Error(`timeout waiting for ${what}`));
+    }, ms);
+    waiters.push(w);
+  });
+}
+
+export function count(pred) {
+  return seen.filter(pred).length;
+}
+
+export async function api(method, body) {
+  const resp = await fetch(`${args.apiUrl}/${method}`, {
+    method: 'POST',
+    headers: { 'X-API-Key': args.apiKey, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const json = await resp.json();
+  if (json.error) throw new Error(`api ${method}: ${JSON.stringify(json.error)}`);
+  return method === 'batch' ? json : json.result;
+}
+
+// A Centrifuge client whose client-level events are all emitted.
+export function newClient(options = {}) {
+  const c = new Centrifuge(args.url, { websocket: WebSocket, timeout: 5000, ...options });
+  c.on('connecting', (ctx) => emit('connecting', { code: ctx.code, reason: ctx.reason }));
+  c.on('connected', (ctx) => emit('connected', { client: ctx.client, transport: ctx.transport }));
+  c.on('disconnected', (ctx) => emit('disconnected', { code: ctx.code, reason: ctx.reason }));
+  c.on('error', (ctx) => emit('client_error', { type: ctx.type, code: ctx.error?.code, message: ctx.error?.message }));
+  c.on('subscribed', (ctx) => emit('server_subscribed', {
+    channel: ctx.channel, recoverable: ctx.recoverable, positioned: ctx.positioned,
+    recovered: ctx.recovered, wasRecovering: ctx.wasRecovering, streamPosition: ctx.streamPosition,
+  }));
+  c.on('publication', (ctx) => emit('server_publication', {
+    channel: ctx.channel, data: ctx.data, offset: ctx.offset, info: ctx.info,
+  }));
+  return c;
+}
+
+// Emits the subscription's events with its channel.
+export function watch(sub) {
+  sub.on('subscribing', (ctx) => emit('subscribing', { channel: sub.channel, code: ctx.code, reason: ctx.reason }));
+  sub.on('subscribed', (ctx) => emit('subscribed', {
+    channel: ctx.channel, recoverable: ctx.recoverable, positioned: ctx.positioned,
+    recovered: ctx.recovered, wasRecovering: ctx.wasRecovering, streamPosition: ctx.streamPosition,
+  }));
+  sub.on('unsubscribed', (ctx) => emit('unsubscribed', { channel: sub.channel, code: ctx.code, reason: ctx.reason }));
+  sub.on('error', (ctx) => emit('sub_error', {
+    channel: sub.channel, type: ctx.type, code: ctx.error?.code, message: ctx.error?.message,
+  }));
+  sub.on('publication', (ctx) => emit('publication', {
+    channel: ctx.channel, data: ctx.data, offset: ctx.offset, info: ctx.info, tags: ctx.tags,
+  }));
+  return sub;
+}
+
+// Runs main with a hard deadline; always exits.
+export function run(main, deadlineMs = 20000) {
+  const timer = setTimeout(() => {
+    emit('fatal', { error: `deadline of ${deadlineMs} ms exceeded` });
+    process.exit(1);
+  }, deadlineMs);
+  main().then(
+    () => { clearTimeout(timer); emit('done'); process.exit(0); },
+    (err) => { clearTimeout(timer); emit('fatal', { error: String(err && err.stack || err) }); process.exit(1); },
+  );
+}

@@ -1,0 +1,1 @@
+"""Reusable test helpers: a real gateway process and token minting."""
