@@ -638,3 +638,19 @@ def test_settings_are_frozen() -> None:
         s.client.ping_interval = 1.0  # type: ignore[misc]
     assert isinstance(s, Settings)
     assert not hasattr(s.client, "__dict__")
+
+
+def test_docs_cover_every_option() -> None:
+    from gateway.config import _leaf_paths
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    missing = []
+    for parts in _leaf_paths(Settings, ()):
+        path = ".".join(parts)
+        if path.startswith(("channel.without_namespace.", "client.token.", "client.subscription_token.")):
+            needle = f"`{parts[-1]}`"
+        else:
+            needle = f"`{path}`"
+        if needle not in docs:
+            missing.append(path)
+    assert missing == []
