@@ -325,7 +325,7 @@ async def _server_subscribe(
 
 
 def _authorized(request: Request, key: str) -> bool:
-    supplied = request.headers.get("x-api-key")
+    supplied = request.headers.get("x-api-key") or None
     if supplied is None:
         auth = request.headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
@@ -362,12 +362,12 @@ class ApiEndpoint:
             settings.error_mode == "transport"
             or request.headers.get("x-centrifugo-error-mode") == "transport"
         )
+        if not method:
+            return await self._legacy(body)
         try:
             params = orjson.loads(body) if body.strip() else {}
         except orjson.JSONDecodeError:
             return Response("bad request", status_code=400, media_type="text/plain")
-        if not method:
-            return await self._legacy(body)
         if method == "batch":
             return await self._batch(params)
         try:

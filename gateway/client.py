@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from gateway import subscribe as subscribing
-from gateway.auth import ConnectToken, TokenError, TokenExpired, TokenVerifier
+from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, resolve
 from gateway.engine.base import EngineError
 from gateway.hub import SharedPush
@@ -246,6 +246,8 @@ class Client:
             claims = await self.verifier.verify_connect(token)
         except TokenExpired:
             raise CommandError(codes.ERROR_TOKEN_EXPIRED) from None
+        except KeysUnavailable:
+            raise CommandError(codes.ERROR_INTERNAL) from None  # temporary: the SDK retries
         except TokenError:
             raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
         if not claims.user and cfg.disallow_anonymous_connection_tokens:
@@ -338,6 +340,8 @@ class Client:
             claims = await self.verifier.verify_connect(req.token)
         except TokenExpired:
             raise DisconnectError(codes.DISCONNECT_EXPIRED) from None
+        except KeysUnavailable:
+            raise CommandError(codes.ERROR_INTERNAL) from None
         except TokenError:
             raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
         if claims.user != self.user:
@@ -570,13 +574,12 @@ class Client:
 
     def _on_expire(self) -> None:
         self._timers.pop("expire", None)
-        if (
-            self.expire_at is not None
-            and self.expire_at + self.settings.client.expired_close_delay <= self.clock() + 0.5
-        ):
+        if self.expire_at is None:
+            return
+        if self.expire_at + self.settings.client.expired_close_delay <= self.clock():
             self.disconnect(codes.DISCONNECT_EXPIRED)
         else:
-            self._schedule_expiry()
+            self._schedule_expiry()  # refreshed meanwhile, or the timer fired a little early
 
     def presence_tick(self) -> None:
         """Re-add this connection to presence of its channels (every presence_update_interval)."""

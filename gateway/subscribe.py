@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway import recovery
-from gateway.auth import SubscribeToken, SubscriptionOverride, TokenError, TokenExpired
+from gateway.auth import KeysUnavailable, SubscribeToken, SubscriptionOverride, TokenError, TokenExpired
 from gateway.channels import ChannelRules, resolve, user_allowed
 from gateway.config import ChannelOptions
 from gateway.protocol import codec, codes
@@ -91,6 +91,8 @@ async def _verify_token(client: Client, channel: str, token: str) -> SubscribeTo
         claims = await client.sub_verifier.verify_subscribe(token)
     except TokenExpired:
         raise _fail(codes.ERROR_TOKEN_EXPIRED) from None
+    except KeysUnavailable:
+        raise _fail(codes.ERROR_INTERNAL) from None
     except TokenError:
         raise _fail(codes.ERROR_PERMISSION_DENIED) from None
     if claims.user != client.user or claims.channel != channel:
@@ -347,6 +349,8 @@ async def sub_refresh(client: Client, req: SubRefreshRequest) -> dict[str, Any]:
         claims = await client.sub_verifier.verify_subscribe(req.token)
     except TokenExpired:
         claims = None
+    except KeysUnavailable:
+        raise _fail(codes.ERROR_INTERNAL) from None
     except TokenError:
         raise _disconnect(codes.DISCONNECT_INVALID_TOKEN) from None
     if claims is not None:

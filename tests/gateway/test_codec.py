@@ -48,7 +48,9 @@ def test_publish_keeps_raw_json_payload():
 
 
 def test_history_since():
-    (cmd,) = codec.decode_frame('{"id":5,"history":{"channel":"c","limit":-1,"since":{"offset":3,"epoch":"e"}}}')
+    (cmd,) = codec.decode_frame(
+        '{"id":5,"history":{"channel":"c","limit":-1,"since":{"offset":3,"epoch":"e"}}}'
+    )
     assert cmd.request == HistoryRequest("c", -1, StreamPosition(3, "e"), False)
 
 
