@@ -1,0 +1,838 @@
+"""Fan-out benchmark: one hot channel, N WebSocket subscribers, a publisher at rising rates.
+
+    .venv/bin/python loadtest/bench_fanout.py --out docs/PERFORMANCE.md     # full run (make bench-fanout)
+    .venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md    # N=1000, short rungs
+
+For each N (1000, 5000) and each server — the raw ``websockets.broadcast()`` baseline
+(loadtest/baseline_ws_broadcast.py), the Taskcast gateway with history off, the gateway with history
+on (size 100, ttl 300 s) and nginx+nchan when installed — this script starts the server pinned to
+CPU 0, connects N subscribers with the C epoll client (loadtest/fanout_client.c, compiled into a
+temp dir, pinned to CPU 1 with this publisher), measures idle RSS per connection, then climbs a
+ladder of offered deliveries/s (publishes/s = offered / N) until saturation: delivered < 90 % of
+offered, publish rate < 90 % of target, or p99 > 1 s. Each rung: warm-up, measured window, drain.
+
+The gateway is published to through its server API (``POST /api/publish``, ``X-API-Key``) over a
+pool of keep-alive HTTP/1.1 connections (open loop: a publication waits only for a free
+connection); the baseline over one WebSocket (fire and forget); nchan by HTTP POST like the
+gateway. Every payload is 200 bytes of JSON whose first field is the CLOCK_MONOTONIC send time.
+
+Results: a section of ``--out`` between ``<!-- fanout:start -->`` and ``<!-- fanout:end -->``
+(the rest of the file is kept), the raw JSON next to it (``--json``), and a py-spy profile of the
+gateway on one extra rung (``--profile-rate``) when py-spy is installed.
+
+Safety: 127.0.0.1 only; every loop is bounded in count and time; a global ``--budget-s`` deadline
+(plus a hard alarm); only the PIDs started here are signalled, and all are stopped on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+HOST = "127.0.0.1"
+SERVER_CPU = 0
+LOAD_CPU = 1
+API_KEY = "bench-key"
+CHANNEL = "bench"
+MSG_LEN = 200
+LADDER = [25_000, 50_000, 75_000, 100_000, 125_000, 150_000, 200_000, 300_000, 400_000, 600_000, 800_000]
+NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
+START, END = "<!-- fanout:start -->", "<!-- fanout:end -->"
+mono = time.monotonic_ns
+
+STARTED: list[subprocess.Popen[Any]] = []  # every child this script started (and only those)
+
+
+def make_data(seq: int) -> bytes:
+    """200 bytes of JSON; the send time (CLOCK_MONOTONIC ns, 19 digits) is the first field."""
+    head = b'{"t":"%019d","seq":"%09d","pad":"' % (mono(), seq)
+    return head + b"x" * (MSG_LEN - len(head) - 2) + b'"}'
+
+
+assert len(make_data(1)) == MSG_LEN
+
+
+# --------------------------------------------------------------------------------- processes
+
+
+def popen(cmd: list[str], **kw: Any) -> subprocess.Popen[Any]:
+    p = subprocess.Popen(cmd, **kw)
+    STARTED.append(p)
+    return p
+
+
+def stop(p: subprocess.Popen[Any] | None, sig: int = signal.SIGTERM) -> None:
+    if p is None or p.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        p.send_signal(sig)
+    try:
+        p.wait(8)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(5)
+
+
+def wait_or_stop(p: subprocess.Popen[Any], timeout: float) -> None:
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        stop(p, signal.SIGINT)
+
+
+def stop_all() -> None:
+    for p in reversed(STARTED):
+        stop(p)
+
+
+class Server:
+    def __init__(self, popen_: subprocess.Popen[Any], children: bool = False) -> None:
+        self.p = popen_
+        self.ps = psutil.Process(popen_.pid)
+        self.children = children
+
+    def procs(self) -> list[psutil.Process]:
+        ps = [self.ps]
+        if self.children:
+            with contextlib.suppress(psutil.Error):
+                ps += self.ps.children(recursive=True)
+        return ps
+
+    def cpu(self) -> float:
+        t = 0.0
+        for p in self.procs():
+            with contextlib.suppress(psutil.Error):
+                c = p.cpu_times()
+                t += c.user + c.system
+        return t
+
+    def rss(self) -> int:
+        r = 0
+        for p in self.procs():
+            with contextlib.suppress(psutil.Error):
+                r += p.memory_info().rss
+        return r
+
+    def python_pid(self) -> int:
+        return self.p.pid
+
+
+def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            try:
+                s.connect((HOST, port))
+                return True
+            except OSError:
+                time.sleep(0.1)
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------------- servers
+
+
+def gateway_config(port: int, history: bool) -> dict[str, Any]:
+    chan: dict[str, Any] = {"allow_subscribe_for_client": True}
+    if history:
+        chan.update(history_size=100, history_ttl="300s")
+    return {
+        "http_server": {"address": HOST, "port": port},
+        "http_api": {"key": API_KEY},
+        "health": {"enabled": True},
+        "log": {"level": "error"},
+        "client": {"insecure": True},  # defaults otherwise: ping 25 s (answered), queue 1 MiB
+        "channel": {"without_namespace": chan},
+    }
+
+
+def server_kinds(nchan: bool) -> list[str]:
+    kinds = ["baseline", "gateway", "gateway-history"]
+    return kinds + (["nchan"] if nchan else [])
+
+
+LABEL = {
+    "baseline": "websockets.broadcast (baseline)",
+    "gateway": "Taskcast gateway",
+    "gateway-history": "Taskcast gateway, history on",
+    "nchan": "nginx + nchan (1 worker)",
+}
+
+
+def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
+    port = free_port()
+    pin = ["taskset", "-c", str(SERVER_CPU)]
+    if kind == "baseline":
+        p = popen(pin + [PY, str(HERE / "baseline_ws_broadcast.py"), "--port", str(port)], stdout=log, stderr=log)
+        srv = Server(p)
+    elif kind.startswith("gateway"):
+        cfg = tmp / f"{kind}.json"
+        cfg.write_text(json.dumps(gateway_config(port, kind == "gateway-history"), indent=1))
+        cmd = pin + [PY, "-m", "taskcast_cli", "gateway", "--config", str(cfg)]
+        p = popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+        srv = Server(p)
+    elif kind == "nchan":
+        conf = (HERE / "nchan.conf.tmpl").read_text()
+        conf = conf.replace("@RUN@", str(tmp)).replace("@PORT@", str(port)).replace("@MODULE@", NCHAN_MODULE)
+        cpath = tmp / "nchan.conf"
+        cpath.write_text(conf)
+        p = popen(pin + ["nginx", "-p", str(tmp), "-c", str(cpath), "-g", "daemon off;"], stdout=log, stderr=log)
+        srv = Server(p, children=True)
+    else:
+        raise ValueError(kind)
+    if not wait_port(port, p):
+        stop(p)
+        raise RuntimeError(f"{kind}: port {port} not listening (see {log.name})")
+    time.sleep(0.5)
+    return srv, port
+
+
+def nchan_available(install: bool) -> bool:
+    if shutil.which("nginx") and os.path.exists(NCHAN_MODULE):
+        return True
+    if not install:
+        return False
+    print("installing nginx + libnginx-mod-nchan (apt-get)", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "nginx", "libnginx-mod-nchan"]):
+        try:
+            subprocess.run(cmd, env=env, check=True, timeout=300, stdout=subprocess.DEVNULL)
+        except (subprocess.SubprocessError, OSError) as exc:
+            print(f"nchan skipped: {exc}", flush=True)
+            return False
+    # the package enables a system nginx on port 80; we never touch it, we run our own instance
+    return bool(shutil.which("nginx")) and os.path.exists(NCHAN_MODULE)
+
+
+# --------------------------------------------------------------------------------- load client
+
+
+def build_client(tmp: Path) -> Path:
+    exe = tmp / "fanout_client"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "fanout_client.c")], check=True, timeout=120)
+    return exe
+
+
+def start_client(exe: Path, port: int, n: int, proto: str, path: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    cmd = ["taskset", "-c", str(LOAD_CPU), str(exe), "--port", str(port), "-n", str(n), "--proto", proto, "--path", path]
+    c = popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    assert c.stdout is not None
+    line = c.stdout.readline()  # bounded: the client gives up on handshakes after 30 s per batch
+    if not line:
+        raise RuntimeError("load client exited before connecting")
+    return c, json.loads(line)
+
+
+def client_cmd(c: subprocess.Popen[str], text: str) -> None:
+    assert c.stdin is not None
+    with contextlib.suppress(OSError):
+        c.stdin.write(text + "\n")
+        c.stdin.flush()
+
+
+# --------------------------------------------------------------------------------- publishers
+
+
+class HTTPPool:
+    """Open-loop HTTP/1.1 keep-alive publisher over ``size`` connections."""
+
+    def __init__(self, port: int, path: str, headers: dict[str, str], wrap: bytes, size: int) -> None:
+        self.port, self.size = port, size
+        head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nContent-Type: application/json\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.head = head.encode()
+        self.pre, _, self.post = wrap.partition(b"%s")
+        self.idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+        self.readers: list[asyncio.Task[None]] = []
+        self.ok = self.errors = 0
+        self.first_error = ""
+        self.inflight = 0
+
+    async def open(self) -> None:
+        for _ in range(self.size):
+            r, w = await asyncio.wait_for(asyncio.open_connection(HOST, self.port), 5)
+            conn = (r, w)
+            self.idle.put_nowait(conn)
+            self.readers.append(asyncio.create_task(self._reader(conn)))
+
+    async def _reader(self, conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> None:
+        r, _ = conn
+        while True:  # ends when the connection closes or the task is cancelled at close()
+            try:
+                head = await r.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+                return
+            length = 0
+            for ln in head.split(b"\r\n"):
+                if ln[:15].lower() == b"content-length:":
+                    length = int(ln[15:])
+            body = await r.readexactly(length) if length else b""
+            status = head[9:12]
+            if status in (b"200", b"201", b"202") and b'"error"' not in body:
+                self.ok += 1
+            else:
+                self.errors += 1
+                self.first_error = self.first_error or (head[:40] + body[:200]).decode(errors="replace")
+            self.inflight -= 1
+            self.idle.put_nowait(conn)
+
+    async def send(self, seq: int, timeout: float) -> bool:
+        try:
+            _, w = await asyncio.wait_for(self.idle.get(), timeout)
+        except TimeoutError:
+            return False
+        body = self.pre + make_data(seq) + self.post
+        w.write(self.head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.inflight += 1
+        return True
+
+    async def settle(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        while self.inflight > 0 and time.monotonic() < end:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        for t in self.readers:
+            t.cancel()
+        while not self.idle.empty():
+            _, w = self.idle.get_nowait()
+            w.close()
+
+
+class WSPub:
+    """One raw WebSocket connection to the baseline's /pub; each publication is one text frame."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.ok = self.errors = 0
+        self.first_error = ""
+
+    async def open(self) -> None:
+        self.r, self.w = await asyncio.wait_for(asyncio.open_connection(HOST, self.port), 5)
+        self.w.write(
+            f"GET /pub HTTP/1.1\r\nHost: {HOST}:{self.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        head = await asyncio.wait_for(self.r.readuntil(b"\r\n\r\n"), 5)
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError(head[:80])
+
+    async def send(self, seq: int, timeout: float) -> bool:
+        data = make_data(seq)
+        self.w.write(bytes((0x81, 0x80 | 126)) + len(data).to_bytes(2, "big") + b"\0\0\0\0" + data)
+        self.ok += 1
+        if self.w.transport.get_write_buffer_size() > 1 << 20:
+            await asyncio.wait_for(self.w.drain(), timeout)
+        return True
+
+    async def settle(self, timeout: float) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.w.drain(), timeout)
+
+    async def close(self) -> None:
+        self.w.close()
+
+
+def make_publisher(kind: str, port: int, conns: int) -> HTTPPool | WSPub:
+    if kind == "baseline":
+        return WSPub(port)
+    if kind == "nchan":
+        return HTTPPool(port, "/pub", {}, b"%s", conns)
+    wrap = b'{"channel":"%s","data":%%s}' % CHANNEL.encode()
+    return HTTPPool(port, "/api/publish", {"X-API-Key": API_KEY}, wrap, conns)
+
+
+async def publish(pub: HTTPPool | WSPub, rate: int, t0: int, seconds: float) -> tuple[int, float]:
+    interval = 1e9 / rate
+    n = int(rate * seconds)
+    hard = t0 + int((seconds + 2) * 1e9)
+    sent = 0
+    for i in range(n):  # bounded in count, and in time by `hard`
+        d = t0 + int(i * interval) - mono()
+        if d > 0:
+            await asyncio.sleep(d / 1e9)
+        elif i % 32 == 0:
+            await asyncio.sleep(0)
+        if not await pub.send(i, max(0.01, (hard - mono()) / 1e9)):
+            break
+        sent += 1
+        if mono() > hard:
+            break
+    return sent, (mono() - t0) / 1e9
+
+
+# --------------------------------------------------------------------------------- one rung
+
+
+async def run_step(a: argparse.Namespace, server: Server, client: subprocess.Popen[str],
+                   pub: HTTPPool | WSPub, n: int, rate: int, profile_to: Path | None = None) -> dict[str, Any]:
+    warm, dur, drain = a.warm, a.window, a.drain
+    t0 = mono() + 300_000_000
+    client_cmd(client, f"GO {t0} {warm} {dur} {drain}")
+    w0 = t0 + int(warm * 1e9)
+    w1 = w0 + int(dur * 1e9)
+    me = psutil.Process()
+    pub_task = asyncio.create_task(publish(pub, rate, t0, warm + dur))
+    await asyncio.sleep(max(0, (w0 - mono()) / 1e9))
+    spy = None
+    if profile_to is not None:
+        spy = popen(["taskset", "-c", str(LOAD_CPU), str(Path(PY).parent / "py-spy"), "record", "--nonblocking",
+                     "--rate", "250", "--format", "raw", "-d", str(int(dur)), "-p", str(server.python_pid()),
+                     "-o", str(profile_to)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    psutil.cpu_percent(percpu=True)
+    c0, p0 = server.cpu(), sum(me.cpu_times()[:2])
+    await asyncio.sleep(max(0, (w1 - mono()) / 1e9))
+    c1, p1, rss1 = server.cpu(), sum(me.cpu_times()[:2]), server.rss()
+    busy = psutil.cpu_percent(percpu=True)
+    sent, pub_elapsed = await pub_task
+    await pub.settle(drain)
+    loop = asyncio.get_running_loop()
+    assert client.stdout is not None
+    line = await asyncio.wait_for(loop.run_in_executor(None, client.stdout.readline), drain + 30)
+    if not line:
+        raise RuntimeError("load client died")
+    r = json.loads(line)["result"]
+    if spy is not None:
+        await loop.run_in_executor(None, wait_or_stop, spy, 20.0)
+    cpu_s = c1 - c0
+    step = {
+        "N": n, "pub_per_s": rate, "offered_per_s": rate * n,
+        "published": sent, "pub_rate": round(sent / max(1e-9, pub_elapsed), 1),
+        "pub_ok": pub.ok, "pub_errors": pub.errors,
+        "delivered_per_s": round(r["win"] / dur),
+        "delivery_ratio_after_drain": round(r["total"] / max(1, sent * n), 4),
+        "p50_ms": r["p50_ms"], "p90_ms": r["p90_ms"], "p99_ms": r["p99_ms"], "max_ms": r["max_ms"],
+        "lat_samples": r["lat_n"],
+        "server_cpu_pct": round(cpu_s / dur * 100, 1),
+        "deliveries_per_cpu_s": round(r["win"] / cpu_s) if cpu_s > 0 else None,
+        "server_us_per_delivery": round(cpu_s / max(1, r["win"]) * 1e6, 2),
+        "server_rss_mb": round(rss1 / 2**20, 1),
+        "client_cpu_pct": r["client_cpu_pct"],
+        "publisher_cpu_pct": round((p1 - p0) / dur * 100, 1),
+        "cpu_busy_pct": [round(x, 1) for x in busy],
+        "open": r["open"], "closed_in_step": r["closed_in_step"], "bad": r["bad"],
+        "per_sec": r["per_sec"],
+    }
+    pub.ok = pub.errors = 0
+    return step
+
+
+def saturated(s: dict[str, Any]) -> str:
+    if s["delivered_per_s"] < 0.9 * s["offered_per_s"]:
+        return "delivered < 90% of offered"
+    if s["pub_rate"] < 0.9 * s["pub_per_s"]:
+        return "publish rate < 90% of target"
+    if (s["p99_ms"] or 0) > 1000:
+        return "p99 > 1 s"
+    if s["closed_in_step"]:
+        return "connections closed"
+    return ""
+
+
+def fmt_step(s: dict[str, Any]) -> str:
+    return (f"  M={s['pub_per_s']:>5}/s offered={s['offered_per_s']:>7} delivered={s['delivered_per_s']:>7}/s "
+            f"pub={s['pub_rate']:>7} p50={s['p50_ms']:.1f}ms p99={s['p99_ms']:.1f}ms srv={s['server_cpu_pct']}% "
+            f"del/cpu-s={s['deliveries_per_cpu_s']} cli={s['client_cpu_pct']}% pubcpu={s['publisher_cpu_pct']}% "
+            f"busy={s['cpu_busy_pct']} err={s['pub_errors']} closed={s['closed_in_step']}")
+
+
+async def bench_server(a: argparse.Namespace, kind: str, n: int, tmp: Path, exe: Path, ladder: list[int],
+                       deadline: float, profile: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"server": kind, "N": n, "steps": []}
+    log = open(tmp / f"{kind}-{n}.log", "ab")  # noqa: SIM115 - closed in finally
+    server = client = None
+    pub: HTTPPool | WSPub | None = None
+    try:
+        server, port = start_server(kind, tmp, log)
+        time.sleep(1.0)
+        rss_base = server.rss()
+        t = time.monotonic()
+        proto = "raw" if kind == "nchan" else "centrifugo"
+        path = "/sub" if kind == "nchan" else "/connection/websocket"
+        client, ready = start_client(exe, port, n, proto, path)
+        out["connect_s"] = round(time.monotonic() - t, 2)
+        out["connected"], out["connect_failed"] = ready["ready"], ready["failed"]
+        time.sleep(2.0)
+        rss_idle = server.rss()
+        out["rss_base_mb"] = round(rss_base / 2**20, 1)
+        out["rss_idle_mb"] = round(rss_idle / 2**20, 1)
+        out["rss_per_conn_kib"] = round((rss_idle - rss_base) / max(1, out["connected"]) / 1024, 1)
+        print(f"[{kind} N={n}] connected={out['connected']} failed={out['connect_failed']} in {out['connect_s']}s "
+              f"rss/conn={out['rss_per_conn_kib']} KiB", flush=True)
+        if out["connected"] < n * 0.99:
+            out["stopped"] = "not all subscribers connected"
+            return out
+        pub = make_publisher(kind, port, a.http_conns)
+        await pub.open()
+        out["publisher"] = "WebSocket /pub (1 conn)" if kind == "baseline" else f"HTTP keep-alive x{a.http_conns}"
+        for target in ladder:
+            if time.time() + a.warm + a.window + a.drain + 5 > deadline:
+                out["stopped"] = "global deadline"
+                break
+            step = await run_step(a, server, client, pub, n, max(1, round(target / n)))
+            if kind.startswith("gateway") and step["pub_errors"] and not out.get("pub_error"):
+                out["pub_error"] = pub.first_error
+            step["saturated"] = saturated(step)
+            out["steps"].append(step)
+            print(fmt_step(step), flush=True)
+            if step["saturated"]:
+                out["stopped"] = step["saturated"]
+                break
+        if profile is not None and time.time() + a.window + 30 < deadline:
+            prof_path = tmp / f"profile-{kind}-{n}.txt"
+            step = await run_step(a, server, client, pub, n, max(1, round(profile["rate"] / n)), prof_path)
+            print("  [py-spy]" + fmt_step(step)[1:], flush=True)
+            profile.update(step=step, raw=prof_path.read_text() if prof_path.exists() else "")
+    finally:
+        if pub is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(pub.close(), 3)
+        if client is not None:
+            client_cmd(client, "QUIT")
+            stop(client)
+        if server is not None:
+            stop(server.p)
+        log.close()
+        time.sleep(1.0)
+    return out
+
+
+# --------------------------------------------------------------------------------- profile summary
+
+
+def summarize_profile(raw: str, top: int = 18) -> dict[str, Any]:
+    """py-spy raw (collapsed) stacks -> self and inclusive sample shares per function."""
+    self_c: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, cnt = line.rpartition(" ")
+        if not stack or not cnt.isdigit():
+            continue
+        c = int(cnt)
+        total += c
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].replace(str(ROOT) + "/", "")
+                  .split("site-packages/")[-1] + ")" if " (" in f else f for f in stack.split(";")]
+        self_c[frames[-1]] += c
+        for f in set(frames):
+            incl[f] += c
+    def share(cn: Counter[str]) -> list[tuple[str, float]]:
+        return [(f, round(100 * v / total, 1)) for f, v in cn.most_common(top)] if total else []
+    return {"samples": total, "self": share(self_c), "inclusive": share(incl)}
+
+
+# --------------------------------------------------------------------------------- report
+
+
+def env_info() -> dict[str, Any]:
+    def ver(mod: str) -> str | None:
+        try:
+            from importlib.metadata import version
+            return version(mod)
+        except Exception:
+            return None
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    nginx_v = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip() if shutil.which("nginx") else None
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "git": git, "python": platform.python_version(),
+            "websockets": ver("websockets"), "uvicorn": ver("uvicorn"), "uvloop": ver("uvloop"), "orjson": ver("orjson"),
+            "nginx": nginx_v, "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
+            "mem_gib": round(psutil.virtual_memory().total / 2**30, 1), "loadavg_start": os.getloadavg()}
+
+
+def ok_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for s in run.get("steps", []) if not s.get("saturated")]
+
+
+def f_int(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else ("–" if v is None else str(v))
+
+
+def f_ms(v: Any) -> str:
+    return "–" if v is None or v < 0 else (f"{v:,.0f}" if v >= 100 else f"{v:.1f}")
+
+
+def render(res: dict[str, Any]) -> str:
+    e, p = res["env"], res["params"]
+    runs = [r for r in res["runs"] if "error" not in r]
+    L: list[str] = [START, "", "## Fan-out: one hot channel, N WebSocket subscribers", ""]
+    L += [f"Generated by `make bench-fanout` (`loadtest/bench_fanout.py`) on {e['date']}, git `{e['git']}`"
+          f"{' — **quick run**' if p['quick'] else ''}. Raw results: `{p['json_rel']}`.", ""]
+    L += ["### Method", "",
+          f"- Machine: {e['cores']} vCPU ({e['cpu']}), {e['mem_gib']} GiB, Linux {e['kernel']}, Python {e['python']}, "
+          f"websockets {e['websockets']}, uvicorn {e['uvicorn']}, uvloop {e['uvloop']}, orjson {e['orjson']}"
+          f"{', ' + e['nginx'] if e.get('nginx') else ''}. Load average at start: "
+          f"{', '.join(f'{x:.2f}' for x in e['loadavg_start'])}.",
+          "- Everything on 127.0.0.1. Server pinned to CPU 0; load client and publisher pinned to CPU 1 "
+          "(the method of ../shared/PERFORMANCE-ANCHORS.md, so the numbers are comparable with it).",
+          "- Subscribers: `loadtest/fanout_client.c`, one epoll thread, reads promptly (the worst case for the server), "
+          "splits every frame on `\\n` (the gateway joins a tick's pushes into one frame), counts every publication, "
+          "takes latency on 1 connection in 10 from the CLOCK_MONOTONIC send time at the start of the 200-byte payload, "
+          "answers Centrifugo pings (`{}`) and WebSocket pings. Each sends the Centrifugo connect + subscribe in one frame "
+          "(`client.insecure: true`, `channel.without_namespace.allow_subscribe_for_client: true`).",
+          "- Gateway: `python -m taskcast_cli gateway --config …` exactly as shipped (uvicorn, uvloop, httptools); "
+          "history off, then on (`history_size` 100, `history_ttl` 300 s); default ping (25 s) and `client.queue_max_size` (1 MiB).",
+          f"- Publisher: gateway and nchan by `POST /api/publish` (`X-API-Key`) / `POST /pub` over {p['http_conns']} "
+          "keep-alive HTTP/1.1 connections, open loop (a publication waits only for a free connection). The baseline "
+          "(`loadtest/baseline_ws_broadcast.py`: `websockets` 17 asyncio server on uvloop, `broadcast()` of the same push "
+          "envelope, one frame serialised per connection) is published to over one WebSocket, fire and forget — cheaper "
+          "for the baseline than an HTTP API.",
+          f"- Ladder of offered deliveries/s: {', '.join(f'{x // 1000}k' for x in p['ladder'])}; publishes/s = offered / N. "
+          f"Each rung: {p['warm']} s warm-up, {p['window']} s measured window, {p['drain']} s drain. Stop at the first "
+          "saturated rung: delivered < 90 % of offered, publish rate < 90 % of target, p99 > 1 s, or connections closed.",
+          "- Server CPU: psutil user+sys of the server process (nginx: master + worker) over the window. "
+          "*Deliveries per CPU-second* = deliveries in the window / server CPU seconds in the window.",
+          "- Idle RSS per connection: server RSS after N subscribed connections and 2 s idle, minus RSS before, / N.",
+          "- `busy` = whole-CPU utilisation (CPU 0, CPU 1) during the window, from /proc/stat: CPU 0 busy well above "
+          "the server's own CPU % means other work shared the core.", ""]
+    ns = sorted({r["N"] for r in runs})
+    for n in ns:
+        L += [f"### N = {n:,}", ""]
+        L += ["| Server | idle RSS/conn | sustained delivered/s (p50 / p99 ms) | peak delivered/s | stopped because |",
+              "|---|---|---|---|---|"]
+        for r in [r for r in runs if r["N"] == n]:
+            ok = ok_steps(r)
+            best = max(ok, key=lambda s: s["delivered_per_s"]) if ok else None
+            peak = max(r["steps"], key=lambda s: s["delivered_per_s"]) if r["steps"] else None
+            L.append(f"| {LABEL[r['server']]} | {r.get('rss_per_conn_kib', '–')} KiB | "
+                     + (f"{best['delivered_per_s']:,} ({f_ms(best['p50_ms'])} / {f_ms(best['p99_ms'])})" if best else "–")
+                     + f" | {f_int(peak['delivered_per_s']) if peak else '–'} | {r.get('stopped', 'end of ladder')} |")
+        L += ["", "Per rung:", "",
+              "| Server | offered/s | pub/s | delivered/s | p50 ms | p99 ms | server CPU % | deliveries / CPU-s | µs / delivery | client CPU % | busy CPU0/CPU1 % |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in [r for r in runs if r["N"] == n]:
+            for s in r["steps"]:
+                sat = " ⚠" if s.get("saturated") else ""
+                L.append(f"| {LABEL[r['server']]} | {s['offered_per_s']:,}{sat} | {s['pub_rate']:,.0f} | {s['delivered_per_s']:,} | "
+                         f"{f_ms(s['p50_ms'])} | {f_ms(s['p99_ms'])} | {s['server_cpu_pct']} | {f_int(s['deliveries_per_cpu_s'])} | "
+                         f"{s['server_us_per_delivery']} | {s['client_cpu_pct']} | {'/'.join(f'{x:.0f}' for x in s['cpu_busy_pct'][:2])} |")
+        L += ["", "⚠ = saturated rung (the ladder stopped there).", ""]
+        L += ratio_lines(runs, n)
+    L += targets(runs)
+    prof = res.get("profile")
+    if prof and prof.get("summary", {}).get("samples"):
+        s, sm = prof["step"], prof["summary"]
+        L += ["### Where the gateway's CPU goes (py-spy)", "",
+              f"`py-spy record --nonblocking --rate 250` on the gateway (history off), N = {s['N']:,}, one extra rung at "
+              f"{s['offered_per_s']:,} offered deliveries/s ({s['pub_rate']:.0f} publishes/s): delivered {s['delivered_per_s']:,}/s, "
+              f"server CPU {s['server_cpu_pct']} %, p99 {f_ms(s['p99_ms'])} ms. {sm['samples']:,} non-idle samples "
+              "(percentages are of those; time in uvloop/kernel C code is charged to the calling Python line).", "",
+              "| Function (self) | % | | Function (inclusive) | % |", "|---|---|---|---|---|"]
+        for i in range(max(len(sm["self"]), len(sm["inclusive"]))):
+            a_ = sm["self"][i] if i < len(sm["self"]) else ("", "")
+            b_ = sm["inclusive"][i] if i < len(sm["inclusive"]) else ("", "")
+            L.append(f"| `{a_[0]}` | {a_[1]} | | `{b_[0]}` | {b_[1]} |")
+        L += ["", f"Collapsed stacks: `{p['profile_rel']}` (open with speedscope or flamegraph.pl).", ""]
+    L += ["### Reproduce", "", "```",
+          "make bench-fanout                                              # full run, ≈10–15 min, writes this section",
+          ".venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md   # N=1000, short rungs",
+          ".venv/bin/python loadtest/bench_fanout.py --with-nchan --out docs/PERFORMANCE.md   # also apt-get nginx+nchan",
+          "```", "", "Options and caveats: `loadtest/README.md`.", "", END]
+    return "\n".join(L)
+
+
+def ratio_lines(runs: list[dict[str, Any]], n: int) -> list[str]:
+    base = next((r for r in runs if r["N"] == n and r["server"] == "baseline"), None)
+    if base is None:
+        return []
+    bsteps = {s["offered_per_s"]: s for s in ok_steps(base)}
+    L = [f"Ratios against the baseline measured in this run (N = {n:,}); deliveries per server-CPU-second at the same "
+         "offered load (rungs where both are unsaturated):", "",
+         "| Server | " + " | ".join(f"{o // 1000}k" for o in sorted(bsteps)) + " | sustained ceiling |",
+         "|---|" + "---|" * (len(bsteps) + 1)]
+    bbest = max((s["delivered_per_s"] for s in bsteps.values()), default=0)
+    for r in [r for r in runs if r["N"] == n and r["server"] != "baseline"]:
+        mine = {s["offered_per_s"]: s for s in ok_steps(r)}
+        cells = []
+        for o in sorted(bsteps):
+            if o in mine and mine[o]["deliveries_per_cpu_s"] and bsteps[o]["deliveries_per_cpu_s"]:
+                cells.append(f"{mine[o]['deliveries_per_cpu_s'] / bsteps[o]['deliveries_per_cpu_s']:.2f}×")
+            else:
+                cells.append("–")
+        best = max((s["delivered_per_s"] for s in mine.values()), default=0)
+        ceil = f"{best / bbest:.1f}× ({best:,} vs {bbest:,})" if bbest else "–"
+        L.append(f"| {LABEL[r['server']]} | " + " | ".join(cells) + f" | {ceil} |")
+    return L + [""]
+
+
+def targets(runs: list[dict[str, Any]]) -> list[str]:
+    L = ["### Targets (issue 2)", "", "| Target | Measured | Met? |", "|---|---|---|"]
+    nmax = max((r["N"] for r in runs), default=0)
+    gw = next((r for r in runs if r["N"] == nmax and r["server"] == "gateway"), None)
+    base = next((r for r in runs if r["N"] == nmax and r["server"] == "baseline"), None)
+    if gw and base:
+        bst = {s["offered_per_s"]: s for s in ok_steps(base)}
+        common = [s for s in ok_steps(gw) if s["offered_per_s"] in bst]
+        if common:
+            top = max(common, key=lambda s: s["offered_per_s"])
+            ratio = top["deliveries_per_cpu_s"] / bst[top["offered_per_s"]]["deliveries_per_cpu_s"]
+            gpeak = max(s["deliveries_per_cpu_s"] or 0 for s in ok_steps(gw))
+            bpeak = max(s["deliveries_per_cpu_s"] or 0 for s in bst.values())
+            L.append(f"| deliveries per server-CPU-second ≥ 2× raw `websockets.broadcast()` at N = {nmax:,} | "
+                     f"{ratio:.2f}× at {top['offered_per_s']:,}/s offered (highest rung both sustain: "
+                     f"{top['deliveries_per_cpu_s']:,} vs {bst[top['offered_per_s']]['deliveries_per_cpu_s']:,}); best "
+                     f"sustained rung of each: {gpeak:,} vs {bpeak:,} = {gpeak / bpeak:.2f}× | "
+                     f"{'yes' if ratio >= 2 else 'no'} |")
+    for n in sorted({r["N"] for r in runs}):
+        g = next((r for r in runs if r["N"] == n and r["server"] == "gateway"), None)
+        s100 = next((s for s in (g or {}).get("steps", []) if s["offered_per_s"] == 100_000), None)
+        if s100:
+            good = not s100.get("saturated") and s100["p99_ms"] <= 100
+            L.append(f"| p99 ≤ 100 ms at 100k deliveries/s (N = {n:,}) | p99 {f_ms(s100['p99_ms'])} ms, p50 "
+                     f"{f_ms(s100['p50_ms'])} ms, delivered {s100['delivered_per_s']:,}/s | {'yes' if good else 'no'} |")
+        if g and "rss_per_conn_kib" in g:
+            L.append(f"| RSS per idle connection ≤ 16 KiB (N = {n:,}) | {g['rss_per_conn_kib']} KiB | "
+                     f"{'yes' if g['rss_per_conn_kib'] <= 16 else 'no'} |")
+    return L + [""]
+
+
+def write_section(out: Path, section: str) -> None:
+    if out.exists():
+        text = out.read_text()
+        if START in text and END in text:
+            pre, rest = text.split(START, 1)
+            post = rest.split(END, 1)[1]
+            text = pre + section + post
+        else:
+            text = text.rstrip("\n") + "\n\n" + section + "\n"
+    else:
+        text = ("# Performance\n\nMeasured on the project machine; every section says how to reproduce it. "
+                "Targets are from issue 2.\n\n" + section + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+
+
+# --------------------------------------------------------------------------------- main
+
+
+async def amain(a: argparse.Namespace) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    if max(a.ns) * 1 + 200 > want:
+        print(f"warning: RLIMIT_NOFILE {want} is low for N={max(a.ns)}", flush=True)
+    if os.cpu_count() and os.cpu_count() >= 2:  # type: ignore[operator]
+        os.sched_setaffinity(0, {LOAD_CPU})
+    deadline = time.time() + a.budget_s
+    tmp = Path(tempfile.mkdtemp(prefix="taskcast-fanout-"))
+    exe = build_client(tmp)
+    nchan = a.with_nchan or a.nchan_if_installed
+    nchan = nchan and nchan_available(install=a.with_nchan)
+    kinds = [k for k in server_kinds(nchan) if not a.servers or k in a.servers.split(",")]
+    out = Path(a.out)
+    json_path = Path(a.json) if a.json else out.parent / "perf" / "fanout-results.json"
+    prof_path = json_path.parent / "fanout-gateway-profile.txt"
+    rel = lambda p: os.path.relpath(p.resolve(), out.resolve().parent)  # noqa: E731
+    res: dict[str, Any] = {
+        "env": env_info(),
+        "params": {"quick": a.quick, "ns": a.ns, "ladder": a.ladder, "warm": a.warm, "window": a.window, "drain": a.drain,
+                   "http_conns": a.http_conns, "servers": kinds, "json_rel": rel(json_path), "profile_rel": rel(prof_path)},
+        "runs": [],
+    }
+    print(json.dumps(res["env"]), flush=True)
+    spy_ok = (Path(PY).parent / "py-spy").exists() and a.profile_rate > 0
+    if not spy_ok and a.profile_rate > 0:
+        print("py-spy not installed in the venv: no profile (.venv/bin/pip install py-spy)", flush=True)
+    try:
+        for n in a.ns:
+            for kind in kinds:
+                if time.time() + 30 > deadline:
+                    print("global deadline reached", flush=True)
+                    break
+                profile = {"rate": a.profile_rate} if (spy_ok and kind == "gateway" and n == max(a.ns)) else None
+                try:
+                    r = await bench_server(a, kind, n, tmp, exe, a.ladder, deadline, profile)
+                except Exception as exc:  # noqa: BLE001 - a failing server must not lose the others' results
+                    r = {"server": kind, "N": n, "error": repr(exc), "steps": []}
+                    print(f"[{kind} N={n}] ERROR {exc!r} (logs in {tmp})", flush=True)
+                res["runs"].append(r)
+                if profile and profile.get("raw"):
+                    res["profile"] = {"step": profile["step"], "summary": summarize_profile(profile["raw"])}
+                    prof_path.parent.mkdir(parents=True, exist_ok=True)
+                    prof_path.write_text(profile["raw"])
+                json_path.parent.mkdir(parents=True, exist_ok=True)
+                json_path.write_text(json.dumps(res, indent=1))
+    finally:
+        stop_all()
+    write_section(out, render(res))
+    print(f"wrote {out} and {json_path}; logs in {tmp}", flush=True)
+    if not a.keep_tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "PERFORMANCE.md"), help="markdown file; only the fanout section is replaced")
+    ap.add_argument("--json", default="", help="raw results (default: <out dir>/perf/fanout-results.json)")
+    ap.add_argument("--quick", action="store_true", help="N=1000 only, short rungs, short ladder")
+    ap.add_argument("--ns", default="", help="comma list of subscriber counts (default 1000,5000)")
+    ap.add_argument("--ladder", default="", help="comma list of offered deliveries/s")
+    ap.add_argument("--servers", default="", help="subset of baseline,gateway,gateway-history,nchan")
+    ap.add_argument("--with-nchan", action="store_true", help="apt-get install nginx + libnginx-mod-nchan if missing")
+    ap.add_argument("--no-nchan", dest="nchan_if_installed", action="store_false", help="skip nchan even if installed")
+    ap.add_argument("--warm", type=float, default=1.5)
+    ap.add_argument("--window", type=float, default=5.0)
+    ap.add_argument("--drain", type=float, default=2.0)
+    ap.add_argument("--http-conns", type=int, default=8, help="keep-alive connections of the HTTP publisher")
+    ap.add_argument("--profile-rate", type=int, default=200_000, help="offered deliveries/s of the py-spy rung (0 = none)")
+    ap.add_argument("--budget-s", type=float, default=900)
+    ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)")
+    a = ap.parse_args()
+    a.ns = [int(x) for x in a.ns.split(",")] if a.ns else ([1000] if a.quick else [1000, 5000])
+    if a.ladder:
+        a.ladder = [int(float(x)) for x in a.ladder.split(",")]
+    else:
+        a.ladder = [25_000, 50_000, 100_000, 200_000, 400_000] if a.quick else LADDER
+    if a.quick:
+        a.warm, a.window, a.drain = min(a.warm, 1.0), min(a.window, 3.0), min(a.drain, 1.5)
+    if not all(0 < n <= 20_000 for n in a.ns) or len(a.ladder) > 20:
+        ap.error("N must be in 1..20000 and the ladder at most 20 rungs")
+
+    def on_alarm(*_: Any) -> None:
+        raise SystemExit("hard budget exceeded")
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(SystemExit("terminated")))
+    signal.alarm(int(a.budget_s) + 180)
+    import uvloop
+
+    try:
+        return uvloop.run(amain(a))
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

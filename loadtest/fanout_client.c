@@ -1,0 +1,320 @@
+/* Taskcast fan-out load client: N WebSocket subscribers on one epoll thread.
+ *
+ * Built at run time by loadtest/bench_fanout.py (gcc -O2 into a temp dir).
+ *
+ *   --proto centrifugo  after the upgrade, send ONE frame with the Centrifugo client protocol v2
+ *                       connect + subscribe commands (newline-joined, like centrifuge-js); the
+ *                       connection counts as ready when the subscribe reply (id 2) arrives.
+ *   --proto raw         ready right after the upgrade (nchan).
+ *
+ * Every text frame is split into messages on '\n' (the gateway joins the pushes of one loop tick
+ * into one frame). A message whose first bytes contain "t":" is a delivery; on sampled
+ * connections (idx % --sample == 0) the 19-digit CLOCK_MONOTONIC timestamp right after it gives
+ * the publish->receive latency. A message that is exactly {} is a Centrifugo server ping and is
+ * answered with {}; WebSocket pings (opcode 9) are answered with pongs.
+ *
+ * Control protocol on stdin/stdout (one JSON line each):
+ *   prints {"ready": n, "failed": f, "connect_s": x}
+ *   reads  "GO <t0_ns> <warm_s> <dur_s> <drain_s>" -> after t0+warm+dur+drain prints {"result": {...}}
+ *   reads  "QUIT" (or EOF) -> exits
+ * Every wait is bounded (handshakes 30 s per batch; measurement ends at the drain deadline).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PFX 96
+#define MAXSEC 600
+#define TS_DIGITS 19
+
+enum { HS = 0, SUBSCRIBING = 1, OPEN = 2, CLOSED = 3 };
+
+typedef struct {
+  int fd, state, sample;
+  char hs[2048]; int hs_len;
+  unsigned char hdr[14]; int hdr_len, hdr_need;
+  uint64_t payload_left;
+  int op;
+  unsigned char ctrl[128]; int ctrl_len;
+  char mpfx[PFX]; int mpos; /* current message: first PFX bytes, position */
+} conn_t;
+
+static int64_t now_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec; }
+static double cpu_s(void) { struct rusage r; getrusage(RUSAGE_SELF, &r); return r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6; }
+
+static int64_t t0 = -1, w0, w1, tend;
+static uint64_t total, win, bad, pings, other;
+static uint64_t per_sec[MAXSEC];
+static int64_t *lat; static size_t lat_n, lat_cap;
+static int n_ready, n_failed, n_closed, pending;
+static int proto_raw;
+
+static void add_lat(int64_t v) {
+  if (lat_n == lat_cap) {
+    size_t cap = lat_cap ? lat_cap * 2 : (1 << 20);
+    int64_t *p = realloc(lat, cap * sizeof(int64_t));
+    if (!p) return;
+    lat = p; lat_cap = cap;
+  }
+  lat[lat_n++] = v;
+}
+
+static void send_text(conn_t *c, const char *s, size_t L) {
+  unsigned char out[1024]; size_t h;
+  if (L > sizeof out - 8) return;
+  out[0] = 0x81;
+  if (L < 126) { out[1] = 0x80 | (unsigned char)L; h = 2; }
+  else { out[1] = 0x80 | 126; out[2] = (unsigned char)(L >> 8); out[3] = (unsigned char)L; h = 4; }
+  memset(out + h, 0, 4); h += 4; /* zero mask key: payload unchanged */
+  memcpy(out + h, s, L);
+  if (write(c->fd, out, h + L) < 0) {}
+}
+
+static int ep = -1;
+
+static void mark_closed(conn_t *c) {
+  if (c->state == SUBSCRIBING || c->state == HS) { n_failed++; pending--; }
+  else if (c->state == OPEN) n_closed++;
+  c->state = CLOSED;
+  if (c->fd >= 0) { epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL); close(c->fd); c->fd = -1; }
+}
+
+static void message_done(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
+  int L = c->mpos < PFX ? c->mpos : PFX;
+  char *p = c->mpfx;
+  c->mpos = 0;
+  if (L == 2 && p[0] == '{' && p[1] == '}') { pings++; send_text(c, "{}", 2); return; }
+  if (c->state == SUBSCRIBING) {
+    if (L > 8 && !strncmp(p, "{\"id\":2,", 8)) {
+      pending--;
+      if (memmem(p, L, "\"subscribe\"", 11)) { c->state = OPEN; n_ready++; }
+      else { c->state = CLOSED; n_failed++; }
+    } else if (L > 8 && !strncmp(p, "{\"id\":1,", 8) && memmem(p, L, "\"error\"", 7)) {
+      pending--; c->state = CLOSED; n_failed++;
+    }
+    return;
+  }
+  char *t = memmem(p, L, "\"t\":\"", 5);
+  if (!t) { other++; return; }
+  (*cnt)++;
+  if (c->sample && in_win) {
+    char *d = t + 5; int64_t v = 0;
+    if (d + TS_DIGITS > p + L) { bad++; return; }
+    for (int k = 0; k < TS_DIGITS; k++) {
+      if (d[k] < '0' || d[k] > '9') { bad++; return; }
+      v = v * 10 + (d[k] - '0');
+    }
+    add_lat(now - v);
+  }
+}
+
+/* Feed payload bytes of a text/binary frame into the message splitter. */
+static void text_bytes(conn_t *c, const unsigned char *b, size_t k, int64_t now, int in_win, uint64_t *cnt) {
+  while (k) {
+    const unsigned char *nl = memchr(b, '\n', k);
+    size_t seg = nl ? (size_t)(nl - b) : k;
+    if (c->mpos < PFX) {
+      size_t m = PFX - c->mpos; if (m > seg) m = seg;
+      memcpy(c->mpfx + c->mpos, b, m);
+    }
+    c->mpos += (int)(seg > 1000000 ? 1000000 : seg);
+    if (!nl) return;
+    message_done(c, now, in_win, cnt);
+    b += seg + 1; k -= seg + 1;
+  }
+}
+
+static void frame_end(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
+  if (c->op == 1 || c->op == 2 || c->op == 0) {
+    message_done(c, now, in_win, cnt);
+  } else if (c->op == 9) {
+    unsigned char out[140]; int L = c->ctrl_len;
+    out[0] = 0x8A; out[1] = 0x80 | L; memset(out + 2, 0, 4); memcpy(out + 6, c->ctrl, L);
+    if (write(c->fd, out, 6 + L) < 0) {}
+  } else if (c->op == 8) {
+    mark_closed(c);
+  }
+  c->hdr_len = 0; c->hdr_need = 2; c->ctrl_len = 0;
+}
+
+static void parse(conn_t *c, const unsigned char *b, size_t n, int64_t now) {
+  size_t i = 0; uint64_t cnt = 0;
+  int in_win = (t0 >= 0 && now >= w0 && now < w1);
+  while (i < n && c->state != CLOSED) {
+    if (c->payload_left == 0 && c->hdr_len < c->hdr_need) {
+      c->hdr[c->hdr_len++] = b[i++];
+      if (c->hdr_len == 2) {
+        int l7 = c->hdr[1] & 0x7f;
+        c->hdr_need = 2 + (l7 == 126 ? 2 : (l7 == 127 ? 8 : 0)) + ((c->hdr[1] & 0x80) ? 4 : 0);
+      }
+      if (c->hdr_len == c->hdr_need) {
+        int l7 = c->hdr[1] & 0x7f; uint64_t L = l7;
+        if (l7 == 126) L = ((uint64_t)c->hdr[2] << 8) | c->hdr[3];
+        else if (l7 == 127) { L = 0; for (int k = 2; k < 10; k++) L = (L << 8) | c->hdr[k]; }
+        c->op = c->hdr[0] & 0x0f;
+        c->payload_left = L;
+        if (L == 0) frame_end(c, now, in_win, &cnt);
+      }
+      continue;
+    }
+    size_t k = n - i; if (k > c->payload_left) k = c->payload_left;
+    if (c->op <= 2) text_bytes(c, b + i, k, now, in_win, &cnt);
+    else if (c->ctrl_len + k <= 125) { memcpy(c->ctrl + c->ctrl_len, b + i, k); c->ctrl_len += (int)k; }
+    i += k; c->payload_left -= k;
+    if (c->payload_left == 0) frame_end(c, now, in_win, &cnt);
+  }
+  if (t0 >= 0 && cnt) {
+    total += cnt;
+    if (in_win) win += cnt;
+    int64_t s = (now - t0) / 1000000000LL;
+    if (s >= 0 && s < MAXSEC) per_sec[s] += cnt;
+  }
+}
+
+static void handshake_bytes(conn_t *c, int64_t now, const char *cmd, size_t cmd_len) {
+  ssize_t r = read(c->fd, c->hs + c->hs_len, sizeof c->hs - 1 - c->hs_len);
+  if (r <= 0) { if (r < 0 && errno == EAGAIN) return; mark_closed(c); return; }
+  c->hs_len += (int)r; c->hs[c->hs_len] = 0;
+  char *end = strstr(c->hs, "\r\n\r\n");
+  if (!end) { if (c->hs_len >= (int)sizeof c->hs - 1) mark_closed(c); return; }
+  if (strncmp(c->hs, "HTTP/1.1 101", 12)) { mark_closed(c); return; }
+  size_t rest = c->hs_len - (end + 4 - c->hs);
+  if (proto_raw) { c->state = OPEN; n_ready++; pending--; }
+  else { c->state = SUBSCRIBING; send_text(c, cmd, cmd_len); }
+  if (rest) parse(c, (unsigned char *)end + 4, rest, now);
+}
+
+static int cmp64(const void *a, const void *b) { int64_t x = *(const int64_t *)a, y = *(const int64_t *)b; return (x > y) - (x < y); }
+static double pct(double q) { if (!lat_n) return -1; size_t k = (size_t)(q * (lat_n - 1) + 0.5); if (k >= lat_n) k = lat_n - 1; return lat[k] / 1e6; }
+
+int main(int argc, char **argv) {
+  const char *host = "127.0.0.1", *path = "/connection/websocket", *channel = "bench";
+  int port = 0, n = 1000, sample = 10, conc = 200;
+  for (int i = 1; i + 1 < argc; i++) {
+    if (!strcmp(argv[i], "--port")) port = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--host")) host = argv[++i];
+    else if (!strcmp(argv[i], "--path")) path = argv[++i];
+    else if (!strcmp(argv[i], "--channel")) channel = argv[++i];
+    else if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--sample")) sample = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--proto")) proto_raw = !strcmp(argv[++i], "raw");
+  }
+  if (n < 1 || sample < 1 || conc < 1) return 2;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  char req[512], cmd[256];
+  int rl = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, host, port);
+  int cl = snprintf(cmd, sizeof cmd, "{\"id\":1,\"connect\":{\"name\":\"bench\"}}\n{\"id\":2,\"subscribe\":{\"channel\":\"%s\"}}", channel);
+  conn_t *cs = calloc(n, sizeof(conn_t));
+  ep = epoll_create1(0);
+  if (!cs || ep < 0) return 2;
+  struct sockaddr_in sa = {0}; sa.sin_family = AF_INET; sa.sin_port = htons(port); inet_pton(AF_INET, host, &sa.sin_addr);
+  static unsigned char buf[1 << 18];
+  struct epoll_event evs[1024];
+  int64_t tc = now_ns();
+  for (int base = 0; base < n; base += conc) {  /* connect in bounded batches */
+    int hi = base + conc < n ? base + conc : n;
+    for (int i = base; i < hi; i++) {
+      conn_t *c = &cs[i]; c->sample = (i % sample == 0); c->hdr_need = 2; c->state = HS;
+      c->fd = socket(AF_INET, SOCK_STREAM, 0);
+      pending++;
+      if (c->fd < 0) { mark_closed(c); continue; }
+      int one = 1; setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0 || write(c->fd, req, rl) != rl) {
+        mark_closed(c); continue;
+      }
+      fcntl(c->fd, F_SETFL, O_NONBLOCK);
+      struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+      epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+    }
+    int64_t deadline = now_ns() + 30000000000LL;
+    while (pending > 0 && now_ns() < deadline) {
+      int k = epoll_wait(ep, evs, 1024, 100);
+      int64_t now = now_ns();
+      for (int e = 0; e < k; e++) {
+        conn_t *c = evs[e].data.ptr;
+        if (c->state == HS) handshake_bytes(c, now, cmd, cl);
+        else if (c->state != CLOSED) {
+          ssize_t r = read(c->fd, buf, sizeof buf);
+          if (r > 0) parse(c, buf, r, now);
+          else if (r == 0 || (errno != EAGAIN && errno != EINTR)) mark_closed(c);
+        }
+      }
+    }
+    if (pending > 0) { n_failed += pending; pending = 0; }
+  }
+  printf("{\"ready\": %d, \"failed\": %d, \"connect_s\": %.3f}\n", n_ready, n_failed, (now_ns() - tc) / 1e9);
+  fcntl(0, F_SETFL, O_NONBLOCK);
+  struct epoll_event sev = {.events = EPOLLIN, .data.ptr = NULL};
+  epoll_ctl(ep, EPOLL_CTL_ADD, 0, &sev);
+  char line[256]; int ll = 0; double cpu0 = 0, cpu1 = 0, dur = 0; int have0 = 0, have1 = 0, closed0 = 0;
+  for (;;) {
+    int k = epoll_wait(ep, evs, 1024, 5);
+    int64_t now = now_ns();
+    for (int e = 0; e < k; e++) {
+      conn_t *c = evs[e].data.ptr;
+      if (!c) {
+        ssize_t r = read(0, line + ll, sizeof line - 1 - ll);
+        if (r == 0) goto quit;
+        if (r < 0) continue;
+        ll += (int)r; line[ll] = 0;
+        char *nl;
+        while ((nl = strchr(line, '\n'))) {
+          *nl = 0;
+          if (!strncmp(line, "QUIT", 4)) goto quit;
+          if (!strncmp(line, "GO ", 3)) {
+            long long a; double warm, d, drain;
+            if (sscanf(line + 3, "%lld %lf %lf %lf", &a, &warm, &d, &drain) == 4) {
+              total = win = bad = pings = other = 0; lat_n = 0; memset(per_sec, 0, sizeof per_sec);
+              w0 = a + (int64_t)(warm * 1e9); w1 = w0 + (int64_t)(d * 1e9); tend = w1 + (int64_t)(drain * 1e9);
+              dur = d; have0 = have1 = 0; closed0 = n_closed; t0 = a;
+            }
+          }
+          ll -= (int)(nl + 1 - line); memmove(line, nl + 1, ll + 1);
+        }
+        if (ll >= (int)sizeof line - 1) ll = 0;
+        continue;
+      }
+      if (c->state == CLOSED) continue;
+      ssize_t r = read(c->fd, buf, sizeof buf);
+      if (r > 0) parse(c, buf, r, now);
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        mark_closed(c);
+      }
+    }
+    if (t0 >= 0) {
+      now = now_ns();
+      if (!have0 && now >= w0) { cpu0 = cpu_s(); have0 = 1; }
+      if (!have1 && now >= w1) { cpu1 = cpu_s(); have1 = 1; }
+      if (now >= tend) {
+        qsort(lat, lat_n, sizeof(int64_t), cmp64);
+        int nsec = (int)((tend - t0) / 1000000000LL); if (nsec > MAXSEC) nsec = MAXSEC;
+        printf("{\"result\": {\"open\": %d, \"closed_in_step\": %d, \"total\": %llu, \"win\": %llu, \"dur\": %.3f, \"lat_n\": %zu, "
+               "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, \"client_cpu_pct\": %.1f, "
+               "\"bad\": %llu, \"pings\": %llu, \"other\": %llu, \"per_sec\": [",
+               n_ready - n_closed, n_closed - closed0, (unsigned long long)total, (unsigned long long)win, dur, lat_n,
+               pct(0.5), pct(0.9), pct(0.99), lat_n ? lat[lat_n - 1] / 1e6 : -1.0, dur > 0 ? (cpu1 - cpu0) / dur * 100 : 0.0,
+               (unsigned long long)bad, (unsigned long long)pings, (unsigned long long)other);
+        for (int s = 0; s < nsec; s++) printf("%s%llu", s ? ", " : "", (unsigned long long)per_sec[s]);
+        printf("]}}\n");
+        t0 = -1;
+      }
+    }
+  }
+quit:
+  for (int i = 0; i < n; i++) if (cs[i].fd >= 0) close(cs[i].fd);
+  return 0;
+}
