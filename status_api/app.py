@@ -1,0 +1,150 @@
+"""Builds the Status API application from a :class:`Config`: the only module that decides which
+database, keys and background loops are in use. Background work (the health reconciler) is owned
+by the lifespan's TaskGroup and stopped on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.applications import Starlette
+
+from status_api.auth import (
+    ServiceAuthenticator,
+    ServiceAuthSettings,
+    UserAuthenticator,
+    UserAuthSettings,
+    service_keys_from_config,
+)
+from status_api.config import Config
+from status_api.http import Api, routes
+from status_api.queries import RealtimeQuota, TaskQueries
+from status_api.ratelimit import RateLimiter
+from status_api.reconciler import HealthReconciler
+from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
+from status_api.service import Clock, ServiceSettings, StatusService, utc_now
+from status_api.storage.database import create_engine, init_db
+from status_api.tokens import TokenIssuer, TokenSettings
+
+
+@dataclass
+class Components:
+    engine: AsyncEngine
+    service: StatusService
+    queries: TaskQueries
+    reconciler: HealthReconciler
+    api: Api
+
+
+def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: Clock = utc_now) -> Components:
+    schema_dir = Path(cfg.schema_dir) if cfg.schema_dir else DEFAULT_SCHEMA_DIR
+    schemas = SchemaStore(schema_dir)
+    engine = engine or create_engine(
+        cfg.database.url,
+        pool_size=cfg.database.pool_size,
+        max_overflow=cfg.database.max_overflow,
+        echo=cfg.database.echo,
+    )
+    rt = cfg.realtime
+    tokens = TokenIssuer(
+        TokenSettings(
+            execution_secret=cfg.execution_token.secret or "",
+            execution_ttl_seconds=cfg.execution_token.ttl_seconds,
+            execution_issuer=cfg.execution_token.issuer,
+            realtime_algorithm=rt.algorithm,
+            realtime_secret=rt.secret,
+            realtime_private_key=rt.private_key,
+            realtime_audience=rt.audience,
+            realtime_issuer=rt.issuer,
+            connection_ttl_seconds=rt.connection_ttl_seconds,
+            subscription_ttl_seconds=rt.subscription_ttl_seconds,
+            subject_format=rt.subject_format,
+        )
+    )
+    service = StatusService(
+        engine,
+        schemas,
+        tokens,
+        clock,
+        ServiceSettings(
+            max_data_bytes=cfg.limits.max_data_bytes, user_message_limit=cfg.limits.user_message_limit
+        ),
+    )
+    queries = TaskQueries(
+        service, RealtimeQuota(rt.max_detail_subscriptions_per_session, rt.max_sessions_per_user)
+    )
+    ia = cfg.internal_auth
+    service_auth = ServiceAuthenticator(
+        ServiceAuthSettings(
+            mode=ia.mode,
+            jwt_secret=ia.jwt_secret,
+            jwt_public_key=ia.jwt_public_key,
+            jwt_algorithms=tuple(ia.jwt_algorithms),
+            audience=ia.audience,
+            issuer=ia.issuer,
+            keys=service_keys_from_config(ia.keys),
+        ),
+        tokens,
+    )
+    ua = cfg.user_auth
+    user_auth = UserAuthenticator(
+        UserAuthSettings(
+            mode=ua.mode,
+            secret=ua.secret,
+            public_key=ua.public_key,
+            jwks_url=ua.jwks_url,
+            algorithms=tuple(ua.algorithms),
+            audience=ua.audience,
+            issuer=ua.issuer,
+            tenant_claim=ua.tenant_claim,
+            user_claim=ua.user_claim,
+            projects_claim=ua.projects_claim,
+        )
+    )
+    openapi = yaml.safe_load((schema_dir / "openapi.yaml").read_text(encoding="utf-8"))
+    api = Api(
+        service,
+        queries,
+        service_auth,
+        user_auth,
+        RateLimiter(ia.rate_per_second, ia.burst),
+        openapi,
+        cfg.http.max_body_bytes,
+    )
+    rc = cfg.reconciler
+    reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
+    return Components(engine, service, queries, reconciler, api)
+
+
+def create_app(cfg: Config, *, components: Components | None = None) -> Starlette:
+    """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup."""
+    comp = components or build_components(cfg)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if cfg.database.auto_init:
+            await init_db(comp.engine)
+        await comp.service.load_registry_files()
+        stop = asyncio.Event()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                if cfg.reconciler.enabled:
+                    tg.create_task(comp.reconciler.run(stop))
+                try:
+                    yield
+                finally:
+                    stop.set()
+        finally:
+            if components is None:
+                await comp.engine.dispose()
+
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.api = comp.api
+    app.state.components = comp
+    return app

@@ -1,0 +1,71 @@
+"""``taskcast status-api serve|init-db --config FILE`` (wired by taskcast_cli to :func:`main`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from status_api.config import ConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="taskcast status-api", description="Taskcast Status API")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP server (uvicorn)")
+    serve.add_argument("--config", required=True, help="JSON or YAML config file")
+    serve.add_argument("--host", help="override http.host")
+    serve.add_argument("--port", type=int, help="override http.port")
+    init = sub.add_parser(
+        "init-db", help="create or upgrade the schema and load schema/registry (idempotent)"
+    )
+    init.add_argument("--config", required=True, help="JSON or YAML config file")
+    return p
+
+
+async def _init_db(config_path: str) -> int:
+    from status_api.app import build_components
+    from status_api.storage.database import init_db
+
+    cfg = load_config(config_path)
+    comp = build_components(cfg)
+    try:
+        actions = await init_db(comp.engine)
+        loaded = await comp.service.load_registry_files()
+    finally:
+        await comp.engine.dispose()
+    for a in actions:
+        print(a)
+    print(f"schema up to date ({len(actions)} changes); {loaded} definition sets registered")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Entry point. Returns the process exit code (2 for configuration errors)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "init-db":
+            return asyncio.run(_init_db(args.config))
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(f"taskcast status-api: configuration error: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from status_api.app import create_app
+
+    logging.basicConfig(
+        level=cfg.http.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    uvicorn.run(
+        create_app(cfg),
+        host=args.host or cfg.http.host,
+        port=args.port if args.port is not None else cfg.http.port,
+        log_level=cfg.http.log_level,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,377 @@
+"""Projections (seed §3.3.1, §6.1, §6.2, §6.6, §6.8): current state -> channel payloads and notices.
+
+Each builder lists its fields explicitly; that list *is* the projection's whitelist, mirrored by
+``additionalProperties: false`` in ``schema/json/task-{summary,detail,project}.schema.json``. Payloads
+are complete current state with a version, never diffs, and are built from validated stored state,
+never from a worker's raw JSON. ``diagnosticsRef`` is never projected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from status_api.domain.model import (
+    JSON,
+    TERMINAL,
+    DataBody,
+    ErrorInfo,
+    EventType,
+    FailurePolicy,
+    Health,
+    Lifecycle,
+    StepState,
+    TaskState,
+    ms_between,
+)
+from status_api.domain.registry import OperationDefinitionSet
+
+
+class Projection:
+    USER_SUMMARY = "USER_SUMMARY"
+    TASK_DETAIL = "TASK_DETAIL"
+    PROJECT_BROADCAST = "PROJECT_BROADCAST"
+
+
+#: Outbox priority: notices and terminal states first (seed §13.3); plain progress last.
+PRIORITY_NOTICE = 10
+PRIORITY_NORMAL = 0
+
+
+def iso(ts: datetime | None) -> str | None:
+    """``2026-09-21T07:10:18.156Z`` (UTC, milliseconds)."""
+    if ts is None:
+        return None
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def user_channel(tenant_id: str, user_id: str) -> str:
+    return f"task_user:{tenant_id}/{user_id}"
+
+
+def detail_channel(tenant_id: str, task_id: str) -> str:
+    return f"task_detail:{tenant_id}/{task_id}"
+
+
+def project_channel(tenant_id: str, project_id: str) -> str:
+    return f"task_project:{tenant_id}/{project_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """The event that produced a version, as TASK_DETAIL shows it (``triggerEvent``)."""
+
+    event_id: str
+    event_type: EventType
+    committed_at: datetime
+    step_id: str | None = None
+    operation_code: str | None = None
+    step_attempt: int | None = None
+    step_version: int | None = None
+    duration_ms: int | None = None
+    data: DataBody | None = None
+    error: ErrorInfo | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "eventId": self.event_id,
+            "eventType": self.event_type.value,
+            "stepId": self.step_id,
+            "operationCode": self.operation_code,
+            "stepAttempt": self.step_attempt,
+            "stepVersion": str(self.step_version) if self.step_version is not None else None,
+            "durationMs": self.duration_ms,
+            "data": self.data.to_json() if self.data else None,
+            "error": self.error.public_json() if self.error else None,
+            "committedAt": iso(self.committed_at),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    channel: str
+    projection: str
+    payload: dict[str, JSON]
+    priority: int
+
+
+def _elapsed(started: datetime | None, finished: datetime | None, as_of: datetime) -> int | None:
+    return ms_between(started, finished or as_of) if started else None
+
+
+def _current_step(steps: Mapping[str, StepState]) -> StepState | None:
+    running = [s for s in steps.values() if s.lifecycle is Lifecycle.RUNNING]
+    return max(running, key=lambda s: (s.updated_at, s.step_id)) if running else None
+
+
+def summary_data(
+    task: TaskState, steps: Mapping[str, StepState], ops: OperationDefinitionSet
+) -> DataBody | None:
+    """The task's summaryData, or else the newest step data cut to its registered ``summaryFields``."""
+    if task.summary is not None:
+        return task.summary
+    best: tuple[datetime, DataBody] | None = None
+    for s in steps.values():
+        op = ops.operations.get(s.operation_code)
+        if s.data is None or op is None or s.data.schema not in op.summary_fields:
+            continue
+        fields = op.summary_fields[s.data.schema]
+        body = DataBody(s.data.schema, {k: s.data.value[k] for k in fields if k in s.data.value})
+        if best is None or s.updated_at > best[0]:
+            best = (s.updated_at, body)
+    return best[1] if best else None
+
+
+def summary_task(
+    task: TaskState, steps: Mapping[str, StepState], ops: OperationDefinitionSet, as_of: datetime
+) -> dict[str, JSON]:
+    current = _current_step(steps)
+    data = summary_data(task, steps, ops)
+    return {
+        "id": task.id,
+        "projectId": task.project_id,
+        "product": task.product,
+        "taskType": task.task_type,
+        "title": task.title,
+        "lifecycleStatus": task.lifecycle.value,
+        "businessStatus": task.business_status,
+        "health": task.health.value,
+        "version": str(task.version),
+        "createdAt": iso(task.created_at),
+        "startedAt": iso(task.started_at),
+        "finishedAt": iso(task.finished_at),
+        "elapsedMs": _elapsed(task.started_at, task.finished_at, as_of),
+        "durationMs": task.duration_ms,
+        "asOf": iso(as_of),
+        "currentOperation": (
+            {
+                "stepId": current.step_id,
+                "operationCode": current.operation_code,
+                "progress": current.progress.to_json() if current.progress else None,
+            }
+            if current
+            else None
+        ),
+        "failedStepId": task.failed_step_id,
+        "failureCode": task.failure_code,
+        "failureMessage": task.failure_message,
+        "summaryData": data.to_json() if data else None,
+    }
+
+
+def summary_message(
+    task: TaskState,
+    steps: Mapping[str, StepState],
+    ops: OperationDefinitionSet,
+    as_of: datetime,
+    notice: dict[str, JSON] | None = None,
+) -> dict[str, JSON]:
+    msg: dict[str, JSON] = {
+        "kind": "task.summary",
+        "schemaVersion": 1,
+        "task": summary_task(task, steps, ops, as_of),
+    }
+    if notice is not None:
+        msg["notice"] = notice
+    return msg
+
+
+def step_json(task: TaskState, s: StepState) -> dict[str, JSON]:
+    return {
+        "id": s.step_id,
+        "operationCode": s.operation_code,
+        "attempt": s.attempt,
+        "version": str(s.version),
+        "lifecycleStatus": s.lifecycle.value,
+        "businessStatus": s.business_status,
+        "health": s.health.value,
+        "lastHeartbeatAt": iso(s.last_heartbeat_at),
+        "startedAt": iso(s.started_at),
+        "finishedAt": iso(s.finished_at),
+        "durationMs": s.duration_ms,
+        "durationSource": s.duration_source.value if s.duration_source else None,
+        "queueDurationMs": ms_between(s.created_at, s.started_at),
+        "progress": s.progress.to_json() if s.progress else None,
+        "data": s.data.to_json() if s.data else None,
+        "error": s.error.public_json() if s.error else None,
+    }
+
+
+def detail_message(
+    task: TaskState, steps: Mapping[str, StepState], as_of: datetime, trigger: Trigger | None
+) -> dict[str, JSON]:
+    """TASK_DETAIL payload; also the snapshot shape of ``GET /api/tasks/{id}`` (trigger None)."""
+    total = ms_between(task.created_at, task.finished_at) if task.finished_at else None
+    return {
+        "kind": "task.detail",
+        "schemaVersion": 1,
+        "taskId": task.id,
+        "version": str(task.version),
+        "taskVersion": str(task.version),
+        "projectId": task.project_id,
+        "product": task.product,
+        "taskType": task.task_type,
+        "title": task.title,
+        "statusDefinitionVersion": task.status_definition_version,
+        "operationDefinitionVersion": task.operation_definition_version,
+        "taskAttempt": task.attempt,
+        "lifecycleStatus": task.lifecycle.value,
+        "businessStatus": task.business_status,
+        "health": task.health.value,
+        "createdAt": iso(task.created_at),
+        "startedAt": iso(task.started_at),
+        "finishedAt": iso(task.finished_at),
+        "asOf": iso(as_of),
+        "failedStepId": task.failed_step_id,
+        "failureCode": task.failure_code,
+        "failureMessage": task.failure_message,
+        "durations": {
+            "queueMs": ms_between(task.created_at, task.started_at),
+            "runMs": task.duration_ms,
+            "totalMs": total,
+            "elapsedMs": _elapsed(task.started_at, task.finished_at, as_of),
+            "durationSource": task.duration_source.value if task.duration_source else None,
+        },
+        "steps": [step_json(task, s) for s in sorted(steps.values(), key=lambda s: s.step_id)],
+        "triggerEvent": trigger.to_json() if trigger else None,
+    }
+
+
+def project_message(task: TaskState, steps: Mapping[str, StepState]) -> dict[str, JSON]:
+    """PROJECT_BROADCAST: aggregates only (no title, owner, data, errors, references)."""
+    return {
+        "kind": "task.project",
+        "schemaVersion": 1,
+        "task": {
+            "id": task.id,
+            "product": task.product,
+            "taskType": task.task_type,
+            "lifecycleStatus": task.lifecycle.value,
+            "health": task.health.value,
+            "version": str(task.version),
+            "createdAt": iso(task.created_at),
+            "startedAt": iso(task.started_at),
+            "finishedAt": iso(task.finished_at),
+            "stepsTotal": len(steps),
+            "stepsSucceeded": sum(1 for s in steps.values() if s.lifecycle is Lifecycle.SUCCEEDED),
+            "stepsFailed": sum(1 for s in steps.values() if s.lifecycle is Lifecycle.FAILED),
+        },
+    }
+
+
+def notice_for(
+    before: TaskState,
+    after: TaskState,
+    step: StepState | None,
+    trigger: Trigger,
+    ops: OperationDefinitionSet,
+) -> dict[str, JSON] | None:
+    """The USER_SUMMARY notice for failures, needs-action, staleness and terminal states (seed §6.8).
+
+    Its id is ``{taskId}:{version}`` so clients de-duplicate notices separately from state (seed §8.5).
+    """
+    nid = f"{after.id}:{after.version}"
+    if after.lifecycle in TERMINAL and before.lifecycle not in TERMINAL:
+        kind = {
+            Lifecycle.SUCCEEDED: ("TASK_SUCCEEDED", "INFO", "completed"),
+            Lifecycle.FAILED: ("TASK_FAILED", "ERROR", "failed"),
+            Lifecycle.CANCELLED: ("TASK_CANCELLED", "WARNING", "was cancelled"),
+        }[after.lifecycle]
+        failed = after.lifecycle is Lifecycle.FAILED
+        out: dict[str, JSON] = {
+            "id": nid,
+            "type": kind[0],
+            "level": kind[1],
+            "title": f"{after.title} {kind[2]}"[:300],
+            "message": (after.failure_message or "") if failed else "",
+            "requiresAction": failed,
+        }
+        if failed:
+            if after.failure_code:
+                out["errorCode"] = after.failure_code
+            if after.failed_step_id:
+                out["stepId"] = after.failed_step_id
+            if trigger.error is not None:
+                out["retryable"] = trigger.error.retryable
+            out["actions"] = ["VIEW_DETAILS"]
+        return out
+    if step is not None and trigger.event_type is EventType.STEP_FAILED and step.error is not None:
+        op = ops.operations.get(step.operation_code)
+        policy = op.failure_policy if op else FailurePolicy.FAIL_TASK
+        retrying = (
+            policy is FailurePolicy.RETRY_THEN_FAIL_TASK
+            and step.error.retryable
+            and op is not None
+            and step.attempt < op.max_attempts
+        )
+        kind2 = {
+            FailurePolicy.WAIT_FOR_USER: ("NEEDS_ACTION", "WARNING", "needs your action"),
+            FailurePolicy.CONTINUE_WITH_WARNING: ("TASK_DEGRADED", "WARNING", "continues with a warning"),
+        }.get(
+            policy,
+            ("STEP_RETRYING", "WARNING", "step failed, retrying")
+            if retrying
+            else ("STEP_FAILED", "ERROR", "step failed"),
+        )
+        return {
+            "id": nid,
+            "type": kind2[0],
+            "level": kind2[1],
+            "title": f"{after.title}: {kind2[2]}"[:300],
+            "message": step.error.user_message,
+            "stepId": step.step_id,
+            "operationCode": step.operation_code,
+            "errorCode": step.error.code,
+            "retryable": step.error.retryable,
+            "requiresAction": policy is FailurePolicy.WAIT_FOR_USER,
+            "actions": ["VIEW_DETAILS"],
+        }
+    if after.health is Health.STALE and before.health is not Health.STALE:
+        return {
+            "id": nid,
+            "type": "TASK_STALE",
+            "level": "WARNING",
+            "title": f"{after.title}: status cannot be confirmed right now"[:300],
+            "message": "The task is still running; its executor has not reported for a while.",
+            "requiresAction": False,
+        }
+    return None
+
+
+def outbox_messages(
+    before: TaskState,
+    after: TaskState,
+    steps: Mapping[str, StepState],
+    step: StepState | None,
+    trigger: Trigger,
+    ops: OperationDefinitionSet,
+) -> list[OutboxMessage]:
+    """One message per projection channel for the version ``after.version`` (seed §5.1)."""
+    notice = notice_for(before, after, step, trigger, ops)
+    as_of = trigger.committed_at
+    priority = PRIORITY_NOTICE if notice is not None or after.lifecycle in TERMINAL else PRIORITY_NORMAL
+    out = [
+        OutboxMessage(
+            user_channel(after.tenant_id, after.owner_id),
+            Projection.USER_SUMMARY,
+            summary_message(after, steps, ops, as_of, notice),
+            priority,
+        ),
+        OutboxMessage(
+            detail_channel(after.tenant_id, after.id),
+            Projection.TASK_DETAIL,
+            detail_message(after, steps, as_of, trigger),
+            priority,
+        ),
+    ]
+    if after.project_id:
+        out.append(
+            OutboxMessage(
+                project_channel(after.tenant_id, after.project_id),
+                Projection.PROJECT_BROADCAST,
+                project_message(after, steps),
+                priority,
+            )
+        )
+    return out

@@ -1,0 +1,304 @@
+"""Starlette routes of the Status API: authenticate, parse, call the service, map errors.
+
+Domain errors become HTTP statuses here and only here (``STATUS_BY_KIND``). Error bodies are
+``{"error": {"code", "message", "retryable", "details"?}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
+from status_api.domain.errors import DomainError, ErrorKind, invalid
+from status_api.domain.model import ServiceIdentity
+from status_api.queries import TaskQueries
+from status_api.ratelimit import RateLimiter
+from status_api.service import StatusService
+from status_api.storage import outbox
+from status_api.storage import repository as repo
+
+log = logging.getLogger("status_api.http")
+audit = logging.getLogger("status_api.audit")
+
+STATUS_BY_KIND: dict[ErrorKind, int] = {
+    ErrorKind.INVALID: 422,
+    ErrorKind.UNAUTHENTICATED: 401,
+    ErrorKind.FORBIDDEN: 403,
+    ErrorKind.NOT_FOUND: 404,
+    ErrorKind.CONFLICT: 409,
+    ErrorKind.TOO_LARGE: 413,
+    ErrorKind.LIMIT: 429,
+    ErrorKind.UNAVAILABLE: 503,
+}
+
+
+def error_response(err: DomainError) -> JSONResponse:
+    body: dict[str, Any] = {"code": err.code, "message": err.message, "retryable": err.retryable}
+    if err.details is not None:
+        body["details"] = err.details
+    return JSONResponse({"error": body}, status_code=STATUS_BY_KIND[err.kind])
+
+
+@dataclass
+class Api:
+    service: StatusService
+    queries: TaskQueries
+    service_auth: ServiceAuthenticator
+    user_auth: UserAuthenticator
+    limiter: RateLimiter
+    openapi: dict[str, Any]
+    max_body_bytes: int = 65536
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _guard(fn: Handler) -> Handler:
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except DomainError as err:
+            return error_response(err)
+
+    return wrapped
+
+
+def _api(request: Request) -> Api:
+    api: Api = request.app.state.api
+    return api
+
+
+async def _json(request: Request) -> Any:
+    api = _api(request)
+    raw = await request.body()
+    if len(raw) > api.max_body_bytes:
+        raise DomainError(ErrorKind.TOO_LARGE, "BODY_TOO_LARGE", f"body exceeds {api.max_body_bytes} bytes")
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise invalid("INVALID_JSON", "body is not JSON") from exc
+
+
+def _service(request: Request) -> ServiceIdentity:
+    api = _api(request)
+    ident = api.service_auth.service(bearer(request.headers))
+    _limit(api, ident.producer_id)
+    return ident
+
+
+def _limit(api: Api, key: str) -> None:
+    if not api.limiter.allow(key):
+        raise DomainError(ErrorKind.LIMIT, "RATE_LIMITED", "too many requests for this producer")
+
+
+def _int(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        n = int(value)
+    except ValueError as exc:
+        raise invalid("INVALID_QUERY", f"{name} must be an integer") from exc
+    if n < 0:
+        raise invalid("INVALID_QUERY", f"{name} must be >= 0")
+    return n
+
+
+# --- coordinator / service side ---------------------------------------------------------------
+
+
+@_guard
+async def create_task(request: Request) -> Response:
+    caller = _service(request)
+    body = await _json(request)
+    out = await _api(request).service.create_task(body, caller, request.headers.get("idempotency-key"))
+    audit.info(
+        "task created producer=%s task=%s duplicate=%s", caller.producer_id, out["taskId"], out["duplicate"]
+    )
+    return JSONResponse(out, status_code=200 if out["duplicate"] else 201)
+
+
+@_guard
+async def create_attempt(request: Request) -> Response:
+    caller = _service(request)
+    p = request.path_params
+    out = await _api(request).service.create_step_attempt(p["task_id"], p["step_id"], caller)
+    audit.info("attempt created producer=%s task=%s step=%s", caller.producer_id, p["task_id"], p["step_id"])
+    return JSONResponse(out, status_code=201)
+
+
+@_guard
+async def task_events(request: Request) -> Response:
+    api = _api(request)
+    caller = api.service_auth.event_caller(bearer(request.headers))
+    _limit(api, caller.producer_id)
+    body = await _json(request)
+    if not isinstance(body, dict):
+        raise invalid("INVALID_EVENT", "body must be an object")
+    out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
+    audit.info(
+        "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
+        caller.producer_id,
+        out["eventId"],
+        out["taskId"],
+        out["accepted"],
+        out["duplicate"],
+        out["stale"],
+        out["taskVersion"],
+    )
+    return JSONResponse(out)
+
+
+@_guard
+async def admin_correction(request: Request) -> Response:
+    caller = _service(request)
+    body = await _json(request)
+    out = await _api(request).service.admin_correct(request.path_params["task_id"], body, caller)
+    audit.info(
+        "admin correction operator=%s task=%s reason=%r",
+        caller.producer_id,
+        request.path_params["task_id"],
+        out["reason"],
+    )
+    return JSONResponse(out, status_code=201)
+
+
+def _require_admin(caller: ServiceIdentity) -> None:
+    if "admin" not in caller.roles:
+        raise DomainError(ErrorKind.FORBIDDEN, "ROLE_REQUIRED", "needs the admin role")
+
+
+@_guard
+async def registry_list(request: Request) -> Response:
+    _require_admin(_service(request))
+    async with _api(request).service.engine.connect() as conn:
+        return JSONResponse(await repo.list_definition_keys(conn))
+
+
+@_guard
+async def registry_publish(request: Request) -> Response:
+    caller = _service(request)
+    _require_admin(caller)
+    kind = request.path_params["kind"]
+    if kind not in ("status-definitions", "operation-definitions"):
+        raise DomainError(ErrorKind.NOT_FOUND, "NOT_FOUND", "unknown registry")
+    created = await _api(request).service.publish_definitions(kind, await _json(request))
+    audit.info("registry publish operator=%s kind=%s created=%s", caller.producer_id, kind, created)
+    return JSONResponse({"created": created}, status_code=201 if created else 200)
+
+
+@_guard
+async def outbox_stats(request: Request) -> Response:
+    _require_admin(_service(request))
+    api = _api(request)
+    async with api.service.engine.connect() as conn:
+        return JSONResponse(await outbox.stats(conn, api.service.clock()))
+
+
+# --- user side ----------------------------------------------------------------------------------
+
+
+@_guard
+async def list_tasks(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    out = await api.queries.list_tasks(user, _int(request, "limit", 20), request.query_params.get("cursor"))
+    return JSONResponse(out)
+
+
+@_guard
+async def get_task(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.get_task(user, request.path_params["task_id"]))
+
+
+@_guard
+async def task_timeline(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    out = await api.queries.events(
+        user,
+        request.path_params["task_id"],
+        _int(request, "afterTaskVersion", 0),
+        _int(request, "limit", 100),
+    )
+    return JSONResponse(out)
+
+
+@_guard
+async def batch_get(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.batch_get(user, await _json(request)))
+
+
+@_guard
+async def realtime_session(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.realtime_session(user))
+
+
+@_guard
+async def subscription_token(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.subscription_token(user, await _json(request)))
+
+
+@_guard
+async def subscription_release(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.release_subscription(user, await _json(request)))
+
+
+# --- operations ---------------------------------------------------------------------------------
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(_api(request).openapi)
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    try:
+        async with _api(request).service.engine.connect() as conn:
+            await conn.exec_driver_sql("SELECT 1")
+    except Exception:  # readiness reports, it does not raise
+        log.warning("readiness check failed", exc_info=True)
+        return JSONResponse({"status": "unavailable"}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+routes = [
+    Route("/openapi.json", openapi, methods=["GET"]),
+    Route("/healthz", healthz, methods=["GET"]),
+    Route("/readyz", readyz, methods=["GET"]),
+    Route("/internal/v1/tasks", create_task, methods=["POST"]),
+    Route("/internal/v1/tasks/{task_id}/steps/{step_id}/attempts", create_attempt, methods=["POST"]),
+    Route("/internal/v1/task-events", task_events, methods=["POST"]),
+    Route("/admin/v1/tasks/{task_id}/corrections", admin_correction, methods=["POST"]),
+    Route("/admin/v1/registry", registry_list, methods=["GET"]),
+    Route("/admin/v1/registry/{kind}", registry_publish, methods=["POST"]),
+    Route("/admin/v1/outbox/stats", outbox_stats, methods=["GET"]),
+    Route("/api/tasks", list_tasks, methods=["GET"]),
+    Route("/api/tasks/status:batchGet", batch_get, methods=["POST"]),
+    Route("/api/tasks/{task_id}", get_task, methods=["GET"]),
+    Route("/api/tasks/{task_id}/events", task_timeline, methods=["GET"]),
+    Route("/api/realtime/session", realtime_session, methods=["GET"]),
+    Route("/api/realtime/subscription-token", subscription_token, methods=["POST"]),
+    Route("/api/realtime/subscription-release", subscription_release, methods=["POST"]),
+]

@@ -1,0 +1,56 @@
+"""Health reconciler (seed §4.3, §3.5): marks a running step STALE when its heartbeats stop and
+HEALTHY when they resume, each as a STEP_HEALTH_CHANGED with a new version. STALE is never FAILED.
+
+``run_once()`` is the testable unit (tests advance an injected clock and call it); ``run(stop)``
+loops it for the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from status_api.domain.model import Health
+from status_api.service import StatusService
+from status_api.storage import repository as repo
+
+log = logging.getLogger("status_api.reconciler")
+
+
+class HealthReconciler:
+    def __init__(
+        self,
+        service: StatusService,
+        heartbeat_timeout_seconds: float,
+        batch_size: int = 200,
+        interval_seconds: float = 10.0,
+    ) -> None:
+        self.service = service
+        self.timeout = timedelta(seconds=heartbeat_timeout_seconds)
+        self.batch_size = batch_size
+        self.interval_seconds = interval_seconds
+
+    async def run_once(self) -> int:
+        """One pass; returns how many STEP_HEALTH_CHANGED versions it committed."""
+        cutoff = self.service.clock() - self.timeout
+        async with self.service.engine.connect() as conn:
+            candidates = await repo.health_candidates(conn, cutoff, self.batch_size)
+        changed = 0
+        for task_id, step_id, attempt, wanted in candidates:
+            # Each change is its own transaction with the task row locked; the condition is re-checked there.
+            if await self.service.apply_health(task_id, step_id, attempt, Health(wanted), cutoff):
+                changed += 1
+        return changed
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                n = await self.run_once()
+                if n:
+                    log.info("health reconciler committed %d changes", n)
+            except Exception:  # a task boundary: log and keep the loop alive
+                log.exception("health reconciler pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.interval_seconds)

@@ -1,0 +1,607 @@
+"""Rows <-> domain values, and the queries the service runs inside its transactions.
+
+Every function takes an open ``AsyncConnection``; none opens or commits a transaction.
+Writers always lock the ``task`` row first (:func:`lock_task`), which serializes everything that
+touches one task — steps, event log, dedup and outbox — without a global lock (seed §11.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from status_api.domain.model import (
+    JSON,
+    DataBody,
+    DurationSource,
+    ErrorInfo,
+    Health,
+    Lifecycle,
+    Progress,
+    StepState,
+    TaskState,
+)
+from status_api.domain.registry import (
+    ANY_TENANT,
+    OperationDefinitionSet,
+    StatusDefinitionSet,
+    operation_set_from_json,
+    status_set_from_json,
+)
+from status_api.storage.tables import (
+    realtime_session,
+    realtime_subscription,
+    task,
+    task_event_dedup,
+    task_event_log,
+    task_operation_definition,
+    task_status_definition,
+    task_step,
+)
+
+
+def _ds(v: str | None) -> DurationSource | None:
+    return DurationSource(v) if v else None
+
+
+def task_from_row(r: RowMapping) -> TaskState:
+    return TaskState(
+        id=r["id"],
+        tenant_id=r["tenant_id"],
+        owner_id=r["owner_id"],
+        project_id=r["project_id"],
+        product=r["product"],
+        task_type=r["task_type"],
+        title=r["title"],
+        lifecycle=Lifecycle(r["lifecycle_status"]),
+        business_status=r["business_status"],
+        status_definition_version=int(r["status_definition_version"]),
+        operation_definition_version=int(r["operation_definition_version"]),
+        attempt=int(r["attempt"]),
+        coordinator_source_seq=int(r["coordinator_source_seq"]),
+        version=int(r["version"]),
+        health=Health(r["health"]),
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        summary=DataBody(r["summary_schema"], r["summary_data"]) if r["summary_schema"] else None,
+        failure_code=r["failure_code"],
+        failure_message=r["failure_message"],
+        failed_step_id=r["failed_step_id"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        duration_ms=r["duration_ms"],
+        duration_source=_ds(r["duration_source"]),
+    )
+
+
+def task_values(t: TaskState) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "tenant_id": t.tenant_id,
+        "owner_id": t.owner_id,
+        "project_id": t.project_id,
+        "product": t.product,
+        "task_type": t.task_type,
+        "title": t.title,
+        "lifecycle_status": t.lifecycle.value,
+        "business_status": t.business_status,
+        "status_definition_version": t.status_definition_version,
+        "operation_definition_version": t.operation_definition_version,
+        "attempt": t.attempt,
+        "coordinator_source_seq": t.coordinator_source_seq,
+        "version": t.version,
+        "health": t.health.value,
+        "summary_schema": t.summary.schema if t.summary else None,
+        "summary_data": dict(t.summary.value) if t.summary else None,
+        "failure_code": t.failure_code,
+        "failure_message": t.failure_message,
+        "failed_step_id": t.failed_step_id,
+        "created_at": t.created_at,
+        "started_at": t.started_at,
+        "finished_at": t.finished_at,
+        "duration_ms": t.duration_ms,
+        "duration_source": t.duration_source.value if t.duration_source else None,
+        "updated_at": t.updated_at,
+    }
+
+
+def step_from_row(r: RowMapping) -> StepState:
+    progress = r["progress"]
+    error = None
+    if r["error_code"]:
+        error = ErrorInfo(
+            category=r["error_category"],
+            code=r["error_code"],
+            retryable=bool(r["error_retryable"]),
+            user_message=r["error_message"] or "",
+            diagnostics_ref=r["diagnostics_ref"],
+        )
+    return StepState(
+        task_id=r["task_id"],
+        step_id=r["step_id"],
+        attempt=int(r["attempt"]),
+        operation_code=r["operation_code"],
+        producer_id=r["service_name"],
+        source_seq=int(r["source_seq"]),
+        version=int(r["version"]),
+        lifecycle=Lifecycle(r["lifecycle_status"]),
+        business_status=r["business_status"],
+        health=Health(r["health"]),
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        last_heartbeat_at=r["last_heartbeat_at"],
+        started_at=r["started_at"],
+        finished_at=r["finished_at"],
+        duration_ms=r["duration_ms"],
+        duration_source=_ds(r["duration_source"]),
+        progress=Progress(progress["current"], progress.get("total"), progress.get("unit"))
+        if progress
+        else None,
+        data=DataBody(r["data_schema"], r["state_data"]) if r["data_schema"] else None,
+        error=error,
+    )
+
+
+def step_values(s: StepState) -> dict[str, Any]:
+    e = s.error
+    return {
+        "task_id": s.task_id,
+        "step_id": s.step_id,
+        "attempt": s.attempt,
+        "operation_code": s.operation_code,
+        "service_name": s.producer_id,
+        "source_seq": s.source_seq,
+        "version": s.version,
+        "lifecycle_status": s.lifecycle.value,
+        "business_status": s.business_status,
+        "health": s.health.value,
+        "last_heartbeat_at": s.last_heartbeat_at,
+        "data_schema": s.data.schema if s.data else None,
+        "state_data": dict(s.data.value) if s.data else None,
+        "progress": s.progress.to_json() if s.progress else None,
+        "created_at": s.created_at,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+        "duration_ms": s.duration_ms,
+        "duration_source": s.duration_source.value if s.duration_source else None,
+        "error_category": e.category if e else None,
+        "error_code": e.code if e else None,
+        "error_message": e.user_message if e else None,
+        "error_retryable": e.retryable if e else None,
+        "diagnostics_ref": e.diagnostics_ref if e else None,
+        "updated_at": s.updated_at,
+    }
+
+
+async def lock_task(conn: AsyncConnection, task_id: str) -> TaskState | None:
+    """``SELECT … FOR UPDATE`` the task row (SQLite: the BEGIN IMMEDIATE lock already serializes)."""
+    row = (
+        (await conn.execute(sa.select(task).where(task.c.id == task_id).with_for_update())).mappings().first()
+    )
+    return task_from_row(row) if row else None
+
+
+async def get_task(conn: AsyncConnection, task_id: str) -> TaskState | None:
+    row = (await conn.execute(sa.select(task).where(task.c.id == task_id))).mappings().first()
+    return task_from_row(row) if row else None
+
+
+async def get_tasks(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, TaskState]:
+    if not task_ids:
+        return {}
+    rows = (await conn.execute(sa.select(task).where(task.c.id.in_(list(task_ids))))).mappings()
+    return {r["id"]: task_from_row(r) for r in rows}
+
+
+async def current_steps(conn: AsyncConnection, task_id: str) -> dict[str, StepState]:
+    """stepId -> the step's current (highest) attempt."""
+    rows = (
+        await conn.execute(
+            sa.select(task_step).where(task_step.c.task_id == task_id).order_by(task_step.c.attempt)
+        )
+    ).mappings()
+    return {r["step_id"]: step_from_row(r) for r in rows}
+
+
+async def current_steps_many(
+    conn: AsyncConnection, task_ids: Sequence[str]
+) -> dict[str, dict[str, StepState]]:
+    out: dict[str, dict[str, StepState]] = {tid: {} for tid in task_ids}
+    if not task_ids:
+        return out
+    rows = (
+        await conn.execute(
+            sa.select(task_step).where(task_step.c.task_id.in_(list(task_ids))).order_by(task_step.c.attempt)
+        )
+    ).mappings()
+    for r in rows:
+        out[r["task_id"]][r["step_id"]] = step_from_row(r)
+    return out
+
+
+async def insert_task(conn: AsyncConnection, t: TaskState, steps: Iterable[StepState]) -> None:
+    await conn.execute(sa.insert(task), [task_values(t)])
+    await conn.execute(sa.insert(task_step), [step_values(s) for s in steps])
+
+
+async def update_task(conn: AsyncConnection, t: TaskState, expected_version: int) -> None:
+    """Write the task; the version predicate is a belt-and-braces check on top of the row lock."""
+    values = task_values(t)
+    del values["id"]
+    res = await conn.execute(
+        sa.update(task).where(task.c.id == t.id, task.c.version == expected_version).values(**values)
+    )
+    if res.rowcount != 1:
+        raise RuntimeError(f"task {t.id} version moved under the lock (expected {expected_version})")
+
+
+async def save_step(conn: AsyncConnection, s: StepState, *, new_attempt: bool = False) -> None:
+    values = step_values(s)
+    if new_attempt:
+        await conn.execute(sa.insert(task_step), [values])
+        return
+    await conn.execute(
+        sa.update(task_step)
+        .where(
+            task_step.c.task_id == s.task_id,
+            task_step.c.step_id == s.step_id,
+            task_step.c.attempt == s.attempt,
+        )
+        .values(**values)
+    )
+
+
+async def touch_heartbeat(conn: AsyncConnection, s: StepState) -> None:
+    await conn.execute(
+        sa.update(task_step)
+        .where(
+            task_step.c.task_id == s.task_id,
+            task_step.c.step_id == s.step_id,
+            task_step.c.attempt == s.attempt,
+        )
+        .values(last_heartbeat_at=s.last_heartbeat_at)
+    )
+
+
+async def insert_event(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
+    await conn.execute(sa.insert(task_event_log), [dict(values)])
+
+
+async def get_dedup(conn: AsyncConnection, event_id: str) -> RowMapping | None:
+    row = (
+        (
+            await conn.execute(
+                sa.select(
+                    task_event_dedup.c.task_id, task_event_dedup.c.payload_hash, task_event_dedup.c.result
+                ).where(task_event_dedup.c.event_id == event_id)
+            )
+        )
+        .mappings()
+        .first()
+    )
+    return row
+
+
+async def insert_dedup(
+    conn: AsyncConnection,
+    event_id: str,
+    task_id: str,
+    payload_hash: str,
+    result: Mapping[str, JSON],
+    now: datetime,
+) -> None:
+    await conn.execute(
+        sa.insert(task_event_dedup),
+        [
+            {
+                "event_id": event_id,
+                "task_id": task_id,
+                "payload_hash": payload_hash,
+                "result": dict(result),
+                "created_at": now,
+            }
+        ],
+    )
+
+
+async def last_task_level_seq(
+    conn: AsyncConnection, task_id: str, producer_id: str, task_attempt: int
+) -> int:
+    """Highest accepted sourceSeq of one producer's task-level events (its own counter, seed §5)."""
+    value = await conn.scalar(
+        sa.select(sa.func.max(task_event_log.c.source_seq)).where(
+            task_event_log.c.task_id == task_id,
+            task_event_log.c.producer_id == producer_id,
+            task_event_log.c.task_attempt == task_attempt,
+            task_event_log.c.step_id.is_(None),
+        )
+    )
+    return int(value or 0)
+
+
+async def list_user_tasks(
+    conn: AsyncConnection,
+    tenant_id: str,
+    owner_id: str,
+    limit: int,
+    after: tuple[datetime, str] | None,
+) -> list[TaskState]:
+    """The owner's tasks, newest update first, keyset-paged on (updated_at, id)."""
+    q = sa.select(task).where(task.c.tenant_id == tenant_id, task.c.owner_id == owner_id)
+    if after is not None:
+        ts, tid = after
+        q = q.where(sa.or_(task.c.updated_at < ts, sa.and_(task.c.updated_at == ts, task.c.id < tid)))
+    q = q.order_by(task.c.updated_at.desc(), task.c.id.desc()).limit(limit)
+    return [task_from_row(r) for r in (await conn.execute(q)).mappings()]
+
+
+async def timeline(conn: AsyncConnection, task_id: str, after_version: int, limit: int) -> list[RowMapping]:
+    q = (
+        sa.select(task_event_log)
+        .where(task_event_log.c.task_id == task_id, task_event_log.c.task_version > after_version)
+        .order_by(task_event_log.c.task_version)
+        .limit(limit)
+    )
+    return list((await conn.execute(q)).mappings())
+
+
+async def oldest_retained_version(conn: AsyncConnection, task_id: str) -> int | None:
+    v = await conn.scalar(
+        sa.select(sa.func.min(task_event_log.c.task_version)).where(task_event_log.c.task_id == task_id)
+    )
+    return int(v) if v is not None else None
+
+
+async def purge_timeline(conn: AsyncConnection, task_id: str, up_to_version: int) -> int:
+    """Delete a task's event-log entries with ``task_version <= up_to_version`` (retention)."""
+    res = await conn.execute(
+        sa.delete(task_event_log).where(
+            task_event_log.c.task_id == task_id, task_event_log.c.task_version <= up_to_version
+        )
+    )
+    return int(res.rowcount or 0)
+
+
+async def health_candidates(
+    conn: AsyncConnection, cutoff: datetime, limit: int
+) -> list[tuple[str, str, int, str]]:
+    """(task_id, step_id, attempt, wanted health) for running steps whose health should change:
+    HEALTHY with no liveness since ``cutoff`` -> STALE; STALE with liveness since ``cutoff`` -> HEALTHY."""
+    alive = sa.func.coalesce(task_step.c.last_heartbeat_at, task_step.c.started_at, task_step.c.created_at)
+    base = sa.select(task_step.c.task_id, task_step.c.step_id, task_step.c.attempt).where(
+        task_step.c.lifecycle_status == Lifecycle.RUNNING.value
+    )
+    to_stale = (
+        await conn.execute(
+            base.where(task_step.c.health == Health.HEALTHY.value, alive < cutoff).limit(limit)
+        )
+    ).all()
+    to_ok = (
+        await conn.execute(base.where(task_step.c.health == Health.STALE.value, alive >= cutoff).limit(limit))
+    ).all()
+    return [(r[0], r[1], int(r[2]), Health.STALE.value) for r in to_stale] + [
+        (r[0], r[1], int(r[2]), Health.HEALTHY.value) for r in to_ok
+    ]
+
+
+# --- registries -------------------------------------------------------------------------------
+
+
+async def load_status_set(
+    conn: AsyncConnection, tenant_id: str, product: str, task_type: str, version: int
+) -> StatusDefinitionSet | None:
+    """The tenant's own definition, else the ``*`` (all tenants) one."""
+    for tenant in (tenant_id, ANY_TENANT):
+        rows = list(
+            (
+                await conn.execute(
+                    sa.select(task_status_definition).where(
+                        task_status_definition.c.tenant_id == tenant,
+                        task_status_definition.c.product == product,
+                        task_status_definition.c.task_type == task_type,
+                        task_status_definition.c.definition_version == version,
+                    )
+                )
+            ).mappings()
+        )
+        if rows:
+            return status_set_from_json(
+                {
+                    "tenantId": tenant,
+                    "product": product,
+                    "taskType": task_type,
+                    "definitionVersion": version,
+                    "statuses": [
+                        {
+                            "code": r["code"],
+                            "displayName": r["display_name"],
+                            "lifecycleStatus": r["lifecycle_status"],
+                            "terminal": bool(r["terminal"]),
+                            "severity": r["severity"],
+                            "sortOrder": r["sort_order"],
+                            "presentation": r["presentation"],
+                            "allowedFrom": r["allowed_from"] or [],
+                            "enabled": bool(r["enabled"]),
+                        }
+                        for r in rows
+                    ],
+                }
+            )
+    return None
+
+
+async def load_operation_set(
+    conn: AsyncConnection, tenant_id: str, product: str, task_type: str, version: int
+) -> OperationDefinitionSet | None:
+    for tenant in (tenant_id, ANY_TENANT):
+        rows = list(
+            (
+                await conn.execute(
+                    sa.select(task_operation_definition).where(
+                        task_operation_definition.c.tenant_id == tenant,
+                        task_operation_definition.c.product == product,
+                        task_operation_definition.c.task_type == task_type,
+                        task_operation_definition.c.definition_version == version,
+                    )
+                )
+            ).mappings()
+        )
+        if rows:
+            return operation_set_from_json(
+                {
+                    "tenantId": tenant,
+                    "product": product,
+                    "taskType": task_type,
+                    "definitionVersion": version,
+                    "operations": [
+                        {
+                            "operationCode": r["operation_code"],
+                            "displayName": r["display_name"],
+                            "producerPattern": r["producer_pattern"],
+                            "allowedEventTypes": r["allowed_event_types"],
+                            "allowedDataSchemas": r["allowed_data_schemas"] or {},
+                            "summaryFields": r["summary_fields"] or {},
+                            "failurePolicy": r["failure_policy"],
+                            "maxAttempts": r["max_attempts"],
+                            "enabled": bool(r["enabled"]),
+                        }
+                        for r in rows
+                    ],
+                }
+            )
+    return None
+
+
+async def insert_status_set(conn: AsyncConnection, s: StatusDefinitionSet) -> None:
+    await conn.execute(
+        sa.insert(task_status_definition),
+        [
+            {
+                "tenant_id": s.tenant_id,
+                "product": s.product,
+                "task_type": s.task_type,
+                "definition_version": s.version,
+                "code": d.code,
+                "display_name": d.display_name,
+                "lifecycle_status": d.lifecycle.value,
+                "terminal": d.terminal,
+                "severity": d.severity,
+                "sort_order": d.sort_order,
+                "presentation": dict(d.presentation) if d.presentation else None,
+                "allowed_from": sorted(d.allowed_from),
+                "enabled": d.enabled,
+            }
+            for d in s.statuses.values()
+        ],
+    )
+
+
+async def insert_operation_set(conn: AsyncConnection, s: OperationDefinitionSet) -> None:
+    await conn.execute(
+        sa.insert(task_operation_definition),
+        [
+            {
+                "tenant_id": s.tenant_id,
+                "product": s.product,
+                "task_type": s.task_type,
+                "definition_version": s.version,
+                "operation_code": o.operation_code,
+                "display_name": o.display_name,
+                "producer_pattern": o.producer_pattern,
+                "allowed_event_types": sorted(o.allowed_event_types),
+                "allowed_data_schemas": {k: sorted(v) for k, v in o.allowed_data_schemas.items()},
+                "summary_fields": {k: list(v) for k, v in o.summary_fields.items()},
+                "failure_policy": o.failure_policy.value,
+                "max_attempts": o.max_attempts,
+                "enabled": o.enabled,
+            }
+            for o in s.operations.values()
+        ],
+    )
+
+
+async def list_definition_keys(conn: AsyncConnection) -> dict[str, list[dict[str, Any]]]:
+    def keys(t: sa.Table) -> sa.Select[Any]:
+        return sa.select(t.c.tenant_id, t.c.product, t.c.task_type, t.c.definition_version).distinct()
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, t in (
+        ("statusDefinitions", task_status_definition),
+        ("operationDefinitions", task_operation_definition),
+    ):
+        rows = (await conn.execute(keys(t))).all()
+        out[name] = [
+            {"tenantId": r[0], "product": r[1], "taskType": r[2], "definitionVersion": int(r[3])}
+            for r in rows
+        ]
+    return out
+
+
+# --- realtime sessions ------------------------------------------------------------------------
+
+
+async def insert_session(
+    conn: AsyncConnection, session_id: str, tenant_id: str, user_id: str, now: datetime, expires_at: datetime
+) -> None:
+    await conn.execute(
+        sa.insert(realtime_session),
+        [
+            {
+                "session_id": session_id,
+                "tenant_id": tenant_id,
+                "user_id": user_id,
+                "created_at": now,
+                "expires_at": expires_at,
+            }
+        ],
+    )
+
+
+async def get_session(conn: AsyncConnection, session_id: str) -> RowMapping | None:
+    return (
+        (
+            await conn.execute(
+                sa.select(realtime_session)
+                .where(realtime_session.c.session_id == session_id)
+                .with_for_update()
+            )
+        )
+        .mappings()
+        .first()
+    )
+
+
+async def active_subscriptions(conn: AsyncConnection, session_id: str, now: datetime) -> set[str]:
+    rows = await conn.execute(
+        sa.select(realtime_subscription.c.task_id).where(
+            realtime_subscription.c.session_id == session_id, realtime_subscription.c.expires_at > now
+        )
+    )
+    return {r[0] for r in rows}
+
+
+async def put_subscription(
+    conn: AsyncConnection, session_id: str, task_id: str, expires_at: datetime
+) -> None:
+    await conn.execute(
+        sa.delete(realtime_subscription).where(
+            realtime_subscription.c.session_id == session_id, realtime_subscription.c.task_id == task_id
+        )
+    )
+    await conn.execute(
+        sa.insert(realtime_subscription),
+        [{"session_id": session_id, "task_id": task_id, "expires_at": expires_at}],
+    )
+
+
+async def delete_subscription(conn: AsyncConnection, session_id: str, task_id: str) -> None:
+    await conn.execute(
+        sa.delete(realtime_subscription).where(
+            realtime_subscription.c.session_id == session_id, realtime_subscription.c.task_id == task_id
+        )
+    )

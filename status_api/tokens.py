@@ -1,0 +1,133 @@
+"""JWTs the Status API mints (seed §3.3, §7): execution tokens for workers, and the gateway's
+connection and subscription tokens for browsers.
+
+Realtime tokens use Centrifugo's claim names so any Centrifugo-compatible gateway verifies them with
+its ``client.token`` settings: connection ``{sub, exp, iat, channels}``, subscription
+``{sub, channel, exp, iat}``; ``aud``/``iss`` only when configured. The algorithm is fixed by
+configuration, never read from a token (PyJWT ``algorithms=[…]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import jwt
+
+from status_api.domain.errors import unauthenticated
+from status_api.domain.model import ExecutionGrant, UserIdentity
+
+EXEC_TYPE = "taskcast.exec"
+
+
+def epoch(ts: datetime) -> int:
+    return int(ts.replace(tzinfo=UTC).timestamp())
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSettings:
+    execution_secret: str
+    execution_ttl_seconds: int = 3600
+    execution_issuer: str = "taskcast-status-api"
+    realtime_algorithm: str = "HS256"
+    realtime_secret: str | None = None  # HS*
+    realtime_private_key: str | None = None  # RS*/ES* (PEM)
+    realtime_audience: str | None = None
+    realtime_issuer: str | None = None
+    connection_ttl_seconds: int = 300
+    subscription_ttl_seconds: int = 300
+    subject_format: str = "{tenant}/{user}"
+
+
+class TokenIssuer:
+    def __init__(self, settings: TokenSettings) -> None:
+        if not settings.execution_secret:
+            raise ValueError("execution token secret is empty")
+        self.s = settings
+        self._rt_key = settings.realtime_private_key or settings.realtime_secret
+        if not self._rt_key:
+            raise ValueError("realtime token key is empty")
+
+    # --- execution tokens --------------------------------------------------------------------
+
+    def execution_token(self, grant: ExecutionGrant, now: datetime) -> tuple[str, int]:
+        """(token, exp) binding taskId, stepId, operationCode, attempts, producerId and event types."""
+        exp = epoch(now) + self.s.execution_ttl_seconds
+        claims = {
+            "typ": EXEC_TYPE,
+            "iss": self.s.execution_issuer,
+            "sub": grant.producer_id,
+            "iat": epoch(now),
+            "exp": exp,
+            "taskId": grant.task_id,
+            "stepId": grant.step_id,
+            "operationCode": grant.operation_code,
+            "taskAttempt": grant.task_attempt,
+            "stepAttempt": grant.step_attempt,
+            "producerId": grant.producer_id,
+            "eventTypes": sorted(grant.event_types),
+        }
+        return jwt.encode(claims, self.s.execution_secret, algorithm="HS256"), exp
+
+    def verify_execution(self, token: str) -> ExecutionGrant | None:
+        """The grant of a valid execution token; None when the token is not one of ours.
+
+        Raises:
+            DomainError: UNAUTHENTICATED ``EXECUTION_TOKEN_EXPIRED`` for an expired execution token.
+        """
+        try:
+            c = jwt.decode(
+                token,
+                self.s.execution_secret,
+                algorithms=["HS256"],
+                issuer=self.s.execution_issuer,
+                options={"require": ["exp", "sub", "iss"]},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired") from exc
+        except jwt.PyJWTError:
+            return None
+        if c.get("typ") != EXEC_TYPE:
+            return None
+        return ExecutionGrant(
+            task_id=c["taskId"],
+            step_id=c["stepId"],
+            operation_code=c["operationCode"],
+            task_attempt=int(c["taskAttempt"]),
+            step_attempt=int(c["stepAttempt"]),
+            producer_id=c["producerId"],
+            event_types=frozenset(c["eventTypes"]),
+        )
+
+    # --- realtime (gateway) tokens -----------------------------------------------------------
+
+    def subject(self, user: UserIdentity) -> str:
+        return self.s.subject_format.format(tenant=user.tenant_id, user=user.user_id)
+
+    def _sign(self, claims: dict[str, Any]) -> str:
+        if self.s.realtime_audience:
+            claims["aud"] = self.s.realtime_audience
+        if self.s.realtime_issuer:
+            claims["iss"] = self.s.realtime_issuer
+        assert self._rt_key is not None
+        return jwt.encode(claims, self._rt_key, algorithm=self.s.realtime_algorithm)
+
+    def connection_token(
+        self, user: UserIdentity, channels: list[str], now: datetime, session_id: str
+    ) -> tuple[str, int]:
+        """Connection JWT: ``channels`` are server-side subscriptions (the user's summary channel)."""
+        exp = epoch(now) + self.s.connection_ttl_seconds
+        claims: dict[str, Any] = {
+            "sub": self.subject(user),
+            "iat": epoch(now),
+            "exp": exp,
+            "channels": channels,
+            "info": {"sessionId": session_id},
+        }
+        return self._sign(claims), exp
+
+    def subscription_token(self, user: UserIdentity, channel: str, now: datetime) -> tuple[str, int]:
+        """Subscription JWT bound to ``sub`` + ``channel`` + a short ``exp`` (seed §7.2)."""
+        exp = epoch(now) + self.s.subscription_ttl_seconds
+        return self._sign({"sub": self.subject(user), "channel": channel, "iat": epoch(now), "exp": exp}), exp
