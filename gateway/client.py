@@ -510,7 +510,7 @@ class Client:
         self._pending_bytes += size
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self.loop.call_soon(self.flush)
+            self.node.schedule_flush(self)
 
     def flush(self) -> None:
         """Write everything queued in one transport write."""

@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
@@ -22,6 +22,10 @@ from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 VERSION = "0.1.0"
 
 log = logging.getLogger("taskcast.gateway.node")
+
+
+class Flushable(Protocol):
+    def flush(self) -> None: ...
 
 
 class Node:
@@ -47,7 +51,21 @@ class Node:
         self.clock = clock
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._dirty: list[Flushable] = []
         broker.set_handler(self)
+
+    def schedule_flush(self, client: Flushable) -> None:
+        """Flush ``client`` at the end of this loop tick. All connections that got output in
+        one tick are flushed by ONE callback: a publication to N subscribers costs one loop
+        handle, not N, and each connection still writes once per tick."""
+        if not self._dirty:
+            asyncio.get_running_loop().call_soon(self._flush_dirty)
+        self._dirty.append(client)
+
+    def _flush_dirty(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for client in dirty:
+            client.flush()
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
