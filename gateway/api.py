@@ -20,7 +20,8 @@ from starlette.responses import Response
 from gateway import subscribe as subscribing
 from gateway.auth import SubscriptionOverride
 from gateway.channels import resolve
-from gateway.client import Client, history_result
+from gateway.client import Client
+from gateway.commands import history_result
 from gateway.engine.base import EngineError
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import StreamPosition, SubscribeRecovery

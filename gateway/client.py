@@ -19,10 +19,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from gateway import commands
 from gateway import subscribe as subscribing
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
-from gateway.channels import ChannelRules, resolve
 from gateway.engine.base import EngineError
+from gateway.errors import CommandError, DisconnectError
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.protocol import codec, codes
@@ -37,7 +38,6 @@ from gateway.protocol.messages import (
     PublishRequest,
     RefreshRequest,
     RPCRequest,
-    StreamPosition,
     SubRefreshRequest,
     SubscribeRequest,
     UnsubscribeRequest,
@@ -65,22 +65,6 @@ class Transport(Protocol):
         ...
 
     def close(self, disconnect: codes.Disconnect) -> None: ...
-
-
-class CommandError(Exception):
-    """Ends one command with an error reply."""
-
-    def __init__(self, error: codes.Error) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-class DisconnectError(Exception):
-    """Ends the connection from inside a command handler."""
-
-    def __init__(self, disconnect: codes.Disconnect) -> None:
-        super().__init__(disconnect.reason)
-        self.disconnect = disconnect
 
 
 class Client:
@@ -219,17 +203,17 @@ class Client:
             await self.unsubscribe(req.channel)
             return {}
         if isinstance(req, PublishRequest):
-            return await self._publish(req)
+            return await commands.publish(self, req)
         if isinstance(req, HistoryRequest):
-            return await self._history(req)
+            return await commands.history(self, req)
         if isinstance(req, ChannelRequest):
-            return await self._presence(req, stats=cmd.method is Method.PRESENCE_STATS)
+            return await commands.presence(self, req, stats=cmd.method is Method.PRESENCE_STATS)
         if isinstance(req, RefreshRequest):
             return await self._refresh(req)
         if isinstance(req, SubRefreshRequest):
             return await subscribing.sub_refresh(self, req)
         if isinstance(req, RPCRequest):
-            return self._rpc(req)
+            return commands.rpc(self, req)
         if cmd.method is Method.SEND:
             raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
         raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
@@ -360,89 +344,6 @@ class Client:
 
     def client_info(self, sub: Subscription | None = None) -> ClientInfo:
         return ClientInfo(self.user, self.client_id, self.conn_info, sub.chan_info if sub else None)
-
-    def _rules(self, channel: str) -> ChannelRules:
-        if not channel:
-            raise CommandError(codes.ERROR_BAD_REQUEST)
-        rules = resolve(self.settings, channel)
-        if isinstance(rules, codes.Error):
-            raise CommandError(rules)
-        return rules
-
-    async def _publish(self, req: PublishRequest) -> dict[str, Any]:
-        rules = self._rules(req.channel)
-        opts = rules.options
-        anonymous_ok = bool(self.user) or opts.allow_publish_for_anonymous
-        allowed = (
-            (opts.allow_publish_for_client and anonymous_ok)
-            or (
-                opts.allow_publish_for_subscriber
-                and req.channel in self.session.subscriptions
-                and anonymous_ok
-            )
-            or self.settings.client.insecure
-        )
-        if not allowed:
-            raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        sub = self.session.subscriptions.get(req.channel)
-        await self.node.publish(req.channel, opts, req.data, info=self.client_info(sub))
-        return {}
-
-    def _allowed(self, channel: str, for_client: bool, for_subscriber: bool, for_anonymous: bool) -> bool:
-        if self.settings.client.insecure:
-            return True
-        if not self.user and not for_anonymous:
-            return False
-        return for_client or (for_subscriber and channel in self.session.subscriptions)
-
-    async def _history(self, req: HistoryRequest) -> dict[str, Any]:
-        rules = self._rules(req.channel)
-        opts = rules.options
-        if not (opts.history_size > 0 and opts.history_ttl > 0):
-            raise CommandError(codes.ERROR_NOT_AVAILABLE)
-        if not self._allowed(
-            req.channel,
-            opts.allow_history_for_client,
-            opts.allow_history_for_subscriber,
-            opts.allow_history_for_anonymous,
-        ):
-            raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        if req.reverse and req.since is not None and req.since.offset == 0:
-            raise CommandError(codes.ERROR_BAD_REQUEST)
-        cap = self.settings.client.history_max_publication_limit
-        limit = req.limit
-        if limit < 0 or (cap and limit > cap):
-            limit = cap if cap else -1
-        result = await self.node.history(req.channel, opts, since=req.since, limit=limit, reverse=req.reverse)
-        if req.since is not None and req.since.epoch and req.since.epoch != result.position.epoch:
-            raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
-        return history_result(result.publications, result.position)
-
-    async def _presence(self, req: ChannelRequest, *, stats: bool) -> dict[str, Any]:
-        rules = self._rules(req.channel)
-        opts = rules.options
-        if not opts.presence:
-            raise CommandError(codes.ERROR_NOT_AVAILABLE)
-        if not self._allowed(
-            req.channel,
-            opts.allow_presence_for_client,
-            opts.allow_presence_for_subscriber,
-            opts.allow_presence_for_anonymous,
-        ):
-            raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        if stats:
-            st = await self.node.presence.stats(req.channel)
-            return {"num_clients": st.num_clients, "num_users": st.num_users}
-        entries = await self.node.presence.presence(req.channel)
-        return {"presence": {cid: codec.client_info_obj(info) for cid, info in entries.items()}}
-
-    def _rpc(self, req: RPCRequest) -> dict[str, Any]:
-        ping = self.settings.rpc.ping
-        if not ping.enabled:
-            raise CommandError(codes.ERROR_NOT_AVAILABLE)
-        if req.method != ping.method:
-            raise CommandError(codes.ERROR_METHOD_NOT_FOUND)
-        return {}
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         """Drop a subscription (client request, server API, expiry, insufficient state)."""
@@ -637,12 +538,3 @@ def _server_subs(claims: ConnectToken | None) -> dict[str, subscribing.ServerSub
     if claims.subs:
         return {ch: subscribing.ServerSub(s.info, s.data, s.override) for ch, s in claims.subs.items()}
     return {ch: subscribing.ServerSub() for ch in claims.channels}
-
-
-def history_result(pubs: list[Publication], position: StreamPosition) -> dict[str, Any]:
-    """A history result: publications, epoch and offset are always written (§1.1)."""
-    return {
-        "publications": [codec.publication_obj(p.data, p.offset, p.info, p.tags) for p in pubs],
-        "epoch": position.epoch,
-        "offset": position.offset,
-    }

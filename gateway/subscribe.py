@@ -17,6 +17,7 @@ from gateway import recovery
 from gateway.auth import KeysUnavailable, SubscribeToken, SubscriptionOverride, TokenError, TokenExpired
 from gateway.channels import ChannelRules, resolve, user_allowed
 from gateway.config import ChannelOptions
+from gateway.errors import CommandError, DisconnectError
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import (
     StreamPosition,
@@ -50,20 +51,12 @@ class ServerSub:
     override: SubscriptionOverride | None = None
 
 
-def _errors() -> tuple[type[Exception], type[Exception]]:
-    from gateway.client import CommandError, DisconnectError
-
-    return CommandError, DisconnectError
-
-
 def _fail(error: codes.Error) -> Exception:
-    command_error, _ = _errors()
-    return command_error(error)
+    return CommandError(error)
 
 
 def _disconnect(disconnect: codes.Disconnect) -> Exception:
-    _, disconnect_error = _errors()
-    return disconnect_error(disconnect)
+    return DisconnectError(disconnect)
 
 
 def _override(value: bool | None, default: bool) -> bool:
