@@ -221,7 +221,7 @@ async def test_subscription_token_expiry_unsubscribes_2501(gateway):
         token = mint_token(SECRET, "u", exp_in=2, channel="priv:a")
         reply = await raw.call("subscribe", {"channel": "priv:a", "token": token})
         assert reply["subscribe"]["expires"] is True
-        push = await raw.wait_for(lambda m: "unsubscribe" in m.get("push", {}), within=6)
+        push = await raw.wait_for(lambda m: "unsubscribe" in m.get("push", {}), within=15)
         assert push["push"] == {
             "channel": "priv:a",
             "unsubscribe": {"code": 2501, "reason": "subscription expired"},
