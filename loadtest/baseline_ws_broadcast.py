@@ -21,7 +21,7 @@ from websockets.asyncio.server import ServerConnection, broadcast, serve
 
 SUBS: set[ServerConnection] = set()
 CHANNEL = "bench"
-PUSH_HEAD = '{"push":{"channel":"%s","pub":{"data":' % CHANNEL
+PUSH_HEAD = '{"push":{"channel":"' + CHANNEL + '","pub":{"data":'
 PUSH_TAIL = "}}}"
 
 
@@ -34,10 +34,11 @@ async def handler(ws: ServerConnection) -> None:
         return
     try:
         await asyncio.wait_for(ws.recv(), 30)  # the connect + subscribe frame
-    except (TimeoutError, Exception):
+    except Exception:  # timeout or closed: not a subscriber
         return
+    client_id = uuid.uuid4()
     await ws.send(
-        '{"id":1,"connect":{"client":"%s","version":"baseline"}}\n{"id":2,"subscribe":{}}' % uuid.uuid4()
+        f'{{"id":1,"connect":{{"client":"{client_id}","version":"baseline"}}}}\n{{"id":2,"subscribe":{{}}}}'
     )
     SUBS.add(ws)
     try:

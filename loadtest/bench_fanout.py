@@ -1,3 +1,4 @@
+# ruff: noqa: E501, RUF005  (markdown tables are long lines; list building reads better with +)
 """Fan-out benchmark: one hot channel, N WebSocket subscribers, a publisher at rising rates.
 
     .venv/bin/python loadtest/bench_fanout.py --out docs/PERFORMANCE.md     # full run (make bench-fanout)
@@ -59,6 +60,10 @@ MSG_LEN = 200
 LADDER = [25_000, 50_000, 75_000, 100_000, 125_000, 150_000, 200_000, 300_000, 400_000, 600_000, 800_000]
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
 START, END = "<!-- fanout:start -->", "<!-- fanout:end -->"
+NOTES_START, NOTES_END = "<!-- fanout:notes:start -->", "<!-- fanout:notes:end -->"
+NOTES_DEFAULT = (
+    "_Hand-written analysis goes here; the benchmark keeps this block when it regenerates the section._"
+)
 mono = time.monotonic_ns
 
 STARTED: list[subprocess.Popen[Any]] = []  # every child this script started (and only those)
@@ -193,7 +198,9 @@ def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
     port = free_port()
     pin = ["taskset", "-c", str(SERVER_CPU)]
     if kind == "baseline":
-        p = popen(pin + [PY, str(HERE / "baseline_ws_broadcast.py"), "--port", str(port)], stdout=log, stderr=log)
+        p = popen(
+            pin + [PY, str(HERE / "baseline_ws_broadcast.py"), "--port", str(port)], stdout=log, stderr=log
+        )
         srv = Server(p)
     elif kind.startswith("gateway"):
         cfg = tmp / f"{kind}.json"
@@ -206,7 +213,9 @@ def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
         conf = conf.replace("@RUN@", str(tmp)).replace("@PORT@", str(port)).replace("@MODULE@", NCHAN_MODULE)
         cpath = tmp / "nchan.conf"
         cpath.write_text(conf)
-        p = popen(pin + ["nginx", "-p", str(tmp), "-c", str(cpath), "-g", "daemon off;"], stdout=log, stderr=log)
+        p = popen(
+            pin + ["nginx", "-p", str(tmp), "-c", str(cpath), "-g", "daemon off;"], stdout=log, stderr=log
+        )
         srv = Server(p, children=True)
     else:
         raise ValueError(kind)
@@ -224,7 +233,10 @@ def nchan_available(install: bool) -> bool:
         return False
     print("installing nginx + libnginx-mod-nchan (apt-get)", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "nginx", "libnginx-mod-nchan"]):
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "nginx", "libnginx-mod-nchan"],
+    ):
         try:
             subprocess.run(cmd, env=env, check=True, timeout=300, stdout=subprocess.DEVNULL)
         except (subprocess.SubprocessError, OSError) as exc:
@@ -243,8 +255,23 @@ def build_client(tmp: Path) -> Path:
     return exe
 
 
-def start_client(exe: Path, port: int, n: int, proto: str, path: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    cmd = ["taskset", "-c", str(LOAD_CPU), str(exe), "--port", str(port), "-n", str(n), "--proto", proto, "--path", path]
+def start_client(
+    exe: Path, port: int, n: int, proto: str, path: str
+) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    cmd = [
+        "taskset",
+        "-c",
+        str(LOAD_CPU),
+        str(exe),
+        "--port",
+        str(port),
+        "-n",
+        str(n),
+        "--proto",
+        proto,
+        "--path",
+        path,
+    ]
     c = popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     assert c.stdout is not None
     line = c.stdout.readline()  # bounded: the client gives up on handshakes after 30 s per batch
@@ -277,6 +304,7 @@ class HTTPPool:
         self.ok = self.errors = 0
         self.first_error = ""
         self.inflight = 0
+        self.settled = asyncio.Event()
 
     async def open(self) -> None:
         for _ in range(self.size):
@@ -304,11 +332,13 @@ class HTTPPool:
                 self.errors += 1
                 self.first_error = self.first_error or (head[:40] + body[:200]).decode(errors="replace")
             self.inflight -= 1
+            if self.inflight == 0:
+                self.settled.set()
             self.idle.put_nowait(conn)
 
-    async def send(self, seq: int, timeout: float) -> bool:
+    async def send(self, seq: int, wait_s: float) -> bool:
         try:
-            _, w = await asyncio.wait_for(self.idle.get(), timeout)
+            _, w = await asyncio.wait_for(self.idle.get(), wait_s)
         except TimeoutError:
             return False
         body = self.pre + make_data(seq) + self.post
@@ -316,10 +346,11 @@ class HTTPPool:
         self.inflight += 1
         return True
 
-    async def settle(self, timeout: float) -> None:
-        end = time.monotonic() + timeout
-        while self.inflight > 0 and time.monotonic() < end:
-            await asyncio.sleep(0.01)
+    async def settle(self, wait_s: float) -> None:
+        if self.inflight > 0:
+            self.settled.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.settled.wait(), wait_s)
 
     async def close(self) -> None:
         for t in self.readers:
@@ -347,17 +378,17 @@ class WSPub:
         if not head.startswith(b"HTTP/1.1 101"):
             raise RuntimeError(head[:80])
 
-    async def send(self, seq: int, timeout: float) -> bool:
+    async def send(self, seq: int, wait_s: float) -> bool:
         data = make_data(seq)
         self.w.write(bytes((0x81, 0x80 | 126)) + len(data).to_bytes(2, "big") + b"\0\0\0\0" + data)
         self.ok += 1
         if self.w.transport.get_write_buffer_size() > 1 << 20:
-            await asyncio.wait_for(self.w.drain(), timeout)
+            await asyncio.wait_for(self.w.drain(), wait_s)
         return True
 
-    async def settle(self, timeout: float) -> None:
+    async def settle(self, wait_s: float) -> None:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.w.drain(), timeout)
+            await asyncio.wait_for(self.w.drain(), wait_s)
 
     async def close(self) -> None:
         self.w.close()
@@ -394,8 +425,15 @@ async def publish(pub: HTTPPool | WSPub, rate: int, t0: int, seconds: float) -> 
 # --------------------------------------------------------------------------------- one rung
 
 
-async def run_step(a: argparse.Namespace, server: Server, client: subprocess.Popen[str],
-                   pub: HTTPPool | WSPub, n: int, rate: int, profile_to: Path | None = None) -> dict[str, Any]:
+async def run_step(
+    a: argparse.Namespace,
+    server: Server,
+    client: subprocess.Popen[str],
+    pub: HTTPPool | WSPub,
+    n: int,
+    rate: int,
+    profile_to: Path | None = None,
+) -> dict[str, Any]:
     warm, dur, drain = a.warm, a.window, a.drain
     t0 = mono() + 300_000_000
     client_cmd(client, f"GO {t0} {warm} {dur} {drain}")
@@ -406,9 +444,28 @@ async def run_step(a: argparse.Namespace, server: Server, client: subprocess.Pop
     await asyncio.sleep(max(0, (w0 - mono()) / 1e9))
     spy = None
     if profile_to is not None:
-        spy = popen(["taskset", "-c", str(LOAD_CPU), str(Path(PY).parent / "py-spy"), "record", "--nonblocking",
-                     "--rate", "250", "--format", "raw", "-d", str(int(dur)), "-p", str(server.python_pid()),
-                     "-o", str(profile_to)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        spy = popen(
+            [
+                "taskset",
+                "-c",
+                str(LOAD_CPU),
+                str(Path(PY).parent / "py-spy"),
+                "record",
+                "--nonblocking",
+                "--rate",
+                "250",
+                "--format",
+                "raw",
+                "-d",
+                str(int(dur)),
+                "-p",
+                str(server.python_pid()),
+                "-o",
+                str(profile_to),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     psutil.cpu_percent(percpu=True)
     c0, p0 = server.cpu(), sum(me.cpu_times()[:2])
     await asyncio.sleep(max(0, (w1 - mono()) / 1e9))
@@ -426,12 +483,19 @@ async def run_step(a: argparse.Namespace, server: Server, client: subprocess.Pop
         await loop.run_in_executor(None, wait_or_stop, spy, 20.0)
     cpu_s = c1 - c0
     step = {
-        "N": n, "pub_per_s": rate, "offered_per_s": rate * n,
-        "published": sent, "pub_rate": round(sent / max(1e-9, pub_elapsed), 1),
-        "pub_ok": pub.ok, "pub_errors": pub.errors,
+        "N": n,
+        "pub_per_s": rate,
+        "offered_per_s": rate * n,
+        "published": sent,
+        "pub_rate": round(sent / max(1e-9, pub_elapsed), 1),
+        "pub_ok": pub.ok,
+        "pub_errors": pub.errors,
         "delivered_per_s": round(r["win"] / dur),
         "delivery_ratio_after_drain": round(r["total"] / max(1, sent * n), 4),
-        "p50_ms": r["p50_ms"], "p90_ms": r["p90_ms"], "p99_ms": r["p99_ms"], "max_ms": r["max_ms"],
+        "p50_ms": r["p50_ms"],
+        "p90_ms": r["p90_ms"],
+        "p99_ms": r["p99_ms"],
+        "max_ms": r["max_ms"],
         "lat_samples": r["lat_n"],
         "server_cpu_pct": round(cpu_s / dur * 100, 1),
         "deliveries_per_cpu_s": round(r["win"] / cpu_s) if cpu_s > 0 else None,
@@ -440,7 +504,9 @@ async def run_step(a: argparse.Namespace, server: Server, client: subprocess.Pop
         "client_cpu_pct": r["client_cpu_pct"],
         "publisher_cpu_pct": round((p1 - p0) / dur * 100, 1),
         "cpu_busy_pct": [round(x, 1) for x in busy],
-        "open": r["open"], "closed_in_step": r["closed_in_step"], "bad": r["bad"],
+        "open": r["open"],
+        "closed_in_step": r["closed_in_step"],
+        "bad": r["bad"],
         "per_sec": r["per_sec"],
     }
     pub.ok = pub.errors = 0
@@ -460,21 +526,31 @@ def saturated(s: dict[str, Any]) -> str:
 
 
 def fmt_step(s: dict[str, Any]) -> str:
-    return (f"  M={s['pub_per_s']:>5}/s offered={s['offered_per_s']:>7} delivered={s['delivered_per_s']:>7}/s "
-            f"pub={s['pub_rate']:>7} p50={s['p50_ms']:.1f}ms p99={s['p99_ms']:.1f}ms srv={s['server_cpu_pct']}% "
-            f"del/cpu-s={s['deliveries_per_cpu_s']} cli={s['client_cpu_pct']}% pubcpu={s['publisher_cpu_pct']}% "
-            f"busy={s['cpu_busy_pct']} err={s['pub_errors']} closed={s['closed_in_step']}")
+    return (
+        f"  M={s['pub_per_s']:>5}/s offered={s['offered_per_s']:>7} delivered={s['delivered_per_s']:>7}/s "
+        f"pub={s['pub_rate']:>7} p50={s['p50_ms']:.1f}ms p99={s['p99_ms']:.1f}ms srv={s['server_cpu_pct']}% "
+        f"del/cpu-s={s['deliveries_per_cpu_s']} cli={s['client_cpu_pct']}% pubcpu={s['publisher_cpu_pct']}% "
+        f"busy={s['cpu_busy_pct']} err={s['pub_errors']} closed={s['closed_in_step']}"
+    )
 
 
-async def bench_server(a: argparse.Namespace, kind: str, n: int, tmp: Path, exe: Path, ladder: list[int],
-                       deadline: float, profile: dict[str, Any] | None) -> dict[str, Any]:
+async def bench_server(
+    a: argparse.Namespace,
+    kind: str,
+    n: int,
+    tmp: Path,
+    exe: Path,
+    ladder: list[int],
+    deadline: float,
+    profile: dict[str, Any] | None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"server": kind, "N": n, "steps": []}
-    log = open(tmp / f"{kind}-{n}.log", "ab")  # noqa: SIM115 - closed in finally
+    log = open(tmp / f"{kind}-{n}.log", "ab")  # noqa: SIM115, ASYNC230 - closed in finally; a local file
     server = client = None
     pub: HTTPPool | WSPub | None = None
     try:
         server, port = start_server(kind, tmp, log)
-        time.sleep(1.0)
+        await asyncio.sleep(1.0)
         rss_base = server.rss()
         t = time.monotonic()
         proto = "raw" if kind == "nchan" else "centrifugo"
@@ -482,19 +558,24 @@ async def bench_server(a: argparse.Namespace, kind: str, n: int, tmp: Path, exe:
         client, ready = start_client(exe, port, n, proto, path)
         out["connect_s"] = round(time.monotonic() - t, 2)
         out["connected"], out["connect_failed"] = ready["ready"], ready["failed"]
-        time.sleep(2.0)
+        await asyncio.sleep(2.0)
         rss_idle = server.rss()
         out["rss_base_mb"] = round(rss_base / 2**20, 1)
         out["rss_idle_mb"] = round(rss_idle / 2**20, 1)
         out["rss_per_conn_kib"] = round((rss_idle - rss_base) / max(1, out["connected"]) / 1024, 1)
-        print(f"[{kind} N={n}] connected={out['connected']} failed={out['connect_failed']} in {out['connect_s']}s "
-              f"rss/conn={out['rss_per_conn_kib']} KiB", flush=True)
+        print(
+            f"[{kind} N={n}] connected={out['connected']} failed={out['connect_failed']} in {out['connect_s']}s "
+            f"rss/conn={out['rss_per_conn_kib']} KiB",
+            flush=True,
+        )
         if out["connected"] < n * 0.99:
             out["stopped"] = "not all subscribers connected"
             return out
         pub = make_publisher(kind, port, a.http_conns)
         await pub.open()
-        out["publisher"] = "WebSocket /pub (1 conn)" if kind == "baseline" else f"HTTP keep-alive x{a.http_conns}"
+        out["publisher"] = (
+            "WebSocket /pub (1 conn)" if kind == "baseline" else f"HTTP keep-alive x{a.http_conns}"
+        )
         for target in ladder:
             if time.time() + a.warm + a.window + a.drain + 5 > deadline:
                 out["stopped"] = "global deadline"
@@ -523,15 +604,24 @@ async def bench_server(a: argparse.Namespace, kind: str, n: int, tmp: Path, exe:
         if server is not None:
             stop(server.p)
         log.close()
-        time.sleep(1.0)
+        await asyncio.sleep(1.0)
     return out
 
 
 # --------------------------------------------------------------------------------- profile summary
 
 
-def summarize_profile(raw: str, top: int = 18) -> dict[str, Any]:
-    """py-spy raw (collapsed) stacks -> self and inclusive sample shares per function."""
+def _frame(f: str, line: bool) -> str:
+    """'flush (/work/main/gateway/client.py:523)' -> 'Client.flush (gateway/client.py:523)'-ish, short path."""
+    if " (" not in f:
+        return f
+    name, loc = f.split(" (", 1)
+    loc = loc.rstrip(")").replace(str(ROOT) + "/", "").split("site-packages/")[-1]
+    return f"{name} ({loc if line else loc.rsplit(':', 1)[0]})"
+
+
+def summarize_profile(raw: str, top: int = 16) -> dict[str, Any]:
+    """py-spy raw (collapsed) stacks -> self share per source line, inclusive share per gateway function."""
     self_c: Counter[str] = Counter()
     incl: Counter[str] = Counter()
     total = 0
@@ -541,13 +631,15 @@ def summarize_profile(raw: str, top: int = 18) -> dict[str, Any]:
             continue
         c = int(cnt)
         total += c
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[1].split(":")[0].replace(str(ROOT) + "/", "")
-                  .split("site-packages/")[-1] + ")" if " (" in f else f for f in stack.split(";")]
-        self_c[frames[-1]] += c
-        for f in set(frames):
-            incl[f] += c
+        frames = stack.split(";")
+        self_c[_frame(frames[-1], True)] += c
+        for f in {_frame(x, False) for x in frames}:
+            if "(gateway/" in f:
+                incl[f] += c
+
     def share(cn: Counter[str]) -> list[tuple[str, float]]:
         return [(f, round(100 * v / total, 1)) for f, v in cn.most_common(top)] if total else []
+
     return {"samples": total, "self": share(self_c), "inclusive": share(incl)}
 
 
@@ -558,16 +650,36 @@ def env_info() -> dict[str, Any]:
     def ver(mod: str) -> str | None:
         try:
             from importlib.metadata import version
+
             return version(mod)
         except Exception:
             return None
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    nginx_v = subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip() if shutil.which("nginx") else None
-    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "git": git, "python": platform.python_version(),
-            "websockets": ver("websockets"), "uvicorn": ver("uvicorn"), "uvloop": ver("uvloop"), "orjson": ver("orjson"),
-            "nginx": nginx_v, "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
-            "mem_gib": round(psutil.virtual_memory().total / 2**30, 1), "loadavg_start": os.getloadavg()}
+
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
+    cpu = next((ln.split(":", 1)[1].strip() for ln in cpuinfo if ln.startswith("model name")), "?")
+    git = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    nginx_v = (
+        subprocess.run(["nginx", "-v"], capture_output=True, text=True).stderr.strip()
+        if shutil.which("nginx")
+        else None
+    )
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "git": git,
+        "python": platform.python_version(),
+        "websockets": ver("websockets"),
+        "uvicorn": ver("uvicorn"),
+        "uvloop": ver("uvloop"),
+        "orjson": ver("orjson"),
+        "nginx": nginx_v,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "mem_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "loadavg_start": os.getloadavg(),
+    }
 
 
 def ok_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -586,78 +698,113 @@ def render(res: dict[str, Any]) -> str:
     e, p = res["env"], res["params"]
     runs = [r for r in res["runs"] if "error" not in r]
     L: list[str] = [START, "", "## Fan-out: one hot channel, N WebSocket subscribers", ""]
-    L += [f"Generated by `make bench-fanout` (`loadtest/bench_fanout.py`) on {e['date']}, git `{e['git']}`"
-          f"{' — **quick run**' if p['quick'] else ''}. Raw results: `{p['json_rel']}`.", ""]
-    L += ["### Method", "",
-          f"- Machine: {e['cores']} vCPU ({e['cpu']}), {e['mem_gib']} GiB, Linux {e['kernel']}, Python {e['python']}, "
-          f"websockets {e['websockets']}, uvicorn {e['uvicorn']}, uvloop {e['uvloop']}, orjson {e['orjson']}"
-          f"{', ' + e['nginx'] if e.get('nginx') else ''}. Load average at start: "
-          f"{', '.join(f'{x:.2f}' for x in e['loadavg_start'])}.",
-          "- Everything on 127.0.0.1. Server pinned to CPU 0; load client and publisher pinned to CPU 1 "
-          "(the method of ../shared/PERFORMANCE-ANCHORS.md, so the numbers are comparable with it).",
-          "- Subscribers: `loadtest/fanout_client.c`, one epoll thread, reads promptly (the worst case for the server), "
-          "splits every frame on `\\n` (the gateway joins a tick's pushes into one frame), counts every publication, "
-          "takes latency on 1 connection in 10 from the CLOCK_MONOTONIC send time at the start of the 200-byte payload, "
-          "answers Centrifugo pings (`{}`) and WebSocket pings. Each sends the Centrifugo connect + subscribe in one frame "
-          "(`client.insecure: true`, `channel.without_namespace.allow_subscribe_for_client: true`).",
-          "- Gateway: `python -m taskcast_cli gateway --config …` exactly as shipped (uvicorn, uvloop, httptools); "
-          "history off, then on (`history_size` 100, `history_ttl` 300 s); default ping (25 s) and `client.queue_max_size` (1 MiB).",
-          f"- Publisher: gateway and nchan by `POST /api/publish` (`X-API-Key`) / `POST /pub` over {p['http_conns']} "
-          "keep-alive HTTP/1.1 connections, open loop (a publication waits only for a free connection). The baseline "
-          "(`loadtest/baseline_ws_broadcast.py`: `websockets` 17 asyncio server on uvloop, `broadcast()` of the same push "
-          "envelope, one frame serialised per connection) is published to over one WebSocket, fire and forget — cheaper "
-          "for the baseline than an HTTP API.",
-          f"- Ladder of offered deliveries/s: {', '.join(f'{x // 1000}k' for x in p['ladder'])}; publishes/s = offered / N. "
-          f"Each rung: {p['warm']} s warm-up, {p['window']} s measured window, {p['drain']} s drain. Stop at the first "
-          "saturated rung: delivered < 90 % of offered, publish rate < 90 % of target, p99 > 1 s, or connections closed.",
-          "- Server CPU: psutil user+sys of the server process (nginx: master + worker) over the window. "
-          "*Deliveries per CPU-second* = deliveries in the window / server CPU seconds in the window.",
-          "- Idle RSS per connection: server RSS after N subscribed connections and 2 s idle, minus RSS before, / N.",
-          "- `busy` = whole-CPU utilisation (CPU 0, CPU 1) during the window, from /proc/stat: CPU 0 busy well above "
-          "the server's own CPU % means other work shared the core.", ""]
+    L += [
+        f"Generated by `make bench-fanout` (`loadtest/bench_fanout.py`) on {e['date']}, git `{e['git']}`"
+        f"{' — **quick run**' if p['quick'] else ''}. Raw results: `{p['json_rel']}`.",
+        "",
+    ]
+    L += [
+        "### Method",
+        "",
+        f"- Machine: {e['cores']} vCPU ({e['cpu']}), {e['mem_gib']} GiB, Linux {e['kernel']}, Python {e['python']}, "
+        f"websockets {e['websockets']}, uvicorn {e['uvicorn']}, uvloop {e['uvloop']}, orjson {e['orjson']}"
+        f"{', ' + e['nginx'] if e.get('nginx') else ''}. Load average at start: "
+        f"{', '.join(f'{x:.2f}' for x in e['loadavg_start'])}.",
+        "- Everything on 127.0.0.1. Server pinned to CPU 0; load client and publisher pinned to CPU 1 "
+        "(the method of ../shared/PERFORMANCE-ANCHORS.md, so the numbers are comparable with it).",
+        "- Subscribers: `loadtest/fanout_client.c`, one epoll thread, reads promptly (the worst case for the server), "
+        "splits every frame on `\\n` (the gateway joins a tick's pushes into one frame), counts every publication, "
+        "takes latency on 1 connection in 10 from the CLOCK_MONOTONIC send time at the start of the 200-byte payload, "
+        "answers Centrifugo pings (`{}`) and WebSocket pings. Each sends the Centrifugo connect + subscribe in one frame "
+        "(`client.insecure: true`, `channel.without_namespace.allow_subscribe_for_client: true`).",
+        "- Gateway: `python -m taskcast_cli gateway --config …` exactly as shipped (uvicorn, uvloop, httptools); "
+        "history off, then on (`history_size` 100, `history_ttl` 300 s); default ping (25 s) and `client.queue_max_size` (1 MiB).",
+        f"- Publisher: gateway and nchan by `POST /api/publish` (`X-API-Key`) / `POST /pub` over {p['http_conns']} "
+        "keep-alive HTTP/1.1 connections, open loop (a publication waits only for a free connection). The baseline "
+        "(`loadtest/baseline_ws_broadcast.py`: `websockets` 17 asyncio server on uvloop, `broadcast()` of the same push "
+        "envelope, one frame serialised per connection) is published to over one WebSocket, fire and forget — cheaper "
+        "for the baseline than an HTTP API.",
+        f"- Ladder of offered deliveries/s: {', '.join(f'{x // 1000}k' for x in p['ladder'])}; publishes/s = offered / N. "
+        f"Each rung: {p['warm']} s warm-up, {p['window']} s measured window, {p['drain']} s drain. Stop at the first "
+        "saturated rung: delivered < 90 % of offered, publish rate < 90 % of target, p99 > 1 s, or connections closed.",
+        "- Server CPU: psutil user+sys of the server process (nginx: master + worker) over the window. "
+        "*Deliveries per CPU-second* = deliveries in the window / server CPU seconds in the window.",
+        "- Idle RSS per connection: server RSS after N subscribed connections and 2 s idle, minus RSS before, / N.",
+        "- `busy` = whole-CPU utilisation (CPU 0, CPU 1) during the window, from /proc/stat: CPU 0 busy well above "
+        "the server's own CPU % means other work shared the core.",
+        "",
+    ]
     ns = sorted({r["N"] for r in runs})
     for n in ns:
         L += [f"### N = {n:,}", ""]
-        L += ["| Server | idle RSS/conn | sustained delivered/s (p50 / p99 ms) | peak delivered/s | stopped because |",
-              "|---|---|---|---|---|"]
+        L += [
+            "| Server | idle RSS/conn | sustained delivered/s (p50 / p99 ms) | peak delivered/s | stopped because |",
+            "|---|---|---|---|---|",
+        ]
         for r in [r for r in runs if r["N"] == n]:
             ok = ok_steps(r)
             best = max(ok, key=lambda s: s["delivered_per_s"]) if ok else None
             peak = max(r["steps"], key=lambda s: s["delivered_per_s"]) if r["steps"] else None
-            L.append(f"| {LABEL[r['server']]} | {r.get('rss_per_conn_kib', '–')} KiB | "
-                     + (f"{best['delivered_per_s']:,} ({f_ms(best['p50_ms'])} / {f_ms(best['p99_ms'])})" if best else "–")
-                     + f" | {f_int(peak['delivered_per_s']) if peak else '–'} | {r.get('stopped', 'end of ladder')} |")
-        L += ["", "Per rung:", "",
-              "| Server | offered/s | pub/s | delivered/s | p50 ms | p99 ms | server CPU % | deliveries / CPU-s | µs / delivery | client CPU % | busy CPU0/CPU1 % |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+            L.append(
+                f"| {LABEL[r['server']]} | {r.get('rss_per_conn_kib', '–')} KiB | "
+                + (
+                    f"{best['delivered_per_s']:,} ({f_ms(best['p50_ms'])} / {f_ms(best['p99_ms'])})"
+                    if best
+                    else "–"
+                )
+                + f" | {f_int(peak['delivered_per_s']) if peak else '–'} | {r.get('stopped', 'end of ladder')} |"
+            )
+        L += [
+            "",
+            "Per rung:",
+            "",
+            "| Server | offered/s | pub/s | delivered/s | p50 ms | p99 ms | server CPU % | deliveries / CPU-s | µs / delivery | client CPU % | busy CPU0/CPU1 % |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for r in [r for r in runs if r["N"] == n]:
             for s in r["steps"]:
                 sat = " ⚠" if s.get("saturated") else ""
-                L.append(f"| {LABEL[r['server']]} | {s['offered_per_s']:,}{sat} | {s['pub_rate']:,.0f} | {s['delivered_per_s']:,} | "
-                         f"{f_ms(s['p50_ms'])} | {f_ms(s['p99_ms'])} | {s['server_cpu_pct']} | {f_int(s['deliveries_per_cpu_s'])} | "
-                         f"{s['server_us_per_delivery']} | {s['client_cpu_pct']} | {'/'.join(f'{x:.0f}' for x in s['cpu_busy_pct'][:2])} |")
+                L.append(
+                    f"| {LABEL[r['server']]} | {s['offered_per_s']:,}{sat} | {s['pub_rate']:,.0f} | {s['delivered_per_s']:,} | "
+                    f"{f_ms(s['p50_ms'])} | {f_ms(s['p99_ms'])} | {s['server_cpu_pct']} | {f_int(s['deliveries_per_cpu_s'])} | "
+                    f"{s['server_us_per_delivery']} | {s['client_cpu_pct']} | {'/'.join(f'{x:.0f}' for x in s['cpu_busy_pct'][:2])} |"
+                )
         L += ["", "⚠ = saturated rung (the ladder stopped there).", ""]
         L += ratio_lines(runs, n)
     L += targets(runs)
+    L += ["### Analysis: what limits us, and what to change", "", NOTES_START, NOTES_DEFAULT, NOTES_END, ""]
     prof = res.get("profile")
     if prof and prof.get("summary", {}).get("samples"):
         s, sm = prof["step"], prof["summary"]
-        L += ["### Where the gateway's CPU goes (py-spy)", "",
-              f"`py-spy record --nonblocking --rate 250` on the gateway (history off), N = {s['N']:,}, one extra rung at "
-              f"{s['offered_per_s']:,} offered deliveries/s ({s['pub_rate']:.0f} publishes/s): delivered {s['delivered_per_s']:,}/s, "
-              f"server CPU {s['server_cpu_pct']} %, p99 {f_ms(s['p99_ms'])} ms. {sm['samples']:,} non-idle samples "
-              "(percentages are of those; time in uvloop/kernel C code is charged to the calling Python line).", "",
-              "| Function (self) | % | | Function (inclusive) | % |", "|---|---|---|---|---|"]
+        L += [
+            "### Where the gateway's CPU goes (py-spy)",
+            "",
+            f"`py-spy record --nonblocking --rate 250` on the gateway (history off), N = {s['N']:,}, one extra rung at "
+            f"{s['offered_per_s']:,} offered deliveries/s ({s['pub_rate']:.0f} publishes/s): delivered {s['delivered_per_s']:,}/s, "
+            f"server CPU {s['server_cpu_pct']} %, p99 {f_ms(s['p99_ms'])} ms. {sm['samples']:,} non-idle samples "
+            "(percentages are of those; time in uvloop/kernel C code is charged to the calling Python line).",
+            "",
+            "| Source line (self time) | % | | Gateway function (inclusive) | % |",
+            "|---|---|---|---|---|",
+        ]
         for i in range(max(len(sm["self"]), len(sm["inclusive"]))):
             a_ = sm["self"][i] if i < len(sm["self"]) else ("", "")
             b_ = sm["inclusive"][i] if i < len(sm["inclusive"]) else ("", "")
             L.append(f"| `{a_[0]}` | {a_[1]} | | `{b_[0]}` | {b_[1]} |")
         L += ["", f"Collapsed stacks: `{p['profile_rel']}` (open with speedscope or flamegraph.pl).", ""]
-    L += ["### Reproduce", "", "```",
-          "make bench-fanout                                              # full run, ≈10–15 min, writes this section",
-          ".venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md   # N=1000, short rungs",
-          ".venv/bin/python loadtest/bench_fanout.py --with-nchan --out docs/PERFORMANCE.md   # also apt-get nginx+nchan",
-          "```", "", "Options and caveats: `loadtest/README.md`.", "", END]
+    L += [
+        "### Reproduce",
+        "",
+        "```",
+        "make bench-fanout                                              # full run, ≈10–15 min, writes this section",
+        ".venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md   # N=1000, short rungs",
+        ".venv/bin/python loadtest/bench_fanout.py --with-nchan --out docs/PERFORMANCE.md   # also apt-get nginx+nchan",
+        "```",
+        "",
+        "Options and caveats: `loadtest/README.md`.",
+        "",
+        END,
+    ]
     return "\n".join(L)
 
 
@@ -666,10 +813,13 @@ def ratio_lines(runs: list[dict[str, Any]], n: int) -> list[str]:
     if base is None:
         return []
     bsteps = {s["offered_per_s"]: s for s in ok_steps(base)}
-    L = [f"Ratios against the baseline measured in this run (N = {n:,}); deliveries per server-CPU-second at the same "
-         "offered load (rungs where both are unsaturated):", "",
-         "| Server | " + " | ".join(f"{o // 1000}k" for o in sorted(bsteps)) + " | sustained ceiling |",
-         "|---|" + "---|" * (len(bsteps) + 1)]
+    L = [
+        f"Ratios against the baseline measured in this run (N = {n:,}); deliveries per server-CPU-second at the same "
+        "offered load (rungs where both are unsaturated):",
+        "",
+        "| Server | " + " | ".join(f"{o // 1000}k" for o in sorted(bsteps)) + " | sustained ceiling |",
+        "|---|" + "---|" * (len(bsteps) + 1),
+    ]
     bbest = max((s["delivered_per_s"] for s in bsteps.values()), default=0)
     for r in [r for r in runs if r["N"] == n and r["server"] != "baseline"]:
         mine = {s["offered_per_s"]: s for s in ok_steps(r)}
@@ -698,27 +848,37 @@ def targets(runs: list[dict[str, Any]]) -> list[str]:
             ratio = top["deliveries_per_cpu_s"] / bst[top["offered_per_s"]]["deliveries_per_cpu_s"]
             gpeak = max(s["deliveries_per_cpu_s"] or 0 for s in ok_steps(gw))
             bpeak = max(s["deliveries_per_cpu_s"] or 0 for s in bst.values())
-            L.append(f"| deliveries per server-CPU-second ≥ 2× raw `websockets.broadcast()` at N = {nmax:,} | "
-                     f"{ratio:.2f}× at {top['offered_per_s']:,}/s offered (highest rung both sustain: "
-                     f"{top['deliveries_per_cpu_s']:,} vs {bst[top['offered_per_s']]['deliveries_per_cpu_s']:,}); best "
-                     f"sustained rung of each: {gpeak:,} vs {bpeak:,} = {gpeak / bpeak:.2f}× | "
-                     f"{'yes' if ratio >= 2 else 'no'} |")
+            L.append(
+                f"| deliveries per server-CPU-second ≥ 2× raw `websockets.broadcast()` at N = {nmax:,} | "
+                f"{ratio:.2f}× at {top['offered_per_s']:,}/s offered (highest rung both sustain: "
+                f"{top['deliveries_per_cpu_s']:,} vs {bst[top['offered_per_s']]['deliveries_per_cpu_s']:,}); best "
+                f"sustained rung of each: {gpeak:,} vs {bpeak:,} = {gpeak / bpeak:.2f}× | "
+                f"{'yes' if ratio >= 2 else 'no'} |"
+            )
     for n in sorted({r["N"] for r in runs}):
         g = next((r for r in runs if r["N"] == n and r["server"] == "gateway"), None)
         s100 = next((s for s in (g or {}).get("steps", []) if s["offered_per_s"] == 100_000), None)
         if s100:
             good = not s100.get("saturated") and s100["p99_ms"] <= 100
-            L.append(f"| p99 ≤ 100 ms at 100k deliveries/s (N = {n:,}) | p99 {f_ms(s100['p99_ms'])} ms, p50 "
-                     f"{f_ms(s100['p50_ms'])} ms, delivered {s100['delivered_per_s']:,}/s | {'yes' if good else 'no'} |")
+            L.append(
+                f"| p99 ≤ 100 ms at 100k deliveries/s (N = {n:,}) | p99 {f_ms(s100['p99_ms'])} ms, p50 "
+                f"{f_ms(s100['p50_ms'])} ms, delivered {s100['delivered_per_s']:,}/s | {'yes' if good else 'no'} |"
+            )
         if g and "rss_per_conn_kib" in g:
-            L.append(f"| RSS per idle connection ≤ 16 KiB (N = {n:,}) | {g['rss_per_conn_kib']} KiB | "
-                     f"{'yes' if g['rss_per_conn_kib'] <= 16 else 'no'} |")
+            L.append(
+                f"| RSS per idle connection ≤ 16 KiB (N = {n:,}) | {g['rss_per_conn_kib']} KiB | "
+                f"{'yes' if g['rss_per_conn_kib'] <= 16 else 'no'} |"
+            )
     return L + [""]
 
 
 def write_section(out: Path, section: str) -> None:
+    """Replace only our section of ``out``; keep the hand-written notes block inside it."""
     if out.exists():
         text = out.read_text()
+        if NOTES_START in text and NOTES_END in text:
+            notes = text.split(NOTES_START, 1)[1].split(NOTES_END, 1)[0].strip("\n")
+            section = section.replace(NOTES_START + "\n" + NOTES_DEFAULT, NOTES_START + "\n" + notes)
         if START in text and END in text:
             pre, rest = text.split(START, 1)
             post = rest.split(END, 1)[1]
@@ -726,8 +886,10 @@ def write_section(out: Path, section: str) -> None:
         else:
             text = text.rstrip("\n") + "\n\n" + section + "\n"
     else:
-        text = ("# Performance\n\nMeasured on the project machine; every section says how to reproduce it. "
-                "Targets are from issue 2.\n\n" + section + "\n")
+        text = (
+            "# Performance\n\nMeasured on the project machine; every section says how to reproduce it. "
+            "Targets are from issue 2.\n\n" + section + "\n"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
 
@@ -756,8 +918,18 @@ async def amain(a: argparse.Namespace) -> int:
     rel = lambda p: os.path.relpath(p.resolve(), out.resolve().parent)  # noqa: E731
     res: dict[str, Any] = {
         "env": env_info(),
-        "params": {"quick": a.quick, "ns": a.ns, "ladder": a.ladder, "warm": a.warm, "window": a.window, "drain": a.drain,
-                   "http_conns": a.http_conns, "servers": kinds, "json_rel": rel(json_path), "profile_rel": rel(prof_path)},
+        "params": {
+            "quick": a.quick,
+            "ns": a.ns,
+            "ladder": a.ladder,
+            "warm": a.warm,
+            "window": a.window,
+            "drain": a.drain,
+            "http_conns": a.http_conns,
+            "servers": kinds,
+            "json_rel": rel(json_path),
+            "profile_rel": rel(prof_path),
+        },
         "runs": [],
     }
     print(json.dumps(res["env"]), flush=True)
@@ -770,10 +942,12 @@ async def amain(a: argparse.Namespace) -> int:
                 if time.time() + 30 > deadline:
                     print("global deadline reached", flush=True)
                     break
-                profile = {"rate": a.profile_rate} if (spy_ok and kind == "gateway" and n == max(a.ns)) else None
+                profile = (
+                    {"rate": a.profile_rate} if (spy_ok and kind == "gateway" and n == max(a.ns)) else None
+                )
                 try:
                     r = await bench_server(a, kind, n, tmp, exe, a.ladder, deadline, profile)
-                except Exception as exc:  # noqa: BLE001 - a failing server must not lose the others' results
+                except Exception as exc:
                     r = {"server": kind, "N": n, "error": repr(exc), "steps": []}
                     print(f"[{kind} N={n}] ERROR {exc!r} (logs in {tmp})", flush=True)
                 res["runs"].append(r)
@@ -794,21 +968,33 @@ async def amain(a: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "docs" / "PERFORMANCE.md"), help="markdown file; only the fanout section is replaced")
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "docs" / "PERFORMANCE.md"),
+        help="markdown file; only the fanout section is replaced",
+    )
     ap.add_argument("--json", default="", help="raw results (default: <out dir>/perf/fanout-results.json)")
     ap.add_argument("--quick", action="store_true", help="N=1000 only, short rungs, short ladder")
     ap.add_argument("--ns", default="", help="comma list of subscriber counts (default 1000,5000)")
     ap.add_argument("--ladder", default="", help="comma list of offered deliveries/s")
     ap.add_argument("--servers", default="", help="subset of baseline,gateway,gateway-history,nchan")
-    ap.add_argument("--with-nchan", action="store_true", help="apt-get install nginx + libnginx-mod-nchan if missing")
-    ap.add_argument("--no-nchan", dest="nchan_if_installed", action="store_false", help="skip nchan even if installed")
+    ap.add_argument(
+        "--with-nchan", action="store_true", help="apt-get install nginx + libnginx-mod-nchan if missing"
+    )
+    ap.add_argument(
+        "--no-nchan", dest="nchan_if_installed", action="store_false", help="skip nchan even if installed"
+    )
     ap.add_argument("--warm", type=float, default=1.5)
     ap.add_argument("--window", type=float, default=5.0)
     ap.add_argument("--drain", type=float, default=2.0)
     ap.add_argument("--http-conns", type=int, default=8, help="keep-alive connections of the HTTP publisher")
-    ap.add_argument("--profile-rate", type=int, default=200_000, help="offered deliveries/s of the py-spy rung (0 = none)")
+    ap.add_argument(
+        "--profile-rate", type=int, default=200_000, help="offered deliveries/s of the py-spy rung (0 = none)"
+    )
     ap.add_argument("--budget-s", type=float, default=900)
-    ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)")
+    ap.add_argument(
+        "--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)"
+    )
     a = ap.parse_args()
     a.ns = [int(x) for x in a.ns.split(",")] if a.ns else ([1000] if a.quick else [1000, 5000])
     if a.ladder:
