@@ -209,8 +209,8 @@ def _validate(cfg: Config) -> None:
     for i, k in enumerate(cfg.internal_auth.keys):
         if "producer_id" not in k or not ("key" in k or "key_sha256" in k):
             raise ConfigError(f"internal_auth.keys[{i}]: needs producer_id and key (or key_sha256)")
-    if not cfg.execution_token.secret or len(cfg.execution_token.secret) < 16:
-        raise ConfigError("execution_token.secret: required, at least 16 characters")
+    if not cfg.execution_token.secret or len(cfg.execution_token.secret) < 32:
+        raise ConfigError("execution_token.secret: required, at least 32 characters")
     if cfg.user_auth.mode not in ("hs", "rs", "jwks", "dev"):
         raise ConfigError("user_auth.mode: must be hs, rs, jwks or dev")
     if cfg.user_auth.mode == "hs" and not cfg.user_auth.secret:
