@@ -156,6 +156,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.broker.run()),
                 tg.create_task(rt.node.presence.run()),
                 tg.create_task(rt.presence_loop()),
+                tg.create_task(rt.node.info_loop()),
             ]
             try:
                 yield {"taskcast": rt}

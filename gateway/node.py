@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from gateway import control
 from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
 from gateway.hub import Hub, HubClient
@@ -52,6 +53,12 @@ class Node:
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: list[Flushable] = []
+        self.registry = control.NodeRegistry(clock)
+        self.surveys = control.Surveys()
+        self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None
+        """Set by the server API: applies a connection-targeted action to local connections."""
+        self.on_reconnect: Callable[[], None] | None = None
+        """Set by the app: checks positioned subscriptions after the broker lost deliveries."""
         broker.set_handler(self)
 
     def schedule_flush(self, client: Flushable) -> None:
@@ -103,6 +110,61 @@ class Node:
     def on_leave(self, channel: str, info: ClientInfo) -> None:
         self.hub.broadcast_join_leave(channel, "leave", info)
 
+    def on_control(self, data: bytes) -> None:
+        msg = control.decode(data)
+        if msg is None:
+            log.warning("undecodable control message ignored")
+            return
+        op, sender = msg["op"], msg.get("from", "")
+        if op == "node" and isinstance(msg.get("info"), dict):
+            self.registry.update(msg["info"])
+        elif op == "user_op" and self.on_user_op is not None:
+            params = msg.get("params")
+            if isinstance(params, dict):
+                self.on_user_op(str(msg.get("method", "")), params)
+        elif op == "survey" and isinstance(sender, str):
+            self.background(self._answer_survey(sender, msg))
+        elif op == "survey_reply":
+            self.surveys.reply(str(msg.get("id", "")), str(sender), msg.get("payload"))
+
+    def on_broker_reconnect(self) -> None:
+        if self.on_reconnect is not None:
+            self.on_reconnect()
+
+    async def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
+        payload: Any = None
+        if msg.get("kind") == "channels":
+            payload = {ch: len(subs) for ch, subs in self.hub.channels.items()}
+        reply = control.encode("survey_reply", self.uid, id=msg.get("id"), payload=payload)
+        await self.broker.publish_control(reply, node_id=requester)
+
+    async def survey(self, kind: str) -> dict[str, Any]:
+        """Ask every live node (this one included) and collect the answers by node uid."""
+        expected = {info["uid"] for info in self.registry.live()} | {self.uid}
+
+        async def send(survey_id: str) -> None:
+            await self.broker.publish_control(control.encode("survey", self.uid, id=survey_id, kind=kind))
+
+        return await self.surveys.run(expected, send)
+
+    async def send_user_op(self, method: str, params: dict[str, Any]) -> None:
+        """Have every node apply a server API action to its own matching connections."""
+        await self.broker.publish_control(control.encode("user_op", self.uid, method=method, params=params))
+
+    async def info_loop(self) -> None:
+        """Announce this node to the cluster every NODE_INFO_INTERVAL_SECONDS."""
+        while True:
+            try:
+                await self.broker.publish_control(control.encode("node", self.uid, info=self.info()))
+            except Exception:
+                log.warning("could not announce node info", exc_info=True)
+            await asyncio.sleep(control.NODE_INFO_INTERVAL_SECONDS)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        live = {info["uid"]: info for info in self.registry.live()}
+        live[self.uid] = self.info()
+        return list(live.values())
+
     # --- operations --------------------------------------------------------------------------
 
     async def publish(
@@ -152,7 +214,7 @@ class Node:
         if self.hub.remove_subscriber(channel, client):
             await self.broker.unsubscribe(channel)
 
-    def info(self) -> dict[str, object]:
+    def info(self) -> dict[str, Any]:
         """This node's entry in the server API ``info`` result."""
         hub = self.hub
         return {

@@ -62,6 +62,15 @@ class BrokerEventHandler(Protocol):
 
     def on_leave(self, channel: str, info: ClientInfo) -> None: ...
 
+    def on_control(self, data: bytes) -> None:
+        """A control message from ``publish_control`` (any node, this one included)."""
+        ...
+
+    def on_broker_reconnect(self) -> None:
+        """The PUB/SUB connection was re-established: deliveries may have been lost meanwhile.
+        The node checks its positioned subscriptions against history."""
+        ...
+
 
 class Broker(Protocol):
     """PUB/SUB between nodes plus bounded history with epoch/offset.
@@ -118,6 +127,15 @@ class Broker(Protocol):
     ) -> HistoryResult: ...
 
     async def remove_history(self, channel: str) -> None: ...
+
+    async def publish_control(self, data: bytes, *, node_id: str = "") -> None:
+        """Send a control message to every node (``node_id == ""``) or to one node. Delivered
+        to ``on_control`` of the receiving nodes' handlers, this node included when targeted."""
+        ...
+
+    def healthy(self) -> bool:
+        """False while the underlying store is unreachable (``/health`` then answers 503)."""
+        ...
 
     async def subscribe(self, channel: str) -> None:
         """Start receiving this channel's publications on this node."""

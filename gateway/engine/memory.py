@@ -236,6 +236,18 @@ class MemoryBroker:
         if stream is not None:
             stream.entries = None
 
+    async def publish_control(self, data: bytes, *, node_id: str = "") -> None:
+        """One process is the whole cluster: control messages loop back to this node."""
+        handler = self._handler
+        if handler is not None:
+            try:
+                handler.on_control(data)
+            except Exception:
+                logger.exception("broker handler failed on a control message")
+
+    def healthy(self) -> bool:
+        return True
+
     async def subscribe(self, channel: str) -> None:
         self._subscribed.add(channel)
 
