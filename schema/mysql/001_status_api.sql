@@ -127,7 +127,8 @@ CREATE TABLE IF NOT EXISTS task_outbox (
 	PRIMARY KEY (id),
 	CONSTRAINT outbox_aggregate_version_channel_uk UNIQUE (aggregate_id, aggregate_version, channel, projection),
 	KEY outbox_claim_idx (status, available_at, id),
-	KEY outbox_lock_timeout_idx (status, locked_at)
+	KEY outbox_lock_timeout_idx (status, locked_at),
+	KEY outbox_priority_claim_idx (status, priority, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS task_status_definition (

@@ -45,7 +45,9 @@ class FakeClock:
 
 
 def service_token(producer: str, roles: list[str]) -> str:
-    return jwt.encode({"sub": producer, "roles": roles, "exp": int(time.time()) + 600}, SERVICE_SECRET, "HS256")
+    return jwt.encode(
+        {"sub": producer, "roles": roles, "exp": int(time.time()) + 600}, SERVICE_SECRET, "HS256"
+    )
 
 
 def user_token(tenant: str, user: str, projects: list[str] | None = None) -> str:
@@ -102,13 +104,24 @@ class Harness:
     # --- coordinator -------------------------------------------------------------------------
 
     async def create_task(
-        self, tenant: str = "t1", owner: str = "u1", project: str | None = None,
-        steps: list[dict[str, str]] | None = None, expect: int = 201, **extra: Any,
+        self,
+        tenant: str = "t1",
+        owner: str = "u1",
+        project: str | None = None,
+        steps: list[dict[str, str]] | None = None,
+        expect: int = 201,
+        **extra: Any,
     ) -> Task:
         body: dict[str, Any] = {
-            "tenantId": tenant, "ownerId": owner, "product": "DOCUMENT", "taskType": "DOCUMENT_PROCESS",
-            "title": "Contract parsing", "statusDefinitionVersion": 1, "operationDefinitionVersion": 1,
-            "steps": steps or DEFAULT_STEPS, **extra,
+            "tenantId": tenant,
+            "ownerId": owner,
+            "product": "DOCUMENT",
+            "taskType": "DOCUMENT_PROCESS",
+            "title": "Contract parsing",
+            "statusDefinitionVersion": 1,
+            "operationDefinitionVersion": 1,
+            "steps": steps or DEFAULT_STEPS,
+            **extra,
         }
         if project:
             body["projectId"] = project
@@ -120,8 +133,16 @@ class Harness:
             t.steps[ctx["stepId"]] = Step(ctx)
         return t
 
-    def step_event(self, task: Task, step_id: str, event_type: str, business: str | None, *,
-                   seq: int | None = None, **extra: Any) -> dict[str, Any]:
+    def step_event(
+        self,
+        task: Task,
+        step_id: str,
+        event_type: str,
+        business: str | None,
+        *,
+        seq: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
         st = task.steps[step_id]
         if seq is None:
             st.seq += 1
@@ -145,36 +166,65 @@ class Harness:
         return body
 
     async def send(self, body: dict[str, Any], token: str, expect: int = 200) -> dict[str, Any]:
-        r = await self.http.post("/internal/v1/task-events", json=body,
-                                 headers={**auth(token), "Idempotency-Key": body["eventId"]})
+        r = await self.http.post(
+            "/internal/v1/task-events", json=body, headers={**auth(token), "Idempotency-Key": body["eventId"]}
+        )
         assert r.status_code == expect, r.text
         return dict(r.json())
 
-    async def report(self, task: Task, step_id: str, event_type: str, business: str | None,
-                     expect: int = 200, **extra: Any) -> dict[str, Any]:
+    async def report(
+        self, task: Task, step_id: str, event_type: str, business: str | None, expect: int = 200, **extra: Any
+    ) -> dict[str, Any]:
         body = self.step_event(task, step_id, event_type, business, **extra)
         return await self.send(body, task.steps[step_id].token, expect)
 
-    async def task_event(self, task: Task, event_type: str, business: str, token: str = COORDINATOR,
-                         expect: int = 200, producer: str = "task-coordinator", **extra: Any) -> dict[str, Any]:
+    async def task_event(
+        self,
+        task: Task,
+        event_type: str,
+        business: str,
+        token: str = COORDINATOR,
+        expect: int = 200,
+        producer: str = "task-coordinator",
+        **extra: Any,
+    ) -> dict[str, Any]:
         task.coordinator_seq += 1
         body = {
-            "eventId": f"evt-{uuid.uuid4().hex}", "taskId": task.id, "taskAttempt": 1, "producerId": producer,
-            "sourceSeq": task.coordinator_seq, "eventType": event_type, "businessStatus": business,
-            "occurredAt": "2026-09-21T07:11:00Z", **extra,
+            "eventId": f"evt-{uuid.uuid4().hex}",
+            "taskId": task.id,
+            "taskAttempt": 1,
+            "producerId": producer,
+            "sourceSeq": task.coordinator_seq,
+            "eventType": event_type,
+            "businessStatus": business,
+            "occurredAt": "2026-09-21T07:11:00Z",
+            **extra,
         }
         return await self.send(body, token, expect)
 
     # --- user ---------------------------------------------------------------------------------
 
-    async def user_get(self, path: str, tenant: str = "t1", user: str = "u1", projects: list[str] | None = None,
-                       expect: int = 200) -> Any:
+    async def user_get(
+        self,
+        path: str,
+        tenant: str = "t1",
+        user: str = "u1",
+        projects: list[str] | None = None,
+        expect: int = 200,
+    ) -> Any:
         r = await self.http.get(path, headers=auth(user_token(tenant, user, projects)))
         assert r.status_code == expect, r.text
         return r.json()
 
-    async def user_post(self, path: str, body: Any, tenant: str = "t1", user: str = "u1",
-                        projects: list[str] | None = None, expect: int = 200) -> Any:
+    async def user_post(
+        self,
+        path: str,
+        body: Any,
+        tenant: str = "t1",
+        user: str = "u1",
+        projects: list[str] | None = None,
+        expect: int = 200,
+    ) -> Any:
         r = await self.http.post(path, json=body, headers=auth(user_token(tenant, user, projects)))
         assert r.status_code == expect, r.text
         return r.json()
@@ -218,4 +268,3 @@ def build(engine: Any, clock: FakeClock, overrides: dict[str, Any] | None = None
     for section, values in (overrides or {}).items():
         raw.setdefault(section, {}).update(values)
     return build_components(load_config_dict(raw), engine=engine, clock=clock)
-

@@ -35,8 +35,11 @@ async def test_same_event_id_with_different_content_is_rejected(h: Harness) -> N
     body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
     await h.send(body, t.steps["01_prepare"].token)
     changed = {**body, "occurredAt": "2026-09-21T07:10:19.000Z"}
-    r = await h.http.post("/internal/v1/task-events", json=changed,
-                          headers={"Authorization": f"Bearer {t.steps['01_prepare'].token}"})
+    r = await h.http.post(
+        "/internal/v1/task-events",
+        json=changed,
+        headers={"Authorization": f"Bearer {t.steps['01_prepare'].token}"},
+    )
     assert r.status_code == 409 and r.json()["error"]["code"] == "EVENT_ID_CONFLICT"
 
 
@@ -63,13 +66,17 @@ async def test_lost_response_retry_returns_first_version(h: Harness) -> None:
         ("eventType", "STEP_HEALTH_CHANGED", "INVALID_EVENT"),
     ],
 )
-async def test_token_step_definition_and_body_mismatch_rejected(h: Harness, field: str, value: object,
-                                                                code: str) -> None:
+async def test_token_step_definition_and_body_mismatch_rejected(
+    h: Harness, field: str, value: object, code: str
+) -> None:
     """Token、步骤定义与请求中的 taskType/operationCode/producerId 不一致时会被拒绝"""
     t = await h.create_task()
     body = {**h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING"), field: value}
-    r = await h.http.post("/internal/v1/task-events", json=body,
-                          headers={"Authorization": f"Bearer {t.steps['01_prepare'].token}"})
+    r = await h.http.post(
+        "/internal/v1/task-events",
+        json=body,
+        headers={"Authorization": f"Bearer {t.steps['01_prepare'].token}"},
+    )
     assert r.status_code in (403, 422) and r.json()["error"]["code"] == code, r.text
     assert await h.scalar(sa.select(task.c.version)) == 1
 
@@ -85,19 +92,38 @@ async def test_token_of_another_task_is_rejected(h: Harness) -> None:
 @pytest.mark.parametrize(
     ("data", "status", "code"),
     [
-        ({"schema": "video.transcode.progress.v1", "value": {"frame": 1, "totalFrames": 2}}, 422,
-         "DATA_SCHEMA_NOT_ALLOWED"),
+        (
+            {"schema": "video.transcode.progress.v1", "value": {"frame": 1, "totalFrames": 2}},
+            422,
+            "DATA_SCHEMA_NOT_ALLOWED",
+        ),
         ({"schema": "document.parse.unknown.v9", "value": {}}, 422, "DATA_SCHEMA_NOT_ALLOWED"),
-        ({"schema": "document.parse.progress.v1", "value": {"currentPage": "x", "totalPages": 3}}, 422,
-         "DATA_INVALID"),
-        ({"schema": "document.parse.progress.v1", "value": {"currentPage": 1, "totalPages": 3, "secret": "k"}},
-         422, "DATA_INVALID"),
-        ({"schema": "document.parse.progress.v1", "value": {"currentPage": 1, "totalPages": 3, "pad": "x" * 9000}},
-         413, "DATA_TOO_LARGE"),
+        (
+            {"schema": "document.parse.progress.v1", "value": {"currentPage": "x", "totalPages": 3}},
+            422,
+            "DATA_INVALID",
+        ),
+        (
+            {
+                "schema": "document.parse.progress.v1",
+                "value": {"currentPage": 1, "totalPages": 3, "secret": "k"},
+            },
+            422,
+            "DATA_INVALID",
+        ),
+        (
+            {
+                "schema": "document.parse.progress.v1",
+                "value": {"currentPage": 1, "totalPages": 3, "pad": "x" * 9000},
+            },
+            413,
+            "DATA_TOO_LARGE",
+        ),
     ],
 )
-async def test_only_registered_data_schema_accepted_state_untouched(h: Harness, data: dict[str, object],
-                                                                    status: int, code: str) -> None:
+async def test_only_registered_data_schema_accepted_state_untouched(
+    h: Harness, data: dict[str, object], status: int, code: str
+) -> None:
     """功能数据只接受注册过的 data.schema，未知 Schema 不会污染当前状态"""
     t = await h.create_task()
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
@@ -111,27 +137,62 @@ async def test_projections_follow_their_field_whitelists(h: Harness) -> None:
     """同一功能的摘要、详情和广播投影遵守各自字段白名单"""
     t = await h.create_task(project="p9")
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
-    await h.report(t, "02_parse", "STEP_COMPLETED", "PARSE_COMPLETED", durationMs=5,
-                   data={"schema": "document.parse.completed.v2",
-                         "value": {"pageCount": 36, "language": "zh-CN", "resultRef": "result://d/1"}})
+    await h.report(
+        t,
+        "02_parse",
+        "STEP_COMPLETED",
+        "PARSE_COMPLETED",
+        durationMs=5,
+        data={
+            "schema": "document.parse.completed.v2",
+            "value": {"pageCount": 36, "language": "zh-CN", "resultRef": "result://d/1"},
+        },
+    )
     await h.report(t, "03_store", "STEP_STARTED", "PERSISTING")
-    await h.report(t, "03_store", "STEP_FAILED", "PERSIST_FAILED",
-                   error={"category": "DEPENDENCY", "code": "STORE_DOWN", "retryable": True,
-                          "userMessage": "Storage unavailable", "diagnosticsRef": "trace://secret-trace"})
+    await h.report(
+        t,
+        "03_store",
+        "STEP_FAILED",
+        "PERSIST_FAILED",
+        error={
+            "category": "DEPENDENCY",
+            "code": "STORE_DOWN",
+            "retryable": True,
+            "userMessage": "Storage unavailable",
+            "diagnosticsRef": "trace://secret-trace",
+        },
+    )
     rows = {r["projection"]: r["payload"] for r in await h.outbox_rows(t.id) if r["aggregate_version"] == 5}
     summary, detail, project = rows["USER_SUMMARY"], rows["TASK_DETAIL"], rows["PROJECT_BROADCAST"]
     # summary: summaryFields of the operation only (no resultRef), no steps
-    assert summary["task"]["summaryData"] == {"schema": "document.parse.completed.v2",
-                                              "value": {"pageCount": 36, "language": "zh-CN"}}
+    assert summary["task"]["summaryData"] == {
+        "schema": "document.parse.completed.v2",
+        "value": {"pageCount": 36, "language": "zh-CN"},
+    }
     assert "steps" not in summary["task"]
     # detail: full validated data, public error without diagnosticsRef
     assert detail["steps"][1]["data"]["value"]["resultRef"] == "result://d/1"
-    assert detail["steps"][2]["error"] == {"category": "DEPENDENCY", "code": "STORE_DOWN", "retryable": True,
-                                           "userMessage": "Storage unavailable"}
+    assert detail["steps"][2]["error"] == {
+        "category": "DEPENDENCY",
+        "code": "STORE_DOWN",
+        "retryable": True,
+        "userMessage": "Storage unavailable",
+    }
     # project: aggregates only
-    assert set(project["task"]) == {"id", "product", "taskType", "lifecycleStatus", "health", "version",
-                                    "createdAt", "startedAt", "finishedAt", "stepsTotal", "stepsSucceeded",
-                                    "stepsFailed"}
+    assert set(project["task"]) == {
+        "id",
+        "product",
+        "taskType",
+        "lifecycleStatus",
+        "health",
+        "version",
+        "createdAt",
+        "startedAt",
+        "finishedAt",
+        "stepsTotal",
+        "stepsSucceeded",
+        "stepsFailed",
+    }
     for r in await h.outbox_rows():
         assert "trace://" not in str(r["payload"]) and "diagnosticsRef" not in str(r["payload"])
 
@@ -141,10 +202,17 @@ async def test_old_attempt_and_old_source_seq_cannot_overwrite(h: Harness) -> No
     t = await h.create_task()
     old = t.steps["02_parse"]
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
-    await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED",
-                   error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True})
-    r = await h.http.post(f"/internal/v1/tasks/{t.id}/steps/02_parse/attempts",
-                          headers={"Authorization": f"Bearer {h_coordinator()}"})
+    await h.report(
+        t,
+        "02_parse",
+        "STEP_FAILED",
+        "PARSE_FAILED",
+        error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True},
+    )
+    r = await h.http.post(
+        f"/internal/v1/tasks/{t.id}/steps/02_parse/attempts",
+        headers={"Authorization": f"Bearer {h_coordinator()}"},
+    )
     assert r.status_code == 201, r.text
     new_ctx = r.json()
     assert new_ctx["stepAttempt"] == 2 and new_ctx["stepVersion"] == "4"
@@ -185,8 +253,12 @@ async def test_two_services_reporting_concurrently_get_distinct_consecutive_vers
     for step in ("01_prepare", "02_parse"):
         starting = {"01_prepare": "PREPARING", "02_parse": "PARSING"}[step]
         for _ in range(6):
-            bodies.append((h.step_event(t, step, "STEP_STARTED" if _ == 0 else "STEP_PROGRESS", starting),
-                           t.steps[step].token))
+            bodies.append(
+                (
+                    h.step_event(t, step, "STEP_STARTED" if _ == 0 else "STEP_PROGRESS", starting),
+                    t.steps[step].token,
+                )
+            )
     # each service sends its own stream in order; the services run concurrently
 
     async def stream(step: str) -> list[str]:
@@ -198,7 +270,9 @@ async def test_two_services_reporting_concurrently_get_distinct_consecutive_vers
     results = await asyncio.gather(*(stream(s) for s in ("01_prepare", "02_parse")))
     versions = sorted(int(v) for r in results for v in r)
     assert versions == list(range(2, 14))
-    logged = [r[0] for r in (await _rows(h, sa.select(task_event_log.c.task_version).order_by("task_version")))]
+    logged = [
+        r[0] for r in (await _rows(h, sa.select(task_event_log.c.task_version).order_by("task_version")))
+    ]
     assert logged == list(range(1, 14))
 
 
@@ -229,8 +303,13 @@ async def test_terminal_state_never_returns_to_running(h: Harness) -> None:
     await h.task_event(t, "TASK_COMPLETED", "COMPLETED")
     r = await h.report(t, "02_parse", "STEP_STARTED", "PARSING", expect=409)
     assert r["error"]["code"] == "TASK_TERMINAL"
-    r = await h.task_event(t, "TASK_FAILED", "REJECTED", expect=409,
-                           error={"category": "SYSTEM", "code": "X", "retryable": False})
+    r = await h.task_event(
+        t,
+        "TASK_FAILED",
+        "REJECTED",
+        expect=409,
+        error={"category": "SYSTEM", "code": "X", "retryable": False},
+    )
     assert r["error"]["code"] == "TASK_TERMINAL"
     assert (await h.user_get(f"/api/tasks/{t.id}"))["lifecycleStatus"] == "SUCCEEDED"
 
@@ -244,8 +323,9 @@ async def test_terminal_state_never_returns_to_running(h: Harness) -> None:
         ("STEP_COMPLETED", "PARSING", "BUSINESS_STATUS_LIFECYCLE_MISMATCH"),
     ],
 )
-async def test_unregistered_business_status_rejected_lifecycle_from_registry(h: Harness, event_type: str,
-                                                                             business: str, code: str) -> None:
+async def test_unregistered_business_status_rejected_lifecycle_from_registry(
+    h: Harness, event_type: str, business: str, code: str
+) -> None:
     """未注册业务状态会被拒绝，业务状态只能映射到服务端定义的生命周期"""
     t = await h.create_task()
     r = await h.report(t, "02_parse", event_type, business, expect=422)
@@ -257,15 +337,23 @@ async def test_status_definition_upgrade_keeps_running_task_semantics(h: Harness
     running = await h.create_task()
     await h.report(running, "02_parse", "STEP_STARTED", "PARSING")
     v1 = h.schemas.load_registry_file("status-definitions")[0]
-    v2 = {**v1, "definitionVersion": 2,
-          "statuses": [s for s in v1["statuses"] if s["code"] != "PARSING"
-                       and "PARSING" not in s.get("allowedFrom", [])]}
-    r = await h.http.post("/admin/v1/registry/status-definitions", json=v2,
-                          headers={"Authorization": f"Bearer {ADMIN}"})
+    v2 = {
+        **v1,
+        "definitionVersion": 2,
+        "statuses": [
+            s for s in v1["statuses"] if s["code"] != "PARSING" and "PARSING" not in s.get("allowedFrom", [])
+        ],
+    }
+    r = await h.http.post(
+        "/admin/v1/registry/status-definitions", json=v2, headers={"Authorization": f"Bearer {ADMIN}"}
+    )
     assert r.status_code == 201, r.text
     # same version with different content is refused: versions are immutable
-    r = await h.http.post("/admin/v1/registry/status-definitions", json={**v1, "statuses": v2["statuses"]},
-                          headers={"Authorization": f"Bearer {ADMIN}"})
+    r = await h.http.post(
+        "/admin/v1/registry/status-definitions",
+        json={**v1, "statuses": v2["statuses"]},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
     assert r.status_code == 409 and r.json()["error"]["code"] == "DEFINITION_VERSION_EXISTS"
     # the running v1 task still accepts PARSING ...
     ok = await h.report(running, "02_parse", "STEP_PROGRESS", "PARSING")
@@ -276,8 +364,9 @@ async def test_status_definition_upgrade_keeps_running_task_semantics(h: Harness
     assert r2["error"]["code"] == "UNKNOWN_BUSINESS_STATUS"
 
 
-async def test_state_event_dedup_and_outbox_commit_in_one_transaction(h: Harness,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_state_event_dedup_and_outbox_commit_in_one_transaction(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """当前状态、不可变事件、版本、幂等结果与 Outbox 在同一个事务里提交"""
     t = await h.create_task()
     before = [await _count(h, tb) for tb in (task_event_log, task_event_dedup, task_outbox)]
@@ -306,7 +395,9 @@ async def test_timeline_resumes_after_version_and_reports_purged_window(h: Harne
     page = await h.user_get(f"/api/tasks/{t.id}/events?afterTaskVersion=0&limit=3")
     assert [e["taskVersion"] for e in page["events"]] == ["1", "2", "3"]
     assert page["hasMore"] is True and page["purged"] is False
-    nxt = await h.user_get(f"/api/tasks/{t.id}/events?afterTaskVersion={page['nextAfterTaskVersion']}&limit=10")
+    nxt = await h.user_get(
+        f"/api/tasks/{t.id}/events?afterTaskVersion={page['nextAfterTaskVersion']}&limit=10"
+    )
     assert [e["taskVersion"] for e in nxt["events"]] == ["4", "5", "6"] and nxt["hasMore"] is False
     from status_api.storage import repository as repo
 
@@ -340,22 +431,42 @@ async def test_worker_monotonic_duration_not_overwritten_by_wall_clock(h: Harnes
 
 async def test_failure_reaches_user_summary_channel_without_detail_subscription(h: Harness) -> None:
     """用户未订阅任务详情时，仍能从用户摘要频道收到任务失败或需操作提醒"""
-    t = await h.create_task(steps=[{"stepId": "review", "operationCode": "REVIEW.MANUAL",
-                                    "producerId": "review-service"},
-                                   {"stepId": "02_parse", "operationCode": "DOCUMENT.PARSE",
-                                    "producerId": "document-parser"}])
+    t = await h.create_task(
+        steps=[
+            {"stepId": "review", "operationCode": "REVIEW.MANUAL", "producerId": "review-service"},
+            {"stepId": "02_parse", "operationCode": "DOCUMENT.PARSE", "producerId": "document-parser"},
+        ]
+    )
     await h.report(t, "review", "STEP_STARTED", "WAITING_REVIEW")
-    await h.report(t, "review", "STEP_FAILED", "REVIEW_NEEDED",
-                   error={"category": "BUSINESS_INPUT", "code": "SIGNATURE_MISSING", "retryable": False,
-                          "userMessage": "Please sign page 3"})
+    await h.report(
+        t,
+        "review",
+        "STEP_FAILED",
+        "REVIEW_NEEDED",
+        error={
+            "category": "BUSINESS_INPUT",
+            "code": "SIGNATURE_MISSING",
+            "retryable": False,
+            "userMessage": "Please sign page 3",
+        },
+    )
     summaries = [r for r in await h.outbox_rows(t.id) if r["channel"] == "task_user:t1/u1"]
     action = summaries[-1]["payload"]
     assert action["task"]["businessStatus"] == "WAITING_USER_ACTION"
     assert action["notice"]["type"] == "NEEDS_ACTION" and action["notice"]["requiresAction"] is True
     assert action["notice"]["id"] == f"{t.id}:3"
-    await h.task_event(t, "TASK_FAILED", "REJECTED", failedStepId="review",
-                       error={"category": "BUSINESS_INPUT", "code": "SIGNATURE_MISSING", "retryable": False,
-                              "userMessage": "Task rejected: <b>unsigned</b> see http://internal/x"})
+    await h.task_event(
+        t,
+        "TASK_FAILED",
+        "REJECTED",
+        failedStepId="review",
+        error={
+            "category": "BUSINESS_INPUT",
+            "code": "SIGNATURE_MISSING",
+            "retryable": False,
+            "userMessage": "Task rejected: <b>unsigned</b> see http://internal/x",
+        },
+    )
     final = [r for r in await h.outbox_rows(t.id) if r["channel"] == "task_user:t1/u1"][-1]["payload"]
     assert final["task"]["lifecycleStatus"] == "FAILED" and final["notice"]["type"] == "TASK_FAILED"
     assert final["notice"]["message"] == "Task rejected: unsigned see [link]"
@@ -367,8 +478,13 @@ async def test_failure_terminal_and_action_messages_are_not_coalescible_progress
     t = await h.create_task()
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
     await h.report(t, "02_parse", "STEP_PROGRESS", "PARSING")
-    await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED",
-                   error={"category": "BUSINESS_INPUT", "code": "BAD_PDF", "retryable": True})
+    await h.report(
+        t,
+        "02_parse",
+        "STEP_FAILED",
+        "PARSE_FAILED",
+        error={"category": "BUSINESS_INPUT", "code": "BAD_PDF", "retryable": True},
+    )
     await h.task_event(t, "TASK_COMPLETED", "COMPLETED")
     rows = await h.outbox_rows(t.id)
     by_version = {(r["aggregate_version"], r["projection"]): r for r in rows}

@@ -1,4 +1,4 @@
-"""Heartbeats, the health reconciler (STALE is not FAILED), failure policies, retries and admin corrections."""
+"""Heartbeats, the health reconciler (STALE is not FAILED), failure policies, retries, corrections."""
 
 from __future__ import annotations
 
@@ -54,15 +54,25 @@ async def test_failure_policies(h: Harness) -> None:
     t = await h.create_task()
     # CONTINUE_WITH_WARNING -> DEGRADED, task keeps running
     await h.report(t, "03_store", "STEP_STARTED", "PERSISTING")
-    await h.report(t, "03_store", "STEP_FAILED", "PERSIST_FAILED",
-                   error={"category": "DEPENDENCY", "code": "S3_DOWN", "retryable": True})
+    await h.report(
+        t,
+        "03_store",
+        "STEP_FAILED",
+        "PERSIST_FAILED",
+        error={"category": "DEPENDENCY", "code": "S3_DOWN", "retryable": True},
+    )
     snap = await h.user_get(f"/api/tasks/{t.id}")
     assert (snap["lifecycleStatus"], snap["health"]) == ("RUNNING", "DEGRADED")
     # RETRY_THEN_FAIL_TASK: attempts up to maxAttempts (3), then exhausted; task never failed implicitly
     for attempt in (1, 2, 3):
         await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
-        await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED",
-                       error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True})
+        await h.report(
+            t,
+            "02_parse",
+            "STEP_FAILED",
+            "PARSE_FAILED",
+            error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True},
+        )
         r = await h.http.post(f"/internal/v1/tasks/{t.id}/steps/02_parse/attempts", headers=auth(COORDINATOR))
         if attempt < 3:
             assert r.status_code == 201, r.text
@@ -71,41 +81,74 @@ async def test_failure_policies(h: Harness) -> None:
             assert r.status_code == 409 and r.json()["error"]["code"] == "ATTEMPTS_EXHAUSTED"
     assert (await h.user_get(f"/api/tasks/{t.id}"))["lifecycleStatus"] == "RUNNING"
     # a registered policy executor commits TASK_FAILED
-    r = await h.task_event(t, "TASK_FAILED", "REJECTED", token=POLICY, producer="policy-executor",
-                           failedStepId="02_parse",
-                           error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": False,
-                                  "userMessage": "OCR kept timing out"})
+    r = await h.task_event(
+        t,
+        "TASK_FAILED",
+        "REJECTED",
+        token=POLICY,
+        producer="policy-executor",
+        failedStepId="02_parse",
+        error={
+            "category": "DEPENDENCY",
+            "code": "OCR_TIMEOUT",
+            "retryable": False,
+            "userMessage": "OCR kept timing out",
+        },
+    )
     assert r["lifecycleStatus"] == "FAILED"
     snap = await h.user_get(f"/api/tasks/{t.id}")
     assert (snap["failedStepId"], snap["failureCode"], snap["failureMessage"]) == (
-        "02_parse", "OCR_TIMEOUT", "OCR kept timing out")
+        "02_parse",
+        "OCR_TIMEOUT",
+        "OCR kept timing out",
+    )
 
 
 async def test_admin_correction_records_operator_reason_old_and_new(h: Harness) -> None:
     t = await h.create_task()
-    await h.task_event(t, "TASK_FAILED", "REJECTED", error={"category": "SYSTEM", "code": "X", "retryable": False})
-    r = await h.http.post(f"/admin/v1/tasks/{t.id}/corrections", json={"reason": "false alarm", "businessStatus":
-                          "COMPLETED"}, headers=auth(COORDINATOR))
+    await h.task_event(
+        t, "TASK_FAILED", "REJECTED", error={"category": "SYSTEM", "code": "X", "retryable": False}
+    )
+    r = await h.http.post(
+        f"/admin/v1/tasks/{t.id}/corrections",
+        json={"reason": "false alarm", "businessStatus": "COMPLETED"},
+        headers=auth(COORDINATOR),
+    )
     assert r.status_code == 403
-    r = await h.http.post(f"/admin/v1/tasks/{t.id}/corrections",
-                          json={"reason": "false alarm, verified output", "businessStatus": "COMPLETED"},
-                          headers=auth(ADMIN))
+    r = await h.http.post(
+        f"/admin/v1/tasks/{t.id}/corrections",
+        json={"reason": "false alarm, verified output", "businessStatus": "COMPLETED"},
+        headers=auth(ADMIN),
+    )
     assert r.status_code == 201, r.text
     out = r.json()
     assert out["operator"] == "ops-alice" and out["old"]["lifecycleStatus"] == "FAILED"
     assert out["new"]["lifecycleStatus"] == "SUCCEEDED" and out["taskVersion"] == "3"
     async with h.comp.engine.connect() as conn:
-        row = (await conn.execute(sa.select(task_event_log).where(task_event_log.c.task_version == 3))).mappings().one()
-    assert row["event_type"] == "ADMIN_CORRECTION" and row["payload"]["reason"] == "false alarm, verified output"
+        row = (
+            (await conn.execute(sa.select(task_event_log).where(task_event_log.c.task_version == 3)))
+            .mappings()
+            .one()
+        )
+    assert (
+        row["event_type"] == "ADMIN_CORRECTION" and row["payload"]["reason"] == "false alarm, verified output"
+    )
     assert row["producer_id"] == "admin:ops-alice"
     snap = await h.user_get(f"/api/tasks/{t.id}")
     assert (snap["lifecycleStatus"], snap["failureCode"]) == ("SUCCEEDED", None)
 
 
 async def test_create_task_idempotency_key_and_registry_validation(h: Harness) -> None:
-    body = {"tenantId": "t1", "ownerId": "u1", "product": "DOCUMENT", "taskType": "DOCUMENT_PROCESS", "title": "x",
-            "statusDefinitionVersion": 1, "operationDefinitionVersion": 1,
-            "steps": [{"stepId": "a", "operationCode": "FILE.PREPARE", "producerId": "file-worker-2"}]}
+    body = {
+        "tenantId": "t1",
+        "ownerId": "u1",
+        "product": "DOCUMENT",
+        "taskType": "DOCUMENT_PROCESS",
+        "title": "x",
+        "statusDefinitionVersion": 1,
+        "operationDefinitionVersion": 1,
+        "steps": [{"stepId": "a", "operationCode": "FILE.PREPARE", "producerId": "file-worker-2"}],
+    }
     hdr = {**auth(COORDINATOR), "Idempotency-Key": "create-0001"}
     first = await h.http.post("/internal/v1/tasks", json=body, headers=hdr)
     again = await h.http.post("/internal/v1/tasks", json=body, headers=hdr)
@@ -114,9 +157,13 @@ async def test_create_task_idempotency_key_and_registry_validation(h: Harness) -
     bad = {**body, "steps": [{"stepId": "a", "operationCode": "RESULT.PERSIST", "producerId": "file-worker"}]}
     r = await h.http.post("/internal/v1/tasks", json=bad, headers=auth(COORDINATOR))
     assert r.status_code == 403 and r.json()["error"]["code"] == "PRODUCER_NOT_ALLOWED"
-    r = await h.http.post("/internal/v1/tasks", json={**body, "operationDefinitionVersion": 9},
-                          headers=auth(COORDINATOR))
+    r = await h.http.post(
+        "/internal/v1/tasks", json={**body, "operationDefinitionVersion": 9}, headers=auth(COORDINATOR)
+    )
     assert r.status_code == 422 and r.json()["error"]["code"] == "UNKNOWN_DEFINITION_VERSION"
-    r = await h.http.post("/internal/v1/tasks", json={**body, "steps": [{**body["steps"][0], "operationCode": "NOPE"}]},
-                          headers=auth(COORDINATOR))
+    r = await h.http.post(
+        "/internal/v1/tasks",
+        json={**body, "steps": [{**body["steps"][0], "operationCode": "NOPE"}]},
+        headers=auth(COORDINATOR),
+    )
     assert r.status_code == 422 and r.json()["error"]["code"] == "UNKNOWN_OPERATION"

@@ -30,7 +30,9 @@ async def test_connection_jwt_comes_from_verified_login_identity(h: Harness) -> 
     """连接 JWT 来自已验证登录身份"""
     r = await h.http.get("/api/realtime/session")
     assert r.status_code == 401
-    forged = jwt.encode({"sub": "u1", "tenant": "t1", "exp": 9999999999}, "wrong-secret-wrong-secret-0000000000", "HS256")
+    forged = jwt.encode(
+        {"sub": "u1", "tenant": "t1", "exp": 9999999999}, "wrong-secret-wrong-secret-0000000000", "HS256"
+    )
     r = await h.http.get("/api/realtime/session?tenant=t2&user=u9", headers=auth(forged))
     assert r.status_code == 401
     out = await h.user_get("/api/realtime/session?tenant=t2&user=u9", tenant="t1", user="u1")
@@ -43,12 +45,20 @@ async def test_detail_token_rechecks_task_acl_on_server(h: Harness) -> None:
     """任务详情 Token 在服务端重新检查权限"""
     mine = await h.create_task(owner="u1", project="p9")
     sess = await h.user_get("/api/realtime/session", user="u2", projects=["p9"])
-    ok = await h.user_post("/api/realtime/subscription-token", {"taskId": mine.id, "sessionId": sess["sessionId"]},
-                           user="u2", projects=["p9"])
+    ok = await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": mine.id, "sessionId": sess["sessionId"]},
+        user="u2",
+        projects=["p9"],
+    )
     assert _rt(ok["token"])["channel"] == f"task_detail:t1/{mine.id}" and _rt(ok["token"])["sub"] == "t1/u2"
     sess3 = await h.user_get("/api/realtime/session", user="u3")
-    r = await h.user_post("/api/realtime/subscription-token", {"taskId": mine.id, "sessionId": sess3["sessionId"]},
-                          user="u3", expect=404)
+    r = await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": mine.id, "sessionId": sess3["sessionId"]},
+        user="u3",
+        expect=404,
+    )
     assert r["error"]["code"] == "TASK_NOT_FOUND"
 
 
@@ -56,18 +66,32 @@ async def test_browser_cannot_choose_another_tenants_channel(h: Harness) -> None
     """浏览器无法自行指定其他租户频道"""
     other = await h.create_task(tenant="t2", owner="u1")
     sess = await h.user_get("/api/realtime/session", tenant="t1", user="u1")
-    await h.user_post("/api/realtime/subscription-token", {"taskId": other.id, "sessionId": sess["sessionId"]},
-                      tenant="t1", user="u1", expect=404)
+    await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": other.id, "sessionId": sess["sessionId"]},
+        tenant="t1",
+        user="u1",
+        expect=404,
+    )
     # a session of another user cannot be borrowed either
     sess_other = await h.user_get("/api/realtime/session", tenant="t2", user="u1")
     mine = await h.create_task(tenant="t1", owner="u1")
-    r = await h.user_post("/api/realtime/subscription-token", {"taskId": mine.id, "sessionId": sess_other["sessionId"]},
-                          tenant="t1", user="u1", expect=401)
+    r = await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": mine.id, "sessionId": sess_other["sessionId"]},
+        tenant="t1",
+        user="u1",
+        expect=401,
+    )
     assert r["error"]["code"] == "SESSION_INVALID"
     # the channel is whatever the server computes, not something the body can carry
-    await h.user_post("/api/realtime/subscription-token",
-                      {"taskId": mine.id, "sessionId": sess["sessionId"], "channel": "task_detail:t2/x"},
-                      tenant="t1", user="u1", expect=422)
+    await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": mine.id, "sessionId": sess["sessionId"], "channel": "task_detail:t2/x"},
+        tenant="t1",
+        user="u1",
+        expect=422,
+    )
 
 
 async def test_no_signing_keys_or_api_keys_reach_the_browser(h: Harness) -> None:
@@ -76,7 +100,11 @@ async def test_no_signing_keys_or_api_keys_reach_the_browser(h: Harness) -> None
     sess = await h.user_get("/api/realtime/session")
     payloads = [
         str(sess),
-        str(await h.user_post("/api/realtime/subscription-token", {"taskId": t.id, "sessionId": sess["sessionId"]})),
+        str(
+            await h.user_post(
+                "/api/realtime/subscription-token", {"taskId": t.id, "sessionId": sess["sessionId"]}
+            )
+        ),
         str(await h.user_get(f"/api/tasks/{t.id}")),
         str(await h.user_get("/api/tasks")),
         str(await h.user_get(f"/api/tasks/{t.id}/events")),
@@ -94,17 +122,23 @@ async def test_internal_reporting_needs_service_identity_is_rate_limited_and_aud
     t = await h.create_task()
     body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
     assert (await h.http.post("/internal/v1/task-events", json=body)).status_code == 401
-    assert (await h.http.post("/internal/v1/task-events", json=body, headers=auth("garbage"))).status_code == 401
+    assert (
+        await h.http.post("/internal/v1/task-events", json=body, headers=auth("garbage"))
+    ).status_code == 401
     r = await h.http.post("/internal/v1/tasks", json={}, headers=auth(service_token("worker", [])))
     assert r.status_code == 403 and r.json()["error"]["code"] == "ROLE_REQUIRED"
     # worker tokens cannot finish the task; a policy executor may only fail it
     r = await h.task_event(t, "TASK_COMPLETED", "COMPLETED", token=t.steps["01_prepare"].token, expect=403)
     assert r["error"]["code"] == "TOKEN_MISMATCH"
-    r = await h.task_event(t, "TASK_COMPLETED", "COMPLETED", token=POLICY, producer="policy-executor", expect=403)
+    r = await h.task_event(
+        t, "TASK_COMPLETED", "COMPLETED", token=POLICY, producer="policy-executor", expect=403
+    )
     assert r["error"]["code"] == "ROLE_REQUIRED"
     with caplog.at_level(logging.INFO, logger="status_api.audit"):
         await h.send(body, t.steps["01_prepare"].token)
-    assert any(body["eventId"] in rec.getMessage() and "file-worker" in rec.getMessage() for rec in caplog.records)
+    assert any(
+        body["eventId"] in rec.getMessage() and "file-worker" in rec.getMessage() for rec in caplog.records
+    )
     h.comp.api.limiter.rate, h.comp.api.limiter.burst = 1.0, 1.0
     h.comp.api.limiter.clock = lambda: 0.0
     await h.report(t, "01_prepare", "STEP_PROGRESS", "PREPARING")
@@ -117,29 +151,54 @@ async def test_detail_subscription_quota_enforced_and_tokens_short_lived(h: Harn
     tasks = [await h.create_task() for _ in range(4)]
     sess = await h.user_get("/api/realtime/session")
     for t in tasks[:3]:
-        tok = await h.user_post("/api/realtime/subscription-token", {"taskId": t.id, "sessionId": sess["sessionId"]})
+        tok = await h.user_post(
+            "/api/realtime/subscription-token", {"taskId": t.id, "sessionId": sess["sessionId"]}
+        )
         c = _rt(tok["token"])
         assert int(c["exp"]) - int(c["iat"]) <= 300  # type: ignore[call-overload]
-    r = await h.user_post("/api/realtime/subscription-token", {"taskId": tasks[3].id, "sessionId": sess["sessionId"]},
-                          expect=429)
+    r = await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": tasks[3].id, "sessionId": sess["sessionId"]},
+        expect=429,
+    )
     assert r["error"]["code"] == "DETAIL_SUBSCRIPTION_LIMIT"
     # renewing an already-held subscription does not take a slot
-    await h.user_post("/api/realtime/subscription-token", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]})
-    await h.user_post("/api/realtime/subscription-release", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]})
-    await h.user_post("/api/realtime/subscription-token", {"taskId": tasks[3].id, "sessionId": sess["sessionId"]})
+    await h.user_post(
+        "/api/realtime/subscription-token", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]}
+    )
+    await h.user_post(
+        "/api/realtime/subscription-release", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]}
+    )
+    await h.user_post(
+        "/api/realtime/subscription-token", {"taskId": tasks[3].id, "sessionId": sess["sessionId"]}
+    )
     # leases expire with the token
     h.clock.advance(301)
-    await h.user_post("/api/realtime/subscription-token", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]})
+    await h.user_post(
+        "/api/realtime/subscription-token", {"taskId": tasks[0].id, "sessionId": sess["sessionId"]}
+    )
 
 
 async def test_project_broadcast_carries_no_private_task_details(h: Harness) -> None:
     """项目、租户和系统广播不包含越权任务详情"""
-    t = await h.create_task(project="p9", summaryData={"schema": "document.process.summary.v1",
-                                                       "value": {"fileName": "salary-2026.pdf"}})
+    t = await h.create_task(
+        project="p9",
+        summaryData={"schema": "document.process.summary.v1", "value": {"fileName": "salary-2026.pdf"}},
+    )
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
-    await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED",
-                   error={"category": "BUSINESS_INPUT", "code": "BAD_PDF", "retryable": False,
-                          "userMessage": "salary-2026.pdf is broken", "diagnosticsRef": "trace://x"})
+    await h.report(
+        t,
+        "02_parse",
+        "STEP_FAILED",
+        "PARSE_FAILED",
+        error={
+            "category": "BUSINESS_INPUT",
+            "code": "BAD_PDF",
+            "retryable": False,
+            "userMessage": "salary-2026.pdf is broken",
+            "diagnosticsRef": "trace://x",
+        },
+    )
     project_rows = [r for r in await h.outbox_rows(t.id) if r["projection"] == "PROJECT_BROADCAST"]
     assert project_rows and all(r["channel"] == "task_project:t1/p9" for r in project_rows)
     for r in project_rows:
@@ -159,11 +218,17 @@ async def test_tenant_and_user_isolation_on_every_user_endpoint(h: Harness, who:
     out = await h.user_post("/api/tasks/status:batchGet", {"taskIds": [t.id]}, tenant=tenant, user=user)
     assert out["tasks"] == [] and out["notFound"] == [t.id]
     sess = await h.user_get("/api/realtime/session", tenant=tenant, user=user)
-    await h.user_post("/api/realtime/subscription-token", {"taskId": t.id, "sessionId": sess["sessionId"]},
-                      tenant=tenant, user=user, expect=404)
+    await h.user_post(
+        "/api/realtime/subscription-token",
+        {"taskId": t.id, "sessionId": sess["sessionId"]},
+        tenant=tenant,
+        user=user,
+        expect=404,
+    )
     # project membership only helps inside the same tenant
-    await h.user_get(f"/api/tasks/{t.id}", tenant=tenant, user=user, projects=["p9"],
-                     expect=200 if tenant == "t1" else 404)
+    await h.user_get(
+        f"/api/tasks/{t.id}", tenant=tenant, user=user, projects=["p9"], expect=200 if tenant == "t1" else 404
+    )
     # and the owner sees it
     assert [i["id"] for i in (await h.user_get("/api/tasks"))["items"]] == [t.id]
 
