@@ -1,0 +1,360 @@
+"""centrifuge-python 0.7 (and cent's AsyncClient for the server API) against a real gateway.
+
+SDK callbacks only record events (never await SDK calls inside them); tests wait on recorded
+events with timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from cent import AsyncClient, BroadcastRequest, DisconnectRequest, PublishRequest
+from cent.dto import Disconnect
+from centrifuge import (
+    Client,
+    ClientEventHandler,
+    ClientState,
+    ConnectedContext,
+    ConnectingContext,
+    DisconnectedContext,
+    ErrorContext,
+    PublicationContext,
+    ServerPublicationContext,
+    ServerSubscribedContext,
+    SubscribedContext,
+    SubscriptionErrorContext,
+    SubscriptionEventHandler,
+    UnsubscribedContext,
+)
+
+from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
+from tests.helpers.gateway_proc import GatewayProcess, mint_token
+
+WAIT_SECONDS = 5.0
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@dataclass
+class Event:
+    name: str
+    channel: str = ""
+    ctx: Any = None
+
+
+@dataclass
+class Recorder:
+    """Collects SDK events; ``wait`` returns the first event matching a predicate."""
+
+    events: list[Event] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    on_connecting_hook: Callable[[ConnectingContext], Any] | None = None
+
+    def add(self, name: str, channel: str = "", ctx: Any = None) -> None:
+        self.events.append(Event(name, channel, ctx))
+        self.changed.set()
+
+    def of(self, name: str, channel: str | None = None) -> list[Event]:
+        return [e for e in self.events if e.name == name and (channel is None or e.channel == channel)]
+
+    async def wait(self, pred: Callable[[Recorder], Any], timeout: float = WAIT_SECONDS) -> Any:
+        async with asyncio.timeout(timeout):
+            while True:
+                result = pred(self)
+                if result:
+                    return result
+                self.changed.clear()
+                await self.changed.wait()
+
+    async def wait_for(self, name: str, channel: str | None = None, n: int = 1) -> list[Event]:
+        return await self.wait(lambda r: len(r.of(name, channel)) >= n and r.of(name, channel))
+
+
+class ClientEvents(ClientEventHandler):
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+
+    async def on_connecting(self, ctx: ConnectingContext) -> None:
+        self.rec.add("connecting", ctx=ctx)
+        if self.rec.on_connecting_hook is not None:
+            await self.rec.on_connecting_hook(ctx)
+
+    async def on_connected(self, ctx: ConnectedContext) -> None:
+        self.rec.add("connected", ctx=ctx)
+
+    async def on_disconnected(self, ctx: DisconnectedContext) -> None:
+        self.rec.add("disconnected", ctx=ctx)
+
+    async def on_error(self, ctx: ErrorContext) -> None:
+        self.rec.add("error", ctx=ctx)
+
+    async def on_subscribed(self, ctx: ServerSubscribedContext) -> None:
+        self.rec.add("server_subscribed", ctx.channel, ctx)
+
+    async def on_publication(self, ctx: ServerPublicationContext) -> None:
+        self.rec.add("server_publication", ctx.channel, ctx)
+
+
+class SubEvents(SubscriptionEventHandler):
+    def __init__(self, rec: Recorder, channel: str) -> None:
+        self.rec = rec
+        self.channel = channel
+
+    async def on_subscribed(self, ctx: SubscribedContext) -> None:
+        self.rec.add("subscribed", self.channel, ctx)
+
+    async def on_unsubscribed(self, ctx: UnsubscribedContext) -> None:
+        self.rec.add("unsubscribed", self.channel, ctx)
+
+    async def on_publication(self, ctx: PublicationContext) -> None:
+        self.rec.add("publication", self.channel, ctx)
+
+    async def on_error(self, ctx: SubscriptionErrorContext) -> None:
+        self.rec.add("sub_error", self.channel, ctx)
+
+
+class Harness:
+    def __init__(self, gw: GatewayProcess) -> None:
+        self.gw = gw
+        self.rec = Recorder()
+        self.clients: list[Client] = []
+
+    def client(self, token: str = "", **kwargs: Any) -> Client:
+        c = Client(
+            self.gw.ws_url, events=ClientEvents(self.rec), token=token, proxy=None, timeout=WAIT_SECONDS, **kwargs
+        )
+        self.clients.append(c)
+        return c
+
+    def subscribe(self, c: Client, channel: str, **kwargs: Any) -> Any:
+        return c.new_subscription(channel, events=SubEvents(self.rec, channel), **kwargs)
+
+    async def close(self) -> None:
+        for c in self.clients:
+            await c.disconnect()
+        # The SDK closes its WebSocket in background tasks: let them finish before the loop ends.
+        current = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=WAIT_SECONDS)
+
+
+@pytest.fixture
+async def api(gateway: GatewayProcess) -> AsyncIterator[AsyncClient]:
+    async with AsyncClient(gateway.api_url, gateway.api_key) as client:
+        yield client
+
+
+@pytest.fixture
+async def harness(gateway: GatewayProcess) -> AsyncIterator[Harness]:
+    h = Harness(gateway)
+    yield h
+    await h.close()
+
+
+async def test_py_connect_server_side_channel_subscription_token_publish(harness: Harness, api: AsyncClient):
+    plain, private, feed = f"py-{uid()}", f"private:{uid()}", f"feed:{uid()}"
+    requested: list[str] = []
+
+    async def sub_token(channel: str) -> str:
+        requested.append(channel)
+        return mint_token(SECRET, "42", channel=channel)
+
+    c = harness.client(mint_token(SECRET, "42", channels=[feed], info={"name": "bob"}))
+    s_plain = harness.subscribe(c, plain)
+    s_priv = harness.subscribe(c, private, get_token=sub_token)
+    await c.connect()
+    await c.ready(WAIT_SECONDS)
+    await s_plain.subscribe()
+    await s_priv.subscribe()
+    await s_plain.ready(WAIT_SECONDS)
+    await s_priv.ready(WAIT_SECONDS)
+    rec = harness.rec
+    (server_sub,) = await rec.wait_for("server_subscribed", feed)
+    assert server_sub.ctx.recoverable is True
+    assert requested == [private]
+    (sub,) = rec.of("subscribed", plain)
+    assert sub.ctx.recoverable is True and sub.ctx.stream_position.offset == 0
+
+    await s_plain.publish({"n": 1})
+    result = await api.publish(PublishRequest(channel=plain, data={"n": 2}))
+    assert result.offset == 2 and result.epoch == sub.ctx.stream_position.epoch
+    await api.publish(PublishRequest(channel=feed, data={"n": 1}))
+    broadcast = await api.broadcast(BroadcastRequest(channels=[plain, private], data={"n": 3}))
+    assert [r.result.offset for r in broadcast.responses] == [3, 1]
+
+    pubs = await rec.wait_for("publication", plain, n=3)
+    assert [(e.ctx.pub.data, e.ctx.pub.offset) for e in pubs] == [({"n": 1}, 1), ({"n": 2}, 2), ({"n": 3}, 3)]
+    assert pubs[0].ctx.pub.info.user == "42" and pubs[0].ctx.pub.info.conn_info == {"name": "bob"}
+    (priv_pub,) = await rec.wait_for("publication", private)
+    assert priv_pub.ctx.pub.data == {"n": 3}
+    (server_pub,) = await rec.wait_for("server_publication", feed)
+    assert server_pub.ctx.pub.data == {"n": 1} and server_pub.ctx.pub.offset == 1
+
+    history = await s_plain.history(limit=10)
+    assert [p.offset for p in history.publications] == [1, 2, 3] and history.offset == 3
+    presence = await s_plain.presence()
+    assert [info.user for info in presence.clients.values()] == ["42"]
+
+
+async def test_py_refusals_quota_and_foreign_subscription_token(harness: Harness):
+    c = harness.client(mint_token(SECRET, "42"))
+    await c.connect()
+    await c.ready(WAIT_SECONDS)
+    rec = harness.rec
+
+    async def outcome(channel: str, **kwargs: Any) -> Event:
+        s = harness.subscribe(c, channel, **kwargs)
+        await s.subscribe()
+        return await rec.wait(
+            lambda r: next(
+                iter(r.of("subscribed", channel) + r.of("unsubscribed", channel) + r.of("disconnected")), None
+            )
+        )
+
+    denied = await outcome(f"private:{uid()}")
+    assert denied.name == "unsubscribed" and denied.ctx.code == 103
+    unknown = await outcome(f"nope:{uid()}")
+    assert unknown.name == "unsubscribed" and unknown.ctx.code == 102
+    assert (await outcome(f"detail:{uid()}")).name == "subscribed"
+    assert (await outcome(f"detail:{uid()}")).name == "subscribed"
+    quota = await outcome(f"detail:{uid()}")
+    assert quota.name == "unsubscribed" and (quota.ctx.code, quota.ctx.reason) == (106, "DETAIL_SUBSCRIPTION_LIMIT")
+    foreign = f"private:{uid()}"
+    gone = await outcome(foreign, token=mint_token(SECRET, "43", channel=foreign))
+    assert gone.name == "disconnected" and gone.ctx.code == 3500
+    assert [e.ctx.code for e in rec.of("connecting")] == [0]  # connect() only: 3500 is terminal
+    assert c.state == ClientState.DISCONNECTED
+
+
+async def test_py_channel_limit_counts_server_side_subscriptions(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["client"] = {**config["client"], "channel_limit": 2}
+    h = Harness(gateway_factory(config))
+    try:
+        c = h.client(mint_token(SECRET, "42", channels=[f"feed:{uid()}"]))
+        await c.connect()
+        await c.ready(WAIT_SECONDS)
+        first, second = f"py-{uid()}", f"py-{uid()}"
+        await h.subscribe(c, first).subscribe()
+        await h.rec.wait_for("subscribed", first)
+        await h.subscribe(c, second).subscribe()
+        (refused,) = await h.rec.wait_for("unsubscribed", second)
+        assert refused.ctx.code == 106
+    finally:
+        await h.close()
+
+
+@pytest.mark.parametrize(
+    ("namespace", "recovered"), [("", True), ("small:", False)], ids=["recovered", "more-than-history-size"]
+)
+async def test_py_reconnect_recovers_missed_publications(
+    harness: Harness, api: AsyncClient, namespace: str, recovered: bool
+):
+    channel = f"{namespace}rec-{uid()}"
+    rec = harness.rec
+    away_offsets: list[int] = []
+    states: list[ClientState] = []
+
+    async def publish_while_away(ctx: ConnectingContext) -> None:
+        # The SDK awaits this handler before it schedules the reconnect: the transport is closed.
+        if ctx.code != 3011:
+            return
+        states.append(c.state)
+        for n in (3, 4, 5):
+            away_offsets.append((await api.publish(PublishRequest(channel=channel, data={"n": n}))).offset)
+
+    rec.on_connecting_hook = publish_while_away
+    c = harness.client(mint_token(SECRET, "42"))
+    sub = harness.subscribe(c, channel)
+    await c.connect()
+    (connected,) = await rec.wait_for("connected")
+    await sub.subscribe()
+    await rec.wait_for("subscribed", channel)
+    for n in (1, 2):
+        await api.publish(PublishRequest(channel=channel, data={"n": n}))
+    await rec.wait_for("publication", channel, n=2)
+
+    await api.disconnect(
+        DisconnectRequest(user="42", client=connected.ctx.client, disconnect=Disconnect(code=3011, reason="reconnect"))
+    )
+    first, second = await rec.wait_for("subscribed", channel, n=2)
+    assert states == [ClientState.CONNECTING] and away_offsets == [3, 4, 5]
+    assert second.ctx.was_recovering is True and second.ctx.recovered is recovered
+    if recovered:
+        pubs = await rec.wait_for("publication", channel, n=5)
+        assert [(e.ctx.pub.data["n"], e.ctx.pub.offset) for e in pubs] == [(i, i) for i in range(1, 6)]
+    else:
+        assert second.ctx.stream_position.offset == 5
+        assert [e.ctx.pub.offset for e in rec.of("publication", channel)] == [1, 2]
+
+
+async def test_py_expired_token_refreshed_through_get_token(harness: Harness, api: AsyncClient):
+    channel = f"py-{uid()}"
+    calls: list[int] = []
+    tokens = [
+        mint_token(SECRET, "42", exp_in=-10),  # expired: 109, the SDK asks again
+        mint_token(SECRET, "42", exp_in=3),  # connects with ttl ~2-3 s; refreshed at ttl
+        mint_token(SECRET, "42", exp_in=120),
+    ]
+
+    async def get_token() -> str:
+        calls.append(len(calls))
+        harness.rec.add("get_token")
+        return tokens[min(len(calls) - 1, len(tokens) - 1)]
+
+    c = harness.client("", get_token=get_token)
+    sub = harness.subscribe(c, channel)
+    await c.connect()
+    await harness.rec.wait_for("connected")
+    await sub.subscribe()
+    await harness.rec.wait_for("subscribed", channel)
+    await harness.rec.wait(lambda r: len(r.of("get_token")) >= 3, timeout=10)
+    # Commands are answered in order: the publish reply follows the refresh reply.
+    await sub.publish({"after": "refresh"})
+    await api.publish(PublishRequest(channel=channel, data={"after": "api"}))
+    pubs = await harness.rec.wait_for("publication", channel, n=2)
+    assert [e.ctx.pub.data["after"] for e in pubs] == ["refresh", "api"]
+    assert len(harness.rec.of("connected")) == 1 and not harness.rec.of("disconnected")
+    (error,) = harness.rec.of("error")  # the connect error for the expired token
+    assert error.ctx.code == 13 and error.ctx.error.code == 109
+    assert c.state == ClientState.CONNECTED
+
+
+async def test_py_wrong_signature_disconnects_3500_without_reconnect(harness: Harness):
+    c = harness.client(mint_token("not-the-secret-0123456789abcdefghijkl", "42"), min_reconnect_delay=0.05)
+    await c.connect()
+    (gone,) = await harness.rec.wait_for("disconnected")
+    assert gone.ctx.code == 3500
+    # Absence check over a short bounded window: a reconnect loop would emit connecting events.
+    with pytest.raises(TimeoutError):
+        await harness.rec.wait(lambda r: len(r.of("connecting")) > 1 or r.of("connected"), timeout=1.5)
+    assert [e.ctx.code for e in harness.rec.of("connecting")] == [0]
+    assert c.state == ClientState.DISCONNECTED
+
+
+async def test_py_graceful_shutdown_sends_3001_and_exits(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["shutdown"] = {"timeout": "3s"}
+    gw = gateway_factory(config)
+    h = Harness(gw)
+    try:
+        c = h.client(mint_token(SECRET, "42"), min_reconnect_delay=5.0, max_reconnect_delay=10.0)
+        await c.connect()
+        await h.rec.wait_for("connected")
+        gw.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        _, connecting = await h.rec.wait_for("connecting", n=2)
+        assert connecting.ctx.code == 3001
+        returncode = await asyncio.to_thread(gw.wait, 5.0)
+        assert returncode in (0, -signal.SIGTERM)
+    finally:
+        await h.close()
+    assert "Traceback" not in gw.log_text()
