@@ -447,7 +447,10 @@ class Client:
     def _on_sub_expire(self, channel: str) -> None:
         self._timers.pop(f"sub:{channel}", None)
         sub = self.session.subscriptions.get(channel)
-        if sub is None or sub.expire_at is None or sub.expire_at > self.clock():
+        if sub is None or sub.expire_at is None:
+            return
+        if sub.expire_at + self.settings.client.expired_sub_close_delay > self.clock():
+            self.set_sub_timer(sub)  # refreshed meanwhile, or the timer fired a little early
             return
         if sub.server_side:
             self.disconnect(codes.DISCONNECT_SUB_EXPIRED)
