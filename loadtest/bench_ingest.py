@@ -1,0 +1,232 @@
+"""Ingest benchmark for the Status API on MariaDB (issue 3; `make bench-ingest`).
+
+Measures accepted events/s and per-event latency (p50/p99) of the Status API's event path — token
+verification, JSON Schema validation, the locked transaction (task/step update, event log,
+idempotency row, 2 outbox rows) and commit — called in-process (no HTTP sockets), for:
+
+* ``hot``:  1 task x 16 concurrent reporters (16 steps, each reporter streams progress events);
+* ``wide``: 2,000 tasks x 1 reporter each (each reporter sends STARTED + progress events), with at
+  most ``--concurrency`` requests in flight.
+
+Writes a markdown section between ``<!-- ingest:start -->`` and ``<!-- ingest:end -->`` in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+import sqlalchemy as sa
+
+from status_api.app import build_components
+from status_api.config import Config, _build, _validate
+from status_api.storage.database import init_db
+from status_api.storage.tables import metadata
+
+SECRET = "bench-secret-0123456789abcdef0123456789"
+START, END = "<!-- ingest:start -->", "<!-- ingest:end -->"
+
+
+def _config(url: str, pool: int) -> Config:
+    raw = {
+        "database": {"url": url, "pool_size": pool, "max_overflow": pool},
+        "internal_auth": {"mode": "jwt", "jwt_secret": SECRET, "rate_per_second": 0},
+        "execution_token": {"secret": SECRET},
+        "user_auth": {"mode": "hs", "secret": SECRET},
+        "realtime": {"secret": SECRET},
+        "reconciler": {"enabled": False},
+    }
+    cfg: Config = _build("", raw, Config)
+    _validate(cfg)
+    return cfg
+
+
+def _pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))] * 1000
+
+
+class Bench:
+    def __init__(self, url: str, pool: int) -> None:
+        self.comp = build_components(_config(url, pool))
+        self.coordinator = self.comp.api.service_auth.service(
+            jwt.encode(
+                {"sub": "task-coordinator", "roles": ["coordinator"], "exp": int(time.time()) + 3600},
+                SECRET,
+                "HS256",
+            )
+        )
+
+    async def reset(self) -> None:
+        await init_db(self.comp.engine)
+        async with self.comp.engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                if table.name not in ("task_status_definition", "task_operation_definition"):
+                    await conn.execute(table.delete())
+        await self.comp.service.load_registry_files()
+
+    async def create(self, steps: int) -> dict[str, Any]:
+        body = {
+            "tenantId": "bench",
+            "ownerId": f"u{uuid.uuid4().hex[:6]}",
+            "projectId": None,
+            "product": "DOCUMENT",
+            "taskType": "DOCUMENT_PROCESS",
+            "title": "bench",
+            "statusDefinitionVersion": 1,
+            "operationDefinitionVersion": 1,
+            "steps": [
+                {
+                    "stepId": f"s{i:02d}",
+                    "operationCode": "DOCUMENT.PARSE",
+                    "producerId": f"document-parser-{i}",
+                }
+                for i in range(steps)
+            ],
+        }
+        del body["projectId"]
+        return await self.comp.service.create_task(body, self.coordinator)
+
+    async def send(self, ctx: dict[str, Any], seq: int, latencies: list[float]) -> None:
+        body = {
+            "eventId": uuid.uuid4().hex,
+            "taskId": ctx["taskId"],
+            "taskAttempt": 1,
+            "stepId": ctx["stepId"],
+            "operationCode": "DOCUMENT.PARSE",
+            "stepAttempt": 1,
+            "producerId": ctx["producerId"],
+            "sourceSeq": seq,
+            "eventType": "STEP_STARTED" if seq == 1 else "STEP_PROGRESS",
+            "businessStatus": "PARSING",
+            "occurredAt": "2026-09-21T07:10:18.120Z",
+            "progress": {"current": seq, "total": 1000, "unit": "page"},
+        }
+        t0 = time.perf_counter()
+        caller = self.comp.api.service_auth.event_caller(ctx["executionToken"])
+        out = await self.comp.service.ingest_event(body, caller, body["eventId"])
+        latencies.append(time.perf_counter() - t0)
+        assert out["accepted"] and not out["stale"], out
+
+    async def hot(self, reporters: int, per_reporter: int) -> dict[str, Any]:
+        task = await self.create(reporters)
+        lat: list[float] = []
+
+        async def reporter(ctx: dict[str, Any]) -> None:
+            for seq in range(1, per_reporter + 1):
+                await self.send(ctx, seq, lat)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(reporter(c) for c in task["steps"]))
+        return self._result(f"1 task x {reporters} concurrent reporters", lat, time.perf_counter() - t0)
+
+    async def wide(self, tasks: int, per_task: int, concurrency: int) -> dict[str, Any]:
+        created = [await self.create(1) for _ in range(tasks)]
+        lat: list[float] = []
+        gate = asyncio.Semaphore(concurrency)
+
+        async def reporter(ctx: dict[str, Any]) -> None:
+            for seq in range(1, per_task + 1):
+                async with gate:
+                    await self.send(ctx, seq, lat)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(reporter(t["steps"][0]) for t in created))
+        return self._result(
+            f"{tasks} tasks x 1 reporter ({concurrency} in flight)", lat, time.perf_counter() - t0
+        )
+
+    @staticmethod
+    def _result(name: str, lat: list[float], wall: float) -> dict[str, Any]:
+        return {
+            "scenario": name,
+            "events": len(lat),
+            "seconds": wall,
+            "eps": len(lat) / wall,
+            "p50": _pct(lat, 50),
+            "p99": _pct(lat, 99),
+            "mean": statistics.mean(lat) * 1000,
+        }
+
+    async def server_version(self) -> str:
+        async with self.comp.engine.connect() as conn:
+            return str(await conn.scalar(sa.text("SELECT VERSION()")))
+
+
+def _markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: str) -> str:
+    rows = "\n".join(
+        f"| {r['scenario']} | {r['events']} | {r['eps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} "
+        f"| {r['mean']:.1f} |"
+        for r in results
+    )
+    wide = results[-1]
+    verdict = "met" if wide["eps"] >= 1500 and wide["p99"] < 50 else "not met"
+    return f"""{START}
+## Status API ingest (`make bench-ingest`)
+
+Measured {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} on {platform.machine()} with
+{len(__import__("os").sched_getaffinity(0))} CPUs, Python {platform.python_version()}, {server}
+(throwaway server from `scripts/services.sh`: `innodb_flush_log_at_trx_commit=2`, 128 MB buffer pool),
+SQLAlchemy pool {args.pool}+{args.pool}. Each event is one full Status API ingestion: execution-token
+verification, JSON Schema validation, one transaction with the task row locked (step + task update,
+event log, idempotency row, 2 outbox rows), commit. Called in-process on one event loop; the
+benchmark driver shares the 2 CPUs with MariaDB. Latency is per event, including waiting for a pooled
+connection.
+
+| scenario | accepted events | events/s | p50 ms | p99 ms | mean ms |
+|---|---:|---:|---:|---:|---:|
+{rows}
+
+Target (issue 3): >= 1,500 events/s with p99 < 50 ms for the many-tasks case: **{verdict}**. Where the
+time goes and what is left to try: docs/status-api.md ("Performance").
+{END}"""
+
+
+def write_section(out: Path, section: str) -> None:
+    text = out.read_text(encoding="utf-8") if out.exists() else "# Performance\n"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    out.write_text(text, encoding="utf-8")
+
+
+async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
+    bench = Bench(args.url, args.pool)
+    try:
+        await bench.reset()
+        server = await bench.server_version()
+        results = [await bench.hot(16, args.hot_events)]
+        await bench.reset()
+        results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
+    finally:
+        await bench.comp.engine.dispose()
+    for r in results:
+        print(
+            f"{r['scenario']}: {r['events']} events in {r['seconds']:.2f}s = {r['eps']:.0f}/s, "
+            f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms"
+        )
+    if args.out:
+        write_section(Path(args.out), _markdown(results, args, server))
+    return results
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--url", required=True, help="mysql+asyncmy://… (a database the benchmark may empty)")
+    p.add_argument("--out", help="markdown file to update (docs/PERFORMANCE.md)")
+    p.add_argument("--pool", type=int, default=20)
+    p.add_argument("--hot-events", type=int, default=100, help="events per reporter in the 1-task case")
+    p.add_argument("--tasks", type=int, default=2000)
+    p.add_argument("--wide-events", type=int, default=3, help="events per task in the many-tasks case")
+    p.add_argument("--concurrency", type=int, default=32)
+    asyncio.run(main(p.parse_args()))
