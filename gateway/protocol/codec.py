@@ -87,6 +87,10 @@ def decode_command(obj: Any) -> Command:
             if not isinstance(params, dict):
                 raise ProtocolError(f"{method.value} is not an object")
             return Command(cmd_id, method, _decode_request(method, params))
+    if cmd_id:
+        # An id but no known method (a newer or unknown command): answered like the v1 `ping`
+        # command, error 108 "not available", instead of being mistaken for a pong (no reply).
+        return Command(cmd_id, Method.PING, EmptyRequest())
     return Command(cmd_id, None, None)
 
 

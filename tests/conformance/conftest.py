@@ -32,8 +32,13 @@ STANDARD_CONFIG: dict[str, Any] = {
         "namespaces": [
             # No allow_subscribe_for_client: a subscription token is required (else 103).
             {"name": "private", **HISTORY, "allow_publish_for_subscriber": True},
-            {"name": "small", "history_size": 2, "history_ttl": "300s", "force_recovery": True,
-             "allow_subscribe_for_client": True},
+            {
+                "name": "small",
+                "history_size": 2,
+                "history_ttl": "300s",
+                "force_recovery": True,
+                "allow_subscribe_for_client": True,
+            },
             {"name": "detail", "allow_subscribe_for_client": True, "subscription_limit_per_connection": 2},
             # Server-side channels come from the token's `channels` claim.
             {"name": "feed", **HISTORY},

@@ -117,7 +117,9 @@ async def test_cent_with_a_live_connection(gateway: GatewayProcess):
             assert reply["id"] == 2 and reply["subscribe"]["recoverable"] is True
 
             presence = api.presence(PresenceRequest(channel=channel)).presence
-            assert {cid: (ci.user, ci.client) for cid, ci in presence.items()} == {client_id: ("42", client_id)}
+            assert {cid: (ci.user, ci.client) for cid, ci in presence.items()} == {
+                client_id: ("42", client_id)
+            }
             stats = api.presence_stats(PresenceStatsRequest(channel=channel))
             assert (stats.num_clients, stats.num_users) == (1, 1)
             channels = api.channels(ChannelsRequest(pattern=channel)).channels
@@ -128,7 +130,9 @@ async def test_cent_with_a_live_connection(gateway: GatewayProcess):
             assert push["push"]["channel"] == other and "subscribe" in push["push"]
             api.unsubscribe(UnsubscribeRequest(user="42", channel=channel))
             push = json.loads(await ws.recv())
-            assert push == {"push": {"channel": channel, "unsubscribe": {"code": 2000, "reason": "server unsubscribe"}}}
+            assert push == {
+                "push": {"channel": channel, "unsubscribe": {"code": 2000, "reason": "server unsubscribe"}}
+            }
             api.refresh(RefreshRequest(user="42", client=client_id))
             api.disconnect(DisconnectRequest(user="42"))
             with pytest.raises(websockets.ConnectionClosed) as closed:

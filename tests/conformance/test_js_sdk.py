@@ -183,7 +183,11 @@ def test_js_expired_token_refreshed_through_get_token(node_bin, gateway):
 
 def test_js_wrong_signature_disconnects_3500_without_reconnect_loop(node_bin, gateway):
     events = run_script(
-        node_bin, "bad_token.mjs", gateway, token=mint_token("not-the-secret-0123456789abcdefghijkl", "42"), quietMs=1500
+        node_bin,
+        "bad_token.mjs",
+        gateway,
+        token=mint_token("not-the-secret-0123456789abcdefghijkl", "42"),
+        quietMs=1500,
     )
     assert of(events, "disconnected")[0]["code"] == 3500
     summary = of(events, "summary")[0]

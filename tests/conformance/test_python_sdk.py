@@ -65,8 +65,8 @@ class Recorder:
     def of(self, name: str, channel: str | None = None) -> list[Event]:
         return [e for e in self.events if e.name == name and (channel is None or e.channel == channel)]
 
-    async def wait(self, pred: Callable[[Recorder], Any], timeout: float = WAIT_SECONDS) -> Any:
-        async with asyncio.timeout(timeout):
+    async def wait(self, pred: Callable[[Recorder], Any], within: float = WAIT_SECONDS) -> Any:
+        async with asyncio.timeout(within):
             while True:
                 result = pred(self)
                 if result:
@@ -129,7 +129,12 @@ class Harness:
 
     def client(self, token: str = "", **kwargs: Any) -> Client:
         c = Client(
-            self.gw.ws_url, events=ClientEvents(self.rec), token=token, proxy=None, timeout=WAIT_SECONDS, **kwargs
+            self.gw.ws_url,
+            events=ClientEvents(self.rec),
+            token=token,
+            proxy=None,
+            timeout=WAIT_SECONDS,
+            **kwargs,
         )
         self.clients.append(c)
         return c
@@ -227,7 +232,10 @@ async def test_py_refusals_quota_and_foreign_subscription_token(harness: Harness
     assert (await outcome(f"detail:{uid()}")).name == "subscribed"
     assert (await outcome(f"detail:{uid()}")).name == "subscribed"
     quota = await outcome(f"detail:{uid()}")
-    assert quota.name == "unsubscribed" and (quota.ctx.code, quota.ctx.reason) == (106, "DETAIL_SUBSCRIPTION_LIMIT")
+    assert quota.name == "unsubscribed" and (quota.ctx.code, quota.ctx.reason) == (
+        106,
+        "DETAIL_SUBSCRIPTION_LIMIT",
+    )
     foreign = f"private:{uid()}"
     gone = await outcome(foreign, token=mint_token(SECRET, "43", channel=foreign))
     assert gone.name == "disconnected" and gone.ctx.code == 3500
@@ -284,9 +292,11 @@ async def test_py_reconnect_recovers_missed_publications(
     await rec.wait_for("publication", channel, n=2)
 
     await api.disconnect(
-        DisconnectRequest(user="42", client=connected.ctx.client, disconnect=Disconnect(code=3011, reason="reconnect"))
+        DisconnectRequest(
+            user="42", client=connected.ctx.client, disconnect=Disconnect(code=3011, reason="reconnect")
+        )
     )
-    first, second = await rec.wait_for("subscribed", channel, n=2)
+    _, second = await rec.wait_for("subscribed", channel, n=2)
     assert states == [ClientState.CONNECTING] and away_offsets == [3, 4, 5]
     assert second.ctx.was_recovering is True and second.ctx.recovered is recovered
     if recovered:
@@ -317,7 +327,7 @@ async def test_py_expired_token_refreshed_through_get_token(harness: Harness, ap
     await harness.rec.wait_for("connected")
     await sub.subscribe()
     await harness.rec.wait_for("subscribed", channel)
-    await harness.rec.wait(lambda r: len(r.of("get_token")) >= 3, timeout=10)
+    await harness.rec.wait(lambda r: len(r.of("get_token")) >= 3, within=10)
     # Commands are answered in order: the publish reply follows the refresh reply.
     await sub.publish({"after": "refresh"})
     await api.publish(PublishRequest(channel=channel, data={"after": "api"}))
@@ -336,7 +346,7 @@ async def test_py_wrong_signature_disconnects_3500_without_reconnect(harness: Ha
     assert gone.ctx.code == 3500
     # Absence check over a short bounded window: a reconnect loop would emit connecting events.
     with pytest.raises(TimeoutError):
-        await harness.rec.wait(lambda r: len(r.of("connecting")) > 1 or r.of("connected"), timeout=1.5)
+        await harness.rec.wait(lambda r: len(r.of("connecting")) > 1 or r.of("connected"), within=1.5)
     assert [e.ctx.code for e in harness.rec.of("connecting")] == [0]
     assert c.state == ClientState.DISCONNECTED
 

@@ -1,0 +1,186 @@
+"""Raw protocol conformance over a real socket with the ``websockets`` client: bad input gets
+Centrifugo's codes and never kills the process; origin checks; metrics; secrets stay out of logs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
+from tests.helpers.gateway_proc import GatewayProcess, mint_token
+
+TIMEOUT = 5.0
+
+
+def http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=TIMEOUT) as resp:
+        return str(resp.read().decode())
+
+
+def http_status(request: urllib.request.Request) -> int:
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def connect_cmd(cmd_id: int = 1, **extra: object) -> str:
+    return json.dumps({"id": cmd_id, "connect": {"token": mint_token(SECRET, "42"), **extra}})
+
+
+async def closed_with(ws: websockets.ClientConnection) -> tuple[int, str]:
+    """Reads until the server closes; returns its close code and reason."""
+    with pytest.raises(ConnectionClosed) as exc:
+        while True:
+            await ws.recv()
+    rcvd = exc.value.rcvd
+    assert rcvd is not None, "closed without a close frame"
+    return rcvd.code, rcvd.reason
+
+
+async def connected(gw: GatewayProcess, **kwargs: object) -> websockets.ClientConnection:
+    ws = await websockets.connect(gw.ws_url, open_timeout=TIMEOUT, **kwargs)  # type: ignore[arg-type]
+    await ws.send(connect_cmd())
+    reply = json.loads(await ws.recv())
+    assert reply["id"] == 1 and "client" in reply["connect"], reply
+    return ws
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        ("{not json", None, (3501, "bad request")),
+        (json.dumps({"id": 1, "subscribe": {"channel": "a"}}), None, (3501, "bad request")),  # before connect
+        (connect_cmd(1), connect_cmd(2), (3501, "bad request")),  # second connect
+        (connect_cmd(1), json.dumps({"subscribe": {"channel": "a"}}), (3501, "bad request")),  # missing id
+        (connect_cmd(1), "", (3501, "bad request")),  # empty frame
+        (connect_cmd(1), b"\x00\x01binary", (3506, "inappropriate protocol")),
+    ],
+    ids=["malformed-json", "command-before-connect", "second-connect", "missing-id", "empty-frame", "binary"],
+)
+async def test_bad_input_closes_with_centrifugo_code(gateway, first, second, expected):
+    async with websockets.connect(gateway.ws_url, open_timeout=TIMEOUT) as ws:
+        await ws.send(first)
+        if second is not None:
+            await ws.send(second)
+        async with asyncio.timeout(TIMEOUT):
+            assert await closed_with(ws) == expected
+    assert gateway.health_ok()
+
+
+async def test_oversized_frame_closes_1009(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["websocket"] = {"message_size_limit": 1024}
+    gw = gateway_factory(config)
+    ws = await connected(gw)
+    async with ws:
+        await ws.send(json.dumps({"id": 2, "publish": {"channel": "a", "data": "x" * 2000}}))
+        code, _ = await closed_with(ws)
+        assert code == 1009
+    assert gw.health_ok()
+
+
+async def test_ping_and_unknown_commands_get_error_108_and_connection_stays(gateway):
+    ws = await connected(gateway)
+    async with ws:
+        await ws.send(
+            "\n".join(
+                json.dumps(cmd)
+                for cmd in (
+                    {"id": 2, "ping": {}},
+                    {"id": 3, "no_such_command": {}},
+                    {"id": 4, "history": {"channel": ""}},
+                )
+            )
+        )
+        replies: list[dict[str, object]] = []
+        while len(replies) < 3:
+            replies += [json.loads(line) for line in (await ws.recv()).split("\n") if line]
+        by_id = {r["id"]: r for r in replies}
+        assert by_id[2] == {"id": 2, "error": {"code": 108, "message": "not available"}}
+        assert by_id[3] == {"id": 3, "error": {"code": 108, "message": "not available"}}
+        assert by_id[4]["error"]["code"] in (102, 107)
+        # The connection still works: a regular command is answered.
+        channel = f"wire-{uuid.uuid4().hex[:8]}"
+        await ws.send(json.dumps({"id": 5, "subscribe": {"channel": channel}}))
+        assert json.loads(await ws.recv())["id"] == 5
+    assert gateway.health_ok()
+
+
+async def test_batched_commands_processed_in_order(gateway):
+    """centrifuge-js sends connect and its subscribes in ONE frame (§1.2)."""
+    channel = f"wire-{uuid.uuid4().hex[:8]}"
+    async with websockets.connect(gateway.ws_url, open_timeout=TIMEOUT) as ws:
+        await ws.send(
+            connect_cmd(1) + "\n" + json.dumps({"id": 2, "subscribe": {"channel": channel, "flag": 1}})
+        )
+        replies: list[dict[str, object]] = []
+        while len(replies) < 2:
+            replies += [json.loads(line) for line in (await ws.recv()).split("\n") if line]
+        assert [r["id"] for r in replies] == [1, 2]
+        assert "connect" in replies[0] and "subscribe" in replies[1]
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [("https://evil.example", False), ("https://ok.example", True), (None, True)],
+    ids=["foreign-origin", "allowed-origin", "no-origin"],
+)
+async def test_allowed_origins(gateway_factory: GatewayFactory, origin, allowed):
+    config = standard_config()
+    config["client"] = {**config["client"], "allowed_origins": ["https://ok.example"]}
+    gw = gateway_factory(config)
+    if not allowed:
+        with pytest.raises(InvalidStatus) as exc:
+            await websockets.connect(gw.ws_url, origin=origin, open_timeout=TIMEOUT)
+        assert exc.value.response.status_code == 403
+        return
+    ws = await connected(gw, origin=origin)
+    await ws.close()
+
+
+async def test_metrics_use_centrifugo_names(gateway):
+    ws = await connected(gateway)
+    async with ws:
+        body = await asyncio.to_thread(http_get, gateway.url + "/metrics")
+    clients = re.search(r"^centrifugo_node_num_clients (\S+)$", body, re.MULTILINE)
+    assert clients is not None and float(clients.group(1)) >= 1
+    for name in (
+        "centrifugo_node_num_users",
+        "centrifugo_node_num_channels",
+        "centrifugo_node_num_subscriptions",
+        "centrifugo_client_connections_accepted",
+        "centrifugo_client_command_duration_seconds",
+    ):
+        assert re.search(rf"^{name}", body, re.MULTILINE), name
+
+
+async def test_secrets_never_logged(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["log"] = {"level": "debug"}
+    gw = gateway_factory(config)
+    bad_token = mint_token("not-the-secret-0123456789abcdefghijkl", "42")
+    async with websockets.connect(gw.ws_url, open_timeout=TIMEOUT) as ws:
+        await ws.send(json.dumps({"id": 1, "connect": {"token": bad_token}}))
+        assert (await closed_with(ws))[0] == 3500
+    body = json.dumps({"channel": "x", "data": {}}).encode()
+    for headers, url in [
+        ({"X-API-Key": gw.api_key}, gw.api_url + "/publish"),
+        ({"Authorization": f"apikey {gw.api_key}"}, gw.api_url + "/publish"),
+        ({}, gw.api_url + f"/publish?api_key={gw.api_key}"),
+        ({"X-API-Key": gw.api_key + "-wrong"}, gw.api_url + "/publish"),
+    ]:
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        assert await asyncio.to_thread(http_status, request) in (200, 401)
+    gw.terminate()
+    log = gw.log_text()
+    assert gw.api_key not in log and bad_token not in log and SECRET not in log
