@@ -132,6 +132,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
     prefix = settings.http_api.handler_prefix.rstrip("/")
 
     async def health(_: Request) -> Response:
+        if not rt.node.broker.healthy():
+            return JSONResponse({"error": "engine unavailable"}, status_code=503)
         return JSONResponse({})
 
     async def metrics(_: Request) -> Response:
@@ -157,6 +159,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.presence.run()),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.info_loop()),
+                tg.create_task(rt.node.position_check_loop()),
             ]
             try:
                 yield {"taskcast": rt}

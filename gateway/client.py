@@ -38,6 +38,7 @@ from gateway.protocol.messages import (
     PublishRequest,
     RefreshRequest,
     RPCRequest,
+    StreamPosition,
     SubRefreshRequest,
     SubscribeRequest,
     UnsubscribeRequest,
@@ -375,6 +376,13 @@ class Client:
         sub = self.session.subscriptions.get(channel)
         if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
             self.enqueue(push.payload, push)
+
+    def check_position(self, channel: str, top: StreamPosition) -> None:
+        sub = self.session.subscriptions.get(channel)
+        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self.closed:
+            return
+        if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
+            self.insufficient_state(sub)
 
     def insufficient_state(self, sub: Subscription) -> None:
         """Message loss detected on a subscription (§3.2)."""

@@ -121,7 +121,6 @@ V5_NAMES: Mapping[str, str] = {
 UNSUPPORTED: frozenset[str] = frozenset(
     {
         "client.concurrency",
-        "client.channel_position_check_delay",
         "client.channel_position_max_time_lag",
         "client.subscribe_to_user_personal_channel",
         "client.proxy",

@@ -85,6 +85,7 @@ class ClientSettings:
     channel_limit: int = 128
     queue_max_size: int = 1048576
     presence_update_interval: float = 27.0
+    channel_position_check_delay: float = 40.0
     connection_limit: int = 0
     user_connection_limit: int = 0
     connection_rate_limit: int = 0

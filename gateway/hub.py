@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from gateway.protocol import codec, codes
-from gateway.protocol.messages import ClientInfo, Publication
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 
 def ws_text_frame(payload: bytes) -> bytes:
@@ -55,6 +55,11 @@ class HubClient(Protocol):
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None: ...
 
     def disconnect(self, disconnect: codes.Disconnect) -> None: ...
+
+    def check_position(self, channel: str, top: StreamPosition) -> None:
+        """Compare a positioned subscription with the stream top (lost messages ⇒ insufficient
+        state handling)."""
+        ...
 
 
 class Hub:

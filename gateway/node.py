@@ -53,12 +53,11 @@ class Node:
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: list[Flushable] = []
+        self.last_pub_at: dict[str, float] = {}
         self.registry = control.NodeRegistry(clock)
         self.surveys = control.Surveys()
         self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None
         """Set by the server API: applies a connection-targeted action to local connections."""
-        self.on_reconnect: Callable[[], None] | None = None
-        """Set by the app: checks positioned subscriptions after the broker lost deliveries."""
         broker.set_handler(self)
 
     def schedule_flush(self, client: Flushable) -> None:
@@ -99,6 +98,8 @@ class Node:
     # --- BrokerEventHandler --------------------------------------------------------------------
 
     def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+        if position is not None:
+            self.last_pub_at[channel] = self.clock()
         n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "")
         self.metrics.messages_sent(channel, n)
         if pub.time:
@@ -128,8 +129,40 @@ class Node:
             self.surveys.reply(str(msg.get("id", "")), str(sender), msg.get("payload"))
 
     def on_broker_reconnect(self) -> None:
-        if self.on_reconnect is not None:
-            self.on_reconnect()
+        """Deliveries may have been lost while PUB/SUB was down: check every positioned
+        subscription against its stream top (the SDKs then recover from history)."""
+        self.background(self.check_positions(idle_for=0.0))
+
+    async def check_positions(self, *, idle_for: float) -> int:
+        """Compare positioned subscribers of channels that received no publication for
+        ``idle_for`` seconds with their stream top; returns how many channels were checked."""
+        now = self.clock()
+        checked = 0
+        for channel in list(self.hub.channels):
+            if idle_for and now - self.last_pub_at.get(channel, 0.0) < idle_for:
+                continue
+            opts = self.settings.channel_options(channel)
+            if opts is None or not (opts.history_size > 0 and opts.history_ttl > 0):
+                continue
+            try:
+                top = (await self.history(channel, opts, limit=0)).position
+            except Exception:
+                log.warning("position check of %s failed", channel, exc_info=True)
+                continue
+            checked += 1
+            for client in list(self.hub.subscribers(channel)):
+                client.check_position(channel, top)
+        for channel in [ch for ch in self.last_pub_at if ch not in self.hub.channels]:
+            del self.last_pub_at[channel]
+        return checked
+
+    async def position_check_loop(self) -> None:
+        delay = self.settings.client.channel_position_check_delay
+        if delay <= 0:
+            return
+        while True:
+            await asyncio.sleep(delay)
+            await self.check_positions(idle_for=delay)
 
     async def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
         payload: Any = None
