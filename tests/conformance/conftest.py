@@ -42,6 +42,7 @@ STANDARD_CONFIG: dict[str, Any] = {
             {"name": "detail", "allow_subscribe_for_client": True, "subscription_limit_per_connection": 2},
             # Server-side channels come from the token's `channels` claim.
             {"name": "feed", **HISTORY},
+            {"name": "smallfeed", "history_size": 2, "history_ttl": "300s", "force_recovery": True},
         ],
     },
 }

@@ -131,32 +131,39 @@ def test_js_channel_limit_counts_server_side_subscriptions(node_bin, gateway_fac
 
 
 @pytest.mark.parametrize(
-    ("namespace", "away", "recovered"),
-    [("", 3, True), ("small:", 3, False)],
-    ids=["recovered", "more-than-history-size"],
+    ("namespace", "server_side", "recovered"),
+    [("", False, True), ("small:", False, False), ("feed:", True, True), ("smallfeed:", True, False)],
+    ids=[
+        "recovered",
+        "more-than-history-size",
+        "server-side-recovered",
+        "server-side-more-than-history-size",
+    ],
 )
-def test_js_reconnect_recovers_missed_publications(node_bin, gateway, namespace, away, recovered):
+def test_js_reconnect_recovers_missed_publications(node_bin, gateway, namespace, server_side, recovered):
     channel = f"{namespace}rec-{uid()}"
     events = run_script(
         node_bin,
         "recovery.mjs",
         gateway,
-        token=mint_token(SECRET, "42"),
+        token=mint_token(SECRET, "42", channels=[channel] if server_side else []),
         user="42",
         channel=channel,
         before=2,
-        away=away,
+        away=3,
         expectRecovered=recovered,
+        serverSide=server_side,
     )
+    prefix = "server_" if server_side else ""
     assert [e["code"] for e in of(events, "connecting")][-1] == 3011
     away_pubs = of(events, "published_away")
     assert [p["offset"] for p in away_pubs] == [3, 4, 5]
     assert all(p["state"] == "connecting" for p in away_pubs)
-    first, second = of(events, "subscribed")
+    first, second = of(events, prefix + "subscribed")
     assert first["wasRecovering"] is False
     assert second["wasRecovering"] is True
     assert second["recovered"] is recovered
-    pubs = of(events, "publication")
+    pubs = of(events, prefix + "publication")
     if recovered:
         assert [p["data"]["n"] for p in pubs] == [1, 2, 3, 4, 5]
         assert [p["offset"] for p in pubs] == [1, 2, 3, 4, 5]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -360,11 +361,62 @@ async def test_py_graceful_shutdown_sends_3001_and_exits(gateway_factory: Gatewa
         c = h.client(mint_token(SECRET, "42"), min_reconnect_delay=5.0, max_reconnect_delay=10.0)
         await c.connect()
         await h.rec.wait_for("connected")
-        gw.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        started = time.monotonic()
+        gw.send_sigterm()
         _, connecting = await h.rec.wait_for("connecting", n=2)
         assert connecting.ctx.code == 3001
         returncode = await asyncio.to_thread(gw.wait, 5.0)
+        assert time.monotonic() - started < 3.0 + 0.5  # shutdown.timeout plus process exit
         assert returncode in (0, -signal.SIGTERM)
     finally:
         await h.close()
     assert "Traceback" not in gw.log_text()
+
+
+async def test_py_subscription_token_refreshed_through_get_token(harness: Harness, api: AsyncClient):
+    channel = f"private:{uid()}"
+    expiries = [3, 120]  # the first sub token expires soon: the SDK sends sub_refresh at ttl
+
+    async def sub_token(ch: str) -> str:
+        harness.rec.add("get_sub_token", ch)
+        return mint_token(
+            SECRET, "42", channel=ch, exp_in=expiries[min(len(harness.rec.of("get_sub_token")), 2) - 1]
+        )
+
+    c = harness.client(mint_token(SECRET, "42"))
+    sub = harness.subscribe(c, channel, get_token=sub_token)
+    await c.connect()
+    await sub.subscribe()
+    await harness.rec.wait_for("subscribed", channel)
+    await harness.rec.wait_for("get_sub_token", channel, n=2)
+    await sub.publish({"after": "sub_refresh"})  # answered after the sub_refresh reply
+    await api.publish(PublishRequest(channel=channel, data={"after": "api"}))
+    pubs = await harness.rec.wait_for("publication", channel, n=2)
+    assert [e.ctx.pub.data["after"] for e in pubs] == ["sub_refresh", "api"]
+    assert len(harness.rec.of("subscribed", channel)) == 1 and not harness.rec.of("unsubscribed", channel)
+
+
+async def test_py_channel_max_length_is_107(harness: Harness):
+    c = harness.client(mint_token(SECRET, "42"))
+    await c.connect()
+    channel = "py-" + "x" * 300  # channel.max_length defaults to 255
+    await harness.subscribe(c, channel).subscribe()
+    (refused,) = await harness.rec.wait_for("unsubscribed", channel)
+    assert refused.ctx.code == 107
+
+
+async def test_py_user_connection_limit_3504(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["client"] = {**config["client"], "user_connection_limit": 1}
+    h = Harness(gateway_factory(config))
+    try:
+        first = h.client(mint_token(SECRET, "42"))
+        await first.connect()
+        await h.rec.wait_for("connected")
+        second = h.client(mint_token(SECRET, "42"))
+        await second.connect()
+        (gone,) = await h.rec.wait_for("disconnected")
+        assert gone.ctx.code == 3504 and second.state == ClientState.DISCONNECTED
+        assert first.state == ClientState.CONNECTED
+    finally:
+        await h.close()

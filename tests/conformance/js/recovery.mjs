@@ -1,7 +1,9 @@
 // Receives args.before publications, gets force-reconnected through the server API (3011),
 // and while the client is really disconnected (the reconnect waits on getData until then)
 // args.away publications go out through the server API. Reports the resubscribe outcome and
-// every publication.
+// every publication. With args.serverSide the channel is a server-side subscription from the
+// token's `channels` claim (recovered through ConnectRequest.subs) and the events are the
+// client-level ones ("server_subscribed", "server_publication").
 import { args, emit, until, count, api, newClient, watch, run } from './lib.mjs';
 
 run(async () => {
@@ -16,15 +18,16 @@ run(async () => {
       return null;
     },
   });
-  const sub = watch(c.newSubscription(args.channel));
-  sub.subscribe();
+  const SUBSCRIBED = args.serverSide ? 'server_subscribed' : 'subscribed';
+  const PUBLICATION = args.serverSide ? 'server_publication' : 'publication';
+  if (!args.serverSide) watch(c.newSubscription(args.channel)).subscribe();
   c.connect();
   const connected = await until((e) => e.event === 'connected', 5000, 'connected');
-  await sub.ready(5000);
+  await until((e) => e.event === SUBSCRIBED && e.channel === args.channel, 5000, 'subscribed');
   for (let i = 1; i <= args.before; i++) {
     await api('publish', { channel: args.channel, data: { n: i } });
   }
-  await until(() => count((e) => e.event === 'publication') >= args.before, 5000, 'pubs before');
+  await until(() => count((e) => e.event === PUBLICATION) >= args.before, 5000, 'pubs before');
 
   c.on('connecting', async (ctx) => {
     if (ctx.code !== 3011) return;
@@ -39,9 +42,9 @@ run(async () => {
   });
   await api('disconnect', { user: args.user, client: connected.client,
     disconnect: { code: 3011, reason: 'force reconnect' } });
-  await until((e) => e.event === 'subscribed' && count((x) => x.event === 'subscribed') >= 2, 10000, 'resubscribed');
+  await until(() => count((e) => e.event === SUBSCRIBED) >= 2, 10000, 'resubscribed');
   if (args.expectRecovered) {
-    await until(() => count((e) => e.event === 'publication') >= args.before + args.away, 5000, 'recovered pubs');
+    await until(() => count((e) => e.event === PUBLICATION) >= args.before + args.away, 5000, 'recovered pubs');
   }
   c.disconnect();
 });
