@@ -184,3 +184,43 @@ async def test_secrets_never_logged(gateway_factory: GatewayFactory):
     gw.terminate()
     log = gw.log_text()
     assert gw.api_key not in log and bad_token not in log and SECRET not in log
+
+
+async def test_slow_client_is_disconnected_3008_and_others_get_everything(gateway_factory: GatewayFactory):
+    config = standard_config()
+    config["client"] = {**config["client"], "queue_max_size": 65536}
+    gw = gateway_factory(config)
+    channel = f"wire-{uuid.uuid4().hex[:8]}"
+    subscribe = json.dumps({"id": 2, "subscribe": {"channel": channel}})
+    count = 200
+
+    async def fast_reader(ws: websockets.ClientConnection) -> list[int]:
+        offsets: list[int] = []
+        while len(offsets) < count:
+            for line in (await ws.recv()).split("\n"):
+                push = json.loads(line).get("push") if line else None
+                if push and "pub" in push:
+                    offsets.append(push["pub"]["offset"])
+        return offsets
+
+    async with (
+        websockets.connect(gw.ws_url, max_queue=1, open_timeout=TIMEOUT) as slow,  # stops reading early
+        websockets.connect(gw.ws_url, open_timeout=TIMEOUT) as fast,
+    ):
+        for ws in (slow, fast):
+            await ws.send(connect_cmd(1) + "\n" + subscribe)
+            replies: list[str] = []
+            while len(replies) < 2:
+                replies += [line for line in (await ws.recv()).split("\n") if line]
+        reader = asyncio.create_task(fast_reader(fast))
+        payload = json.dumps({"channel": channel, "data": {"x": "y" * 60000}}).encode()
+        for _ in range(count):
+            request = urllib.request.Request(
+                gw.api_url + "/publish", data=payload, headers={"X-API-Key": gw.api_key}, method="POST"
+            )
+            assert await asyncio.to_thread(http_status, request) == 200
+        async with asyncio.timeout(10):
+            assert await reader == list(range(1, count + 1))
+            code, reason = await closed_with(slow)
+        assert (code, reason) == (3008, "slow")
+    assert gw.health_ok()
