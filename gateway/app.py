@@ -26,6 +26,8 @@ from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
+from gateway.transports.emulation import EmulationEndpoint
+from gateway.transports.streaming import StreamEndpoint
 
 log = logging.getLogger("taskcast.gateway")
 
@@ -146,6 +148,24 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         Route(prefix + "/{method:str}", api, methods=ALL_METHODS),
         Route(prefix, api, methods=ALL_METHODS),
     ]
+    for name, cfg, sse, uni in (
+        ("sse", settings.sse, True, False),
+        ("http_stream", settings.http_stream, False, False),
+        ("uni_sse", settings.uni_sse, True, True),
+        ("uni_http_stream", settings.uni_http_stream, False, True),
+    ):
+        if cfg.enabled:
+            endpoint = StreamEndpoint(
+                rt, name, sse=sse, unidirectional=uni, max_body=cfg.max_request_body_size
+            )
+            routes.append(Route(cfg.handler_prefix, endpoint, methods=ALL_METHODS))
+    if settings.sse.enabled or settings.http_stream.enabled:
+        emulation = EmulationEndpoint(rt)
+
+        async def emulate(request: Request) -> Response:
+            return await emulation(request)
+
+        routes.append(Route(settings.emulation.handler_prefix, emulate, methods=ALL_METHODS))
     if settings.health.enabled:
         routes.append(Route("/health", health, methods=["GET"]))
     if settings.prometheus.enabled:

@@ -165,6 +165,9 @@ class Client:
             self.node.metrics.reply_errors.labels(method.value, str(exc.error.code), "").inc()
             if method is Method.CONNECT:
                 self.session.connect_rejected()
+                if self.transport.unidirectional:
+                    self.disconnect(codes.uni_connect_disconnect(exc.error))
+                    return
             self.send(codec.encode_error(cmd.id, exc.error))
             return
         except DisconnectError as exc:

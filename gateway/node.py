@@ -58,6 +58,8 @@ class Node:
         self.surveys = control.Surveys()
         self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None
         """Set by the server API: applies a connection-targeted action to local connections."""
+        self.on_emulation: Callable[[str, bytes], None] | None = None
+        """Set by the emulation endpoint: feeds commands routed from another node."""
         broker.set_handler(self)
 
     def schedule_flush(self, client: Flushable) -> None:
@@ -123,6 +125,10 @@ class Node:
             params = msg.get("params")
             if isinstance(params, dict):
                 self.on_user_op(str(msg.get("method", "")), params)
+        elif op == "emulation" and self.on_emulation is not None:
+            session, commands = msg.get("session"), msg.get("data")
+            if isinstance(session, str) and isinstance(commands, str):
+                self.on_emulation(session, commands.encode())
         elif op == "survey" and isinstance(sender, str):
             self.background(self._answer_survey(sender, msg))
         elif op == "survey_reply":

@@ -85,3 +85,15 @@ DISCONNECT_TOO_MANY_ERRORS = Disconnect(3509, "too many errors")
 UNSUBSCRIBE_SERVER = Unsubscribe(2000, "server unsubscribe")
 UNSUBSCRIBE_INSUFFICIENT_STATE = Unsubscribe(2500, "insufficient state")
 UNSUBSCRIBE_EXPIRED = Unsubscribe(2501, "subscription expired")
+
+
+def uni_connect_disconnect(error: Error) -> Disconnect:
+    """Unidirectional clients cannot read error replies: a connect error becomes a disconnect
+    (PROTOCOL.md §4.5)."""
+    if error.code in (109, 110):
+        return DISCONNECT_EXPIRED
+    if error.code == 111:
+        return DISCONNECT_TOO_MANY_REQUESTS
+    if error.code == 103:
+        return DISCONNECT_PERMISSION_DENIED
+    return DISCONNECT_SERVER_ERROR

@@ -1,0 +1,234 @@
+"""HTTP streaming transports (PROTOCOL.md §4.2–4.5): bidirectional SSE and HTTP-streaming with
+the ``/emulation`` endpoint, and unidirectional SSE / HTTP-streaming.
+
+Each stream is a ``StreamTransport`` feeding one long-lived HTTP response. The connection's
+``Client`` is the very same as for WebSocket: commands arrive in the initial request (connect)
+and then through ``/emulation`` (gateway/transports/emulation.py); replies and pushes are
+written to the open response — one chunk per event-loop tick. Unidirectional streams carry
+pushes without the ``push`` wrapper and accept only a ConnectRequest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.client import Client
+from gateway.hub import SharedPush
+from gateway.origins import origin_allowed
+from gateway.protocol import codes
+
+if TYPE_CHECKING:
+    from gateway.app import Runtime
+
+log = logging.getLogger("taskcast.gateway.streaming")
+
+NO_CACHE_HEADERS = {
+    "Cache-Control": "private, no-cache, no-store, must-revalidate, max-age=0",
+    "Pragma": "no-cache",
+    "Expires": "0",
+    "X-Accel-Buffering": "no",
+}
+PUSH_PREFIX = b'{"push":'
+
+
+class StreamTransport:
+    """One streaming HTTP response, as a ``gateway.client.Transport``."""
+
+    def __init__(self, name: str, *, sse: bool, unidirectional: bool) -> None:
+        self.name = name
+        self.sse = sse
+        self.emulation = not unidirectional
+        self.unidirectional = unidirectional
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.pending_bytes = 0
+        self.closed = False
+
+    def _frame(self, payload: bytes) -> bytes:
+        if self.unidirectional:
+            payload = _unwrap(payload)
+        return b"data: " + payload + b"\n\n" if self.sse else payload + b"\n"
+
+    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+        if self.closed:
+            return
+        chunk = b"".join(self._frame(p) for p in payloads)
+        self.pending_bytes += len(chunk)
+        self.queue.put_nowait(chunk)
+
+    def buffered_bytes(self) -> int:
+        return self.pending_bytes
+
+    def close(self, disconnect: codes.Disconnect) -> None:
+        """Write the disconnect push, then end the response (§1.8)."""
+        if self.closed:
+            return
+        body = {"code": disconnect.code, "reason": disconnect.reason}
+        message = {"disconnect": body} if self.unidirectional else {"push": {"disconnect": body}}
+        payload = orjson.dumps(message)
+        self.queue.put_nowait(b"data: " + payload + b"\n\n" if self.sse else payload + b"\n")
+        self.queue.put_nowait(None)
+        self.closed = True
+
+
+def _unwrap(payload: bytes) -> bytes:
+    """Unidirectional transports send Push objects without the ``push`` wrapper."""
+    if payload.startswith(PUSH_PREFIX):
+        return payload[len(PUSH_PREFIX) : -1]
+    if payload.startswith(b'{"id":'):
+        reply = orjson.loads(payload)
+        if "connect" in reply:
+            return orjson.dumps({"connect": reply["connect"]})
+    return payload
+
+
+class StreamResponse:
+    """A raw ASGI response that streams the transport's queue and notices a client that went
+    away at once (it listens for ``http.disconnect`` while idle)."""
+
+    def __init__(
+        self, runtime: Runtime, client: Client, transport: StreamTransport, headers: dict[str, str]
+    ) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.transport = transport
+        self.headers = headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        transport = self.transport
+        raw_headers = [(k.lower().encode(), v.encode()) for k, v in self.headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": raw_headers})
+        await send(
+            {"type": "http.response.body", "body": b"\r\n" if transport.sse else b"", "more_body": True}
+        )
+
+        async def disconnected() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        watcher = asyncio.ensure_future(disconnected())
+        try:
+            while True:
+                getter = asyncio.ensure_future(transport.queue.get())
+                done, _ = await asyncio.wait({getter, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    break
+                chunk = getter.result()
+                if chunk is None:
+                    break
+                transport.pending_bytes -= len(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            if not watcher.done():
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            pass
+        finally:
+            watcher.cancel()
+            transport.closed = True
+            self.client.connection_lost()
+
+
+def cors_headers(request: Request) -> dict[str, str]:
+    origin = request.headers.get("origin")
+    if not origin:
+        return {}
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Allow-Credentials": "true",
+        "Vary": "Origin",
+    }
+
+
+def preflight(request: Request, methods: str) -> Response:
+    headers = cors_headers(request)
+    headers.update(
+        {
+            "Access-Control-Allow-Methods": methods,
+            "Access-Control-Allow-Headers": request.headers.get(
+                "access-control-request-headers", "content-type"
+            ),
+            "Access-Control-Max-Age": "300",
+        }
+    )
+    return Response(status_code=204, headers=headers)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None when it exceeds ``limit`` bytes."""
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if limit and len(body) > limit:
+            return None
+    return body
+
+
+class StreamEndpoint:
+    """``/connection/sse``, ``/connection/http_stream``, ``/connection/uni_sse``,
+    ``/connection/uni_http_stream``."""
+
+    def __init__(
+        self, runtime: Runtime, name: str, *, sse: bool, unidirectional: bool, max_body: int
+    ) -> None:
+        self.runtime = runtime
+        self.name = name
+        self.sse = sse
+        self.unidirectional = unidirectional
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        response = await self.handle(request)
+        await response(scope, receive, send)
+
+    async def handle(self, request: Request) -> Any:
+        settings = self.runtime.settings
+        if request.method == "OPTIONS":
+            return preflight(request, "GET, POST, OPTIONS" if self.sse else "POST, OPTIONS")
+        if request.method not in (("GET", "POST") if self.sse else ("POST",)):
+            return Response(status_code=405)
+        if not origin_allowed(request.headers.get("origin"), settings.client.allowed_origins):
+            return Response("origin not allowed", status_code=403)
+        if request.method == "GET":
+            data = request.query_params.get("cf_connect", "").encode()
+            if not data:
+                return Response("cf_connect required", status_code=400)
+        else:
+            body = await _read_body(request, self.max_body)
+            if body is None:
+                return Response("request entity too large", status_code=413)
+            data = body
+        if self.unidirectional:
+            command = _uni_command(data)
+            if command is None:
+                return Response("bad request", status_code=400)
+            data = command
+        refusal = self.runtime.admit()
+        if refusal is not None:
+            return Response("too many connections", status_code=503, headers={"Retry-After": str(refusal)})
+        transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional)
+        client = self.runtime.new_client(transport)
+        client.feed(data)
+        headers = dict(NO_CACHE_HEADERS)
+        headers.update(cors_headers(request))
+        headers["Content-Type"] = "text/event-stream; charset=utf-8" if self.sse else "application/json"
+        return StreamResponse(self.runtime, client, transport, headers)
+
+
+def _uni_command(data: bytes) -> bytes | None:
+    """A unidirectional client sends a bare ConnectRequest (``{}`` is valid): wrap it as the
+    connect command the session expects."""
+    try:
+        request = orjson.loads(data) if data.strip() else {}
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    return orjson.dumps({"id": 1, "connect": request})
