@@ -311,16 +311,14 @@ async def test_py_reconnect_recovers_missed_publications(
 async def test_py_expired_token_refreshed_through_get_token(harness: Harness, api: AsyncClient):
     channel = f"py-{uid()}"
     calls: list[int] = []
-    tokens = [
-        mint_token(SECRET, "42", exp_in=-10),  # expired: 109, the SDK asks again
-        mint_token(SECRET, "42", exp_in=3),  # connects with ttl ~2-3 s; refreshed at ttl
-        mint_token(SECRET, "42", exp_in=120),
-    ]
+    # Minted when asked for, so that a loaded machine can't expire the short one early:
+    # expired (109, the SDK asks again), then ~3 s (refreshed at ttl), then long-lived.
+    expiries = [-10, 3, 120]
 
     async def get_token() -> str:
         calls.append(len(calls))
         harness.rec.add("get_token")
-        return tokens[min(len(calls) - 1, len(tokens) - 1)]
+        return mint_token(SECRET, "42", exp_in=expiries[min(len(calls), len(expiries)) - 1])
 
     c = harness.client("", get_token=get_token)
     sub = harness.subscribe(c, channel)
