@@ -1,12 +1,12 @@
 """Contract suite for the engine seam: every Broker and PresenceManager must pass it.
 
-The ``broker`` and ``presence`` fixtures are parametrized over implementations (only "memory" for
-now). Adding Redis is one branch in each fixture: build the engine, bind a ``TimeMachine``
-advancer (on Redis, lower the PTTL of the channel's keys and shift presence expiry scores), and
-flush the database on teardown. Tests never sleep: they advance time, and they wait for deliveries
-with ``Recorder.wait`` (immediate in memory, asynchronous through PUB/SUB on Redis). Negative
-delivery checks publish a marker to a subscribed channel afterwards and wait for it, which relies
-on per-connection ordering of PUB/SUB messages.
+The ``broker`` and ``presence`` fixtures are parametrized over implementations: "memory" and
+"redis" (a real Redis, marker ``redis``). The Redis branch runs each test under its own key
+prefix, binds a ``TimeMachine`` advancer that lowers the PTTL of every key under it (presence
+scores follow a fake clock), and deletes the prefix on teardown. Tests never sleep: they advance
+time, and they wait for deliveries with ``Recorder.wait`` (immediate in memory, asynchronous
+through PUB/SUB on Redis). Negative delivery checks publish a marker to a subscribed channel
+afterwards and wait for it, which relies on per-connection ordering of PUB/SUB messages.
 
 A section at the end tests memory-only behaviour (sweeps, handler failures).
 """
@@ -19,13 +19,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
+from redis.asyncio import Redis
 
 from gateway.engine.base import Broker, HistoryOptions, PresenceManager, PresenceStats
 from gateway.engine.memory import MemoryBroker, MemoryPresence, new_epoch
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+from tests.helpers import redis_engine
 
-BROKERS = ["memory"]
-PRESENCES = ["memory"]
+BROKERS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+PRESENCES = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
 
 HISTORY = HistoryOptions(size=10, ttl_seconds=60, meta_ttl_seconds=600)
 NO_HISTORY = HistoryOptions()
@@ -72,6 +74,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[Delivered] = []
+        self.controls: list[bytes] = []
+        self.reconnects = 0
         self._changed = asyncio.Event()
 
     def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
@@ -82,6 +86,14 @@ class Recorder:
 
     def on_leave(self, channel: str, info: ClientInfo) -> None:
         self._record(Delivered("leave", channel, info=info))
+
+    def on_control(self, data: bytes) -> None:
+        self.controls.append(data)
+        self._changed.set()
+
+    def on_broker_reconnect(self) -> None:
+        self.reconnects += 1
+        self._changed.set()
 
     def _record(self, event: Delivered) -> None:
         self.events.append(event)
@@ -117,6 +129,20 @@ async def broker(
         clock = FakeClock()
         engine = MemoryBroker(now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        prefix = redis_engine.unique_prefix()
+        redis_broker = redis_engine.broker(redis_engine.settings(url, prefix=prefix))
+        redis_broker.set_handler(events)
+        admin = Redis.from_url(url)
+        time_machine.bind(redis_engine.ttl_lowerer(admin, prefix))
+        try:
+            async with redis_engine.running(redis_broker):
+                yield redis_broker
+        finally:
+            await redis_engine.delete_prefix(admin, prefix)
+            await admin.aclose()
+        return
     else:  # pragma: no cover
         raise AssertionError(f"unknown broker {request.param}")
     engine.set_handler(events)
@@ -135,6 +161,21 @@ async def presence(
         clock = FakeClock()
         engine = MemoryPresence(ttl_seconds=60, now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "redis":
+        url: str = request.getfixturevalue("redis_url")
+        prefix = redis_engine.unique_prefix()
+        clock = FakeClock()
+        admin = Redis.from_url(url)
+        time_machine.bind(clock.advance)
+        time_machine.bind(redis_engine.ttl_lowerer(admin, prefix))
+        redis_presence = redis_engine.presence(redis_engine.settings(url, prefix=prefix), now=clock)
+        try:
+            yield redis_presence
+        finally:
+            await redis_presence.close()
+            await redis_engine.delete_prefix(admin, prefix)
+            await admin.aclose()
+        return
     else:  # pragma: no cover
         raise AssertionError(f"unknown presence {request.param}")
     try:

@@ -1,0 +1,388 @@
+"""``RedisBroker``: history in Redis Streams and fan-out between nodes over Redis PUB/SUB.
+
+Publishing is one Lua script (lua/publish.lua, PROTOCOL.md §3.5) that checks the idempotency key,
+reads or mints the epoch, takes ``top + 1``, appends, trims, refreshes TTLs and PUBLISHes the
+publication with its position, so offsets and deliveries cannot reorder. Each shard has one
+PUB/SUB connection, read by one task, so a channel's deliveries arrive in offset order.
+
+That connection is watched (reliability-notes §1.5): every ``probe_interval_seconds`` the broker
+publishes a probe to its own node channel on every shard; a connection that hears nothing (no
+probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt. After any rebuild,
+every channel is subscribed again and ``on_broker_reconnect`` tells the node that deliveries may
+have been lost, so it re-checks positions against history. Must not import starlette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import RedisError
+
+from gateway.engine.base import (
+    BrokerEventHandler,
+    EngineError,
+    HistoryOptions,
+    HistoryResult,
+    PublishResult,
+)
+from gateway.engine.memory import new_epoch
+from gateway.engine.redis import Client, LuaScript, RedisShard
+from gateway.engine.redis_codec import (
+    JOIN,
+    LEAVE,
+    POSITIONED,
+    PROBE,
+    UNPOSITIONED,
+    decode_info,
+    decode_positioned,
+    decode_publication,
+    encode_info,
+    encode_publication,
+)
+from gateway.engine.redis_keys import RedisKeys, shard_index
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+
+logger = logging.getLogger(__name__)
+
+PUBLISH = LuaScript("publish.lua")
+HISTORY = LuaScript("history.lua")
+SUBSCRIBE_BATCH = 512
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000)) if seconds > 0 else 0
+
+
+class _Listener:
+    """The PUB/SUB connection of one shard: (re)connects, subscribes, reads and dispatches."""
+
+    def __init__(self, broker: RedisBroker, shard: RedisShard) -> None:
+        self.broker = broker
+        self.shard = shard
+        self.channels: dict[bytes, str] = {}
+        """PUB/SUB name of each subscribed channel -> the channel."""
+        self.pending: dict[bytes, list[asyncio.Future[None]]] = {}
+        self.conn: AbstractConnection | None = None
+        self.ready = False
+        self._unconfirmed = 0
+        self._reconnected = False
+        self.connects = 0
+
+    def static_names(self) -> list[bytes]:
+        keys = self.broker.keys
+        names = [keys.node(self.broker.node_id).encode()]
+        if self.shard.index == 0:
+            names.append(keys.control.encode())
+        return names
+
+    async def run(self) -> None:
+        attempt = 0
+        while True:
+            conn = self.shard.pubsub_connection()
+            try:
+                async with asyncio.timeout(self.shard.connect_timeout):
+                    await conn.connect()  # type: ignore[no-untyped-call]  # unannotated in redis-py
+                # No await between publishing the connection and taking the names: a concurrent
+                # subscribe() either sees no connection (and is in the names) or sends itself.
+                self.conn = conn
+                names = [*self.static_names(), *self.channels]
+                self._unconfirmed = len(names)
+                self._reconnected = self.connects > 0
+                self.connects += 1
+                async with asyncio.timeout(self.shard.io_timeout):
+                    for start in range(0, len(names), SUBSCRIBE_BATCH):
+                        await conn.send_command("SUBSCRIBE", *names[start : start + SUBSCRIBE_BATCH])
+                attempt = 0
+                await self._read(conn)
+            except (RedisError, OSError, TimeoutError, ValueError) as exc:
+                logger.warning("redis %s: PUB/SUB connection lost: %s", self.shard.name, exc)
+            finally:
+                self.conn = None
+                self.ready = False
+                with contextlib.suppress(Exception):
+                    await conn.disconnect()
+            await asyncio.sleep(self.broker.backoff(attempt))
+            attempt += 1
+
+    async def _read(self, conn: AbstractConnection) -> None:
+        while True:
+            # Silence longer than the probe timeout means a deaf connection (§1.5).
+            async with asyncio.timeout(self.broker.probe_timeout_seconds):
+                response = await conn.read_response(
+                    timeout=math.inf, disconnect_on_error=False, push_request=True
+                )
+            if not isinstance(response, list) or len(response) < 3:
+                continue
+            kind = response[0]
+            if kind == b"message":
+                self._message(response[1], response[2])
+            elif kind == b"subscribe":
+                self._confirmed(response[1])
+
+    def _confirmed(self, name: bytes) -> None:
+        for future in self.pending.pop(name, ()):
+            if not future.done():
+                future.set_result(None)
+        if self._unconfirmed > 0:
+            self._unconfirmed -= 1
+            if self._unconfirmed == 0:
+                self.ready = True
+                if self._reconnected:
+                    self._reconnected = False
+                    self.broker.reconnected()
+
+    def _message(self, name: bytes, data: bytes) -> None:
+        channel = self.channels.get(name)
+        if channel is not None:
+            self.broker.deliver(channel, data)
+        elif not data.startswith(PROBE):
+            self.broker.control(data)
+
+    async def subscribe(self, name: bytes, channel: str) -> None:
+        self.channels[name] = channel
+        future = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(name, []).append(future)
+        try:
+            async with asyncio.timeout(self.shard.io_timeout):
+                conn = self.conn
+                if conn is not None:
+                    with contextlib.suppress(RedisError, OSError):
+                        # On failure the reader notices the broken connection and resubscribes.
+                        await conn.send_command("SUBSCRIBE", name)
+                await future
+        except TimeoutError as exc:
+            raise EngineError(f"redis {self.shard.name}: subscribe timed out") from exc
+        finally:
+            waiting = self.pending.get(name)
+            if waiting is not None and future in waiting:
+                waiting.remove(future)
+                if not waiting:
+                    del self.pending[name]
+
+    async def unsubscribe(self, name: bytes) -> None:
+        if self.channels.pop(name, None) is None:
+            return
+        conn = self.conn
+        if conn is not None:
+            # Best effort: a later message for it is dropped, a reconnect forgets it anyway.
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                async with asyncio.timeout(self.shard.io_timeout):
+                    await conn.send_command("UNSUBSCRIBE", name)
+
+    async def close(self) -> None:
+        conn = self.conn
+        self.conn = None
+        self.ready = False
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.disconnect()
+
+
+class RedisBroker:
+    """A ``Broker`` over one or more Redis shards (see ``gateway.engine.redis.build_shards``).
+
+    Args:
+        shards: Channels map to ``shards[shard_index(channel, len(shards))]``; control messages use
+            ``shards[0]``. The broker owns them and closes them in ``close``.
+        prefix: ``engine.redis.prefix``.
+        node_id: This node's uid: targeted control messages for it arrive on
+            ``<prefix>.node.<node_id>``. A random one if empty; ``set_node_id`` replaces it.
+        epoch_factory: Mints the epoch a script uses when the stream meta is missing.
+        probe_interval_seconds: Pause between PUB/SUB probes (and health checks) per shard.
+        probe_timeout_seconds: Silence after which a PUB/SUB connection is rebuilt
+            (default three probe intervals).
+        reconnect_backoff_seconds: (base, cap) of the full-jitter reconnect backoff.
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[RedisShard],
+        *,
+        prefix: str,
+        node_id: str = "",
+        epoch_factory: Callable[[], str] = new_epoch,
+        probe_interval_seconds: float = 2.0,
+        probe_timeout_seconds: float = 0.0,
+        reconnect_backoff_seconds: tuple[float, float] = (0.1, 5.0),
+    ) -> None:
+        if not shards:
+            raise ValueError("RedisBroker needs at least one shard")
+        self.shards = list(shards)
+        self.keys = RedisKeys(prefix)
+        self.node_id = node_id or str(uuid.uuid4())
+        self._new_epoch = epoch_factory
+        self.probe_interval_seconds = probe_interval_seconds
+        self.probe_timeout_seconds = probe_timeout_seconds or 3 * probe_interval_seconds
+        self._backoff = reconnect_backoff_seconds
+        self._handler: BrokerEventHandler | None = None
+        self._listeners = [_Listener(self, shard) for shard in self.shards]
+
+    def set_node_id(self, node_id: str) -> None:
+        """Use the node's uid for targeted control messages. Call before ``run``."""
+        self.node_id = node_id
+
+    def set_handler(self, handler: BrokerEventHandler) -> None:
+        self._handler = handler
+
+    def backoff(self, attempt: int) -> float:
+        base, cap = self._backoff
+        return random.uniform(base / 2, min(cap, base * 2 ** min(attempt, 20)))
+
+    async def run(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for listener in self._listeners:
+                group.create_task(listener.run())
+            group.create_task(self._probe())
+
+    async def _probe(self) -> None:
+        node = self.keys.node(self.node_id)
+        while True:
+            for shard in self.shards:
+                try:
+                    await shard.call(lambda client: client.publish(node, PROBE))
+                except EngineError as exc:
+                    logger.warning("redis %s: probe failed: %s", shard.name, exc)
+            await asyncio.sleep(self.probe_interval_seconds)
+
+    def _shard(self, channel: str) -> RedisShard:
+        return self.shards[shard_index(channel, len(self.shards))]
+
+    async def publish(
+        self,
+        channel: str,
+        pub: Publication,
+        history: HistoryOptions,
+        *,
+        idempotency_key: str = "",
+        idempotent_result_ttl_seconds: float = 300.0,
+    ) -> PublishResult:
+        keys = self.keys
+        enabled = history.enabled
+        result_ttl = _ms(idempotent_result_ttl_seconds) if idempotency_key else 0
+        script_keys = [keys.stream(channel), keys.meta(channel), keys.result(channel, idempotency_key)]
+        args: list[str | bytes | int] = [
+            encode_publication(pub),
+            history.size if enabled else 0,
+            _ms(history.ttl_seconds),
+            keys.client_channel(channel),
+            _ms(history.meta_ttl_seconds),
+            self._new_epoch() if enabled else "",
+            result_ttl,
+        ]
+
+        async def run(client: Client) -> Any:
+            return await PUBLISH.run(client, script_keys, args)
+
+        offset, epoch, suppressed = await self._shard(channel).call(run)
+        position = StreamPosition(int(offset), epoch.decode()) if int(offset) > 0 else None
+        return PublishResult(position, suppressed=bool(suppressed))
+
+    async def publish_join(self, channel: str, info: ClientInfo) -> None:
+        await self._publish(channel, JOIN + encode_info(info))
+
+    async def publish_leave(self, channel: str, info: ClientInfo) -> None:
+        await self._publish(channel, LEAVE + encode_info(info))
+
+    async def _publish(self, channel: str, message: bytes) -> None:
+        name = self.keys.client_channel(channel)
+        await self._shard(channel).call(lambda client: client.publish(name, message))
+
+    async def history(
+        self,
+        channel: str,
+        history: HistoryOptions,
+        *,
+        since: StreamPosition | None = None,
+        limit: int = 0,
+        reverse: bool = False,
+    ) -> HistoryResult:
+        keys = self.keys
+        script_keys = [keys.stream(channel), keys.meta(channel)]
+        args: list[str | bytes | int] = [
+            self._new_epoch(),
+            _ms(history.meta_ttl_seconds),
+            -1 if since is None else since.offset,
+            limit,
+            "1" if reverse else "0",
+        ]
+
+        async def run(client: Client) -> Any:
+            return await HISTORY.run(client, script_keys, args)
+
+        top, epoch, entries = await self._shard(channel).call(run)
+        publications = [
+            decode_publication(fields[1], int(entry_id.split(b"-", 1)[0])) for entry_id, fields in entries
+        ]
+        return HistoryResult(publications, StreamPosition(int(top), epoch.decode()))
+
+    async def remove_history(self, channel: str) -> None:
+        stream = self.keys.stream(channel)
+        await self._shard(channel).call(lambda client: client.delete(stream))
+
+    async def publish_control(self, data: bytes, *, node_id: str = "") -> None:
+        name = self.keys.node(node_id) if node_id else self.keys.control
+        await self.shards[0].call(lambda client: client.publish(name, data))
+
+    def healthy(self) -> bool:
+        return all(shard.ok for shard in self.shards) and all(lst.ready for lst in self._listeners)
+
+    async def subscribe(self, channel: str) -> None:
+        listener = self._listeners[shard_index(channel, len(self.shards))]
+        await listener.subscribe(self.keys.client_channel(channel).encode(), channel)
+
+    async def unsubscribe(self, channel: str) -> None:
+        listener = self._listeners[shard_index(channel, len(self.shards))]
+        await listener.unsubscribe(self.keys.client_channel(channel).encode())
+
+    async def close(self) -> None:
+        self._handler = None
+        for listener in self._listeners:
+            await listener.close()
+        for shard in self.shards:
+            with contextlib.suppress(Exception):
+                await shard.close()
+
+    # --- called by the listeners ----------------------------------------------------------------
+
+    def deliver(self, channel: str, message: bytes) -> None:
+        handler = self._handler
+        if handler is None:
+            return
+        try:
+            if message.startswith(POSITIONED):
+                pub, position = decode_positioned(message)
+                handler.on_publication(channel, pub, position)
+            elif message.startswith(UNPOSITIONED):
+                handler.on_publication(channel, decode_publication(message[len(UNPOSITIONED) :], 0), None)
+            elif message.startswith(JOIN):
+                handler.on_join(channel, decode_info(message[len(JOIN) :]))
+            elif message.startswith(LEAVE):
+                handler.on_leave(channel, decode_info(message[len(LEAVE) :]))
+            else:
+                logger.warning("unknown PUB/SUB message in %r ignored", channel)
+        except Exception:
+            logger.exception("broker handler failed on a message in %r", channel)
+
+    def control(self, data: bytes) -> None:
+        handler = self._handler
+        if handler is not None:
+            try:
+                handler.on_control(data)
+            except Exception:
+                logger.exception("broker handler failed on a control message")
+
+    def reconnected(self) -> None:
+        handler = self._handler
+        if handler is not None:
+            try:
+                handler.on_broker_reconnect()
+            except Exception:
+                logger.exception("broker handler failed on reconnect")
