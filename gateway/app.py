@@ -24,6 +24,9 @@ from gateway.client import Client, Transport
 from gateway.config import Settings
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
+from gateway.engine.redis import build_shards
+from gateway.engine.redis_broker import RedisBroker
+from gateway.engine.redis_presence import RedisPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.transports.emulation import EmulationEndpoint
@@ -58,6 +61,13 @@ class RateLimiter:
 def build_engine(settings: Settings) -> tuple[Broker, PresenceManager]:
     if settings.engine.type == "memory":
         return MemoryBroker(), MemoryPresence(ttl_seconds=settings.engine.redis.presence_ttl)
+    if settings.engine.type == "redis":
+        redis = settings.engine.redis
+        # Broker and presence get connections of their own; each closes what it owns.
+        return (
+            RedisBroker(build_shards(redis), prefix=redis.prefix),
+            RedisPresence(build_shards(redis), prefix=redis.prefix, ttl_seconds=redis.presence_ttl),
+        )
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
 
@@ -73,6 +83,8 @@ class Runtime:
             broker, presence = build_engine(settings)
         name = settings.node.name or f"{socket.gethostname()}_{settings.http_server.port}"
         self.node = Node(settings, broker, presence, self.metrics, name=name)
+        if isinstance(broker, RedisBroker):
+            broker.set_node_id(self.node.uid)  # targeted control messages reach this node
         hub = self.node.hub
         self.metrics.register_node_gauges(
             NodeGauges(lambda: (len(hub.clients), len(hub.users), hub.num_subscriptions, len(hub.channels)))
