@@ -57,8 +57,8 @@ class Transport(Protocol):
     unidirectional: bool
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
-        """Write queued messages at once. ``shared`` is set when ``payloads`` is exactly one
-        shared publication push (its pre-built frame may be written as is)."""
+        """Write queued messages at once. When ``shared`` is set, its payload is exactly
+        ``b"\\n".join(payloads)`` and its pre-built WebSocket frame may be written as is."""
         ...
 
     def buffered_bytes(self) -> int:
@@ -99,9 +99,11 @@ class Client:
         self._inbox: deque[Command | Callable[[], Awaitable[object]]] = deque()
         self._worker: asyncio.Task[None] | None = None
         self._pending: list[bytes] = []
-        self._pending_shared: SharedPush | None = None
+        self._pending_pushes: list[SharedPush] | None = None
+        """The shared pushes behind ``_pending`` while every queued item is one (else None)."""
         self._pending_bytes = 0
-        self._flush_scheduled = False
+        self._base_buffered = 0
+        self._queue_limit = self.settings.client.queue_max_size
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._after_reply: list[Callable[[], None]] = []
         self._timers["stale"] = self.loop.call_later(self.settings.client.stale_close_delay, self._on_stale)
@@ -281,13 +283,14 @@ class Client:
         self._put_expiry(result)
         if subs_result:
             result["subs"] = subs_result
-        if not self.transport.unidirectional:
-            ping = int(cfg.ping_interval)
-            if ping > 0:
-                result["ping"] = ping
+        ping = int(cfg.ping_interval)
+        if ping > 0:
+            result["ping"] = ping
+            if not self.transport.unidirectional:  # a unidirectional client cannot pong
                 result["pong"] = cfg.pong_timeout > 0
         if self.session_id:
             result["session"] = self.session_id
+        if self.transport.emulation:  # /emulation POSTs name the node holding the session
             result["node"] = self.node.uid
         if cfg.connect_include_server_time:
             result["time"] = int(self.clock() * 1000)
@@ -366,6 +369,9 @@ class Client:
         sub = self.session.subscriptions.get(channel)
         if sub is None or self.closed:
             return
+        if sub.state is SubState.SUBSCRIBED and not sub.positioned:
+            self.enqueue(push.payload, push)  # the common case, kept short: it runs per delivery
+            return
         if sub.state is SubState.SUBSCRIBING:
             sub.buffer.append((pub, epoch, push))
             return
@@ -409,28 +415,46 @@ class Client:
         self.enqueue(payload, None)
 
     def enqueue(self, payload: bytes, shared: SharedPush | None) -> None:
+        """Queue one message for the end-of-tick write. The first message of a tick schedules
+        the flush and samples the transport's unsent bytes; the sum of both is bounded by
+        ``client.queue_max_size`` (overflow ⇒ 3008, PROTOCOL.md §2.3)."""
         if self.closed:
             return
-        size = len(payload) + 1
-        limit = self.settings.client.queue_max_size
-        if limit and self._pending_bytes + size + self.transport.buffered_bytes() > limit:
-            self.node.metrics.server_disconnects.labels("3008").inc()
+        pending = self._pending
+        if not pending:
+            self._base_buffered = self.transport.buffered_bytes()
+            self._pending_pushes = []
+            self.node.schedule_flush(self)
+        self._pending_bytes += len(payload) + 1
+        if self._queue_limit and self._pending_bytes + self._base_buffered > self._queue_limit:
             self.disconnect(codes.DISCONNECT_SLOW)
             return
-        self._pending.append(payload)
-        self._pending_shared = shared if len(self._pending) == 1 else None
-        self._pending_bytes += size
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.node.schedule_flush(self)
+        pending.append(payload)
+        pushes = self._pending_pushes
+        if pushes is not None:
+            if shared is None:
+                self._pending_pushes = None
+            else:
+                pushes.append(shared)
 
-    def flush(self) -> None:
-        """Write everything queued in one transport write."""
-        self._flush_scheduled = False
-        if not self._pending or self.closed:
+    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None:
+        """Write everything queued in one transport write. ``frames`` is shared by all
+        connections flushed in the same tick: connections that queued the same sequence of
+        shared pushes (a hot channel) reuse one joined frame instead of building their own."""
+        pending = self._pending
+        if not pending or self.closed:
             return
-        pending, shared = self._pending, self._pending_shared
-        self._pending, self._pending_shared, self._pending_bytes = [], None, 0
+        pushes = self._pending_pushes
+        self._pending, self._pending_pushes, self._pending_bytes = [], None, 0
+        shared: SharedPush | None = None
+        if pushes:
+            if len(pushes) == 1:
+                shared = pushes[0]
+            elif frames is not None:
+                key = tuple(map(id, pushes))
+                shared = frames.get(key)
+                if shared is None:
+                    shared = frames[key] = SharedPush(b"\n".join(pending))
         try:
             self.transport.write(pending, shared)
         except Exception:

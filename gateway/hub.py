@@ -70,6 +70,8 @@ class Hub:
         self.users: dict[str, dict[str, HubClient]] = {}
         self.sessions: dict[str, HubClient] = {}
         self.channels: dict[str, dict[str, HubClient]] = {}
+        self._fanout: dict[str, tuple[HubClient, ...]] = {}
+        """Per channel, a snapshot of its subscribers for fan-out; dropped on every change."""
         self.num_subscriptions = 0
 
     # --- connections -------------------------------------------------------------------------
@@ -116,6 +118,7 @@ class Hub:
         if client.client_id not in subs:
             subs[client.client_id] = client
             self.num_subscriptions += 1
+            self._fanout.pop(channel, None)
         return first
 
     def remove_subscriber(self, channel: str, client: HubClient) -> bool:
@@ -125,6 +128,7 @@ class Hub:
             return False
         if subs.pop(client.client_id, None) is not None:
             self.num_subscriptions -= 1
+            self._fanout.pop(channel, None)
         if not subs:
             del self.channels[channel]
             return True
@@ -137,13 +141,16 @@ class Hub:
 
     def broadcast_publication(self, channel: str, pub: Publication, epoch: str) -> int:
         """Hand one publication to every local subscriber; returns how many got it."""
-        subs = self.channels.get(channel)
-        if not subs:
-            return 0
+        targets = self._fanout.get(channel)
+        if targets is None:
+            subs = self.channels.get(channel)
+            if not subs:
+                return 0
+            targets = self._fanout[channel] = tuple(subs.values())
         push = SharedPush(codec.encode_pub_push(channel, pub.data, pub.offset, pub.info, pub.tags))
-        for client in list(subs.values()):
+        for client in targets:
             client.on_publication(channel, pub, epoch, push)
-        return len(subs)
+        return len(targets)
 
     def broadcast_join_leave(self, channel: str, key: str, info: ClientInfo) -> None:
         subs = self.channels.get(channel)

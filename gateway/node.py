@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from gateway import control
 from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
-from gateway.hub import Hub, HubClient
+from gateway.hub import Hub, HubClient, SharedPush
 from gateway.metrics import Metrics
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
@@ -26,7 +26,7 @@ log = logging.getLogger("taskcast.gateway.node")
 
 
 class Flushable(Protocol):
-    def flush(self) -> None: ...
+    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None: ...
 
 
 class Node:
@@ -72,8 +72,9 @@ class Node:
 
     def _flush_dirty(self) -> None:
         dirty, self._dirty = self._dirty, []
+        frames: dict[tuple[int, ...], SharedPush] = {}
         for client in dirty:
-            client.flush()
+            client.flush(frames)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
