@@ -1,0 +1,198 @@
+"""Fixtures for the streaming-transport tests: real gateway processes (httpx's ASGITransport
+buffers whole responses, so endless SSE/HTTP-streaming bodies need a real server) and a reader
+that parses SSE events or JSON lines from an open response."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+import pytest
+
+from tests.helpers.gateway_proc import GatewayProcess
+
+SECRET = "transports-secret-0123456789abcdefghij"
+ALLOWED_ORIGIN = "http://allowed.example"
+HISTORY = {"history_size": 10, "history_ttl": "300s", "force_recovery": True}
+
+STREAM_CONFIG: dict[str, Any] = {
+    "client": {"token": {"hmac_secret_key": SECRET}, "allowed_origins": [ALLOWED_ORIGIN]},
+    "sse": {"enabled": True},
+    "http_stream": {"enabled": True},
+    "uni_sse": {"enabled": True},
+    "uni_http_stream": {"enabled": True},
+    "channel": {
+        "without_namespace": {
+            **HISTORY,
+            "allow_subscribe_for_client": True,
+            "allow_publish_for_subscriber": True,
+            "allow_history_for_subscriber": True,
+        },
+        # Server-side channels come from the token's `channels` claim.
+        "namespaces": [{"name": "feed", **HISTORY}],
+    },
+}
+
+
+def stream_config(**overrides: Any) -> dict[str, Any]:
+    """STREAM_CONFIG with top-level sections merged (one level deep)."""
+    config = copy.deepcopy(STREAM_CONFIG)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config
+
+
+def uid() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+def cf_connect(message: dict[str, Any]) -> str:
+    return quote(orjson.dumps(message).decode(), safe="")
+
+
+GatewayFactory = Callable[..., GatewayProcess]
+
+
+@pytest.fixture
+def gateway_factory(tmp_path: Path) -> Iterator[GatewayFactory]:
+    """``gateway_factory(config)`` starts a gateway process; all are stopped at teardown."""
+    started: list[GatewayProcess] = []
+
+    def start(config: dict[str, Any] | None = None) -> GatewayProcess:
+        gw = GatewayProcess(config if config is not None else stream_config(), tmp_path / "gw").start()
+        started.append(gw)
+        return gw
+
+    yield start
+    for gw in started:
+        gw.terminate()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """One gateway per module with every streaming transport on (tests use unique channels)."""
+    gw = GatewayProcess(stream_config(), tmp_path_factory.mktemp("stream-gw")).start()
+    yield gw
+    gw.terminate()
+    assert gw.api_key not in gw.log_text()
+
+
+class StreamReader:
+    """Reads an open streaming response in a background task and parses its messages: SSE
+    ``data:`` events (``sse=True``) or newline-delimited JSON. ``raw`` keeps every byte read."""
+
+    def __init__(self, response: httpx.Response, *, sse: bool) -> None:
+        self.response = response
+        self.sse = sse
+        self.raw = bytearray()
+        self.messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.ended = asyncio.Event()
+        self._buffer = b""
+        self._task = asyncio.ensure_future(self._pump())
+
+    async def _pump(self) -> None:
+        try:
+            async for chunk in self.response.aiter_raw():
+                self.raw += chunk
+                self._buffer += chunk
+                self._parse()
+        except (httpx.HTTPError, OSError):
+            pass
+        finally:
+            self.ended.set()
+            self.messages.put_nowait(None)
+
+    def _parse(self) -> None:
+        sep = b"\n\n" if self.sse else b"\n"
+        while sep in self._buffer:
+            event, self._buffer = self._buffer.split(sep, 1)
+            if self.sse:
+                lines = [ln for ln in event.replace(b"\r\n", b"\n").split(b"\n") if ln.startswith(b"data:")]
+                if not lines:
+                    continue  # the initial "\r\n" flush, or a comment
+                assert len(lines) == 1, f"one reply per SSE event expected: {event!r}"
+                payload = lines[0][len(b"data:") :].strip()
+            else:
+                payload = event.strip()
+                if not payload:
+                    continue
+            self.messages.put_nowait(orjson.loads(payload))
+
+    async def next(self, wait: float = 5.0) -> dict[str, Any]:
+        """The next message; fails if the stream ends or nothing arrives within ``timeout``."""
+        async with asyncio.timeout(wait):
+            message = await self.messages.get()
+        assert message is not None, f"stream ended; raw bytes: {bytes(self.raw)!r}"
+        return message
+
+    async def until(
+        self, pred: Callable[[dict[str, Any]], bool], wait: float = 5.0
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Read until a message matches; returns it and the messages skipped on the way."""
+        skipped: list[dict[str, Any]] = []
+        async with asyncio.timeout(wait):
+            while True:
+                message = await self.next(wait)
+                if pred(message):
+                    return message, skipped
+                skipped.append(message)
+
+    async def wait_end(self, wait: float = 5.0) -> list[dict[str, Any]]:
+        """Wait for the server to end the response; returns the messages read until then."""
+        async with asyncio.timeout(wait):
+            await self.ended.wait()
+        rest: list[dict[str, Any]] = []
+        while not self.messages.empty():
+            message = self.messages.get_nowait()
+            if message is not None:
+                rest.append(message)
+        return rest
+
+    async def aclose(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self.response.aclose()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], wait: float = 5.0, every: float = 0.05) -> None:
+    """Poll ``check`` until it is true; fails after ``wait`` seconds (a bounded condition wait)."""
+    deadline = asyncio.get_running_loop().time() + wait
+    for _ in range(int(wait / every) + 1):
+        if await check():
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(every)
+    raise AssertionError(f"condition not met within {wait}s")
+
+
+@contextlib.asynccontextmanager
+async def open_stream(
+    http: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    sse: bool,
+    content: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> AsyncIterator[StreamReader]:
+    """Open a streaming request; yields a StreamReader once the response headers are in."""
+    request = http.build_request(method, url, content=content, headers=headers)
+    response = await http.send(request, stream=True)
+    reader = StreamReader(response, sse=sse)
+    try:
+        yield reader
+    finally:
+        await reader.aclose()
