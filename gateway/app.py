@@ -29,6 +29,7 @@ from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
+from gateway.protocol import codes
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.streaming import StreamEndpoint
 
@@ -106,6 +107,15 @@ class Runtime:
         self.api = ServerApi(self)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
+        self.streams: set[Client] = set()
+        """Open SSE / HTTP-streaming connections (gateway/transports/streaming.py)."""
+
+    def shutdown_streams(self) -> None:
+        """uvicorn's graceful shutdown began: every streaming response gets the 3001 disconnect
+        push and ends (uvicorn would otherwise wait for them until the shutdown timeout)."""
+        self.shutting_down = True
+        for client in list(self.streams):
+            client.disconnect(codes.DISCONNECT_SHUTDOWN)
 
     def admit(self) -> int | None:
         """Handshake admission: None to accept, or a Retry-After in seconds (503)."""

@@ -12,6 +12,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.config import ConfigError, load_settings
+from gateway.transports.streaming import GatewayHttpProtocol
 from gateway.transports.websocket import GatewayWebSocketProtocol
 
 LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warning", "error": "error", "none": "critical"}
@@ -47,6 +48,7 @@ def main(argv: list[str]) -> int:
         host=settings.http_server.address or "0.0.0.0",
         port=settings.http_server.port,
         ws=GatewayWebSocketProtocol,
+        http=GatewayHttpProtocol,
         lifespan="on",
         log_level=level,
         access_log=False,

@@ -18,6 +18,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.client import Client
 from gateway.hub import SharedPush
@@ -132,6 +133,7 @@ class StreamResponse:
         finally:
             watcher.cancel()
             transport.closed = True
+            self.runtime.streams.discard(self.client)
             self.client.connection_lost()
 
 
@@ -215,6 +217,7 @@ class StreamEndpoint:
             return Response("too many connections", status_code=503, headers={"Retry-After": str(refusal)})
         transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional)
         client = self.runtime.new_client(transport)
+        self.runtime.streams.add(client)
         client.feed(data)
         headers = dict(NO_CACHE_HEADERS)
         headers.update(cors_headers(request))
@@ -232,3 +235,15 @@ def _uni_command(data: bytes) -> bytes | None:
     if not isinstance(request, dict):
         return None
     return orjson.dumps({"id": 1, "connect": request})
+
+
+class GatewayHttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, told about graceful shutdown: streaming responses never end by
+    themselves, so the first connection asked to shut down ends them all with 3001 (the
+    WebSocket protocol does the same for its own connection)."""
+
+    def shutdown(self) -> None:
+        runtime = self.app_state.get("taskcast")
+        if runtime is not None and runtime.streams:
+            runtime.shutdown_streams()
+        super().shutdown()

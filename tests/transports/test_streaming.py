@@ -4,6 +4,8 @@ HTTP-streaming (pushes without the wrapper, pings, the final disconnect, recover
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -347,3 +349,27 @@ async def test_uni_pings_are_empty_objects(http, gateway_factory):
         assert "pong" not in connect or connect["pong"] is False
         # No pong is ever sent (a unidirectional client cannot): pings keep coming.
         assert [await stream.next(wait=3) for _ in range(3)] == [{}, {}, {}]
+
+
+@pytest.mark.parametrize("transport", ["uni_sse", "http_stream"])
+async def test_graceful_shutdown_sends_3001_and_ends_streams_quickly(http, gateway_factory, transport):
+    gw = gateway_factory(stream_config(shutdown={"timeout": "10s"}))
+    token = mint_token(SECRET, "42", channels=[f"feed:{uid()}"])
+    opened = (
+        uni(http, gw, transport, {"token": token})
+        if transport.startswith("uni")
+        else bidi(http, gw, transport, token)
+    )
+    async with opened as stream:
+        await stream.next()
+        started = asyncio.get_running_loop().time()
+        gw.send_sigterm()
+        rest = await stream.wait_end(wait=5)
+        assert asyncio.get_running_loop().time() - started < 3
+        disconnect = {"code": 3001, "reason": "shutdown"}
+        assert rest == [
+            {"disconnect": disconnect}
+            if transport.startswith("uni")
+            else {"push": {"disconnect": disconnect}}
+        ]
+    assert await asyncio.to_thread(gw.wait, 5.0) in (0, -signal.SIGTERM)  # uvicorn re-raises it
