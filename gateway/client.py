@@ -47,6 +47,9 @@ from gateway.protocol.session import Delivery, Execute, Pong, Session, State, Su
 
 log = logging.getLogger("taskcast.gateway.client")
 
+MAX_PENDING_COMMANDS = 1024
+"""Commands queued on one connection before it is disconnected with 3013."""
+
 
 class Transport(Protocol):
     """What a connection writes to. Adapters live in gateway/transports/."""
@@ -130,6 +133,11 @@ class Client:
             if isinstance(action, Pong):
                 continue
             if isinstance(action, Execute):
+                if len(self._inbox) >= MAX_PENDING_COMMANDS:
+                    # A client that sends faster than its commands can run: bound the memory
+                    # it can pin, and let it reconnect.
+                    self.disconnect(codes.DISCONNECT_TOO_MANY_REQUESTS)
+                    return
                 self._inbox.append(action.command)
         if self._inbox and self._worker is None:
             self._worker = self.loop.create_task(self._run_commands())

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
     from gateway.app import Runtime
 
 log = logging.getLogger("taskcast.gateway.websocket")
+protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
+"""The RFC 6455 layer's own log ("connection open" per connection): quiet unless debugging."""
+protocol_log.setLevel(logging.WARNING)
 
 JSON_SUBPROTOCOL = Subprotocol("centrifuge-json")
 
@@ -58,6 +61,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.conn = ServerProtocol(
             max_size=settings.websocket.message_size_limit or None,
             select_subprotocol=_select_subprotocol,
+            logger=protocol_log,
         )
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None

@@ -313,3 +313,13 @@ async def test_recovery_beyond_history_size_is_not_recovered(gateway):
             {"channel": "small:d", "recover": True, "offset": 5, "epoch": "gone", "flag": 2},
         )
         assert rejected["error"]["code"] == 112
+
+
+async def test_command_flood_is_bounded_with_3013(gateway):
+    gw = gateway()
+    async with connect(gw.ws_url) as ws:
+        lines = [json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "u")}})]
+        lines += [json.dumps({"id": n, "history": {"channel": "c", "limit": 1}}) for n in range(2, 1200)]
+        await ws.send("\n".join(lines))
+        assert await _close_code(ws) == 3013
+    assert gw.health_ok()
