@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import json
+import shutil
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -17,6 +20,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.conformance.conftest import JS_DIR
 from tests.helpers.gateway_proc import GatewayProcess
 
 SECRET = "transports-secret-0123456789abcdefghij"
@@ -196,3 +200,60 @@ async def open_stream(
         yield reader
     finally:
         await reader.aclose()
+
+
+@pytest.fixture(scope="session")
+def node_bin() -> str:
+    node = shutil.which("node")
+    if node is None or not (JS_DIR / "node_modules" / "centrifuge").is_dir():
+        pytest.fail("node or tests/conformance/js/node_modules missing: run `bash scripts/bootstrap.sh`")
+    return node
+
+
+SCRIPT_TIMEOUT_SECONDS = 30
+
+
+def emulation_endpoints(gw: GatewayProcess, transport: str) -> list[dict[str, str]]:
+    return [{"transport": transport, "endpoint": f"{gw.url}/connection/{transport}"}]
+
+
+def run_js(
+    node: str,
+    script: str,
+    gw: GatewayProcess,
+    *,
+    transport: str,
+    emulation_gw: GatewayProcess | None = None,
+    url: list[dict[str, str]] | None = None,
+    **args: Any,
+) -> list[dict[str, Any]]:
+    """Run a centrifuge-js script of tests/conformance/js over an emulation transport of ``gw``
+    (``url`` overrides the endpoints, e.g. through a proxy); its /emulation POSTs go to
+    ``emulation_gw`` (default: the same node). Returns the script's events; fails unless it
+    printed "done"."""
+    target = emulation_gw or gw
+    payload = {
+        "url": url or emulation_endpoints(gw, transport),
+        "emulationEndpoint": f"{target.url}/emulation",
+        "apiUrl": gw.api_url,
+        "apiKey": gw.api_key,
+        **args,
+    }
+    proc = subprocess.run(
+        [node, script, json.dumps(payload)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_SECONDS,
+        check=False,
+    )
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    logs = "".join(f"\n{g.url} log:\n{g.log_text()[-3000:]}" for g in {gw, target})
+    detail = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}{logs}"
+    assert proc.returncode == 0, detail
+    assert events and events[-1]["event"] == "done", detail
+    return events
+
+
+def of(events: list[dict[str, Any]], name: str, **match: Any) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == name and all(e.get(k) == v for k, v in match.items())]

@@ -1,0 +1,48 @@
+// recovery.mjs over an emulation transport: receives args.before publications, is
+// force-reconnected through the server API (3011, the disconnect push on the stream); while it
+// is really away (the reconnect waits on getData) args.away publications go out; reports the
+// resubscribe outcome and every publication. args.serverSide: the channel is a server-side
+// subscription from the token's `channels` claim (recovered through ConnectRequest.subs).
+import { args, emit, until, count, api, watch, run } from './lib.mjs';
+import { newEmulationClient } from './emulation_lib.mjs';
+
+run(async () => {
+  let releaseReconnect;
+  const awayDone = new Promise((resolve) => { releaseReconnect = resolve; });
+  let connects = 0;
+  const c = newEmulationClient({
+    token: args.token,
+    getData: async () => {
+      connects += 1;
+      if (connects > 1) await awayDone;  // reconnect only after the publications while away
+      return null;
+    },
+  });
+  const SUBSCRIBED = args.serverSide ? 'server_subscribed' : 'subscribed';
+  const PUBLICATION = args.serverSide ? 'server_publication' : 'publication';
+  if (!args.serverSide) watch(c.newSubscription(args.channel)).subscribe();
+  c.connect();
+  const connected = await until((e) => e.event === 'connected', 5000, 'connected');
+  await until((e) => e.event === SUBSCRIBED && e.channel === args.channel, 5000, 'subscribed');
+  for (let i = 1; i <= args.before; i++) {
+    await api('publish', { channel: args.channel, data: { n: i } });
+  }
+  await until(() => count((e) => e.event === PUBLICATION) >= args.before, 5000, 'pubs before');
+
+  c.on('connecting', async (ctx) => {
+    if (ctx.code !== 3011) return;
+    try {
+      for (let i = args.before + 1; i <= args.before + args.away; i++) {
+        const r = await api('publish', { channel: args.channel, data: { n: i } });
+        emit('published_away', { n: i, offset: r.offset, state: c.state });
+      }
+    } finally {
+      releaseReconnect();
+    }
+  });
+  await api('disconnect', { user: args.user, client: connected.client,
+    disconnect: { code: 3011, reason: 'force reconnect' } });
+  await until(() => count((e) => e.event === SUBSCRIBED) >= 2, 10000, 'resubscribed');
+  await until(() => count((e) => e.event === PUBLICATION) >= args.before + args.away, 5000, 'recovered pubs');
+  c.disconnect();
+});

@@ -1,0 +1,31 @@
+// refresh.mjs over an emulation transport: connects with an expired token (109 -> getToken),
+// then with a token expiring in a few seconds that the SDK refreshes through getToken at ttl
+// (the refresh command goes through /emulation). The connection still works afterwards.
+import { args, emit, until, count, api, watch, run } from './lib.mjs';
+import { newEmulationClient } from './emulation_lib.mjs';
+
+run(async () => {
+  let calls = 0;
+  const c = newEmulationClient({
+    token: args.token,
+    getToken: async () => {
+      const token = args.tokens[Math.min(calls, args.tokens.length - 1)];
+      calls += 1;
+      emit('get_token', { call: calls });
+      return token;
+    },
+  });
+  const sub = watch(c.newSubscription(args.channel));
+  sub.subscribe();
+  c.connect();
+  await until((e) => e.event === 'connected', 5000, 'connected');
+  await sub.ready(5000);
+  await until((e) => e.event === 'get_token' && e.call === 2, 10000, 'refresh getToken');
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  await sub.publish({ after: 'refresh' });
+  await until((e) => e.event === 'publication' && e.data.after === 'refresh', 5000, 'pub after refresh');
+  await api('publish', { channel: args.channel, data: { after: 'refresh-api' } });
+  await until((e) => e.event === 'publication' && e.data.after === 'refresh-api', 5000, 'api pub after refresh');
+  emit('state', { state: c.state, connects: count((e) => e.event === 'connected') });
+  c.disconnect();
+});
