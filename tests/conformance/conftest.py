@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -59,13 +60,31 @@ def standard_config(**overrides: Any) -> dict[str, Any]:
 GatewayFactory = Callable[..., GatewayProcess]
 
 
+@pytest.fixture(scope="session", params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def engine(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Every conformance scenario runs on the memory engine and on the Redis engine."""
+    if request.param == "memory":
+        return {}
+    url = request.getfixturevalue("redis_url")
+    prefix = f"conformance-{uuid.uuid4().hex[:8]}"
+    return {"engine": {"type": "redis", "redis": {"address": url, "prefix": prefix}}}
+
+
+def _with_engine(config: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(config)
+    config.update(copy.deepcopy(engine))
+    return config
+
+
 @pytest.fixture
-def gateway_factory(tmp_path: Path) -> Iterator[GatewayFactory]:
-    """``gateway_factory(config)`` starts a gateway process; all are stopped at teardown."""
+def gateway_factory(tmp_path: Path, engine: dict[str, Any]) -> Iterator[GatewayFactory]:
+    """``gateway_factory(config)`` starts a gateway process on the parametrized engine; all are
+    stopped at teardown."""
     started: list[GatewayProcess] = []
 
     def start(config: dict[str, Any] | None = None) -> GatewayProcess:
-        gw = GatewayProcess(config if config is not None else standard_config(), tmp_path / "gw").start()
+        base = config if config is not None else standard_config()
+        gw = GatewayProcess(_with_engine(base, engine), tmp_path / "gw").start()
         started.append(gw)
         return gw
 
@@ -75,9 +94,9 @@ def gateway_factory(tmp_path: Path) -> Iterator[GatewayFactory]:
 
 
 @pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    """One shared gateway with the standard config (tests use unique channel names)."""
-    gw = GatewayProcess(standard_config(), tmp_path_factory.mktemp("shared-gw")).start()
+def gateway(tmp_path_factory: pytest.TempPathFactory, engine: dict[str, Any]) -> Iterator[GatewayProcess]:
+    """One shared gateway per engine with the standard config (tests use unique channel names)."""
+    gw = GatewayProcess(_with_engine(standard_config(), engine), tmp_path_factory.mktemp("shared-gw")).start()
     yield gw
     gw.terminate()
     assert gw.api_key not in gw.log_text()
