@@ -1,0 +1,439 @@
+/**
+ * Taskcast client: the Centrifugo client protocol v2 (JSON) over WebSocket with SSE /
+ * HTTP-streaming emulation fallback, and a version-gated task store (seed §8, §9, §13).
+ *
+ * @example
+ * import { TaskFeed } from '@taskcast/client';
+ * const feed = new TaskFeed({
+ *   api: { baseUrl: '', headers: () => ({ Authorization: `Bearer ${idToken}` }) },
+ *   endpoints: [
+ *     { transport: 'websocket', endpoint: 'wss://rt.example.com/connection/websocket' },
+ *     { transport: 'sse', endpoint: 'https://rt.example.com/connection/sse' },
+ *   ],
+ *   clientOptions: { emulationEndpoint: 'https://rt.example.com/emulation' },
+ * });
+ * feed.on('change', (state) => render(state));
+ * await feed.start();
+ */
+
+// --- codes ----------------------------------------------------------------------------------------
+
+export declare const DisconnectCode: Readonly<Record<string, number>>;
+export declare const ErrorCode: Readonly<Record<string, number>>;
+export declare const UnsubscribeCode: Readonly<Record<string, number>>;
+export declare const ClientCode: Readonly<Record<string, number>>;
+/** 3500–3999 and 4500–4999 (and 1009): never reconnect. */
+export declare function isTerminalDisconnect(code: number): boolean;
+/** code < 100, temporary, or 109: retry. */
+export declare function isTemporaryError(error: { code: number; temporary?: boolean }): boolean;
+
+// --- emitter / backoff ----------------------------------------------------------------------------
+
+export type Unbind = () => void;
+
+/** nanoevents-style emitter: `on()` returns an unbind function; a throwing listener never breaks `emit`. */
+export declare class Emitter<Events extends { [K in keyof Events]: (...args: any[]) => void } = any> {
+  on<K extends keyof Events & string>(event: K, cb: Events[K]): Unbind;
+  emit<K extends keyof Events & string>(event: K, ...args: Parameters<Events[K]>): void;
+  onListenerError: (err: unknown, event: string) => void;
+}
+
+/** Full-jitter exponential backoff in ms: random(0, min(max, min·2^attempt)), at least min. */
+export declare function backoffMs(attempt: number, minMs: number, maxMs: number, random?: () => number): number;
+/** baseMs ± spread (0..1). */
+export declare function jittered(baseMs: number, spread: number, random?: () => number): number;
+
+// --- client ---------------------------------------------------------------------------------------
+
+export type TransportName = 'websocket' | 'sse' | 'http_stream';
+export interface TransportEndpoint {
+  transport: TransportName;
+  endpoint: string;
+}
+export interface StreamPosition {
+  epoch: string;
+  offset: number;
+}
+export interface ReplyError {
+  code: number;
+  message: string;
+  temporary?: boolean;
+}
+
+export interface ClientOptions {
+  /** Connection JWT; or leave empty and provide getToken. */
+  token?: string;
+  /** Called for the first token when none is given, after error 109, and before expiry (refresh). Throw UnauthorizedError to stop. */
+  getToken?: (ctx: {}) => Promise<string>;
+  /** WebSocket constructor (Node 20: `ws`). Defaults to globalThis.WebSocket. */
+  websocket?: unknown;
+  /** EventSource constructor (Node: `eventsource`). Defaults to globalThis.EventSource. */
+  eventsource?: unknown;
+  /** fetch (emulation commands, http_stream). Defaults to globalThis.fetch. */
+  fetch?: typeof fetch;
+  /** POST endpoint of emulation transports; must be absolute in Node. Default '/emulation'. */
+  emulationEndpoint?: string;
+  name?: string;
+  /** Reply timeout in ms (default 5000). */
+  timeout?: number;
+  minReconnectDelay?: number;
+  maxReconnectDelay?: number;
+  /** Extra ms allowed beyond the server's ping interval before the transport is dropped (default 10000). */
+  maxServerPingDelay?: number;
+  random?: () => number;
+}
+
+export type ClientState = 'disconnected' | 'connecting' | 'connected';
+export interface StateContext {
+  code: number;
+  reason: string;
+}
+export interface SubscribedContext {
+  channel: string;
+  recovered: boolean;
+  wasRecovering: boolean;
+  recoverable: boolean;
+  streamPosition?: StreamPosition;
+}
+export interface PublicationContext {
+  channel: string;
+  data: any;
+  offset?: number;
+  tags?: Record<string, string>;
+}
+
+export interface ClientEvents {
+  state: (state: ClientState) => void;
+  connecting: (ctx: StateContext) => void;
+  connected: (ctx: { client: string; transport: TransportName; data?: unknown }) => void;
+  disconnected: (ctx: StateContext) => void;
+  error: (ctx: { type: string; error: ReplyError }) => void;
+  /** Server-side subscriptions (the connection token's `channels`). */
+  subscribed: (ctx: SubscribedContext) => void;
+  unsubscribed: (ctx: { channel: string; code: number; reason: string }) => void;
+  publication: (ctx: PublicationContext) => void;
+  message: (ctx: { data: unknown }) => void;
+}
+
+export declare class UnauthorizedError extends Error {}
+
+export declare class Client extends Emitter<ClientEvents> {
+  constructor(endpoints: string | TransportEndpoint[], options?: ClientOptions);
+  readonly state: ClientState;
+  readonly transportName: TransportName | '';
+  connect(): void;
+  disconnect(): void;
+  ready(timeoutMs?: number): Promise<void>;
+  newSubscription(channel: string, options?: SubscriptionOptions): Subscription;
+  getSubscription(channel: string): Subscription | null;
+  removeSubscription(sub: Subscription | null): void;
+}
+
+export interface SubscriptionOptions {
+  token?: string;
+  /** Subscription JWT source, e.g. POST /api/realtime/subscription-token; also used for sub_refresh. */
+  getToken?: (ctx: { channel: string }) => Promise<string>;
+  minResubscribeDelay?: number;
+  maxResubscribeDelay?: number;
+}
+export type SubscriptionState = 'unsubscribed' | 'subscribing' | 'subscribed';
+export interface SubscriptionEvents {
+  state: (state: SubscriptionState) => void;
+  subscribing: (ctx: { channel: string; code: number; reason: string }) => void;
+  subscribed: (ctx: SubscribedContext) => void;
+  unsubscribed: (ctx: { channel: string; code: number; reason: string }) => void;
+  publication: (ctx: PublicationContext) => void;
+  error: (ctx: { channel: string; error: ReplyError }) => void;
+}
+export declare class Subscription extends Emitter<SubscriptionEvents> {
+  readonly channel: string;
+  readonly state: SubscriptionState;
+  readonly position: StreamPosition | null;
+  subscribe(): void;
+  unsubscribe(): void;
+}
+
+export declare class WebSocketTransport {
+  constructor(endpoint: string, WebSocketImpl: unknown);
+}
+export declare class SseTransport {
+  constructor(endpoint: string, emulationEndpoint: string, EventSourceImpl: unknown, fetchImpl: typeof fetch);
+}
+export declare class HttpStreamTransport {
+  constructor(endpoint: string, emulationEndpoint: string, fetchImpl: typeof fetch);
+}
+
+// --- Status API -------------------------------------------------------------------------------
+
+export type Lifecycle = 'PENDING' | 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'CANCELLED';
+export type Health = 'HEALTHY' | 'DEGRADED' | 'STALE';
+export interface DataBody {
+  schema: string;
+  value: Record<string, unknown>;
+}
+export interface Progress {
+  current: number;
+  total?: number;
+  unit?: string;
+}
+export interface PublicError {
+  category: string;
+  code: string;
+  retryable: boolean;
+  userMessage: string;
+}
+/** schema/json/task-summary.schema.json `task`. */
+export interface SummaryTask {
+  id: string;
+  projectId?: string | null;
+  product: string;
+  taskType: string;
+  title: string;
+  lifecycleStatus: Lifecycle;
+  businessStatus: string;
+  health: Health;
+  /** decimal string; compare as BigInt */
+  version: string;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  elapsedMs: number | null;
+  durationMs: number | null;
+  asOf: string;
+  currentOperation?: { stepId: string; operationCode: string; progress?: Progress | null } | null;
+  failedStepId?: string | null;
+  failureCode?: string | null;
+  failureMessage?: string | null;
+  summaryData?: DataBody | null;
+}
+export interface Notice {
+  id: string;
+  type: string;
+  level: 'INFO' | 'WARNING' | 'ERROR';
+  title: string;
+  message: string;
+  stepId?: string;
+  operationCode?: string;
+  errorCode?: string;
+  retryable?: boolean;
+  requiresAction: boolean;
+  actions?: string[];
+}
+export interface SummaryMessage {
+  kind: 'task.summary';
+  schemaVersion: 1;
+  task: SummaryTask;
+  notice?: Notice;
+}
+export interface Step {
+  id: string;
+  operationCode: string;
+  attempt: number;
+  version: string;
+  lifecycleStatus: Lifecycle;
+  businessStatus: string;
+  health: Health;
+  startedAt: string | null;
+  finishedAt: string | null;
+  durationMs: number | null;
+  durationSource: string | null;
+  queueDurationMs: number | null;
+  lastHeartbeatAt: string | null;
+  progress: Progress | null;
+  data: DataBody | null;
+  error: PublicError | null;
+}
+export interface TriggerEvent {
+  eventId: string;
+  eventType: string;
+  stepId: string | null;
+  operationCode: string | null;
+  stepAttempt: number | null;
+  stepVersion: string | null;
+  durationMs: number | null;
+  data: DataBody | null;
+  error: PublicError | null;
+  committedAt: string;
+}
+/** schema/json/task-detail.schema.json (snapshots have triggerEvent null). */
+export interface DetailMessage {
+  kind: 'task.detail';
+  schemaVersion: 1;
+  taskId: string;
+  version: string;
+  taskVersion: string;
+  title: string;
+  product: string;
+  taskType: string;
+  lifecycleStatus: Lifecycle;
+  businessStatus: string;
+  health: Health;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  asOf: string;
+  failedStepId?: string | null;
+  failureCode?: string | null;
+  failureMessage?: string | null;
+  durations: { queueMs: number | null; runMs: number | null; totalMs: number | null; elapsedMs: number | null; durationSource: string | null };
+  steps: Step[];
+  triggerEvent: TriggerEvent | null;
+  [extra: string]: unknown;
+}
+export interface TimelineEvent extends TriggerEvent {
+  taskVersion: string;
+  [extra: string]: unknown;
+}
+export interface EventsPage {
+  taskId: string;
+  taskVersion: string;
+  afterTaskVersion: string;
+  events: TimelineEvent[];
+  nextAfterTaskVersion: string;
+  hasMore: boolean;
+  purged: boolean;
+  oldestAvailableTaskVersion: string | null;
+}
+export interface RealtimeSession {
+  token: string;
+  expiresAt: number;
+  sessionId: string;
+  channels: string[];
+  maxDetailSubscriptions?: number;
+}
+
+export interface StatusApiOptions {
+  baseUrl?: string;
+  fetch?: typeof fetch;
+  headers?: Record<string, string> | (() => Record<string, string> | Promise<Record<string, string>>);
+}
+export declare class ApiError extends Error {
+  status: number;
+  code: string;
+  retryable: boolean;
+}
+export declare class StatusApi {
+  constructor(options?: StatusApiOptions);
+  listTasks(q?: { limit?: number; cursor?: string }): Promise<{ items: SummaryTask[]; nextCursor: string | null }>;
+  getTask(taskId: string): Promise<DetailMessage>;
+  events(taskId: string, afterTaskVersion: string | number, limit?: number): Promise<EventsPage>;
+  batchGet(body: { taskIds?: string[]; knownVersions?: Record<string, string> }): Promise<{ tasks: SummaryTask[]; unchanged: string[]; notFound: string[]; asOf: string }>;
+  session(): Promise<RealtimeSession>;
+  subscriptionToken(taskId: string, sessionId: string): Promise<{ token: string; channel: string; expiresAt: number }>;
+  releaseSubscription(taskId: string, sessionId: string): Promise<{ released: boolean }>;
+}
+
+// --- the store (pure) -----------------------------------------------------------------------------
+
+export type ConnectionStatus = 'LIVE' | 'RECOVERING' | 'STALE';
+export interface ShownNotice extends Notice {
+  taskId: string;
+  version: string;
+}
+export interface DetailEntry {
+  phase: 'buffering' | 'ready';
+  buffer: DetailMessage[];
+  detail: Omit<DetailMessage, 'triggerEvent'> | null;
+  timeline: Record<string, TimelineEntry>;
+  floor: string;
+  fetching: string | null;
+  checkedVersion: string | null;
+}
+export interface TimelineEntry {
+  taskVersion: string;
+  eventId: string;
+  eventType: string;
+  stepId: string | null;
+  operationCode: string | null;
+  durationMs: number | null;
+  data: DataBody | null;
+  error: PublicError | null;
+  committedAt: string;
+}
+export interface StoreState {
+  connection: ConnectionStatus;
+  list: { phase: 'idle' | 'buffering' | 'ready'; buffer: { message: SummaryMessage; at: number }[] };
+  tasks: Record<string, SummaryTask>;
+  clocks: Record<string, { elapsedMs: number | null; receivedAt: number }>;
+  baseline: Record<string, string>;
+  details: Record<string, DetailEntry>;
+  notices: { seen: Record<string, true>; queue: ShownNotice[] };
+}
+/** Everything the reducer understands; `at` is performance.now() when the message arrived. */
+export type StoreAction =
+  | { type: 'connection'; status: ConnectionStatus }
+  | { type: 'list/subscribed' }
+  | { type: 'summary'; message: SummaryMessage; at: number }
+  | { type: 'list/snapshot'; tasks: SummaryTask[]; at: number; final?: boolean }
+  | { type: 'task/remove'; taskId: string }
+  | { type: 'detail/open'; taskId: string }
+  | { type: 'detail/close'; taskId: string }
+  | { type: 'detail'; message: DetailMessage; at?: number }
+  | { type: 'detail/resubscribed'; taskId: string }
+  | { type: 'detail/snapshot'; detail: DetailMessage; at?: number }
+  | { type: 'detail/eventsRequested'; taskId: string; after: string }
+  | { type: 'detail/events'; taskId: string; page: EventsPage }
+  | { type: 'detail/eventsFailed'; taskId: string }
+  | { type: 'notice/dismiss'; id: string };
+
+export declare const TERMINAL: readonly Lifecycle[];
+export declare function initialState(): StoreState;
+/** Pure: never mutates `state`; returns the same object when nothing changed. */
+export declare function reduce(state: StoreState, action: StoreAction): StoreState;
+export declare function compareVersions(a: string | null | undefined, b: string | null | undefined): -1 | 0 | 1;
+export declare function isTerminal(status: string): boolean;
+export declare function taskList(state: StoreState): SummaryTask[];
+/** Backend final value at terminal states; elapsedMs + (now − receivedAt) while RUNNING. */
+export declare function displayElapsedMs(state: StoreState, taskId: string, now: number): number | null;
+export declare function hasTicking(state: StoreState): boolean;
+export declare function activeTaskIds(state: StoreState): string[];
+export declare function knownVersions(state: StoreState, ids: string[]): Record<string, string>;
+export declare function timelineOf(state: StoreState, taskId: string): TimelineEntry[];
+export declare function timelineEntry(taskVersion: string, e: TriggerEvent): TimelineEntry;
+/** Version after which /events must be read, or null. */
+export declare function timelineGap(state: StoreState, taskId: string): string | null;
+export type CardKind = 'document-parse' | 'video-transcode' | 'file-prepare' | 'result-persist' | 'review' | 'generic';
+export declare function cardKind(step: { operationCode: string; data?: DataBody | null }): CardKind;
+export declare function lruTouch(order: string[], id: string, cap: number): { order: string[]; evicted: string[] };
+
+// --- TaskFeed (effects) ---------------------------------------------------------------------------
+
+export interface TaskFeedOptions {
+  api: StatusApi | StatusApiOptions;
+  endpoints: string | TransportEndpoint[];
+  clientOptions?: Omit<ClientOptions, 'token' | 'getToken'>;
+  /** Detail subscriptions kept open (LRU beyond it); capped by the session's maxDetailSubscriptions. Default 20. */
+  maxDetailSubscriptions?: number;
+  /** Mean interval of the jittered status:batchGet check while not LIVE (default 30000 ± 30%). */
+  checkIntervalMs?: number;
+  /** RECOVERING turns STALE after this long (default 10000). */
+  staleAfterMs?: number;
+  /** Shared elapsed-time ticker period (default 1000). */
+  tickMs?: number;
+  listLimit?: number;
+  now?: () => number;
+  random?: () => number;
+  /** For visibilitychange recalibration; null to disable (Node). */
+  document?: { visibilityState: string; addEventListener: Function; removeEventListener: Function } | null;
+}
+export interface TaskFeedEvents {
+  change: (state: StoreState, action: StoreAction) => void;
+  /** The shared timer: re-render elapsed times with displayElapsedMs(state, id, now). */
+  tick: (now: number) => void;
+  error: (err: unknown) => void;
+  detailClosed: (ctx: { taskId: string; channel: string; code: number; reason: string }) => void;
+}
+export declare class TaskFeed extends Emitter<TaskFeedEvents> {
+  constructor(options: TaskFeedOptions);
+  readonly state: StoreState;
+  readonly client: Client | null;
+  readonly api: StatusApi;
+  start(): Promise<void>;
+  stop(): void;
+  dispatch(action: StoreAction): void;
+  openDetail(taskId: string): void;
+  closeDetail(taskId: string): void;
+  /** One status:batchGet of the non-terminal tasks. */
+  check(options?: { recalibrate?: boolean }): Promise<void>;
+  recalibrate(): Promise<void>;
+}
