@@ -299,7 +299,7 @@ class ServerApi:
         return {"channels": out}
 
     async def info(self, p: Params) -> Result:
-        return {"nodes": [self.node.info()]}
+        return {"nodes": self.node.nodes()}  # every live node, from the cluster heartbeats
 
     async def rpc(self, p: Params) -> Result:
         raise API_NOT_FOUND
