@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-USAGE = "usage: taskcast {gateway,status-api} [options]  (taskcast <command> --help)"
+USAGE = "usage: taskcast {gateway,status-api,relay} [options]  (taskcast <command> --help)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from status_api.cli import main as status_api_main  # type: ignore[import-not-found,unused-ignore]
 
         return int(status_api_main(rest))
+    if command == "relay":
+        from relay.cli import main as relay_main
+
+        return relay_main(rest)
     print(f"taskcast: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -1,16 +1,23 @@
 """The transactional outbox (seed §5.1, §5.2): append inside the state transaction; claim/mark for the relay.
 
-The relay imports exactly this module. Contract:
+The relay imports exactly this module (and must not import any other ``status_api`` module). Contract:
 
 * :func:`append` runs inside the Status API's state transaction: one row per projection channel per
-  task version (unique on aggregate_id, aggregate_version, channel, projection).
-* :func:`claim` must run inside its own short transaction (``async with engine.begin()``); on
-  MySQL/MariaDB it uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
-  ``BEGIN IMMEDIATE`` write lock makes the claimer single. It sets PROCESSING, ``locked_by``,
-  ``locked_at`` and ``attempts + 1``.
+  task version (unique on aggregate_id, aggregate_version, channel, projection). A task's first
+  version is raised to :data:`PRIORITY_NEW_AGGREGATE` so new tasks never queue behind progress.
+* :func:`claim` must run inside its own short transaction (``async with engine.begin()``). It first
+  takes over PROCESSING rows whose lease expired, then due PENDING rows by priority tier (urgent
+  rows first, then ``priority = 0`` in id order, then negative priorities). On MySQL/MariaDB every
+  SELECT uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
+  ``BEGIN IMMEDIATE`` write lock makes the claimer single. Claimed rows get PROCESSING,
+  ``locked_by``, ``locked_at`` (the lease) and ``attempts + 1``. There is no "last id seen"
+  cursor: a row committed late with a low id is claimed by the next poll.
 * The relay publishes outside the transaction, then calls :func:`mark_published`,
-  :func:`mark_retry` (back to PENDING at ``available_at``) or :func:`mark_dead`; each only touches
-  rows still leased by that relay. :func:`release_expired` returns timed-out leases to PENDING.
+  :func:`mark_retry` (back to PENDING at ``available_at``), :func:`mark_dead` or :func:`release`;
+  each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
+  so a row taken over by another replica is never clobbered. :func:`release_expired` returns
+  timed-out leases to PENDING without claiming them.
+* Operator helpers: :func:`purge_published`, :func:`list_dead`, :func:`requeue_dead`, :func:`stats`.
 * Rows carry complete state and ``aggregate_version``: duplicates and reordering are harmless.
 """
 
@@ -32,6 +39,8 @@ PROCESSING = "PROCESSING"
 PUBLISHED = "PUBLISHED"
 DEAD = "DEAD"
 LAST_ERROR_LIMIT = 1024
+#: Priority given to version 1 of an aggregate (a new task) when its messages carry less.
+PRIORITY_NEW_AGGREGATE = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,29 @@ class OutboxRow:
     priority: int
     attempts: int
     created_at: datetime
+    #: True when this claim took the row over from an expired lease of another (or a crashed) relay.
+    taken_over: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A row to return to PENDING: due again at ``available_at``, with a sanitized error."""
+
+    row_id: int
+    error: str
+    available_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadRow:
+    id: int
+    aggregate_id: str
+    aggregate_version: int
+    channel: str
+    projection: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
 
 
 async def append(
@@ -58,6 +90,7 @@ async def append(
     """Insert one PENDING row per message (one statement); ``created_at`` is the commit-time clock."""
     if not messages:
         return
+    floor = PRIORITY_NEW_AGGREGATE if aggregate_version == 1 else None
     await conn.execute(
         sa.insert(task_outbox),
         [
@@ -69,7 +102,7 @@ async def append(
                 "projection": m.projection,
                 "payload": m.payload,
                 "status": PENDING,
-                "priority": m.priority,
+                "priority": m.priority if floor is None else max(m.priority, floor),
                 "available_at": now,
                 "attempts": 0,
                 "created_at": now,
@@ -79,7 +112,7 @@ async def append(
     )
 
 
-def _row(r: Any) -> OutboxRow:
+def _row(r: Any, taken_over: frozenset[int] = frozenset()) -> OutboxRow:
     return OutboxRow(
         id=int(r["id"]),
         aggregate_type=r["aggregate_type"],
@@ -91,30 +124,64 @@ def _row(r: Any) -> OutboxRow:
         priority=int(r["priority"]),
         attempts=int(r["attempts"]),
         created_at=r["created_at"],
+        taken_over=int(r["id"]) in taken_over,
     )
 
 
-async def claim(conn: AsyncConnection, relay_id: str, limit: int, now: datetime) -> list[OutboxRow]:
-    """Lease up to ``limit`` due PENDING rows, most urgent (priority) first, then oldest id."""
-    ids_q = (
-        sa.select(task_outbox.c.id)
-        .where(task_outbox.c.status == PENDING, task_outbox.c.available_at <= now)
-        .order_by(task_outbox.c.priority.desc(), task_outbox.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-    )
-    ids = [int(r[0]) for r in await conn.execute(ids_q)]
+async def _ids(conn: AsyncConnection, query: sa.Select[Any]) -> list[int]:
+    return [int(r[0]) for r in await conn.execute(query.with_for_update(skip_locked=True))]
+
+
+async def claim(
+    conn: AsyncConnection,
+    relay_id: str,
+    limit: int,
+    now: datetime,
+    *,
+    lease_seconds: float | None = None,
+) -> list[OutboxRow]:
+    """Lease up to ``limit`` rows: expired leases first (when ``lease_seconds`` is given), then due
+    PENDING rows, most urgent priority first, and within a priority by ``available_at`` then id.
+
+    Ordering by due time (not id) is what keeps a retried row from starving the rows behind it: a
+    retry moves its ``available_at`` into the future and so to the back of the queue, while a fresh
+    row's ``available_at`` is its transaction time. Each tier is a separate ``LIMIT`` query so the
+    common tier (``priority = 0``) walks ``outbox_claim_idx (status, available_at, id)`` in order
+    instead of sorting the whole backlog.
+    """
+    c = task_outbox.c
+    ids: list[int] = []
+    taken: list[int] = []
+    if lease_seconds is not None:
+        cutoff = now - timedelta(seconds=lease_seconds)
+        taken = await _ids(
+            conn,
+            sa.select(c.id)
+            .where(c.status == PROCESSING, c.locked_at < cutoff)
+            .order_by(c.locked_at, c.id)
+            .limit(limit),
+        )
+        ids += taken
+    due = sa.and_(c.status == PENDING, c.available_at <= now)
+    tiers = [
+        (c.priority > 0, (c.priority.desc(), c.available_at, c.id)),
+        (c.priority == 0, (c.available_at, c.id)),
+        (c.priority < 0, (c.priority.desc(), c.available_at, c.id)),
+    ]
+    for cond, order in tiers:
+        if len(ids) >= limit:
+            break
+        ids += await _ids(conn, sa.select(c.id).where(due, cond).order_by(*order).limit(limit - len(ids)))
     if not ids:
         return []
     await conn.execute(
         sa.update(task_outbox)
-        .where(task_outbox.c.id.in_(ids))
-        .values(status=PROCESSING, locked_by=relay_id, locked_at=now, attempts=task_outbox.c.attempts + 1)
+        .where(c.id.in_(ids))
+        .values(status=PROCESSING, locked_by=relay_id, locked_at=now, attempts=c.attempts + 1)
     )
-    rows = (
-        await conn.execute(sa.select(task_outbox).where(task_outbox.c.id.in_(ids)).order_by(task_outbox.c.id))
-    ).mappings()
-    return [_row(r) for r in rows]
+    rows = (await conn.execute(sa.select(task_outbox).where(c.id.in_(ids)))).mappings()
+    by_id = {int(r["id"]): _row(r, frozenset(taken)) for r in rows}
+    return [by_id[i] for i in ids if i in by_id]
 
 
 def _leased(ids: Sequence[int], relay_id: str) -> Any:
@@ -126,6 +193,7 @@ def _leased(ids: Sequence[int], relay_id: str) -> Any:
 
 
 async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
+    """PROCESSING → PUBLISHED for the rows of ``ids`` still leased by ``relay_id``; returns the count."""
     if not ids:
         return 0
     res = await conn.execute(
@@ -139,25 +207,56 @@ async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: st
 async def mark_retry(
     conn: AsyncConnection, row_id: int, relay_id: str, error: str, available_at: datetime
 ) -> int:
-    res = await conn.execute(
+    """PROCESSING → PENDING, due at ``available_at``, if still leased by ``relay_id``."""
+    return await mark_retries(conn, [Retry(row_id, error, available_at)], relay_id)
+
+
+async def mark_retries(conn: AsyncConnection, retries: Sequence[Retry], relay_id: str) -> int:
+    """:func:`mark_retry` for many rows in one executemany; returns the number of rows changed."""
+    if not retries:
+        return 0
+    c = task_outbox.c
+    stmt = (
         sa.update(task_outbox)
-        .where(_leased([row_id], relay_id))
+        .where(
+            c.id == sa.bindparam("rid"),
+            c.status == PROCESSING,
+            c.locked_by == sa.bindparam("me"),
+        )
         .values(
             status=PENDING,
-            available_at=available_at,
+            available_at=sa.bindparam("due"),
             locked_by=None,
             locked_at=None,
-            last_error=error[:LAST_ERROR_LIMIT],
+            last_error=sa.bindparam("err"),
         )
     )
+    params = [
+        {"rid": r.row_id, "me": relay_id, "due": r.available_at, "err": r.error[:LAST_ERROR_LIMIT]}
+        for r in retries
+    ]
+    res = await conn.execute(stmt, params)
     return int(res.rowcount or 0)
 
 
 async def mark_dead(conn: AsyncConnection, row_id: int, relay_id: str, error: str) -> int:
+    """PROCESSING → DEAD with a sanitized ``error``, if still leased by ``relay_id``."""
     res = await conn.execute(
         sa.update(task_outbox)
         .where(_leased([row_id], relay_id))
         .values(status=DEAD, locked_by=None, locked_at=None, last_error=error[:LAST_ERROR_LIMIT])
+    )
+    return int(res.rowcount or 0)
+
+
+async def release(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
+    """Give leases back (graceful shutdown): PROCESSING → PENDING, due ``now``, attempts unchanged."""
+    if not ids:
+        return 0
+    res = await conn.execute(
+        sa.update(task_outbox)
+        .where(_leased(ids, relay_id))
+        .values(status=PENDING, available_at=now, locked_by=None, locked_at=None)
     )
     return int(res.rowcount or 0)
 
@@ -169,6 +268,75 @@ async def release_expired(conn: AsyncConnection, lease_seconds: float, now: date
         sa.update(task_outbox)
         .where(task_outbox.c.status == PROCESSING, task_outbox.c.locked_at < cutoff)
         .values(status=PENDING, locked_by=None, locked_at=None, available_at=now)
+    )
+    return int(res.rowcount or 0)
+
+
+async def purge_published(conn: AsyncConnection, older_than: datetime, limit: int = 5000) -> int:
+    """Delete up to ``limit`` PUBLISHED rows with ``published_at < older_than`` (call until 0).
+
+    Selects ids first and deletes by primary key: a bounded statement that never scans or locks
+    PENDING/PROCESSING rows, so it runs beside claimers.
+    """
+    c = task_outbox.c
+    ids = [
+        int(r[0])
+        for r in await conn.execute(
+            sa.select(c.id).where(c.status == PUBLISHED, c.published_at < older_than).limit(limit)
+        )
+    ]
+    if not ids:
+        return 0
+    res = await conn.execute(sa.delete(task_outbox).where(c.id.in_(ids), c.status == PUBLISHED))
+    return int(res.rowcount or 0)
+
+
+async def list_dead(conn: AsyncConnection, limit: int = 100) -> list[DeadRow]:
+    """DEAD rows, oldest first (no payloads: they may hold user data)."""
+    c = task_outbox.c
+    rows = await conn.execute(
+        sa.select(
+            c.id,
+            c.aggregate_id,
+            c.aggregate_version,
+            c.channel,
+            c.projection,
+            c.attempts,
+            c.last_error,
+            c.created_at,
+        )
+        .where(c.status == DEAD)
+        .order_by(c.id)
+        .limit(limit)
+    )
+    return [
+        DeadRow(
+            id=int(r.id),
+            aggregate_id=r.aggregate_id,
+            aggregate_version=int(r.aggregate_version),
+            channel=r.channel,
+            projection=r.projection,
+            attempts=int(r.attempts),
+            last_error=r.last_error,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+async def requeue_dead(conn: AsyncConnection, ids: Sequence[int] | None, now: datetime) -> int:
+    """DEAD → PENDING (all DEAD rows when ``ids`` is None), due ``now``, attempts reset to 0.
+
+    ``last_error`` is kept until the row is published, for the audit trail.
+    """
+    c = task_outbox.c
+    cond = c.status == DEAD
+    if ids is not None:
+        if not ids:
+            return 0
+        cond = sa.and_(cond, c.id.in_(list(ids)))
+    res = await conn.execute(
+        sa.update(task_outbox).where(cond).values(status=PENDING, available_at=now, attempts=0)
     )
     return int(res.rowcount or 0)
 

@@ -1,0 +1,88 @@
+"""Prometheus metrics of one relay process, on a registry of its own (seed §14.1).
+
+Nothing here is global: :class:`RelayMetrics` is built by the composition code and passed in, so
+several relays in one test process never share counters. :func:`serve` exposes the registry on
+``metrics_host:metrics_port`` (prometheus-client's threaded HTTP server).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+#: Commit → publish latency buckets (seconds): sub-second is normal, minutes means a backlog.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+
+
+@dataclass
+class RelayMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        r = self.registry
+        self.rows = Gauge(
+            "taskcast_relay_outbox_rows", "Outbox rows by status (whole table).", ["status"], registry=r
+        )
+        self.oldest_pending_age = Gauge(
+            "taskcast_relay_oldest_pending_age_seconds",
+            "Age of the oldest PENDING outbox row (0 when none).",
+            registry=r,
+        )
+        self.claims = Counter(
+            "taskcast_relay_claims_total", "Claim transactions that leased at least one row.", registry=r
+        )
+        self.claimed_rows = Counter("taskcast_relay_claimed_rows_total", "Rows leased.", registry=r)
+        self.published = Counter(
+            "taskcast_relay_published_rows_total", "Rows published and marked PUBLISHED.", registry=r
+        )
+        self.superseded = Counter(
+            "taskcast_relay_superseded_rows_total",
+            "Progress rows marked PUBLISHED without a publish because a newer version of the same "
+            "task and channel was in the same batch (collapse_superseded_progress).",
+            registry=r,
+        )
+        self.failures = Counter(
+            "taskcast_relay_publish_failures_total",
+            "Rows whose publish failed, by failure class and outcome (retry or dead).",
+            ["failure_class", "outcome"],
+            registry=r,
+        )
+        self.takeovers = Counter(
+            "taskcast_relay_lease_takeovers_total",
+            "Rows claimed from an expired lease (a crashed or stalled relay).",
+            registry=r,
+        )
+        self.lost_leases = Counter(
+            "taskcast_relay_lost_leases_total",
+            "Rows whose result could not be recorded because another relay had taken the lease over.",
+            registry=r,
+        )
+        self.released = Counter(
+            "taskcast_relay_released_rows_total", "Leases given back at shutdown.", registry=r
+        )
+        self.purged = Counter(
+            "taskcast_relay_purged_rows_total", "PUBLISHED rows deleted by retention.", registry=r
+        )
+        self.loop_errors = Counter(
+            "taskcast_relay_loop_errors_total", "Relay iterations that failed (database errors).", registry=r
+        )
+        self.commit_to_publish = Histogram(
+            "taskcast_relay_state_commit_to_publish_seconds",
+            "From the outbox row's commit time (created_at) to the gateway's publish acknowledgement.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.publish_request = Histogram(
+            "taskcast_relay_publish_request_seconds",
+            "Duration of one publish call to the gateway (a whole batch).",
+            registry=r,
+        )
+
+
+def serve(metrics: RelayMetrics, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
+    """Serve ``/metrics`` on ``host:port`` (0 = a free port: read ``server.server_port``)."""
+    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    return server, thread

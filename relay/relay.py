@@ -1,0 +1,260 @@
+"""The relay loop: claim a leased batch, publish it outside the transaction, record the results.
+
+Correctness lives in the database, never in memory (seed §11.4): a crash at any point leaves rows
+either PENDING, PUBLISHED, or PROCESSING under a lease that another replica takes over once it
+expires. Crash windows (seed §5.2, reliability-notes §2.3):
+
+* after claim, before publish → the lease expires, the row is taken over and published;
+* after publish, before mark → the row is published again; the gateway's idempotency key
+  (``aggregateId:version:channel``) answers with the first result inside its window, and clients
+  drop any duplicate by version beyond it;
+* after mark → nothing is repeated.
+
+A row is only ever marked after its publish was acknowledged, so there is no loss window.
+
+:meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
+mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
+is set, then stops claiming, lets in-flight batches finish within ``shutdown_timeout_seconds`` and
+releases the leases of any batch it had to cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from relay.backoff import full_jitter
+from relay.claim import OutboxLeases
+from relay.config import RelayConfig
+from relay.metrics import RelayMetrics
+from relay.publisher import Outcome, Publisher, PublishResult
+from status_api.storage.outbox import OutboxRow, Retry
+
+log = logging.getLogger("taskcast.relay")
+
+#: Crash points offered to a test hook (``docs/relay.md``): after claim, after publish, after mark.
+CRASH_POINTS = ("before_publish", "after_publish", "after_mark")
+#: Upper bound of the loop's own pause while the gateway is unreachable (rows keep their own backoff).
+LOOP_BACKOFF_CAP_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReport:
+    claimed: int = 0
+    published: int = 0
+    retried: int = 0
+    dead: int = 0
+    superseded: int = 0
+    #: Every publish failure of the batch was the gateway's (down, overloaded, refusing the key).
+    gateway_unavailable: bool = False
+
+
+def split_superseded(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[OutboxRow]]:
+    """``(to_publish, superseded)``: a plain progress row (``priority <= 0``) is superseded when the
+    same batch holds a newer version for the same task, channel and projection. Rows with a
+    priority (terminal states, notices, new tasks) are never superseded. Payloads are complete
+    state, so publishing only the newest version converges clients to the same view.
+    """
+    newest: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        key = (r.aggregate_id, r.channel, r.projection)
+        newest[key] = max(newest.get(key, r.aggregate_version), r.aggregate_version)
+    keep: list[OutboxRow] = []
+    drop: list[OutboxRow] = []
+    for r in rows:
+        older = r.aggregate_version < newest[(r.aggregate_id, r.channel, r.projection)]
+        (drop if older and r.priority <= 0 else keep).append(r)
+    return keep, drop
+
+
+class Relay:
+    """One relay replica. ``crash_hook(point)`` is for tests only: it is called at each of
+    :data:`CRASH_POINTS` and may end the process there (``os.kill(pid, SIGKILL)``)."""
+
+    def __init__(
+        self,
+        leases: OutboxLeases,
+        publisher: Publisher,
+        config: RelayConfig,
+        *,
+        metrics: RelayMetrics | None = None,
+        rand: Callable[[], float] = random.random,
+        crash_hook: Callable[[str], None] | None = None,
+    ) -> None:
+        self.leases = leases
+        self.publisher = publisher
+        self.config = config
+        self.metrics = metrics or RelayMetrics()
+        self.rand = rand
+        self.crash_hook = crash_hook
+
+    def _hook(self, point: str) -> None:
+        if self.crash_hook is not None:
+            self.crash_hook(point)
+
+    async def run_once(self) -> int:
+        """Claim, publish and mark one batch; returns the number of rows claimed (0 = nothing due)."""
+        return (await self.run_batch()).claimed
+
+    async def run_batch(self) -> BatchReport:
+        """:meth:`run_once` with the details. Database errors propagate (rows stay leased and are
+        taken over after the lease); publish failures never raise."""
+        rows = await self.leases.claim(self.config.batch_size)
+        if not rows:
+            return BatchReport()
+        m = self.metrics
+        m.claims.inc()
+        m.claimed_rows.inc(len(rows))
+        taken = sum(1 for r in rows if r.taken_over)
+        if taken:
+            m.takeovers.inc(taken)
+            log.warning("took over %d rows with expired leases", taken)
+        self._hook("before_publish")
+        if self.config.collapse_superseded_progress:
+            to_send, superseded = split_superseded(rows)
+        else:
+            to_send, superseded = list(rows), []
+        try:
+            started = time.perf_counter()
+            results = await self.publisher.publish(to_send)
+            m.publish_request.observe(time.perf_counter() - started)
+        except BaseException:
+            # Cancelled (shutdown deadline) or a publisher bug: hand the rows back at once rather
+            # than letting them wait out the lease.
+            released = await asyncio.shield(self.leases.release([r.id for r in rows]))
+            m.released.inc(released)
+            raise
+        self._hook("after_publish")
+        report = await self._settle(to_send, results, superseded)
+        self._hook("after_mark")
+        return report
+
+    async def _settle(
+        self, rows: Sequence[OutboxRow], results: Sequence[PublishResult], superseded: Sequence[OutboxRow]
+    ) -> BatchReport:
+        cfg, m = self.config, self.metrics
+        now = self.leases.now()
+        published: list[OutboxRow] = []
+        retries: list[Retry] = []
+        dead: list[tuple[int, str]] = []
+        failures = unavailable = 0
+        for row, res in zip(rows, results, strict=True):
+            if res.outcome is Outcome.PUBLISHED:
+                published.append(row)
+                continue
+            failures += 1
+            unavailable += res.gateway_unavailable
+            error = res.error or res.failure_class
+            if res.outcome is Outcome.DEAD or (
+                not res.gateway_unavailable and row.attempts >= cfg.max_attempts
+            ):
+                if res.outcome is Outcome.RETRY:
+                    error = f"gave up after {row.attempts} attempts: {error}"
+                dead.append((row.id, error))
+                m.failures.labels(res.failure_class, "dead").inc()
+                log.error("outbox row %d (%s) is DEAD: %s", row.id, row.channel, error)
+            else:
+                delay = full_jitter(
+                    row.attempts, cfg.backoff_base_seconds, cfg.backoff_max_seconds, self.rand
+                )
+                retries.append(Retry(row.id, error, now + timedelta(seconds=delay)))
+                m.failures.labels(res.failure_class, "retry").inc()
+        if failures:
+            log.warning("batch: %d of %d publishes failed; %d will retry", failures, len(rows), len(retries))
+        pub_ids = [r.id for r in published] + [r.id for r in superseded]
+        n_pub, n_retry, n_dead = await self.leases.settle(pub_ids, retries, dead)
+        lost = len(pub_ids) + len(retries) + len(dead) - (n_pub + n_retry + n_dead)
+        if lost:
+            m.lost_leases.inc(lost)
+            log.warning("%d rows were taken over by another relay before being marked", lost)
+        for row in published:
+            m.commit_to_publish.observe(max(0.0, (now - row.created_at).total_seconds()))
+        m.published.inc(len(published))
+        m.superseded.inc(len(superseded))
+        return BatchReport(
+            claimed=len(rows) + len(superseded),
+            published=len(published),
+            retried=len(retries),
+            dead=len(dead),
+            superseded=len(superseded),
+            gateway_unavailable=failures > 0 and unavailable == failures,
+        )
+
+    # --- the long-running loop -------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set, then shut down gracefully within ``shutdown_timeout_seconds``."""
+        cfg = self.config
+        async with asyncio.TaskGroup() as tg:
+            workers = [tg.create_task(self._worker(stop)) for _ in range(cfg.concurrency)]
+            workers.append(tg.create_task(self._maintenance(stop)))
+            await stop.wait()
+            log.info("relay %s stopping: no new claims, finishing in-flight batches", cfg.relay_id)
+            _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
+            for task in pending:
+                task.cancel()  # run_batch releases the leases of a cancelled batch
+        log.info("relay %s stopped", cfg.relay_id)
+
+    async def _worker(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        failures = 0
+        while not stop.is_set():
+            try:
+                report = await self.run_batch()
+            except Exception:
+                log.exception("relay iteration failed; backing off")
+                self.metrics.loop_errors.inc()
+                report = BatchReport(gateway_unavailable=True)
+            if report.gateway_unavailable:
+                failures += 1
+                cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
+                delay = max(cfg.poll_interval_seconds, full_jitter(failures, cfg.backoff_base_seconds, cap))
+            else:
+                failures = 0
+                if report.claimed >= cfg.batch_size:
+                    continue  # a full batch: there is probably more, go on without pausing
+                delay = cfg.poll_interval_seconds
+            await _wait(stop, delay)
+
+    async def _maintenance(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        last_purge = time.monotonic()
+        while not stop.is_set():
+            try:
+                await self.refresh_gauges()
+                if time.monotonic() - last_purge >= cfg.purge_interval_seconds:
+                    last_purge = time.monotonic()
+                    await self.purge()
+            except Exception:
+                log.exception("relay maintenance failed")
+                self.metrics.loop_errors.inc()
+            await _wait(stop, cfg.stats_interval_seconds)
+
+    async def refresh_gauges(self) -> None:
+        """Set the outbox gauges from the table (counts by status, oldest PENDING age)."""
+        stats = await self.leases.stats()
+        for status, count in stats["counts"].items():
+            self.metrics.rows.labels(status.lower()).set(count)
+        self.metrics.oldest_pending_age.set(stats["oldestPendingAgeSeconds"])
+
+    async def purge(self) -> int:
+        """Delete PUBLISHED rows older than ``retention_seconds``; returns how many."""
+        n = await self.leases.purge(self.config.retention_seconds)
+        self.metrics.purged.inc(n)
+        if n:
+            log.info("purged %d published outbox rows", n)
+        return n
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    """Sleep up to ``seconds``, returning early when ``stop`` is set."""
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass
