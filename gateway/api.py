@@ -101,6 +101,16 @@ def _tags(p: Params) -> dict[str, str] | None:
     return tags
 
 
+OVERRIDE_FIELDS = ("presence", "join_leave", "force_push_join_leave", "force_recovery", "force_positioning")
+
+
+def _override_value(override: Params, key: str) -> bool | None:
+    """``override.<key>`` is ``{"value": bool}`` in Centrifugo's API; absent ⇒ None."""
+    entry = override.get(key)
+    value = entry.get("value") if isinstance(entry, dict) else None
+    return value if isinstance(value, bool) else None
+
+
 class ServerApi:
     """The API methods; each takes the params object and returns the result object."""
 
@@ -108,6 +118,7 @@ class ServerApi:
         self.runtime = runtime
         self.node = runtime.node
         self.settings = runtime.settings
+        self.node.on_user_op = self.apply_user_op
         self.methods: dict[str, Callable[[Params], Awaitable[Result]]] = {
             "publish": self.publish,
             "broadcast": self.broadcast,
@@ -192,62 +203,84 @@ class ServerApi:
     async def subscribe(self, p: Params) -> Result:
         channel = _str(p, "channel", required=True)
         self._options(channel)
+        since = p.get("recover_since")
+        if since is not None and not isinstance(since, dict):
+            raise API_BAD_REQUEST
+        await self.node.send_user_op("subscribe", p)
+        return {}
+
+    async def unsubscribe(self, p: Params) -> Result:
+        self._options(_str(p, "channel", required=True))
+        await self.node.send_user_op("unsubscribe", p)
+        return {}
+
+    async def disconnect(self, p: Params) -> Result:
+        d = p.get("disconnect")
+        if d is not None and not isinstance(d, dict):
+            raise API_BAD_REQUEST
+        if isinstance(d, dict):
+            _int(d, "code")
+            _str(d, "reason")
+        if not isinstance(p.get("whitelist") or [], list):
+            raise API_BAD_REQUEST
+        await self.node.send_user_op("disconnect", p)
+        return {}
+
+    async def refresh(self, p: Params) -> Result:
+        _bool(p, "expired")
+        _int(p, "expire_at")
+        await self.node.send_user_op("refresh", p)
+        return {}
+
+    def apply_user_op(self, method: str, p: Params) -> None:
+        """Apply a connection-targeted action (validated by the node that received the API
+        call) to this node's matching connections. Runs on every node via the control channel."""
+        try:
+            targets = self._targets(p)
+        except ApiError:
+            return
+        if not targets:
+            return
+        if method == "subscribe":
+            self._apply_subscribe(targets, p)
+        elif method == "unsubscribe":
+            channel = _str(p, "channel")
+            for client in targets:
+                client.spawn(functools.partial(client.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
+        elif method == "disconnect":
+            d = p.get("disconnect")
+            disconnect = codes.DISCONNECT_FORCE_NO_RECONNECT
+            if isinstance(d, dict) and d.get("code"):
+                disconnect = codes.Disconnect(_int(d, "code"), _str(d, "reason")[:100])
+            whitelist = p.get("whitelist") or []
+            for client in targets:
+                if client.client_id not in whitelist:
+                    client.disconnect(disconnect)
+        elif method == "refresh":
+            expire_at = _int(p, "expire_at")
+            for client in targets:
+                if _bool(p, "expired"):
+                    client.disconnect(codes.DISCONNECT_EXPIRED)
+                elif expire_at:
+                    client.expire_at = float(expire_at)
+                    client.reschedule_expiry()
+
+    def _apply_subscribe(self, targets: list[Client], p: Params) -> None:
+        channel = _str(p, "channel")
         info = orjson.dumps(p["info"]) if p.get("info") is not None else None
         data = orjson.dumps(p["data"]) if p.get("data") is not None else None
         ov = p.get("override") or {}
         override = None
         if isinstance(ov, dict) and ov:
-            override = SubscriptionOverride(
-                **{
-                    k: (ov.get(k) or {}).get("value") if isinstance(ov.get(k), dict) else None
-                    for k in (
-                        "presence",
-                        "join_leave",
-                        "force_push_join_leave",
-                        "force_recovery",
-                        "force_positioning",
-                    )
-                }
-            )
+            override = SubscriptionOverride(**{k: _override_value(ov, k) for k in OVERRIDE_FIELDS})
         since = p.get("recover_since")
         wanted = None
         if isinstance(since, dict):
             wanted = SubscribeRecovery(True, _int(since, "offset"), _str(since, "epoch"))
         server_sub = subscribing.ServerSub(info, data, override)
-        for client in self._targets(p):
-            if channel in client.session.subscriptions:
-                continue
-            client.spawn(functools.partial(_server_subscribe, client, channel, server_sub, wanted))
-        return {}
-
-    async def unsubscribe(self, p: Params) -> Result:
-        channel = _str(p, "channel", required=True)
-        self._options(channel)
-        for client in self._targets(p):
-            client.spawn(functools.partial(client.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
-        return {}
-
-    async def disconnect(self, p: Params) -> Result:
-        d = p.get("disconnect")
-        disconnect = codes.DISCONNECT_FORCE_NO_RECONNECT
-        if isinstance(d, dict) and d.get("code"):
-            disconnect = codes.Disconnect(_int(d, "code"), _str(d, "reason")[:100])
-        whitelist = p.get("whitelist") or []
-        for client in self._targets(p):
-            if client.client_id not in whitelist:
-                client.disconnect(disconnect)
-        return {}
-
-    async def refresh(self, p: Params) -> Result:
-        expired = _bool(p, "expired")
-        expire_at = _int(p, "expire_at")
-        for client in self._targets(p):
-            if expired:
-                client.disconnect(codes.DISCONNECT_EXPIRED)
-            elif expire_at:
-                client.expire_at = float(expire_at)
-                client.reschedule_expiry()
-        return {}
+        for client in targets:
+            if channel not in client.session.subscriptions:
+                client.spawn(functools.partial(_server_subscribe, client, channel, server_sub, wanted))
 
     async def presence(self, p: Params) -> Result:
         channel = _str(p, "channel", required=True)
@@ -291,12 +324,15 @@ class ServerApi:
         return {}
 
     async def channels(self, p: Params) -> Result:
+        """Active channels across the cluster (a survey of every live node)."""
         pattern = _str(p, "pattern")
-        out: Result = {}
-        for channel, subs in self.node.hub.channels.items():
-            if not pattern or fnmatchcase(channel, pattern):
-                out[channel] = {"num_clients": len(subs)}
-        return {"channels": out}
+        counts: dict[str, int] = {}
+        for payload in (await self.node.survey("channels")).values():
+            if isinstance(payload, dict):
+                for channel, n in payload.items():
+                    if isinstance(n, int) and (not pattern or fnmatchcase(channel, pattern)):
+                        counts[channel] = counts.get(channel, 0) + n
+        return {"channels": {ch: {"num_clients": n} for ch, n in counts.items()}}
 
     async def info(self, p: Params) -> Result:
         return {"nodes": self.node.nodes()}  # every live node, from the cluster heartbeats

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.helpers.raw_client import Raw
 
 SECRET = "behaviour-secret-of-at-least-32-bytes!"
 BASE: dict[str, Any] = {
@@ -29,47 +29,6 @@ BASE: dict[str, Any] = {
         }
     },
 }
-
-
-class Raw:
-    """A protocol-level client: sends commands, collects replies and pushes."""
-
-    def __init__(self, ws: ClientConnection) -> None:
-        self.ws = ws
-        self.next_id = 0
-        self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self.closed: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-
-    async def send(self, method: str, params: dict[str, Any]) -> int:
-        self.next_id += 1
-        await self.ws.send(json.dumps({"id": self.next_id, method: params}))
-        return self.next_id
-
-    async def pump(self) -> None:
-        try:
-            async for frame in self.ws:
-                for line in str(frame).split("\n"):
-                    if line.strip():
-                        await self.messages.put(json.loads(line))
-        except ConnectionClosed as exc:
-            self.closed.set_result(exc.rcvd.code if exc.rcvd else None)
-        else:
-            self.closed.set_result(self.ws.close_code)
-
-    async def close_code(self, within: float = 10.0) -> int | None:
-        async with asyncio.timeout(within):
-            return await self.closed
-
-    async def wait_for(self, match: Callable[[dict[str, Any]], bool], within: float = 5.0) -> dict[str, Any]:
-        async with asyncio.timeout(within):
-            while True:
-                msg = await self.messages.get()
-                if match(msg):
-                    return msg
-
-    async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        cmd_id = await self.send(method, params)
-        return await self.wait_for(lambda m: m.get("id") == cmd_id)
 
 
 @pytest.fixture
