@@ -138,13 +138,26 @@ class Node:
     def on_broker_reconnect(self) -> None:
         """Deliveries may have been lost while PUB/SUB was down: check every positioned
         subscription against its stream top (the SDKs then recover from history)."""
-        self.background(self.check_positions(idle_for=0.0))
+        self.background(self._check_after_reconnect())
+
+    async def _check_after_reconnect(self, attempts: int = 10) -> None:
+        """Right after a reconnect the store may still refuse reads: retry the whole check
+        with backoff until one pass reads every channel."""
+        delay = 0.2
+        for _ in range(attempts):
+            if await self.check_positions(idle_for=0.0) >= 0:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+        log.warning("positions not checked after a broker reconnect: the store keeps failing")
 
     async def check_positions(self, *, idle_for: float) -> int:
         """Compare positioned subscribers of channels that received no publication for
-        ``idle_for`` seconds with their stream top; returns how many channels were checked."""
+        ``idle_for`` seconds with their stream top; returns how many channels were checked, or
+        -1 when a history read failed (the channels that could be read were still checked)."""
         now = self.clock()
         checked = 0
+        failed = False
         for channel in list(self.hub.channels):
             if idle_for and now - self.last_pub_at.get(channel, 0.0) < idle_for:
                 continue
@@ -155,13 +168,14 @@ class Node:
                 top = (await self.history(channel, opts, limit=0)).position
             except Exception:
                 log.warning("position check of %s failed", channel, exc_info=True)
+                failed = True
                 continue
             checked += 1
             for client in list(self.hub.subscribers(channel)):
                 client.check_position(channel, top)
         for channel in [ch for ch in self.last_pub_at if ch not in self.hub.channels]:
             del self.last_pub_at[channel]
-        return checked
+        return -1 if failed else checked
 
     async def position_check_loop(self) -> None:
         delay = self.settings.client.channel_position_check_delay
