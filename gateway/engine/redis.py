@@ -65,6 +65,7 @@ class RedisShard:
         io_timeout: Bound of every command, seconds.
         connect_timeout: Bound of a PUB/SUB connect, seconds.
         name: For logs.
+        also_close: Clients closed with this shard (the Sentinel connections).
     """
 
     def __init__(
@@ -76,6 +77,7 @@ class RedisShard:
         io_timeout: float,
         connect_timeout: float,
         name: str,
+        also_close: Sequence[Redis] = (),
     ) -> None:
         self.index = index
         self.client = client
@@ -83,6 +85,7 @@ class RedisShard:
         self.io_timeout = io_timeout
         self.connect_timeout = connect_timeout
         self.name = name
+        self._also_close = list(also_close)
         self.ok = True
         self.failed_at = 0.0
         self._closed = False
@@ -107,6 +110,8 @@ class RedisShard:
         if not self._closed:
             self._closed = True
             await self.client.aclose()
+            for client in self._also_close:
+                await client.aclose()
 
 
 def _url(address: str, scheme: str = "redis") -> str:
@@ -145,7 +150,23 @@ def build_shards(settings: RedisSettings) -> list[RedisShard]:
     standalone shard per ``address`` entry. Nothing connects until the first command."""
     kwargs = connection_kwargs(settings)
     tls = settings.tls.enabled
-    timeouts = {"io_timeout": settings.io_timeout, "connect_timeout": settings.connect_timeout}
+
+    def make(
+        index: int,
+        client: Client,
+        factory: Callable[[], AbstractConnection],
+        name: str,
+        also_close: Sequence[Redis] = (),
+    ) -> RedisShard:
+        return RedisShard(
+            index,
+            client,
+            factory,
+            io_timeout=settings.io_timeout,
+            connect_timeout=settings.connect_timeout,
+            name=name,
+            also_close=also_close,
+        )
 
     if settings.sentinel_address:
         sentinel_kwargs: dict[str, Any] = {
@@ -160,7 +181,7 @@ def build_shards(settings: RedisSettings) -> list[RedisShard]:
         master = sentinel.master_for(settings.sentinel_master_name, ssl=tls, **kwargs)
         pool = master.connection_pool
         name = f"sentinel:{settings.sentinel_master_name}"
-        return [RedisShard(0, master, pool.make_connection, name=name, **timeouts)]
+        return [make(0, master, pool.make_connection, name, sentinel.sentinels)]
 
     if settings.cluster_address:
         nodes = [_host_port(a) for a in settings.cluster_address]
@@ -178,14 +199,14 @@ def build_shards(settings: RedisSettings) -> list[RedisShard]:
             return connection_class(host=host, port=port, **cluster_kwargs)
 
         name = f"cluster:{','.join(settings.cluster_address)}"
-        return [RedisShard(0, cluster, cluster_pubsub_connection, name=name, **timeouts)]
+        return [make(0, cluster, cluster_pubsub_connection, name)]
 
     shards = []
     for index, address in enumerate(settings.address):
         url = _url(address, "rediss" if tls else "redis")
         client = Redis.from_url(url, **kwargs)
         pool = client.connection_pool
-        shards.append(RedisShard(index, client, pool.make_connection, name=_redacted(url), **timeouts))
+        shards.append(make(index, client, pool.make_connection, _redacted(url)))
     return shards
 
 
