@@ -256,6 +256,79 @@ async def save_step(conn: AsyncConnection, s: StepState, *, new_attempt: bool = 
     )
 
 
+# --- batched ingestion (service_ingest.EventIngestor) ---------------------------------------------
+# A batch locks its tasks with one ``SELECT … FOR UPDATE`` in id order (no deadlock between batches),
+# reads their steps and dedup rows with one query each, and writes each table with one executemany.
+
+_UPDATE_TASK = sa.update(task).where(
+    task.c.id == sa.bindparam("b_id"), task.c.version == sa.bindparam("b_expected_version")
+)
+_UPDATE_STEP = sa.update(task_step).where(
+    task_step.c.task_id == sa.bindparam("b_task_id"),
+    task_step.c.step_id == sa.bindparam("b_step_id"),
+    task_step.c.attempt == sa.bindparam("b_attempt"),
+)
+_DEDUP_COLUMNS = (task_event_dedup.c.event_id, task_event_dedup.c.task_id, task_event_dedup.c.payload_hash)
+
+
+async def lock_tasks(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str, TaskState]:
+    """Lock several task rows in ascending id order (one statement); missing ids are absent."""
+    ids = sorted(set(task_ids))
+    if not ids:
+        return {}
+    q = sa.select(task).where(task.c.id.in_(ids)).order_by(task.c.id).with_for_update()
+    return {r["id"]: task_from_row(r) for r in (await conn.execute(q)).mappings()}
+
+
+async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, RowMapping]:
+    """event_id -> (task_id, payload_hash, result) of the eventIds already recorded."""
+    ids = sorted(set(event_ids))
+    if not ids:
+        return {}
+    q = sa.select(*_DEDUP_COLUMNS, task_event_dedup.c.result).where(task_event_dedup.c.event_id.in_(ids))
+    return {r["event_id"]: r for r in (await conn.execute(q)).mappings()}
+
+
+async def update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:
+    """Write ``(task, version it had when locked)`` pairs with one executemany (version-checked)."""
+    if not changes:
+        return
+    rows = []
+    for t, expected in changes:
+        values = task_values(t)
+        values["b_id"] = values.pop("id")
+        values["b_expected_version"] = expected
+        rows.append(values)
+    res = await conn.execute(_UPDATE_TASK, rows)
+    if res.rowcount not in (-1, len(rows)):
+        raise RuntimeError(f"{len(rows) - res.rowcount} task version(s) moved under the lock")
+
+
+async def update_steps(conn: AsyncConnection, steps: Sequence[StepState]) -> None:
+    """Write the current attempt of several steps with one executemany."""
+    if not steps:
+        return
+    rows = []
+    for s in steps:
+        values = step_values(s)
+        values["b_task_id"] = values.pop("task_id")
+        values["b_step_id"] = values.pop("step_id")
+        values["b_attempt"] = values.pop("attempt")
+        rows.append(values)
+    await conn.execute(_UPDATE_STEP, rows)
+
+
+async def insert_events(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    if rows:
+        await conn.execute(sa.insert(task_event_log), [dict(r) for r in rows])
+
+
+async def insert_dedups(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows of ``event_id, task_id, payload_hash, result, created_at``."""
+    if rows:
+        await conn.execute(sa.insert(task_event_dedup), [dict(r) for r in rows])
+
+
 async def touch_heartbeat(conn: AsyncConnection, s: StepState) -> None:
     await conn.execute(
         sa.update(task_step)

@@ -1,0 +1,81 @@
+"""Group commit: concurrent callers submit items; a few runner tasks take them off a queue in
+batches and hand each batch to one ``run`` call (one database transaction), then answer every
+caller with its own result or exception.
+
+No batch waits for a timer: a runner starts as soon as an item arrives and a runner slot is free,
+and whatever queues while all runners are busy forms the next batches, so batches grow with load
+and a lone request pays nothing. Runner tasks are owned here (kept in a set) and end when the
+queue is empty. A caller cancelled while its item waits is skipped; one cancelled while its batch
+runs does not cancel the batch (its item may still commit, as with a client lost after commit).
+Must not import sqlalchemy or starlette: ``run`` carries all the storage knowledge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+log = logging.getLogger("status_api.group_commit")
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: ``run(items) -> one result or exception per item``, in the order of ``items``.
+BatchRunner = Callable[[Sequence[T]], Awaitable[Sequence[R | Exception]]]
+
+
+class GroupCommit(Generic[T, R]):
+    """Batches concurrent :meth:`submit` calls into ``run`` calls of at most ``max_batch`` items,
+    with at most ``max_runners`` batches in flight."""
+
+    def __init__(self, run: BatchRunner[T, R], *, max_batch: int, max_runners: int) -> None:
+        if max_batch < 1 or max_runners < 1:
+            raise ValueError("max_batch and max_runners must be >= 1")
+        self._run = run
+        self.max_batch = max_batch
+        self.max_runners = max_runners
+        self._queue: deque[tuple[T, asyncio.Future[R]]] = deque()
+        self._runners: set[asyncio.Task[None]] = set()
+        #: Sizes of the batches run so far (bounded; for tests and the benchmark).
+        self.batch_sizes: deque[int] = deque(maxlen=10_000)
+
+    async def submit(self, item: T) -> R:
+        """Queue ``item`` and wait for its result (raises the exception ``run`` gave for it)."""
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, fut))
+        if len(self._runners) < self.max_runners:
+            task = asyncio.create_task(self._drain())
+            self._runners.add(task)
+            task.add_done_callback(self._runners.discard)
+        return await fut
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch: list[tuple[T, asyncio.Future[R]]] = []
+            while self._queue and len(batch) < self.max_batch:
+                item, fut = self._queue.popleft()
+                if not fut.done():
+                    batch.append((item, fut))
+            if not batch:
+                continue
+            self.batch_sizes.append(len(batch))
+            try:
+                results = await self._run([item for item, _ in batch])
+                if len(results) != len(batch):
+                    raise RuntimeError(f"batch runner returned {len(results)} results for {len(batch)}")
+            except asyncio.CancelledError:
+                for _, fut in batch:
+                    fut.cancel()
+                raise
+            except Exception as exc:  # a bug in run: fail this batch's callers, keep serving the queue
+                log.exception("group commit batch of %d failed", len(batch))
+                results = [exc] * len(batch)
+            for (_, fut), result in zip(batch, results, strict=True):
+                if fut.done():
+                    continue
+                if isinstance(result, Exception):
+                    fut.set_exception(result)
+                else:
+                    fut.set_result(result)

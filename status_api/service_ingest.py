@@ -1,0 +1,353 @@
+"""Event ingestion, ``POST /internal/v1/task-events`` (seed §3.5), with group commit.
+
+Per event, outside any transaction: envelope JSON Schema, ``Idempotency-Key`` = eventId, parsing,
+the canonical payload hash. Then the event joins a batch (:class:`~status_api.group_commit.GroupCommit`)
+and :meth:`EventIngestor.apply_batch` runs the whole batch inside ONE transaction:
+
+1. lock every task of the batch with one ``SELECT … FOR UPDATE`` in id order (two batches never
+   deadlock on each other), read their steps and the batch's dedup rows with one query each;
+2. for each event in arrival order, exactly the single-event sequence — authorize, check the
+   registries (+ ``data.value`` schema), eventId idempotency, the pure state machine — against the
+   in-memory state left by the events before it, so events of one task apply one after another and
+   a duplicate eventId inside the batch sees the first one's result;
+3. write each table once (executemany): tasks (version-checked), steps, event log, outbox, dedup.
+
+Every event's effects commit atomically with its state, and callers are answered only after the
+commit. An event that the domain rejects gets its error and leaves no trace, as it would alone. If
+the batch transaction fails (a constraint, a deadlock, anything), every event of the batch is re-run
+in a transaction of its own (with the usual retries), so one poison event never fails the others.
+With ``ingest_batch_max = 1`` the same code runs one event per transaction in the caller's task.
+
+Must not import starlette.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from status_api.domain import ingest
+from status_api.domain.errors import DomainError, conflict, invalid, not_found
+from status_api.domain.model import (
+    JSON,
+    DataBody,
+    DurationSource,
+    ErrorInfo,
+    Event,
+    EventType,
+    ExecutionGrant,
+    Progress,
+    ServiceIdentity,
+    StepState,
+    TaskState,
+)
+from status_api.domain.projections import OutboxMessage, Trigger, iso, outbox_messages
+from status_api.domain.sanitize import sanitize_error, sanitize_user_message
+from status_api.group_commit import GroupCommit
+from status_api.service_core import ServiceCore, canonical_hash, event_log_row, parse_time
+from status_api.storage import outbox
+from status_api.storage import repository as repo
+
+log = logging.getLogger("status_api.service")
+Response = dict[str, JSON]
+
+
+def parse_event(body: Mapping[str, JSON], message_limit: int) -> Event:
+    """Typed event from a schema-valid body; the error's userMessage is sanitized here, at entry."""
+    err = body.get("error")
+    error = None
+    if err is not None:
+        error = sanitize_error(
+            ErrorInfo(
+                err["category"],
+                err["code"],
+                bool(err["retryable"]),
+                err.get("userMessage", ""),
+                err.get("diagnosticsRef"),
+            ),
+            message_limit,
+        )
+    prog = body.get("progress")
+    data = body.get("data")
+    return Event(
+        event_id=body["eventId"],
+        task_id=body["taskId"],
+        task_type=body.get("taskType"),
+        task_attempt=int(body["taskAttempt"]),
+        step_id=body.get("stepId"),
+        operation_code=body.get("operationCode"),
+        step_attempt=body.get("stepAttempt"),
+        producer_id=body["producerId"],
+        source_seq=int(body["sourceSeq"]),
+        event_type=EventType(body["eventType"]),
+        business_status=body.get("businessStatus"),
+        occurred_at=parse_time(body["occurredAt"]),
+        duration_ms=body.get("durationMs"),
+        duration_source=DurationSource(body["durationSource"]) if body.get("durationSource") else None,
+        progress=Progress(prog["current"], prog.get("total"), prog.get("unit")) if prog else None,
+        message=sanitize_user_message(body.get("message"), message_limit) if body.get("message") else None,
+        failed_step_id=body.get("failedStepId"),
+        data=DataBody(data["schema"], data["value"]) if data else None,
+        error=error,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """A validated, parsed event waiting for its transaction."""
+
+    event: Event
+    caller: ExecutionGrant | ServiceIdentity
+    payload_hash: str
+    received_at: datetime
+
+
+@dataclass(slots=True)
+class _Batch:
+    """State of one batch transaction: what was locked and read, what the events changed."""
+
+    tasks: dict[str, TaskState]
+    steps: dict[str, dict[str, StepState]]
+    #: eventId -> (task_id, payload_hash, result): the stored dedup rows plus this batch's.
+    dedup: dict[str, tuple[str, str, Mapping[str, JSON]]]
+    locked_versions: dict[str, int] = field(default_factory=dict)
+    task_seqs: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    dirty_steps: dict[tuple[str, str], StepState] = field(default_factory=dict)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    outbox: list[tuple[str, int, list[OutboxMessage], datetime]] = field(default_factory=list)
+    dedup_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class EventIngestor:
+    """The ingest use case over a :class:`ServiceCore`; owns the group-commit queue."""
+
+    def __init__(self, core: ServiceCore) -> None:
+        self.core = core
+        s = core.settings
+        self.group: GroupCommit[PendingEvent, Response] | None = None
+        if s.ingest_batch_max > 1:
+            self.group = GroupCommit(
+                self._run_batch, max_batch=s.ingest_batch_max, max_runners=s.ingest_batch_runners
+            )
+
+    async def ingest_event(
+        self,
+        body: Mapping[str, JSON],
+        caller: ExecutionGrant | ServiceIdentity,
+        idempotency_key: str | None = None,
+    ) -> Response:
+        core = self.core
+        core.schemas.require("task-event", body, "INVALID_EVENT")
+        if idempotency_key is not None and idempotency_key != body["eventId"]:
+            raise invalid("IDEMPOTENCY_KEY_MISMATCH", "Idempotency-Key must equal eventId")
+        event = parse_event(body, core.settings.user_message_limit)
+        item = PendingEvent(event, caller, canonical_hash(body), core.clock())
+        if self.group is None:
+            return await core._retrying(lambda: self._one(item))
+        return await self.group.submit(item)
+
+    async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
+        try:
+            async with self.core.engine.begin() as conn:
+                return await self.apply_batch(conn, items)
+        except Exception as exc:
+            if len(items) > 1:
+                log.warning("ingest batch of %d failed (%r); one transaction per event", len(items), exc)
+        out: list[Response | Exception] = []
+        for item in items:
+            try:
+                out.append(await self.core._retrying(functools.partial(self._one, item)))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    async def _one(self, item: PendingEvent) -> Response:
+        async with self.core.engine.begin() as conn:
+            result = (await self.apply_batch(conn, [item]))[0]
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+    async def apply_batch(
+        self, conn: AsyncConnection, items: Sequence[PendingEvent]
+    ) -> list[Response | Exception]:
+        """Apply ``items`` in order inside the caller's open transaction; one result or error each.
+
+        Domain rejections (``DomainError``) are returned in place and leave nothing written; storage
+        errors propagate (the caller rolls back and falls back to one transaction per event).
+        """
+        tasks = await repo.lock_tasks(conn, (i.event.task_id for i in items))
+        steps = await repo.current_steps_many(conn, list(tasks))
+        stored = await repo.get_dedups(
+            conn, (i.event.event_id for i in items if i.event.event_type is not EventType.STEP_HEARTBEAT)
+        )
+        batch = _Batch(
+            tasks,
+            steps,
+            {k: (r["task_id"], r["payload_hash"], r["result"]) for k, r in stored.items()},
+            {tid: t.version for tid, t in tasks.items()},
+        )
+        out: list[Response | Exception] = []
+        for item in items:
+            try:
+                out.append(await self._apply(conn, batch, item))
+            except DomainError as exc:
+                out.append(exc)
+        await self._write(conn, batch)
+        return out
+
+    async def _apply(self, conn: AsyncConnection, b: _Batch, item: PendingEvent) -> Response:
+        core, event = self.core, item.event
+        task = b.tasks.get(event.task_id)
+        if task is None:
+            raise not_found()
+        steps = b.steps[task.id]
+        step = steps.get(event.step_id) if event.step_id else None
+        ingest.authorize(event, item.caller, task, step)
+        defs = await core._task_defs(conn, task)
+        ingest.check_registered(event, defs, core.schemas.validate_data, core.settings.max_data_bytes)
+        heartbeat = event.event_type is EventType.STEP_HEARTBEAT
+        if not heartbeat:
+            prior = b.dedup.get(event.event_id)
+            if prior is not None:
+                prior_task, prior_hash, prior_result = prior
+                if prior_hash != item.payload_hash or prior_task != task.id:
+                    raise conflict("EVENT_ID_CONFLICT", "eventId was already used with different content")
+                return {**prior_result, "duplicate": True}
+        now = core.clock()
+        seq_key = (task.id, event.producer_id, event.task_attempt)
+        if event.is_step_event:
+            outcome = ingest.apply_step_event(task, steps, event, defs, now)
+        else:
+            if seq_key not in b.task_seqs:
+                b.task_seqs[seq_key] = await repo.last_task_level_seq(conn, *seq_key)
+            outcome = ingest.apply_task_event(task, steps, event, defs, now, b.task_seqs[seq_key])
+        if isinstance(outcome, ingest.Heartbeat):
+            steps[outcome.step.step_id] = outcome.step
+            b.dirty_steps[(task.id, outcome.step.step_id)] = outcome.step
+            return _response(event, task, outcome.step, now, accepted=True)
+        if isinstance(outcome, ingest.Stale):
+            result = _response(event, task, step, now, accepted=False, stale=outcome.reason)
+            if not heartbeat:
+                self._dedup(b, item, task.id, result, now)
+            return result
+        after, new_step = outcome.task, outcome.step
+        b.tasks[task.id] = after
+        if new_step is not None:
+            steps[new_step.step_id] = new_step
+            b.dirty_steps[(task.id, new_step.step_id)] = new_step
+        else:
+            b.task_seqs[seq_key] = event.source_seq
+        trigger = Trigger(
+            event.event_id,
+            event.event_type,
+            now,
+            event.step_id,
+            event.operation_code,
+            event.step_attempt,
+            new_step.version if new_step else None,
+            event.duration_ms,
+            event.data,
+            event.error,
+        )
+        b.events.append(
+            event_log_row(
+                trigger,
+                after,
+                new_step,
+                {
+                    "producer_id": event.producer_id,
+                    "source_seq": event.source_seq,
+                    "event_type": event.event_type.value,
+                    "data_schema": event.data.schema if event.data else None,
+                    "error_code": event.error.code if event.error else None,
+                    "occurred_at": event.occurred_at,
+                    "received_at": item.received_at,
+                    "duration_ms": event.duration_ms,
+                    "payload": _event_payload(event),
+                },
+            )
+        )
+        messages = outbox_messages(task, after, steps, new_step, trigger, defs.operations)
+        b.outbox.append((after.id, after.version, messages, now))
+        result = _response(event, after, new_step, now, accepted=True)
+        self._dedup(b, item, task.id, result, now)
+        return result
+
+    @staticmethod
+    def _dedup(b: _Batch, item: PendingEvent, task_id: str, result: Response, now: datetime) -> None:
+        b.dedup[item.event.event_id] = (task_id, item.payload_hash, result)
+        b.dedup_rows.append(
+            {
+                "event_id": item.event.event_id,
+                "task_id": task_id,
+                "payload_hash": item.payload_hash,
+                "result": dict(result),
+                "created_at": now,
+            }
+        )
+
+    @staticmethod
+    async def _write(conn: AsyncConnection, b: _Batch) -> None:
+        changed = [
+            (t, b.locked_versions[tid]) for tid, t in b.tasks.items() if t.version != b.locked_versions[tid]
+        ]
+        await repo.update_tasks(conn, changed)
+        await repo.update_steps(conn, list(b.dirty_steps.values()))
+        await repo.insert_events(conn, b.events)
+        for aggregate_id, version, messages, now in b.outbox:
+            await outbox.append(conn, aggregate_id, version, messages, now)
+        await repo.insert_dedups(conn, b.dedup_rows)
+
+
+def _response(
+    event: Event,
+    task: TaskState,
+    step: StepState | None,
+    now: datetime,
+    *,
+    accepted: bool,
+    stale: str | None = None,
+) -> Response:
+    out: Response = {
+        "accepted": accepted,
+        "duplicate": False,
+        "stale": stale is not None,
+        "eventId": event.event_id,
+        "taskId": task.id,
+        "stepId": event.step_id,
+        "operationCode": event.operation_code,
+        "taskVersion": str(task.version),
+        "stepVersion": str(step.version) if step is not None else None,
+        "lifecycleStatus": task.lifecycle.value,
+        "businessStatus": task.business_status,
+        "stepLifecycleStatus": step.lifecycle.value if step is not None else None,
+        "committedAt": iso(now),
+    }
+    if stale is not None:
+        out["staleReason"] = stale
+    return out
+
+
+def _event_payload(event: Event) -> dict[str, JSON]:
+    """What the event log keeps for audit and replay (server-side only; diagnosticsRef included)."""
+    out: dict[str, JSON] = {}
+    if event.data is not None:
+        out["data"] = event.data.to_json()
+    if event.progress is not None:
+        out["progress"] = event.progress.to_json()
+    if event.error is not None:
+        out["error"] = {**event.error.public_json(), "diagnosticsRef": event.error.diagnostics_ref}
+    if event.message:
+        out["message"] = event.message
+    if event.duration_source is not None:
+        out["durationSource"] = event.duration_source.value
+    if event.failed_step_id:
+        out["failedStepId"] = event.failed_step_id
+    return out
