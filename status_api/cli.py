@@ -1,4 +1,4 @@
-"""``taskcast status-api serve|init-db --config FILE`` (wired by taskcast_cli to :func:`main`)."""
+"""``taskcast status-api serve|init-db|reconcile --config FILE`` (wired by taskcast_cli to :func:`main`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,31 @@ def _parser() -> argparse.ArgumentParser:
         "init-db", help="create or upgrade the schema and load schema/registry (idempotent)"
     )
     init.add_argument("--config", required=True, help="JSON or YAML config file")
+    rec = sub.add_parser(
+        "reconcile", help="run only the health reconciler loop (a separate process in the topology)"
+    )
+    rec.add_argument("--config", required=True, help="JSON or YAML config file")
     return p
+
+
+async def _reconcile(config_path: str) -> int:
+    """Run the health reconciler until SIGTERM/SIGINT. Several can run: each change is its own
+    transaction with the task row locked and the condition re-checked there."""
+    import signal
+
+    from status_api.app import build_components
+
+    cfg = load_config(config_path)
+    comp = build_components(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await comp.reconciler.run(stop)
+    finally:
+        await comp.engine.dispose()
+    return 0
 
 
 async def _init_db(config_path: str) -> int:
@@ -47,6 +71,9 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "init-db":
             return asyncio.run(_init_db(args.config))
+        if args.command == "reconcile":
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+            return asyncio.run(_reconcile(args.config))
         cfg = load_config(args.config)
     except ConfigError as exc:
         print(f"taskcast status-api: configuration error: {exc}", file=sys.stderr)
