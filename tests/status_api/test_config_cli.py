@@ -66,12 +66,12 @@ def test_cli_init_db_is_idempotent_and_bad_config_exits_2(
     raw = {**TEST_CONFIG, "database": {"url": f"sqlite+aiosqlite:///{db}"}}
     p = _write(tmp_path, raw)
     assert cli.main(["init-db", "--config", str(p)]) == 0
-    assert "2 definition sets registered" in capsys.readouterr().out
+    assert "4 definition sets registered" in capsys.readouterr().out
     assert cli.main(["init-db", "--config", str(p)]) == 0
     assert "(0 changes); 0 definition sets" in capsys.readouterr().out
     eng = sa.create_engine(f"sqlite:///{db}")
     with eng.connect() as conn:
-        assert conn.scalar(sa.text("SELECT count(*) FROM task_operation_definition")) == 5
+        assert conn.scalar(sa.text("SELECT count(*) FROM task_operation_definition")) == 8
     eng.dispose()
     bad = _write(tmp_path, {**TEST_CONFIG, "nope": 1}, "bad.json")
     assert cli.main(["serve", "--config", str(bad)]) == 2
