@@ -14,6 +14,7 @@ ensure_packages() {
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)
+  command -v nginx >/dev/null || missing+=(nginx)  # tests/transports/test_nginx.py (its own throwaway nginx)
   if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2

@@ -225,16 +225,17 @@ def run_js(
     transport: str,
     emulation_gw: GatewayProcess | None = None,
     url: list[dict[str, str]] | None = None,
+    emulation_endpoint: str | None = None,
     **args: Any,
 ) -> list[dict[str, Any]]:
     """Run a centrifuge-js script of tests/conformance/js over an emulation transport of ``gw``
     (``url`` overrides the endpoints, e.g. through a proxy); its /emulation POSTs go to
-    ``emulation_gw`` (default: the same node). Returns the script's events; fails unless it
-    printed "done"."""
+    ``emulation_endpoint``, else to ``emulation_gw`` (default: the same node). Returns the
+    script's events; fails unless it printed "done"."""
     target = emulation_gw or gw
     payload = {
         "url": url or emulation_endpoints(gw, transport),
-        "emulationEndpoint": f"{target.url}/emulation",
+        "emulationEndpoint": emulation_endpoint or f"{target.url}/emulation",
         "apiUrl": gw.api_url,
         "apiKey": gw.api_key,
         **args,

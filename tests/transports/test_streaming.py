@@ -5,7 +5,9 @@ HTTP-streaming (pushes without the wrapper, pings, the final disconnect, recover
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
+import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -373,3 +375,45 @@ async def test_graceful_shutdown_sends_3001_and_ends_streams_quickly(http, gatew
             else {"push": {"disconnect": disconnect}}
         ]
     assert await asyncio.to_thread(gw.wait, 5.0) in (0, -signal.SIGTERM)  # uvicorn re-raises it
+
+
+async def test_stream_that_stops_reading_is_dropped_at_queue_max_size(http, gateway_factory):
+    """A reader that stops reading (tiny receive window, never reads) fills the kernel buffers,
+    then the gateway's queue; at client.queue_max_size the connection is dropped (3008) and
+    released, while the gateway keeps serving others."""
+    gw = gateway_factory(stream_config(client={"queue_max_size": 65536}, prometheus={"enabled": True}))
+    user, feed = f"slow-{uid()}", f"feed:{uid()}"
+    body = orjson.dumps(connect_command(mint_token(SECRET, user, channels=[feed])))
+    request = (
+        f"POST /connection/http_stream HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.sock_connect(sock, ("127.0.0.1", gw.port))
+        await loop.sock_sendall(sock, request)
+        head = b""
+        async with asyncio.timeout(5):
+            while b'"connect"' not in head:
+                head += await loop.sock_recv(sock, 1024)
+
+        async def slow_client_gone() -> bool:
+            return bool((await api(http, gw, "info", {}))["nodes"][0]["num_clients"] == 0)
+
+        assert not await slow_client_gone()
+        payload = {"blob": "x" * 32_000}
+        for n in range(400):  # up to ~13 MB: more than loopback socket buffers can absorb
+            await api(http, gw, "publish", {"channel": feed, "data": {**payload, "n": n}})
+            if n % 20 == 19 and await slow_client_gone():
+                break
+        await eventually(slow_client_gone)
+        metrics = (await http.get(f"{gw.url}/metrics")).text
+        assert re.search(r'client_num_server_disconnects_total\{code="3008"\} [1-9]', metrics), metrics
+    finally:
+        sock.close()
+    # Others are unaffected: a new stream connects and gets its reply at once.
+    async with bidi(http, gw, "http_stream", mint_token(SECRET, "42")) as stream:
+        assert "connect" in await stream.next()
