@@ -166,3 +166,41 @@ async def test_redis_restart_without_persistence_gives_a_new_epoch_and_recovered
             assert (await _pub(raw))["data"] == 4
     finally:
         server.stop()
+
+
+async def test_connections_survive_a_redis_outage_and_resubscribe_from_the_new_epoch(nodes, tmp_path):
+    """The connection stays up; the subscription is told its stream is gone (2500: the SDK
+    resubscribes with recovery, gets recovered=false from the new epoch) and receives again."""
+    server = await RedisServer().start()
+    try:
+        (a,) = nodes(server.url, count=1)
+        async with connect(a.ws_url) as ws:
+            raw = await _client(ws)
+            before = (await raw.call("subscribe", {"channel": "live"}))["subscribe"]
+            server.kill()
+
+            async def unhealthy() -> bool:
+                return not a.health_ok()
+
+            await _wait(unhealthy)
+            server.spawn()
+            await server.wait_up()
+            push = await raw.wait_for(lambda m: "unsubscribe" in m.get("push", {}), within=20)
+            assert push["push"]["unsubscribe"]["code"] == 2500
+            again = (
+                await raw.call(
+                    "subscribe",
+                    {
+                        "channel": "live",
+                        "recover": True,
+                        "offset": before["offset"],
+                        "epoch": before["epoch"],
+                    },
+                )
+            )["subscribe"]
+            assert again.get("recovered", False) is False and again["epoch"] != before["epoch"]
+            await _api(a, "publish", {"channel": "live", "data": "back"})
+            assert (await _pub(raw))["data"] == "back"
+            assert not raw.closed.done()
+    finally:
+        server.stop()
