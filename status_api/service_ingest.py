@@ -301,8 +301,7 @@ class EventIngestor:
         await repo.update_tasks(conn, changed)
         await repo.update_steps(conn, list(b.dirty_steps.values()))
         await repo.insert_events(conn, b.events)
-        for aggregate_id, version, messages, now in b.outbox:
-            await outbox.append(conn, aggregate_id, version, messages, now)
+        await outbox.append_many(conn, b.outbox)
         await repo.insert_dedups(conn, b.dedup_rows)
 
 

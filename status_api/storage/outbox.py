@@ -112,6 +112,32 @@ async def append(
     )
 
 
+
+async def append_many(
+    conn: AsyncConnection, entries: Sequence[tuple[str, int, Sequence[OutboxMessage], datetime]]
+) -> None:
+    """:func:`append` for several ``(aggregate_id, aggregate_version, messages, now)`` at once, as ONE
+    multi-row statement (the Status API's group commit); rows are exactly those :func:`append` writes."""
+    rows = [
+        {
+            "aggregate_type": "task",
+            "aggregate_id": aggregate_id,
+            "aggregate_version": version,
+            "channel": m.channel,
+            "projection": m.projection,
+            "payload": m.payload,
+            "status": PENDING,
+            "priority": max(m.priority, PRIORITY_NEW_AGGREGATE) if version == 1 else m.priority,
+            "available_at": now,
+            "attempts": 0,
+            "created_at": now,
+        }
+        for aggregate_id, version, messages, now in entries
+        for m in messages
+    ]
+    if rows:
+        await conn.execute(sa.insert(task_outbox), rows)
+
 def _row(r: Any, taken_over: frozenset[int] = frozenset()) -> OutboxRow:
     return OutboxRow(
         id=int(r["id"]),

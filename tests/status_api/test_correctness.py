@@ -375,6 +375,7 @@ async def test_state_event_dedup_and_outbox_commit_in_one_transaction(
         raise RuntimeError("outbox write failed")
 
     monkeypatch.setattr(outbox, "append", failing_append)
+    monkeypatch.setattr(outbox, "append_many", failing_append)  # the group-commit path
     body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
     caller = h.comp.api.service_auth.event_caller(t.steps["01_prepare"].token)
     with pytest.raises(RuntimeError):
