@@ -143,7 +143,17 @@ async def task_events(request: Request) -> Response:
     body = await _json(request)
     if not isinstance(body, dict):
         raise invalid("INVALID_EVENT", "body must be an object")
-    out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
+    operation = body.get("operationCode")
+    metrics = getattr(request.app.state, "metrics", None)
+    try:
+        out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
+    except DomainError as err:
+        if metrics is not None:
+            metrics.event(str(operation or ""), "rejected", err.code)
+        raise
+    if metrics is not None:
+        outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
+        metrics.event(str(operation or ""), outcome, str(out.get("staleReason") or ""))
     audit.info(
         "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
         caller.producer_id,

@@ -1,0 +1,96 @@
+"""Prometheus metrics of the Status API (seed §14.1), on a registry owned by the app.
+
+Request rate and latency per route and status, ingestion outcomes per operation code
+(accepted / duplicate / stale / rejected with the error code: idempotency hits, conflicts, old
+attempts, schema rejections and illegal transitions all show up here), and two gauges read from
+the database at scrape time: active (non-terminal) tasks and the age of the oldest one — the
+"task running longer than it reasonably can" alert of seed §14.3.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
+
+from status_api.domain.model import TERMINAL
+from status_api.storage.tables import task
+
+NS = "taskcast_status_api"
+
+
+class StatusMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(f"{NS}_requests_total", "HTTP requests.", ["route", "status"], registry=r)
+        self.duration = Histogram(
+            f"{NS}_request_duration_seconds",
+            "HTTP request duration.",
+            ["route"],
+            registry=r,
+            buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.events = Counter(
+            f"{NS}_events_total",
+            "Task events by outcome (accepted, duplicate, stale, rejected) and error code.",
+            ["operation_code", "outcome", "code"],
+            registry=r,
+        )
+        self.active_tasks = Gauge(f"{NS}_active_tasks", "Tasks not in a terminal state.", registry=r)
+        self.oldest_active_task_age = Gauge(
+            f"{NS}_oldest_active_task_age_seconds",
+            "Age of the oldest task not in a terminal state.",
+            registry=r,
+        )
+
+    def event(self, operation_code: str, outcome: str, code: str = "") -> None:
+        self.events.labels(operation_code or "-", outcome, code).inc()
+
+    async def render(self, engine: AsyncEngine) -> bytes:
+        terminal = [lc.value for lc in TERMINAL]
+        query = sa.select(sa.func.count(), sa.func.min(task.c.created_at)).where(
+            task.c.lifecycle_status.not_in(terminal)
+        )
+        async with engine.connect() as conn:
+            count, oldest = (await conn.execute(query)).one()
+        self.active_tasks.set(count or 0)
+        if oldest is None:
+            self.oldest_active_task_age.set(0)
+        else:
+            if oldest.tzinfo is None:
+                oldest = oldest.replace(tzinfo=UTC)
+            self.oldest_active_task_age.set(max(0.0, (datetime.now(UTC) - oldest).total_seconds()))
+        return generate_latest(self.registry)
+
+
+def route_name(request: Request, routes: list[Route]) -> str:
+    """The route template (``/api/tasks/{task_id}``), never the raw path: bounded labels."""
+    for route in routes:
+        match, _ = route.matches(request.scope)
+        if match is Match.FULL:
+            return route.path
+    return "other"
+
+
+def instrument(
+    metrics: StatusMetrics, routes: list[Route]
+) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+    """A Starlette ``http`` middleware function counting requests per route and status."""
+
+    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        name = route_name(request, routes)
+        metrics.requests.labels(name, str(response.status_code)).inc()
+        metrics.duration.labels(name).observe(time.perf_counter() - started)
+        return response
+
+    return middleware
