@@ -88,7 +88,16 @@ class Runtime:
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
         hub = self.node.hub
         self.metrics.register_node_gauges(
-            NodeGauges(lambda: (len(hub.clients), len(hub.users), hub.num_subscriptions, len(hub.channels)))
+            NodeGauges(
+                lambda: (
+                    len(hub.clients),
+                    len(hub.users),
+                    hub.num_subscriptions,
+                    len(hub.channels),
+                    len(self.node.nodes()),
+                    self.node.broker.healthy(),
+                )
+            )
         )
         self.http = httpx.AsyncClient(timeout=5.0)
         cfg = settings.client

@@ -15,8 +15,8 @@ from prometheus_client.registry import Collector
 
 NS = "centrifugo"
 
-NodeCounts = Callable[[], tuple[int, int, int, int]]
-"""Returns (clients, users, subscriptions, channels) of this node."""
+NodeCounts = Callable[[], tuple[int, int, int, int, int, bool]]
+"""Returns (clients, users, subscriptions, channels, live nodes, engine healthy) of this node."""
 
 
 class Metrics:
@@ -144,12 +144,17 @@ class NodeGauges(Collector):
         self.read = read
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        clients, users, subs, channels = self.read()
+        clients, users, subs, channels, nodes, healthy = self.read()
         for name, value, doc in (
             ("node_num_clients", clients, "Number of clients connected."),
             ("node_num_users", users, "Number of unique users connected."),
             ("node_num_subscriptions", subs, "Number of subscriptions."),
             ("node_num_channels", channels, "Number of channels with one or more subscribers."),
-            ("node_num_nodes", 1, "Number of nodes in the cluster."),
+            ("node_num_nodes", nodes, "Number of nodes in the cluster."),
         ):
             yield GaugeMetricFamily(f"{NS}_{name}", doc, value=value)
+        yield GaugeMetricFamily(
+            "taskcast_gateway_engine_healthy",
+            "1 while the engine (Redis) answers, else 0.",
+            value=int(healthy),
+        )

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from status_api.domain.model import TERMINAL
-from status_api.storage.tables import task
+from status_api.storage.tables import task, task_outbox
 
 NS = "taskcast_status_api"
 
@@ -51,24 +51,56 @@ class StatusMetrics:
             registry=r,
         )
 
+        self.outbox_oldest_pending = Gauge(
+            f"{NS}_outbox_oldest_pending_age_seconds",
+            "Age of the oldest PENDING outbox row per priority (10 = notices and terminal states).",
+            ["priority"],
+            registry=r,
+        )
+        self.database_up = Gauge(
+            f"{NS}_database_up", "1 when the last scrape could query the database.", registry=r
+        )
+
     def event(self, operation_code: str, outcome: str, code: str = "") -> None:
         self.events.labels(operation_code or "-", outcome, code).inc()
 
     async def render(self, engine: AsyncEngine) -> bytes:
+        """Refresh the database-backed gauges and render. A database that cannot be queried
+        sets ``database_up`` to 0 instead of failing the scrape."""
         terminal = [lc.value for lc in TERMINAL]
-        query = sa.select(sa.func.count(), sa.func.min(task.c.created_at)).where(
+        active = sa.select(sa.func.count(), sa.func.min(task.c.created_at)).where(
             task.c.lifecycle_status.not_in(terminal)
         )
-        async with engine.connect() as conn:
-            count, oldest = (await conn.execute(query)).one()
+        pending = (
+            sa.select(task_outbox.c.priority, sa.func.min(task_outbox.c.created_at))
+            .where(task_outbox.c.status == "PENDING")
+            .group_by(task_outbox.c.priority)
+        )
+        now = datetime.now(UTC)
+        try:
+            async with engine.connect() as conn:
+                count, oldest = (await conn.execute(active)).one()
+                pending_rows = (await conn.execute(pending)).all()
+        except Exception:
+            self.database_up.set(0)
+            return generate_latest(self.registry)
+        self.database_up.set(1)
         self.active_tasks.set(count or 0)
-        if oldest is None:
-            self.oldest_active_task_age.set(0)
-        else:
-            if oldest.tzinfo is None:
-                oldest = oldest.replace(tzinfo=UTC)
-            self.oldest_active_task_age.set(max(0.0, (datetime.now(UTC) - oldest).total_seconds()))
+        self.oldest_active_task_age.set(_age(now, oldest))
+        self.outbox_oldest_pending.clear()
+        for priority in ("0", "10"):
+            self.outbox_oldest_pending.labels(priority).set(0)
+        for priority, created in pending_rows:
+            self.outbox_oldest_pending.labels(str(priority)).set(_age(now, created))
         return generate_latest(self.registry)
+
+
+def _age(now: datetime, then: datetime | None) -> float:
+    if then is None:
+        return 0.0
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return max(0.0, (now - then).total_seconds())
 
 
 def route_name(request: Request, routes: list[Route]) -> str:
