@@ -83,8 +83,8 @@ async def _run(cfg: RelayConfig) -> int:
     metrics = RelayMetrics()
     server = None
     if cfg.metrics_port is not None:
-        server, _ = serve(metrics, cfg.metrics_host, cfg.metrics_port)
-        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.server_port)
+        server = serve(metrics, cfg.metrics_host, cfg.metrics_port)
+        log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.port)
     leases = _leases(cfg)
     publisher = HttpGatewayPublisher(cfg.gateway_api_url, cfg.gateway_api_key, cfg.publish_timeout_seconds)
     relay = Relay(
@@ -103,7 +103,7 @@ async def _run(cfg: RelayConfig) -> int:
         await publisher.aclose()
         await leases.engine.dispose()
         if server is not None:
-            server.shutdown()
+            server.close()
     return 0
 
 

@@ -82,7 +82,22 @@ class RelayMetrics:
         )
 
 
-def serve(metrics: RelayMetrics, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
-    """Serve ``/metrics`` on ``host:port`` (0 = a free port: read ``server.server_port``)."""
+@dataclass
+class MetricsServer:
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve(metrics: RelayMetrics, host: str, port: int) -> MetricsServer:
+    """Serve ``/metrics`` on ``host:port`` (0 = a free port: read ``.port``); ``close()`` stops it."""
     server, thread = start_http_server(port, addr=host, registry=metrics.registry)
-    return server, thread
+    return MetricsServer(server, thread)

@@ -331,15 +331,14 @@ async def test_metrics_endpoint_exposes_the_relay_series(
     specs = plan(tasks=1, versions=2)
     await insert(engine, specs)
     relay = make_relay(engine, relay_config(engine.url.render_as_string(False), gateway))
-    server, thread = serve(relay.metrics, "127.0.0.1", 0)
+    server = serve(relay.metrics, "127.0.0.1", 0)
     try:
         await drain(relay)
         await insert(engine, [RowSpec("t-m", 1, user_channel(0))])
         await relay.refresh_gauges()
-        text = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.server_port}/metrics")
+        text = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.port}/metrics")
     finally:
-        server.shutdown()
-        thread.join(timeout=5)
+        server.close()
     for series in (
         'taskcast_relay_outbox_rows{status="pending"} 1.0',
         'taskcast_relay_outbox_rows{status="dead"} 0.0',
