@@ -2,7 +2,10 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: run bootstrap test test-fast lint fmt type bench-fanout bench-ingest
+.PHONY: up run bootstrap test test-fast lint fmt type bench-fanout bench-ingest
+
+up: bootstrap
+	$(PY) -m taskcast_cli up
 
 run: bootstrap
 	$(PY) -m taskcast_cli gateway --config $(CONFIG)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-USAGE = "usage: taskcast {gateway,status-api,relay} [options]  (taskcast <command> --help)"
+USAGE = "usage: taskcast {up,demo,gateway,status-api,relay} [options]  (taskcast <command> --help)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +25,14 @@ def main(argv: list[str] | None = None) -> int:
         from relay.cli import main as relay_main
 
         return relay_main(rest)
+    if command == "up":
+        from taskcast_up import main as up_main
+
+        return up_main(rest)
+    if command == "demo":
+        from taskcast_demo import main as demo_main
+
+        return demo_main(rest)
     print(f"taskcast: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -1,0 +1,476 @@
+"""``taskcast demo``: a coordinator and its workers that drive realistic tasks through the Status API.
+
+Everything goes through the Status API's internal endpoints exactly as a real coordinator and real
+workers would (docs/status-api.md): ``POST /internal/v1/tasks`` (service JWT, role ``coordinator``)
+returns one execution context per step; each worker reports with its step's ``executionToken``;
+retries open a new attempt (``POST …/steps/{stepId}/attempts``); only the coordinator reports
+``TASK_COMPLETED`` / ``TASK_FAILED`` / ``TASK_CANCELLED``.
+
+Contracts kept by the runner:
+
+* **eventId**: one per business event, derived from (task, step, attempt, producer, sourceSeq), and
+  the same id and body are re-sent when a request fails in transit (``Idempotency-Key`` = eventId).
+* **sourceSeq**: per (task, step, attempt, producer), starting at 1 for every new attempt; the
+  coordinator has its own counter per task. Heartbeats take a number too (they only move liveness).
+* **durationMs**: measured with ``time.monotonic()`` by the process that did the work.
+* Only registered operation codes, business statuses and ``data.schema`` names are used
+  (``schema/registry``, ``schema/data``); ``tests/allinone/test_demo.py`` checks every script.
+
+The scenario scripts (:data:`SCENARIOS`) are pure data built from the seed's examples (document
+processing, video export); :class:`TaskRun` interprets one. Scripted pauses are divided by
+``speed``; the silence that makes a step STALE is real time (it must outlast the Status API's
+``reconciler.heartbeat_timeout_seconds``, given as ``stale_after``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import jwt
+
+from taskcast_scenarios import (
+    SCENARIOS,
+    Complete,
+    Fail,
+    Finish,
+    GoSilent,
+    Pause,
+    Plan,
+    Progress,
+    Retry,
+    Start,
+    Work,
+)
+
+log = logging.getLogger("taskcast.demo")
+
+COORDINATOR = "task-coordinator"
+DEFAULT_USERS = ("demo/alice", "demo/bob", "demo/carol")
+SERVICE_SECRET_ENV = "TASKCAST_DEMO_SERVICE_SECRET"
+HTTP_ATTEMPTS = 5
+CANCEL_TIMEOUT_SECONDS = 3.0
+
+Json = dict[str, Any]
+
+
+class DemoError(RuntimeError):
+    """The Status API refused a request (the message carries its error code, never credentials)."""
+
+
+def utc_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def event_id(*parts: object) -> str:
+    """A stable eventId for one business event (pattern ``[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}``)."""
+    return "ev-" + hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()[:40]
+
+
+def step_event(ctx: Json, seq: int, event_type: str, **fields: Any) -> Json:
+    """A step event body bound to an execution context (seed §3.5); ``None`` fields are omitted."""
+    body: Json = {
+        "eventId": event_id(ctx["taskId"], ctx["stepId"], ctx["stepAttempt"], ctx["producerId"], seq),
+        "taskId": ctx["taskId"],
+        "taskType": ctx["taskType"],
+        "taskAttempt": ctx["taskAttempt"],
+        "stepId": ctx["stepId"],
+        "operationCode": ctx["operationCode"],
+        "stepAttempt": ctx["stepAttempt"],
+        "producerId": ctx["producerId"],
+        "sourceSeq": seq,
+        "eventType": event_type,
+        "occurredAt": utc_iso(),
+    }
+    body.update({k: v for k, v in fields.items() if v is not None})
+    return body
+
+
+def task_event(task_id: str, seq: int, event_type: str, status: str, **fields: Any) -> Json:
+    """A coordinator event (``TASK_*``) with the coordinator's own sourceSeq for this task."""
+    body: Json = {
+        "eventId": event_id(task_id, "task", 1, COORDINATOR, seq),
+        "taskId": task_id,
+        "taskAttempt": 1,
+        "producerId": COORDINATOR,
+        "sourceSeq": seq,
+        "eventType": event_type,
+        "businessStatus": status,
+        "occurredAt": utc_iso(),
+    }
+    body.update({k: v for k, v in fields.items() if v is not None})
+    return body
+
+
+class StatusApi:
+    """The Status API's internal endpoints as the coordinator and its workers call them.
+
+    Transport errors, 429 and 5xx are retried with the same body (and so the same eventId); other
+    refusals raise :class:`DemoError`. The service JWT is minted locally from ``service_secret``.
+    """
+
+    def __init__(self, client: httpx.AsyncClient, service_secret: str) -> None:
+        self.client = client
+        self._secret = service_secret
+        self._token = ""
+        self._token_exp = 0.0
+
+    def service_token(self) -> str:
+        now = time.time()
+        if now > self._token_exp - 60:
+            self._token_exp = now + 600
+            claims = {
+                "sub": COORDINATOR,
+                "roles": ["coordinator"],
+                "iat": int(now),
+                "exp": int(self._token_exp),
+            }
+            self._token = jwt.encode(claims, self._secret, algorithm="HS256")
+        return self._token
+
+    async def post(self, path: str, body: Json | None, token: str, key: str | None = None) -> Json:
+        headers = {"Authorization": f"Bearer {token}"}
+        if key:
+            headers["Idempotency-Key"] = key
+        for attempt in range(HTTP_ATTEMPTS):
+            try:
+                r = await self.client.post(path, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                problem = f"{type(exc).__name__}"
+            else:
+                if r.status_code < 300:
+                    out: Json = r.json()
+                    return out
+                if r.status_code != 429 and r.status_code < 500:
+                    raise DemoError(f"{path}: HTTP {r.status_code} {r.text[:300]}")
+                problem = f"HTTP {r.status_code}"
+            await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+        raise DemoError(f"{path}: gave up after {HTTP_ATTEMPTS} attempts ({problem})")
+
+    async def create_task(self, body: Json) -> Json:
+        return await self.post("/internal/v1/tasks", body, self.service_token(), f"create-{body['taskId']}")
+
+    async def new_attempt(self, task_id: str, step_id: str) -> Json:
+        return await self.post(
+            f"/internal/v1/tasks/{task_id}/steps/{step_id}/attempts", None, self.service_token()
+        )
+
+    async def step(self, ctx: Json, body: Json) -> Json:
+        return await self.post("/internal/v1/task-events", body, ctx["executionToken"], body["eventId"])
+
+    async def task(self, body: Json) -> Json:
+        return await self.post("/internal/v1/task-events", body, self.service_token(), body["eventId"])
+
+
+@dataclass
+class StepRun:
+    """One step attempt as its worker sees it: the execution context, its sourceSeq, its monotonic start."""
+
+    ctx: Json
+    seq: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.started) * 1000)
+
+    @property
+    def heartbeats(self) -> bool:
+        return "STEP_HEARTBEAT" in self.ctx["allowedEventTypes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """Timing of a run: scripted pauses are divided by ``speed``; STALE needs real silence."""
+
+    speed: float = 1.0
+    stale_after: float = 60.0
+    reconcile_interval: float = 10.0
+
+    @property
+    def heartbeat_every(self) -> float:
+        return max(0.05, min(2.0, self.stale_after / 3))
+
+    @property
+    def silence(self) -> float:
+        """Long enough for the reconciler to see the missing heartbeats (timeout + one pass)."""
+        return self.stale_after + self.reconcile_interval * 1.5 + 0.5
+
+    @property
+    def recovery(self) -> float:
+        """Heartbeats only (no progress) long enough for the reconciler to mark the step HEALTHY again."""
+        return self.reconcile_interval * 1.5 + 0.5
+
+
+class TaskRun:
+    """Runs one :class:`Plan`: create the task, then interpret its script step by step."""
+
+    def __init__(self, api: StatusApi, plan: Plan, owner: str, pace: Pace) -> None:
+        self.api = api
+        self.plan = plan
+        self.tenant, _, self.owner = owner.partition("/")
+        self.pace = pace
+        self.steps: dict[str, StepRun] = {}
+        self.coordinator_seq = 0
+        self.created = 0.0
+        self.final: Json | None = None
+
+    @property
+    def task_id(self) -> str:
+        return self.plan.task_id
+
+    async def run(self) -> Json:
+        """Returns the Status API's response to the coordinator's final event."""
+        body = {**self.plan.create_body, "tenantId": self.tenant, "ownerId": self.owner}
+        created = await self.api.create_task(body)
+        self.created = time.monotonic()
+        self.steps = {ctx["stepId"]: StepRun(ctx) for ctx in created["steps"]}
+        log.info("task %s (%s) created for %s/%s", self.task_id, self.plan.scenario, self.tenant, self.owner)
+        for action in self.plan.script:
+            await self._do(action)
+        assert self.final is not None, f"scenario {self.plan.scenario} has no Finish"
+        return self.final
+
+    async def _emit(self, step_id: str, event_type: str, **fields: Any) -> Json:
+        run = self.steps[step_id]
+        if event_type == "STEP_STARTED":
+            run.started = time.monotonic()
+        elif event_type in ("STEP_COMPLETED", "STEP_FAILED"):
+            fields.update(durationMs=run.elapsed_ms(), durationSource="MONOTONIC")
+        return await self.api.step(run.ctx, step_event(run.ctx, run.next_seq(), event_type, **fields))
+
+    async def _work(self, step_id: str, seconds: float, *, scaled: bool = True) -> None:
+        """Busy for ``seconds`` (divided by speed when ``scaled``), heartbeating while it lasts."""
+        run = self.steps[step_id]
+        deadline = time.monotonic() + (seconds / self.pace.speed if scaled else seconds)
+        while (left := deadline - time.monotonic()) > 0:
+            await asyncio.sleep(min(left, self.pace.heartbeat_every))
+            if run.heartbeats and deadline - time.monotonic() > 0:
+                await self._emit(step_id, "STEP_HEARTBEAT")
+
+    async def _do(self, a: object) -> None:
+        if isinstance(a, Start):
+            await self._emit(a.step, "STEP_STARTED", businessStatus=a.status, message=a.message)
+        elif isinstance(a, Work):
+            await self._work(a.step, a.seconds)
+        elif isinstance(a, Progress):
+            progress = {"current": a.current, "total": a.total, "unit": a.unit}
+            await self._emit(a.step, "STEP_PROGRESS", businessStatus=a.status, progress=progress, data=a.data)
+        elif isinstance(a, GoSilent):
+            log.info(
+                "task %s: %s goes silent for %.1fs (expect STALE)", self.task_id, a.step, self.pace.silence
+            )
+            await asyncio.sleep(self.pace.silence)
+            await self._emit(a.step, "STEP_HEARTBEAT")
+            await self._work(a.step, self.pace.recovery, scaled=False)
+        elif isinstance(a, Complete):
+            await self._emit(a.step, "STEP_COMPLETED", businessStatus=a.status, data=a.data)
+        elif isinstance(a, Fail):
+            error = {
+                "category": a.category,
+                "code": a.code,
+                "retryable": a.retryable,
+                "userMessage": a.message,
+            }
+            await self._emit(a.step, "STEP_FAILED", businessStatus=a.status, error=error)
+        elif isinstance(a, Retry):
+            ctx = await self.api.new_attempt(self.task_id, a.step)
+            self.steps[a.step] = StepRun(ctx)
+        elif isinstance(a, Pause):
+            await asyncio.sleep(a.seconds / self.pace.speed)
+        elif isinstance(a, Finish):
+            await self._finish(a)
+        else:  # pragma: no cover - the Action union is closed
+            raise TypeError(f"unknown action {a!r}")
+
+    async def _finish(self, a: Finish) -> None:
+        self.coordinator_seq += 1
+        duration = int((time.monotonic() - self.created) * 1000)
+        timing = {"durationMs": duration, "durationSource": "MONOTONIC"}
+        if a.code is None:
+            body = task_event(
+                self.task_id, self.coordinator_seq, "TASK_COMPLETED", a.status, message=a.message, **timing
+            )
+        else:
+            error = {
+                "category": "BUSINESS_INPUT",
+                "code": a.code,
+                "retryable": False,
+                "userMessage": a.message,
+            }
+            body = task_event(
+                self.task_id,
+                self.coordinator_seq,
+                "TASK_FAILED",
+                a.status,
+                failedStepId=a.failed_step,
+                error=error,
+                **timing,
+            )
+        self.final = await self.api.task(body)
+
+    async def cancel(self) -> None:
+        """The demo is stopping: the coordinator cancels this unfinished task (no orphans left RUNNING)."""
+        self.coordinator_seq += 1
+        await self.api.task(
+            task_event(
+                self.task_id, self.coordinator_seq, "TASK_CANCELLED", "CANCELLED", message="Demo stopped"
+            )
+        )
+
+
+@dataclass
+class DemoResult:
+    """What happened to each task: ``(scenario, owner, taskId, lifecycle or error text)``."""
+
+    outcomes: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[tuple[str, str, str, str]]:
+        return [o for o in self.outcomes if o[3] not in ("SUCCEEDED", "FAILED", "CANCELLED")]
+
+
+def schedule(tasks: int, users: Sequence[str]) -> Iterator[tuple[str, str]]:
+    """(scenario name, owner) pairs: every scenario in turn, owners round-robin; ``tasks=0`` never ends."""
+    pairs = zip(itertools.cycle(SCENARIOS), itertools.cycle(users), strict=False)
+    return itertools.islice(pairs, tasks) if tasks > 0 else pairs
+
+
+async def run_demo(
+    api_url: str,
+    service_secret: str,
+    *,
+    tasks: int = len(SCENARIOS),
+    speed: float = 1.0,
+    stale_after: float = 60.0,
+    reconcile_interval: float = 10.0,
+    users: Sequence[str] = DEFAULT_USERS,
+    interval: float = 20.0,
+    stop: asyncio.Event | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> DemoResult:
+    """Start ``tasks`` tasks (0 = until ``stop``): the first round one second apart, later ones every
+    ``interval`` seconds (both divided by ``speed``). Returns when every started task finished, or when
+    ``stop`` is set — then unfinished tasks are cancelled by the coordinator within a bound."""
+    pace = Pace(speed, stale_after, reconcile_interval)
+    stop = stop or asyncio.Event()
+    result = DemoResult()
+    running: dict[asyncio.Task[Json], TaskRun] = {}
+    async with httpx.AsyncClient(base_url=api_url, transport=transport, timeout=10.0) as client:
+        api = StatusApi(client, service_secret)
+
+        async def one(run: TaskRun) -> Json:
+            try:
+                final = await run.run()
+                result.outcomes.append(
+                    (run.plan.scenario, f"{run.tenant}/{run.owner}", run.task_id, final["lifecycleStatus"])
+                )
+                return final
+            except DemoError as exc:
+                log.warning("task %s (%s) stopped: %s", run.task_id, run.plan.scenario, exc)
+                result.outcomes.append(
+                    (run.plan.scenario, f"{run.tenant}/{run.owner}", run.task_id, str(exc))
+                )
+                raise
+
+        for n, (name, owner) in enumerate(schedule(tasks, users)):
+            if n:
+                gap = (1.0 if n < len(SCENARIOS) else interval) / speed
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), gap)
+            if stop.is_set():
+                break
+            run = TaskRun(api, SCENARIOS[name](f"{name.split('_')[0]}-{uuid.uuid4().hex[:12]}"), owner, pace)
+            task = asyncio.create_task(one(run), name=f"demo-{run.task_id}")
+            running[task] = run
+        pending = set(running)
+        waiter = asyncio.create_task(stop.wait())
+        while pending and not stop.is_set():
+            done, _ = await asyncio.wait(pending | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+            pending -= done
+        waiter.cancel()
+        if stop.is_set():
+            await _cancel_unfinished(running)
+    return result
+
+
+async def _cancel_unfinished(running: dict[asyncio.Task[Json], TaskRun]) -> None:
+    unfinished = [run for task, run in running.items() if not task.done()]
+    for task in running:
+        task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)
+    if unfinished:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CANCEL_TIMEOUT_SECONDS):
+                await asyncio.gather(*(r.cancel() for r in unfinished), return_exceptions=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="taskcast demo", description="Drive demo tasks through a Status API.")
+    p.add_argument("--api", required=True, help="Status API base URL, e.g. http://127.0.0.1:8100")
+    p.add_argument(
+        "--service-secret", help=f"the Status API's internal_auth.jwt_secret (or ${SERVICE_SECRET_ENV})"
+    )
+    p.add_argument("--tasks", type=int, default=len(SCENARIOS), help="tasks to run, 0 = until Ctrl-C")
+    p.add_argument("--speed", type=float, default=1.0, help="divide scripted pauses by this factor")
+    p.add_argument(
+        "--stale-after", type=float, default=60.0, help="the API's reconciler.heartbeat_timeout_seconds"
+    )
+    p.add_argument(
+        "--reconcile-interval", type=float, default=10.0, help="the API's reconciler.interval_seconds"
+    )
+    p.add_argument("--users", default=",".join(DEFAULT_USERS), help="comma-separated tenant/user owners")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: 0 when every task ended as scripted, 1 when one was refused, 2 on bad usage."""
+    args = _parser().parse_args(argv)
+    secret = args.service_secret or os.environ.get(SERVICE_SECRET_ENV, "")
+    if not secret:
+        print(f"taskcast demo: --service-secret or ${SERVICE_SECRET_ENV} is required", file=sys.stderr)
+        return 2
+    if args.speed <= 0 or args.tasks < 0:
+        print("taskcast demo: --speed must be > 0 and --tasks >= 0", file=sys.stderr)
+        return 2
+    users = [u.strip() for u in args.users.split(",") if "/" in u]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+    async def go() -> DemoResult:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_demo(
+            args.api,
+            secret,
+            tasks=args.tasks,
+            speed=args.speed,
+            stale_after=args.stale_after,
+            reconcile_interval=args.reconcile_interval,
+            users=users or DEFAULT_USERS,
+            stop=stop,
+        )
+
+    result = asyncio.run(go())
+    for scenario, owner, task_id, outcome in result.outcomes:
+        print(f"{scenario:22} {owner:14} {task_id:22} {outcome}")
+    return 1 if result.failures else 0
