@@ -37,6 +37,8 @@ NO_CACHE_HEADERS = {
     "X-Accel-Buffering": "no",
 }
 PUSH_PREFIX = b'{"push":'
+CLOSE_GRACE_SECONDS = 5.0
+"""How long a closed stream may take to write its final disconnect push before it is abandoned."""
 
 
 class StreamTransport:
@@ -50,6 +52,10 @@ class StreamTransport:
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.pending_bytes = 0
         self.closed = False
+        self.writer: asyncio.Task[None] | None = None
+        """The task writing the response (set by StreamResponse)."""
+        self.aborted = False
+        self._abort_handle: asyncio.TimerHandle | None = None
 
     def _frame(self, payload: bytes) -> bytes:
         if self.unidirectional:
@@ -76,6 +82,16 @@ class StreamTransport:
         self.queue.put_nowait(b"data: " + payload + b"\n\n" if self.sse else payload + b"\n")
         self.queue.put_nowait(None)
         self.closed = True
+        if self.writer is not None:
+            # A peer that stopped reading (3008) would block the response's write forever and
+            # keep its socket: give the final push a grace period, then abandon the response.
+            self._abort_handle = asyncio.get_running_loop().call_later(CLOSE_GRACE_SECONDS, self._abort)
+
+    def _abort(self) -> None:
+        writer = self.writer
+        if writer is not None and not writer.done():
+            self.aborted = True
+            writer.cancel()
 
 
 def _unwrap(payload: bytes) -> bytes:
@@ -103,6 +119,7 @@ class StreamResponse:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         transport = self.transport
+        transport.writer = asyncio.current_task()
         raw_headers = [(k.lower().encode(), v.encode()) for k, v in self.headers.items()]
         await send({"type": "http.response.start", "status": 200, "headers": raw_headers})
         await send(
@@ -130,8 +147,17 @@ class StreamResponse:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             pass
+        except asyncio.CancelledError:
+            if not transport.aborted:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # our own abort of a dead reader: end the response quietly
         finally:
             watcher.cancel()
+            if transport._abort_handle is not None:
+                transport._abort_handle.cancel()
+            transport.writer = None
             transport.closed = True
             self.runtime.streams.discard(self.client)
             self.client.connection_lost()
