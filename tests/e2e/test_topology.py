@@ -29,7 +29,9 @@ async def test_every_process_is_healthy_and_reachable_through_nginx(topology: To
     assert all(proc.running for proc in topology.procs.values())
     async with httpx.AsyncClient(timeout=5) as http:
         assert (await http.get(f"{topology.public_url}/readyz")).status_code == 200
-        info = await http.post(f"{topology.internal_api_url}/info", json={}, headers={"X-API-Key": topology.api_key})
+        info = await http.post(
+            f"{topology.internal_api_url}/info", json={}, headers={"X-API-Key": topology.api_key}
+        )
         assert info.status_code == 200
 
 
@@ -43,7 +45,8 @@ async def test_publications_reach_clients_on_both_gateways_through_the_balancer(
             assert {n["name"] for n in nodes} == {"gateway1", "gateway2"}
             assert sum(n["num_clients"] for n in nodes) >= 0
             result = await http.post(
-                f"{topology.internal_api_url}/publish", json={"channel": "task_system:public", "data": {"hi": 1}}
+                f"{topology.internal_api_url}/publish",
+                json={"channel": "task_system:public", "data": {"hi": 1}},
             )
             assert "result" in result.json(), result.text
         for raw, _ in clients:
