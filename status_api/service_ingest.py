@@ -158,7 +158,13 @@ class EventIngestor:
                 return await self.apply_batch(conn, items)
         except Exception as exc:
             if len(items) > 1:
-                log.warning("ingest batch of %d failed (%r); one transaction per event", len(items), exc)
+                cause = str(getattr(exc, "orig", None) or exc)[:200]
+                log.warning(
+                    "ingest batch of %d failed (%s: %s); one transaction per event",
+                    len(items),
+                    type(exc).__name__,
+                    cause,
+                )
         out: list[Response | Exception] = []
         for item in items:
             try:
