@@ -106,10 +106,10 @@ async def statuses(engine: AsyncEngine) -> Counter[str]:
         return Counter({r[0]: int(r[1]) for r in rows})
 
 
-async def wait_until(cond: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> None:
-    """Poll an (async or sync) condition every 20 ms until true; fail after ``timeout``."""
+async def wait_until(cond: Callable[[], Any], within: float = TIMEOUT, what: str = "condition") -> None:
+    """Poll an (async or sync) condition every 20 ms until true; fail after ``within`` seconds."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + within
     while True:
         value = cond()
         if asyncio.iscoroutine(value):
@@ -117,7 +117,7 @@ async def wait_until(cond: Callable[[], Any], timeout: float = TIMEOUT, what: st
         if value:
             return
         if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {within}s waiting for {what}")
         await asyncio.sleep(0.02)  # polling interval of the wait loop, not a synchronisation sleep
 
 
@@ -260,10 +260,10 @@ class RelayProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    async def wait_exit(self, timeout: float) -> int:
+    async def wait_exit(self, within: float) -> int:
         assert self.proc is not None
         proc = self.proc
-        await wait_until(lambda: proc.poll() is not None, timeout, "relay process exit")
+        await wait_until(lambda: proc.poll() is not None, within, "relay process exit")
         return int(proc.returncode)
 
     def kill(self) -> None:

@@ -72,8 +72,8 @@ async def test_kill_9_at_crash_point_loses_nothing_and_client_applies_each_versi
 
         survivor = RelayProcess(process_config(url, gateway), tmp_path).start()
         try:
-            await wait_until(lambda: sub.has_all(specs), timeout=60, what="every row at the client")
-            await wait_until(lambda: _all_published(engine, len(specs)), timeout=30, what="all rows marked")
+            await wait_until(lambda: sub.has_all(specs), within=60, what="every row at the client")
+            await wait_until(lambda: _all_published(engine, len(specs)), within=30, what="all rows marked")
             survivor.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
             assert await survivor.wait_exit(10) == 0, survivor.log_text()
         finally:
@@ -106,7 +106,7 @@ async def test_sigterm_exits_zero_within_the_shutdown_bound(
     await insert(engine, specs)
     proc = RelayProcess(process_config(engine.url.render_as_string(False), gateway), tmp_path).start()
     try:
-        await wait_until(lambda: _all_published(engine, len(specs)), timeout=30, what="rows published")
+        await wait_until(lambda: _all_published(engine, len(specs)), within=30, what="rows published")
         proc.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
         assert await proc.wait_exit(8) == 0
     finally:

@@ -43,6 +43,14 @@ from tests.relay.harness import (
 pytestmark = pytest.mark.mysql
 
 
+FAILURES = "taskcast_relay_publish_failures_total"
+
+
+def sample(relay: Relay, name: str, **labels: str) -> float:
+    value = relay.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
 def channels_of(specs: Sequence[RowSpec]) -> list[str]:
     return sorted({s.channel for s in specs})
 
@@ -64,7 +72,7 @@ async def test_publishes_every_row_with_commit_time_tag(engine: AsyncEngine, gat
         }
     for channel, task, version, tags in sub.received:
         assert tags["committed_at_ms"] == str(committed_at_ms(created[(channel, task, version)]))
-    assert relay.metrics.commit_to_publish._sum.get() > 0  # type: ignore[attr-defined]
+    assert sample(relay, "taskcast_relay_state_commit_to_publish_seconds_sum") > 0
     await relay.publisher.aclose()
 
 
@@ -107,7 +115,7 @@ async def test_collapse_publishes_only_the_newest_progress_but_keeps_notices(
         await wait_until(lambda: len(sub.received) == 2, what="two publications")
         assert sorted(v for _, _, v, _ in sub.received) == [12, 13]
     assert await statuses(engine) == {"PUBLISHED": 12}
-    assert relay.metrics.superseded._value.get() == 10  # type: ignore[attr-defined]
+    assert sample(relay, "taskcast_relay_superseded_rows_total") == 10
     await relay.publisher.aclose()
 
 
@@ -128,7 +136,7 @@ async def test_expired_lease_is_taken_over_and_the_stale_owner_cannot_mark(
     async with Subscriber(gateway, channels_of(specs)) as sub:
         assert await later.run_once() == len(specs)
         await wait_until(lambda: sub.has_all(specs), what="taken-over rows published")
-    assert later.metrics.takeovers._value.get() == len(specs)  # type: ignore[attr-defined]
+    assert sample(later, "taskcast_relay_lease_takeovers_total") == len(specs)
     assert await crashed.settle([r.id for r in held], [], []) == (0, 0, 0), "stale owner clobbered a row"
     async with engine.connect() as conn:
         attempts = {int(r[0]) for r in await conn.execute(sa.select(task_outbox.c.attempts))}
@@ -163,7 +171,7 @@ async def test_earlier_transaction_committed_late_is_published_within_one_poll_i
         assert len(ids) == 1, "the early row is not visible yet"
         await tx_a.commit()
         committed = asyncio.get_running_loop().time()
-        await wait_until(lambda: sub.applied[early.key] == 1, timeout=5, what="the early row")
+        await wait_until(lambda: sub.applied[early.key] == 1, within=5, what="the early row")
         elapsed = asyncio.get_running_loop().time() - committed
         await conn_a.close()
         stop.set()
@@ -200,7 +208,7 @@ async def test_concurrent_relays_publish_every_row_and_versions_only_increase_at
             stop.set()
         sub.assert_exactly_once(specs)
         sub.assert_gate_monotonic(specs)
-    claimed = [int(r.metrics.claimed_rows._value.get()) for r in relays]  # type: ignore[attr-defined]
+    claimed = [int(sample(r, "taskcast_relay_claimed_rows_total")) for r in relays]
     assert sum(claimed) == len(specs), f"rows claimed twice: {claimed}"
     assert all(c > 0 for c in claimed), f"a replica never got work: {claimed}"
     assert await statuses(engine) == {"PUBLISHED": len(specs)}
@@ -211,7 +219,7 @@ async def test_concurrent_relays_publish_every_row_and_versions_only_increase_at
 async def test_poison_row_goes_dead_and_the_others_flow(engine: AsyncEngine, gateway: GatewayProcess) -> None:
     good = plan(tasks=3, versions=3)
     poison = RowSpec("t-poison", 1, "no_such_namespace:t1/x")  # gateway: 102 unknown channel
-    await insert(engine, good[:9] + [poison] + good[9:])
+    await insert(engine, [*good[:9], poison, *good[9:]])
     relay = make_relay(engine, relay_config(engine.url.render_as_string(False), gateway, batch_size=100))
     async with Subscriber(gateway, channels_of(good)) as sub:
         assert await drain(relay) == len(good) + 1
@@ -221,7 +229,7 @@ async def test_poison_row_goes_dead_and_the_others_flow(engine: AsyncEngine, gat
     assert [(d.aggregate_id, d.attempts) for d in dead] == [("t-poison", 1)]
     assert dead[0].last_error is not None and "102" in dead[0].last_error
     assert gateway.api_key not in dead[0].last_error
-    assert relay.metrics.failures.labels("api_102", "dead")._value.get() == 1  # type: ignore[attr-defined]
+    assert sample(relay, FAILURES, failure_class="api_102", outcome="dead") == 1
     assert await relay.leases.requeue_dead(None) == 1
     assert await statuses(engine) == {"PUBLISHED": len(good), "PENDING": 1}
     await relay.publisher.aclose()
@@ -252,7 +260,7 @@ async def test_gateway_outage_backlog_drains_when_it_returns_with_no_dead_rows(
             await wait_until(lambda: sub.has_all(specs), what="backlog drained after the outage")
         stop.set()
     assert await statuses(engine) == {"PUBLISHED": len(specs)}
-    failures = relay.metrics.failures.labels("connect", "retry")._value.get()  # type: ignore[attr-defined]
+    failures = sample(relay, FAILURES, failure_class="connect", outcome="retry")
     assert failures >= 3 * len(specs)
     await relay.publisher.aclose()
 
@@ -303,7 +311,7 @@ async def test_graceful_shutdown_finishes_or_releases_in_flight_batch(
         async with engine.connect() as conn:
             locked = await conn.scalar(sa.select(sa.func.count()).where(task_outbox.c.locked_by.is_not(None)))
         assert locked == 0
-        assert relay.metrics.released._value.get() == len(specs)  # type: ignore[attr-defined]
+        assert sample(relay, "taskcast_relay_released_rows_total") == len(specs)
 
 
 async def test_retention_purges_only_old_published_rows(engine: AsyncEngine, gateway: GatewayProcess) -> None:
@@ -375,6 +383,6 @@ async def test_detail_and_user_channels_are_distinct_idempotency_keys(
         await insert(engine, sentinel)  # delivered after any duplicate on the same channels
         await drain(relay)
         await wait_until(lambda: sub.has_all(sentinel), what="the sentinels")
-    assert relay.metrics.published._value.get() == 6  # type: ignore[attr-defined]
+    assert sample(relay, "taskcast_relay_published_rows_total") == 6
     assert sub.duplicates == 0, "the gateway's idempotency window should have absorbed the re-publish"
     await relay.publisher.aclose()
