@@ -168,7 +168,10 @@ class Subscriber:
 
     def _on_pub(self, channel: str, pub: dict[str, Any]) -> None:
         data = pub["data"]
-        task, version = str(data["taskId"]), int(data["version"])
+        if data.get("kind") == "task.summary":  # a real Status API envelope (seed §6.1)
+            task, version = str(data["task"]["id"]), int(data["task"]["version"])
+        else:  # task.detail and the tests' own rows
+            task, version = str(data["taskId"]), int(data["version"])
         self.received.append((channel, task, version, dict(pub.get("tags") or {})))
         key = (channel, task, version)
         if self.applied[key]:
