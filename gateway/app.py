@@ -130,6 +130,9 @@ class Runtime:
         """Handshake admission: None to accept, or a Retry-After in seconds (503)."""
         if self.shutting_down:
             return 1
+        limit = self.settings.client.handshake_limit
+        if limit and len(self.node.connecting) >= limit:
+            return 1
         if self.rate_limiter is not None:
             wait = self.rate_limiter.take()
             if wait is not None:

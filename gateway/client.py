@@ -110,6 +110,7 @@ class Client:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._after_reply: list[Callable[[], None]] = []
         self._timers["stale"] = self.loop.call_later(self.settings.client.stale_close_delay, self._on_stale)
+        node.connecting.add(self)
 
     # --- incoming ----------------------------------------------------------------------------
 
@@ -276,6 +277,7 @@ class Client:
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self._cancel_timer("stale")
+        self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True
         self.session.connected()
@@ -557,6 +559,7 @@ class Client:
         """The transport is gone: release everything this connection held (idempotent)."""
         self.closed = True
         self.session.closed()
+        self.node.connecting.discard(self)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()

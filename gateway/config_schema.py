@@ -89,6 +89,7 @@ class ClientSettings:
     connection_limit: int = 0
     user_connection_limit: int = 0
     connection_rate_limit: int = 0
+    handshake_limit: int = 0
     connect_include_server_time: bool = False
     history_max_publication_limit: int = 300
     recovery_max_publication_limit: int = 300

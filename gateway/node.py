@@ -54,6 +54,8 @@ class Node:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dirty: list[Flushable] = []
         self.last_pub_at: dict[str, float] = {}
+        self.connecting: set[object] = set()
+        """Connections whose transport is open but whose connect has not completed."""
         self.registry = control.NodeRegistry(clock)
         self.surveys = control.Surveys()
         self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None

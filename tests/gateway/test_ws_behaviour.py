@@ -282,3 +282,16 @@ async def test_command_flood_is_bounded_with_3013(gateway):
         await ws.send("\n".join(lines))
         assert await _close_code(ws) == 3013
     assert gw.health_ok()
+
+
+async def test_handshake_limit_admits_only_that_many_unfinished_connects(gateway):
+    gw = gateway({"client": {"handshake_limit": 1}})
+    async with connect(gw.ws_url) as first:  # transport open, no connect yet
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(gw.ws_url):
+                pass
+        assert info.value.response.status_code == 503
+        assert info.value.response.headers["Retry-After"] == "1"
+        await _connected(gw, first, "u1")  # the first finishes its connect ...
+        async with connect(gw.ws_url) as third:  # ... and admission opens again
+            await _connected(gw, third, "u2")
