@@ -234,6 +234,7 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
             "gateway_api_key": keys["gateway_api_key"],
             "relay_id": "taskcast-up",
             "poll_interval_seconds": 0.1,
+            "concurrency": 1,  # one SQLite claimer; keeps publications close to commit order
             "shutdown_timeout_seconds": 3.0,
         }
     )

@@ -1,0 +1,198 @@
+"""``taskcast up`` as a real process on free ports: both servers healthy, the board served, a demo
+task reaches SUCCEEDED through the user API and its summaries reach a centrifuge-python client on
+``task_user:{tenant}/{user}``; SIGTERM stops it cleanly within a bound; no secret is logged."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from centrifuge import Client, ClientEventHandler, ServerPublicationContext
+
+from tests.helpers.gateway_proc import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "demo/alice"
+STARTUP_SECONDS = 30.0
+TASK_SECONDS = 40.0
+STOP_SECONDS = 12.0  # taskcast_up.SHUTDOWN_SECONDS + interpreter exit
+
+
+@dataclass
+class Up:
+    proc: subprocess.Popen[bytes]
+    gateway: str
+    api: str
+    data_dir: Path
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    pg, pa = free_port(), free_port()
+    while pa == pg:
+        pa = free_port()
+    data_dir = tmp_path / "var"
+    log_path = tmp_path / "up.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCAST_", "CENTRIFUGO_"))}
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "taskcast_cli",
+                "up",
+                "--port-gateway",
+                str(pg),
+                "--port-api",
+                str(pa),
+                "--data-dir",
+                str(data_dir),
+                "--demo-speed",
+                "20",
+            ],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    handle = Up(proc, f"http://127.0.0.1:{pg}", f"http://127.0.0.1:{pa}", data_dir, log_path)
+    try:
+        yield handle
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _wait_healthy(up: Up) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    with httpx.Client(timeout=2.0) as c:
+        while True:
+            assert up.proc.poll() is None, f"taskcast up exited early:\n{up.log()}"
+            try:
+                if (
+                    c.get(f"{up.gateway}/health").status_code == 200
+                    and c.get(f"{up.api}/healthz").status_code == 200
+                    and "Task board:" in up.log()
+                ):
+                    return
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"not healthy within {STARTUP_SECONDS}s:\n{up.log()}"
+            time.sleep(0.1)
+
+
+@dataclass
+class Summaries(ClientEventHandler):
+    """Collects ``task.summary`` publications of server-side subscriptions."""
+
+    items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def on_publication(self, ctx: ServerPublicationContext) -> None:
+        self.items.append((ctx.channel, ctx.pub.data))
+        self.changed.set()
+
+
+async def _succeeded_via_api_and_realtime(up: Up) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    headers = {"X-Taskcast-Dev-User": USER}
+    async with httpx.AsyncClient(base_url=up.api, headers=headers, timeout=5.0) as api:
+        session = (await api.get("/api/realtime/session")).json()
+        summaries = Summaries()
+        client = Client(
+            f"{up.gateway.replace('http', 'ws')}/connection/websocket",
+            events=summaries,
+            token=session["token"],
+            proxy=None,
+        )
+        await client.connect()
+        try:
+            async with asyncio.timeout(TASK_SECONDS):
+                while True:  # a task that succeeded in the API and whose SUCCEEDED summary arrived live
+                    listing = (await api.get("/api/tasks")).json()["items"]
+                    done = {t["id"] for t in listing if t["lifecycleStatus"] == "SUCCEEDED"}
+                    live = {
+                        d["task"]["id"]
+                        for _, d in summaries.items
+                        if d["task"]["lifecycleStatus"] == "SUCCEEDED"
+                    }
+                    if done & live:
+                        return sorted(done & live)[0], summaries.items
+                    summaries.changed.clear()
+                    with contextlib.suppress(TimeoutError):  # a new publication, or poll the API again
+                        await asyncio.wait_for(summaries.changed.wait(), 0.5)
+        finally:
+            await client.disconnect()
+
+
+def test_taskcast_up_serves_board_runs_demo_publishes_and_stops_on_sigterm(up: Up) -> None:
+    _wait_healthy(up)
+    board = httpx.get(f"{up.api}/board/?user={USER}", timeout=5.0)
+    if (ROOT / "client-js" / "board" / "index.html").exists():
+        assert board.status_code == 200 and board.headers["content-type"].startswith("text/html")
+    assert f"{up.api}/board/?user={USER}&gateway={up.gateway}" in up.log()
+
+    task_id, received = asyncio.run(_succeeded_via_api_and_realtime(up))
+    mine = [d["task"] for _, d in received if d["task"]["id"] == task_id]
+    assert {channel for channel, _ in received} == {f"task_user:{USER}"}
+    assert all(d["kind"] == "task.summary" for _, d in received)
+    # Terminal rows are published with priority, so order may vary; the highest version is final.
+    assert max(mine, key=lambda d: int(d["version"]))["lifecycleStatus"] == "SUCCEEDED"
+    assert len({d["version"] for d in mine}) == len(mine)  # no duplicate delivery
+
+    started = time.monotonic()
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.proc.wait(STOP_SECONDS) == 0, up.log()
+    assert time.monotonic() - started < STOP_SECONDS
+    log = up.log()
+    assert "Traceback" not in log, log
+    keys = json.loads((up.data_dir / "secrets.json").read_text())
+    assert oct((up.data_dir / "secrets.json").stat().st_mode & 0o777) == "0o600"
+    for value in keys.values():
+        assert value not in log
+    assert (up.data_dir / "taskcast.db").exists()
+
+
+def test_taskcast_up_refuses_a_busy_port(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "taskcast_cli",
+                "up",
+                "--port-gateway",
+                str(busy),
+                "--port-api",
+                str(free_port()),
+                "--data-dir",
+                str(tmp_path / "var"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert r.returncode == 2
+    assert f"port {busy}" in r.stderr and "--port-gateway" in r.stderr
