@@ -6,7 +6,12 @@ idempotency row, 2 outbox rows) and commit — called in-process (no HTTP socket
 
 * ``hot``:  1 task x 16 concurrent reporters (16 steps, each reporter streams progress events);
 * ``wide``: 2,000 tasks x 1 reporter each (each reporter sends STARTED + progress events), with at
-  most ``--concurrency`` requests in flight.
+  most ``--concurrency`` requests in flight;
+* with ``--http``, ``wide`` again through the Starlette app (routing, auth, JSON, middleware) over
+  ``httpx.ASGITransport`` — in-process, no sockets.
+
+Events go through the service's group commit (``ServiceSettings.ingest_batch_*``); ``--single`` runs
+one transaction per event instead (the pre-group-commit shape) for comparison.
 
 Writes a markdown section between ``<!-- ingest:start -->`` and ``<!-- ingest:end -->`` in ``--out``.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 import time
@@ -22,10 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import sqlalchemy as sa
 
-from status_api.app import build_components
+from status_api.app import build_components, create_app
 from status_api.config import Config, _build, _validate
 from status_api.storage.database import init_db
 from status_api.storage.tables import metadata
@@ -54,8 +61,16 @@ def _pct(values: list[float], p: float) -> float:
 
 
 class Bench:
-    def __init__(self, url: str, pool: int) -> None:
-        self.comp = build_components(_config(url, pool))
+    def __init__(self, url: str, pool: int, batch_max: int | None, runners: int | None) -> None:
+        self.cfg = _config(url, pool)
+        self.comp = build_components(self.cfg)
+        group = self.comp.service.ingestor.group
+        if group is not None and batch_max is not None and batch_max <= 1:
+            self.comp.service.ingestor.group = group = None
+        if group is not None:
+            group.max_batch = batch_max or group.max_batch
+            group.max_runners = runners or group.max_runners
+        self.http: httpx.AsyncClient | None = None
         self.coordinator = self.comp.api.service_auth.service(
             jwt.encode(
                 {"sub": "task-coordinator", "roles": ["coordinator"], "exp": int(time.time()) + 3600},
@@ -110,8 +125,14 @@ class Bench:
             "progress": {"current": seq, "total": 1000, "unit": "page"},
         }
         t0 = time.perf_counter()
-        caller = self.comp.api.service_auth.event_caller(ctx["executionToken"])
-        out = await self.comp.service.ingest_event(body, caller, body["eventId"])
+        if self.http is not None:
+            headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
+            r = await self.http.post("/internal/v1/task-events", json=body, headers=headers)
+            assert r.status_code == 200, r.text
+            out = r.json()
+        else:
+            caller = self.comp.api.service_auth.event_caller(ctx["executionToken"])
+            out = await self.comp.service.ingest_event(body, caller, body["eventId"])
         latencies.append(time.perf_counter() - t0)
         assert out["accepted"] and not out["stale"], out
 
@@ -123,12 +144,17 @@ class Bench:
             for seq in range(1, per_reporter + 1):
                 await self.send(ctx, seq, lat)
 
-        t0 = time.perf_counter()
+        mark = self._mark()
         await asyncio.gather(*(reporter(c) for c in task["steps"]))
-        return self._result(f"1 task x {reporters} concurrent reporters", lat, time.perf_counter() - t0)
+        return self._result(f"1 task x {reporters} concurrent reporters", lat, mark)
 
-    async def wide(self, tasks: int, per_task: int, concurrency: int) -> dict[str, Any]:
+    async def wide(
+        self, tasks: int, per_task: int, concurrency: int, *, http: bool = False
+    ) -> dict[str, Any]:
         created = [await self.create(1) for _ in range(tasks)]
+        if http:
+            app = create_app(self.cfg, components=self.comp)
+            self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://status")
         lat: list[float] = []
         gate = asyncio.Semaphore(concurrency)
 
@@ -137,14 +163,25 @@ class Bench:
                 async with gate:
                     await self.send(ctx, seq, lat)
 
-        t0 = time.perf_counter()
-        await asyncio.gather(*(reporter(t["steps"][0]) for t in created))
-        return self._result(
-            f"{tasks} tasks x 1 reporter ({concurrency} in flight)", lat, time.perf_counter() - t0
-        )
+        mark = self._mark()
+        try:
+            await asyncio.gather(*(reporter(t["steps"][0]) for t in created))
+        finally:
+            if self.http is not None:
+                await self.http.aclose()
+                self.http = None
+        via = ", HTTP via ASGI" if http else ""
+        return self._result(f"{tasks} tasks x 1 reporter ({concurrency} in flight{via})", lat, mark)
 
-    @staticmethod
-    def _result(name: str, lat: list[float], wall: float) -> dict[str, Any]:
+    def _mark(self) -> tuple[float, float, int]:
+        group = self.comp.service.ingestor.group
+        return time.perf_counter(), time.process_time(), len(group.batch_sizes) if group else 0
+
+    def _result(self, name: str, lat: list[float], mark: tuple[float, float, int]) -> dict[str, Any]:
+        wall = time.perf_counter() - mark[0]
+        cpu = time.process_time() - mark[1]
+        group = self.comp.service.ingestor.group
+        sizes = list(group.batch_sizes)[mark[2] :] if group else []
         return {
             "scenario": name,
             "events": len(lat),
@@ -153,6 +190,9 @@ class Bench:
             "p50": _pct(lat, 50),
             "p99": _pct(lat, 99),
             "mean": statistics.mean(lat) * 1000,
+            "cpu_ms": cpu / len(lat) * 1000,
+            "batch": statistics.mean(sizes) if sizes else 1.0,
+            "load": os.getloadavg()[0],
         }
 
     async def server_version(self) -> str:
@@ -163,10 +203,16 @@ class Bench:
 def _markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: str) -> str:
     rows = "\n".join(
         f"| {r['scenario']} | {r['events']} | {r['eps']:.0f} | {r['p50']:.1f} | {r['p99']:.1f} "
-        f"| {r['mean']:.1f} |"
+        f"| {r['mean']:.1f} | {r['batch']:.1f} | {r['cpu_ms']:.2f} | {r['load']:.1f} |"
         for r in results
     )
-    wide = results[-1]
+    wide = results[1]
+    mode = (
+        "one transaction per event (`--single`)"
+        if args.batch_max is not None and args.batch_max <= 1
+        else f"group commit (batches of <= {args.batch_max or 'default'} events, "
+        f"{args.runners or 'default'} runners)"
+    )
     verdict = "met" if wide["eps"] >= 1500 and wide["p99"] < 50 else "not met"
     return f"""{START}
 ## Status API ingest (`make bench-ingest`)
@@ -174,14 +220,16 @@ def _markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: s
 Measured {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} on {platform.machine()} with
 {len(__import__("os").sched_getaffinity(0))} CPUs, Python {platform.python_version()}, {server}
 (throwaway server from `scripts/services.sh`: `innodb_flush_log_at_trx_commit=2`, 128 MB buffer pool),
-SQLAlchemy pool {args.pool}+{args.pool}. Each event is one full Status API ingestion: execution-token
-verification, JSON Schema validation, one transaction with the task row locked (step + task update,
-event log, idempotency row, 2 outbox rows), commit. Called in-process on one event loop; the
-benchmark driver shares the 2 CPUs with MariaDB. Latency is per event, including waiting for a pooled
-connection.
+SQLAlchemy pool {args.pool}+{args.pool}, {mode}. Each event is one full Status API ingestion:
+execution-token verification, JSON Schema validation, the locked transaction (step + task update,
+event log, idempotency row, 2 outbox rows), commit, answer. Called in-process on one event loop
+(the HTTP row adds the Starlette app over `httpx.ASGITransport`); the benchmark driver shares the 2
+CPUs with MariaDB and with whatever else runs on the machine (`load` = 1-minute load average at the
+end of the scenario). Latency is per event, from the call to the answer after commit. `batch` = mean
+events per transaction; `cpu ms` = CPU time of the benchmark process (driver + service) per event.
 
-| scenario | accepted events | events/s | p50 ms | p99 ms | mean ms |
-|---|---:|---:|---:|---:|---:|
+| scenario | accepted events | events/s | p50 ms | p99 ms | mean ms | batch | cpu ms | load |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
 {rows}
 
 Target (issue 3): >= 1,500 events/s with p99 < 50 ms for the many-tasks case: **{verdict}**. Where the
@@ -201,19 +249,23 @@ def write_section(out: Path, section: str) -> None:
 
 
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
-    bench = Bench(args.url, args.pool)
+    bench = Bench(args.url, args.pool, args.batch_max, args.runners)
     try:
         await bench.reset()
         server = await bench.server_version()
         results = [await bench.hot(16, args.hot_events)]
         await bench.reset()
         results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
+        if args.http:
+            await bench.reset()
+            results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency, http=True))
     finally:
         await bench.comp.engine.dispose()
     for r in results:
         print(
             f"{r['scenario']}: {r['events']} events in {r['seconds']:.2f}s = {r['eps']:.0f}/s, "
-            f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms"
+            f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, batch {r['batch']:.1f}, "
+            f"cpu {r['cpu_ms']:.2f} ms/event, load {r['load']:.1f}"
         )
     if args.out:
         write_section(Path(args.out), _markdown(results, args, server))
@@ -229,4 +281,8 @@ if __name__ == "__main__":
     p.add_argument("--tasks", type=int, default=2000)
     p.add_argument("--wide-events", type=int, default=3, help="events per task in the many-tasks case")
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--batch-max", type=int, help="events per group-commit transaction (1 = --single)")
+    p.add_argument("--single", dest="batch_max", action="store_const", const=1, help="no group commit")
+    p.add_argument("--runners", type=int, help="group-commit transactions in flight")
+    p.add_argument("--http", action="store_true", help="also run the many-tasks case through the HTTP app")
     asyncio.run(main(p.parse_args()))

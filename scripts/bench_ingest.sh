@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 svc_dir=$(mktemp -d /tmp/taskcast-bench.XXXXXX)
 trap 'bash scripts/services.sh stop "$svc_dir"; rm -rf "$svc_dir"' EXIT
 eval "$(bash scripts/services.sh start "$svc_dir")"
-.venv/bin/python loadtest/bench_ingest.py --url "$TASKCAST_TEST_MYSQL_URL" --out docs/PERFORMANCE.md "$@"
+.venv/bin/python loadtest/bench_ingest.py --url "$TASKCAST_TEST_MYSQL_URL" --out docs/PERFORMANCE.md --http "$@"
