@@ -231,6 +231,7 @@ class TaskRun:
         self.coordinator_seq = 0
         self.created = 0.0
         self.final: Json | None = None
+        self.finished = False
 
     @property
     def task_id(self) -> str:
@@ -372,23 +373,19 @@ async def run_demo(
     pace = Pace(speed, stale_after, reconcile_interval)
     stop = stop or asyncio.Event()
     result = DemoResult()
-    running: dict[asyncio.Task[Json], TaskRun] = {}
+    running: dict[asyncio.Task[None], TaskRun] = {}
     async with httpx.AsyncClient(base_url=api_url, transport=transport, timeout=10.0) as client:
         api = StatusApi(client, service_secret)
 
-        async def one(run: TaskRun) -> Json:
+        async def one(run: TaskRun) -> None:
+            owner = f"{run.tenant}/{run.owner}"
             try:
-                final = await run.run()
-                result.outcomes.append(
-                    (run.plan.scenario, f"{run.tenant}/{run.owner}", run.task_id, final["lifecycleStatus"])
-                )
-                return final
-            except DemoError as exc:
+                outcome = (await run.run())["lifecycleStatus"]
+                run.finished = True
+            except DemoError as exc:  # one refused task never stops the others
                 log.warning("task %s (%s) stopped: %s", run.task_id, run.plan.scenario, exc)
-                result.outcomes.append(
-                    (run.plan.scenario, f"{run.tenant}/{run.owner}", run.task_id, str(exc))
-                )
-                raise
+                outcome = str(exc)
+            result.outcomes.append((run.plan.scenario, owner, run.task_id, outcome))
 
         for n, (name, owner) in enumerate(schedule(tasks, users)):
             if n:
@@ -411,8 +408,8 @@ async def run_demo(
     return result
 
 
-async def _cancel_unfinished(running: dict[asyncio.Task[Json], TaskRun]) -> None:
-    unfinished = [run for task, run in running.items() if not task.done()]
+async def _cancel_unfinished(running: dict[asyncio.Task[None], TaskRun]) -> None:
+    unfinished = [run for run in running.values() if run.created and not run.finished]
     for task in running:
         task.cancel()
     await asyncio.gather(*running, return_exceptions=True)
