@@ -112,7 +112,6 @@ async def append(
     )
 
 
-
 async def append_many(
     conn: AsyncConnection, entries: Sequence[tuple[str, int, Sequence[OutboxMessage], datetime]]
 ) -> None:
@@ -137,6 +136,7 @@ async def append_many(
     ]
     if rows:
         await conn.execute(sa.insert(task_outbox), rows)
+
 
 def _row(r: Any, taken_over: frozenset[int] = frozenset()) -> OutboxRow:
     return OutboxRow(
