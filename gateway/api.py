@@ -263,7 +263,7 @@ class ServerApi:
                     client.disconnect(codes.DISCONNECT_EXPIRED)
                 elif expire_at:
                     client.expire_at = float(expire_at)
-                    client.reschedule_expiry()
+                    client.liveness.schedule_expiry()
 
     def _apply_subscribe(self, targets: list[Client], p: Params) -> None:
         channel = _str(p, "channel")

@@ -25,6 +25,7 @@ from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import SharedPush
+from gateway.liveness import Liveness
 from gateway.node import VERSION, Node
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import (
@@ -107,9 +108,9 @@ class Client:
         self._pending_bytes = 0
         self._base_buffered = 0
         self._queue_limit = self.settings.client.queue_max_size
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.liveness = Liveness(self)
         self._after_reply: list[Callable[[], None]] = []
-        self._timers["stale"] = self.loop.call_later(self.settings.client.stale_close_delay, self._on_stale)
+        self.liveness.start()
         node.connecting.add(self)
 
     # --- incoming ----------------------------------------------------------------------------
@@ -276,7 +277,7 @@ class Client:
         server_subs = _server_subs(claims)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
-        self._cancel_timer("stale")
+        self.liveness.cancel("stale")
         self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True
@@ -316,23 +317,13 @@ class Client:
                 subscribing.go_live(self, sub)
         interval = self.settings.client.ping_interval
         if interval > 0:
-            self._set_timer("ping", random.uniform(interval / 2, interval), self._on_ping)
-        self._schedule_expiry()
+            self.liveness.start_pings(random.uniform(interval / 2, interval))
+        self.liveness.schedule_expiry()
 
     def _put_expiry(self, result: dict[str, Any]) -> None:
         if self.expire_at is not None:
             result["expires"] = True
             result["ttl"] = max(1, int(self.expire_at - self.clock()))
-
-    def reschedule_expiry(self) -> None:
-        """The server API changed ``expire_at``: re-arm the expiry check."""
-        self._schedule_expiry()
-
-    def _schedule_expiry(self) -> None:
-        self._cancel_timer("expire")
-        if self.expire_at is not None:
-            delay = max(0.0, self.expire_at - self.clock()) + self.settings.client.expired_close_delay
-            self._set_timer("expire", delay, self._on_expire)
 
     async def _refresh(self, req: RefreshRequest) -> dict[str, Any]:
         if not req.token:
@@ -352,7 +343,7 @@ class Client:
         self.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
         if claims.info is not None:
             self.conn_info = claims.info
-        self._schedule_expiry()
+        self.liveness.schedule_expiry()
         result: dict[str, Any] = {"client": "", "version": ""}
         self._put_expiry(result)
         return result
@@ -370,7 +361,7 @@ class Client:
         if push is not None:
             self.node.metrics.server_unsubscribes.labels(str(push.code), "").inc()
             self.send(codec.encode_push(channel, "unsubscribe", {"code": push.code, "reason": push.reason}))
-        self._cancel_timer(f"sub:{channel}")
+        self.liveness.cancel(f"sub:{channel}")
         await subscribing.release(self, sub)
 
     # --- publications from the hub -----------------------------------------------------------
@@ -471,65 +462,6 @@ class Client:
             log.debug("write failed for client %s", self.client_id, exc_info=True)
             self.disconnect(codes.DISCONNECT_WRITE_ERROR)
 
-    # --- timers ------------------------------------------------------------------------------
-
-    def _set_timer(self, name: str, delay: float, callback: Callable[[], None]) -> None:
-        self._cancel_timer(name)
-        self._timers[name] = self.loop.call_later(delay, callback)
-
-    def _cancel_timer(self, name: str) -> None:
-        handle = self._timers.pop(name, None)
-        if handle is not None:
-            handle.cancel()
-
-    def set_sub_timer(self, sub: Subscription) -> None:
-        name = f"sub:{sub.channel}"
-        self._cancel_timer(name)
-        if sub.expire_at is not None:
-            delay = max(0.0, sub.expire_at - self.clock()) + self.settings.client.expired_sub_close_delay
-            self._set_timer(name, delay, lambda: self._on_sub_expire(sub.channel))
-
-    def _on_sub_expire(self, channel: str) -> None:
-        self._timers.pop(f"sub:{channel}", None)
-        sub = self.session.subscriptions.get(channel)
-        if sub is None or sub.expire_at is None:
-            return
-        if sub.expire_at + self.settings.client.expired_sub_close_delay > self.clock():
-            self.set_sub_timer(sub)  # refreshed meanwhile, or the timer fired a little early
-            return
-        if sub.server_side:
-            self.disconnect(codes.DISCONNECT_SUB_EXPIRED)
-        else:
-            self.spawn(lambda: self.unsubscribe(channel, codes.UNSUBSCRIBE_EXPIRED))
-
-    def _on_stale(self) -> None:
-        self._timers.pop("stale", None)
-        if self.session.state is State.CONNECTING:
-            self.disconnect(codes.DISCONNECT_STALE)
-
-    def _on_ping(self) -> None:
-        self._timers.pop("ping", None)
-        cfg = self.settings.client
-        self.send(codec.PING)
-        if not self.transport.unidirectional and cfg.pong_timeout > 0:
-            self.session.ping_sent()
-            self._set_timer("pong", cfg.pong_timeout, self._on_pong_timeout)
-        self._set_timer("ping", cfg.ping_interval, self._on_ping)
-
-    def _on_pong_timeout(self) -> None:
-        self._timers.pop("pong", None)
-        if self.session.ping_outstanding:
-            self.disconnect(codes.DISCONNECT_NO_PONG)
-
-    def _on_expire(self) -> None:
-        self._timers.pop("expire", None)
-        if self.expire_at is None:
-            return
-        if self.expire_at + self.settings.client.expired_close_delay <= self.clock():
-            self.disconnect(codes.DISCONNECT_EXPIRED)
-        else:
-            self._schedule_expiry()  # refreshed meanwhile, or the timer fired a little early
-
     def presence_tick(self) -> None:
         """Re-add this connection to presence of its channels (every presence_update_interval)."""
         for sub in self.session.subscriptions.values():
@@ -560,9 +492,7 @@ class Client:
         self.closed = True
         self.session.closed()
         self.node.connecting.discard(self)
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        self.liveness.cancel_all()
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()

@@ -249,7 +249,7 @@ async def _establish(
     if opts.join_leave:
         await node.broker.publish_join(channel, client.client_info(sub))
     node.metrics.subscriptions_accepted.labels(client.name, "").inc()
-    client.set_sub_timer(sub)
+    client.liveness.set_sub_timer(sub)
     return result
 
 
@@ -356,7 +356,7 @@ async def sub_refresh(client: Client, req: SubRefreshRequest) -> dict[str, Any]:
         sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
         if claims.info is not None:
             sub.chan_info = claims.info
-        client.set_sub_timer(sub)
+        client.liveness.set_sub_timer(sub)
     if sub.expire_at is None:
         return {}
     return {"expires": True, "ttl": max(1, int(sub.expire_at - client.clock()))}
