@@ -42,9 +42,13 @@ import webbrowser
 from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+if TYPE_CHECKING:
+    from relay.relay import Relay
+    from status_api.config import Config
 
 log = logging.getLogger("taskcast.up")
 
@@ -52,6 +56,7 @@ DEMO_USERS = ("demo/alice", "demo/bob", "demo/carol")
 SECRET_NAMES = ("gateway_hmac_secret", "gateway_api_key", "service_jwt_secret", "execution_token_secret")
 STARTUP_SECONDS = 30.0
 SHUTDOWN_SECONDS = 10.0
+DRAIN_SECONDS = 2.0
 SERVER_GRACE_SECONDS = 2
 
 
@@ -130,7 +135,7 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Any:
+def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
     """The Status API's :class:`status_api.config.Config` (SQLite, dev users, fast reconciler)."""
     from status_api.config import (
         Config,
@@ -244,13 +249,12 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     relay_stop, demo_stop = asyncio.Event(), asyncio.Event()
     leases = OutboxLeases(create_engine(relay_cfg.database_url), relay_cfg.relay_id, lease_seconds=30.0)
     publisher = HttpGatewayPublisher(relay_cfg.gateway_api_url, relay_cfg.gateway_api_key, 5.0)
+    relay = Relay(leases, publisher, relay_cfg)
     code = 0
     try:
         await _started(gateway, gw_task, "gateway")
         await _started(api, api_task, "Status API")  # its startup created the tables the relay claims from
-        background.append(
-            asyncio.create_task(Relay(leases, publisher, relay_cfg).run(relay_stop), name="relay")
-        )
+        background.append(asyncio.create_task(relay.run(relay_stop), name="relay"))
         if opts.demo:
             demo = run_demo(
                 opts.api_url,
@@ -279,7 +283,7 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
         log.error("startup failed: %s", exc)
         code = 1
     finally:
-        await _shutdown(gateway, api, gw_task, api_task, background, demo_stop, relay_stop)
+        await _shutdown(gateway, api, gw_task, api_task, background, demo_stop, relay_stop, relay)
         await publisher.aclose()
         await leases.engine.dispose()
     return code
@@ -293,8 +297,10 @@ async def _shutdown(
     background: list[asyncio.Task[Any]],
     demo_stop: asyncio.Event,
     relay_stop: asyncio.Event,
+    relay: Relay,
 ) -> None:
-    """Demo, relay, Status API, gateway — in that order, everything within SHUTDOWN_SECONDS."""
+    """Demo, relay (then a bounded drain of the rows still due), Status API, gateway — in that order,
+    everything within SHUTDOWN_SECONDS."""
     try:
         async with asyncio.timeout(SHUTDOWN_SECONDS):
             demo_stop.set()
@@ -302,6 +308,11 @@ async def _shutdown(
                 await asyncio.gather(background[1], return_exceptions=True)
             relay_stop.set()
             await asyncio.gather(*background, return_exceptions=True)
+            if background:  # publish what the demo's cancellations just committed, while the gateway is up
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(DRAIN_SECONDS):
+                        while await relay.run_once():
+                            pass
             api.should_exit = True
             await asyncio.gather(api_task, return_exceptions=True)
             gateway.should_exit = True
