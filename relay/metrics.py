@@ -75,6 +75,12 @@ class RelayMetrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.claim_seconds = Histogram(
+            "taskcast_relay_claim_seconds", "Duration of one claim transaction.", registry=r
+        )
+        self.mark_seconds = Histogram(
+            "taskcast_relay_mark_seconds", "Duration of one mark (settle) transaction.", registry=r
+        )
         self.publish_request = Histogram(
             "taskcast_relay_publish_request_seconds",
             "Duration of one publish call to the gateway (a whole batch).",

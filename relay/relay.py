@@ -104,10 +104,12 @@ class Relay:
     async def run_batch(self) -> BatchReport:
         """:meth:`run_once` with the details. Database errors propagate (rows stay leased and are
         taken over after the lease); publish failures never raise."""
+        m = self.metrics
+        started = time.perf_counter()
         rows = await self.leases.claim(self.config.batch_size)
         if not rows:
             return BatchReport()
-        m = self.metrics
+        m.claim_seconds.observe(time.perf_counter() - started)
         m.claims.inc()
         m.claimed_rows.inc(len(rows))
         taken = sum(1 for r in rows if r.taken_over)
@@ -167,7 +169,9 @@ class Relay:
         if failures:
             log.warning("batch: %d of %d publishes failed; %d will retry", failures, len(rows), len(retries))
         pub_ids = [r.id for r in published] + [r.id for r in superseded]
+        started = time.perf_counter()
         n_pub, n_retry, n_dead = await self.leases.settle(pub_ids, retries, dead)
+        m.mark_seconds.observe(time.perf_counter() - started)
         lost = len(pub_ids) + len(retries) + len(dead) - (n_pub + n_retry + n_dead)
         if lost:
             m.lost_leases.inc(lost)

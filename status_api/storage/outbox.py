@@ -7,7 +7,7 @@ The relay imports exactly this module (and must not import any other ``status_ap
   version is raised to :data:`PRIORITY_NEW_AGGREGATE` so new tasks never queue behind progress.
 * :func:`claim` must run inside its own short transaction (``async with engine.begin()``). It first
   takes over PROCESSING rows whose lease expired, then due PENDING rows by priority tier (urgent
-  rows first, then ``priority = 0`` in id order, then negative priorities). On MySQL/MariaDB every
+  rows first, then ``priority = 0``, then negative priorities; by due time within a tier). On MySQL/MariaDB every
   SELECT uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
   ``BEGIN IMMEDIATE`` write lock makes the claimer single. Claimed rows get PROCESSING,
   ``locked_by``, ``locked_at`` (the lease) and ``attempts + 1``. There is no "last id seen"
@@ -138,7 +138,7 @@ async def append_many(
         await conn.execute(sa.insert(task_outbox), rows)
 
 
-def _row(r: Any, taken_over: frozenset[int] = frozenset()) -> OutboxRow:
+def _row(r: Any, taken_over: frozenset[int] = frozenset(), attempts_delta: int = 0) -> OutboxRow:
     return OutboxRow(
         id=int(r["id"]),
         aggregate_type=r["aggregate_type"],
@@ -148,14 +148,14 @@ def _row(r: Any, taken_over: frozenset[int] = frozenset()) -> OutboxRow:
         projection=r["projection"],
         payload=r["payload"],
         priority=int(r["priority"]),
-        attempts=int(r["attempts"]),
+        attempts=int(r["attempts"]) + attempts_delta,
         created_at=r["created_at"],
         taken_over=int(r["id"]) in taken_over,
     )
 
 
-async def _ids(conn: AsyncConnection, query: sa.Select[Any]) -> list[int]:
-    return [int(r[0]) for r in await conn.execute(query.with_for_update(skip_locked=True))]
+async def _lock(conn: AsyncConnection, query: sa.Select[Any]) -> list[Any]:
+    return list((await conn.execute(query.with_for_update(skip_locked=True))).mappings())
 
 
 async def claim(
@@ -176,18 +176,18 @@ async def claim(
     instead of sorting the whole backlog.
     """
     c = task_outbox.c
-    ids: list[int] = []
-    taken: list[int] = []
+    found: list[Any] = []
+    taken: frozenset[int] = frozenset()
     if lease_seconds is not None:
         cutoff = now - timedelta(seconds=lease_seconds)
-        taken = await _ids(
+        found = await _lock(
             conn,
-            sa.select(c.id)
+            sa.select(task_outbox)
             .where(c.status == PROCESSING, c.locked_at < cutoff)
             .order_by(c.locked_at, c.id)
             .limit(limit),
         )
-        ids += taken
+        taken = frozenset(int(r["id"]) for r in found)
     due = sa.and_(c.status == PENDING, c.available_at <= now)
     tiers = [
         (c.priority > 0, (c.priority.desc(), c.available_at, c.id)),
@@ -195,19 +195,19 @@ async def claim(
         (c.priority < 0, (c.priority.desc(), c.available_at, c.id)),
     ]
     for cond, order in tiers:
-        if len(ids) >= limit:
+        if len(found) >= limit:
             break
-        ids += await _ids(conn, sa.select(c.id).where(due, cond).order_by(*order).limit(limit - len(ids)))
-    if not ids:
+        query = sa.select(task_outbox).where(due, cond).order_by(*order).limit(limit - len(found))
+        found += await _lock(conn, query)
+    if not found:
         return []
     await conn.execute(
         sa.update(task_outbox)
-        .where(c.id.in_(ids))
+        .where(c.id.in_([int(r["id"]) for r in found]))
         .values(status=PROCESSING, locked_by=relay_id, locked_at=now, attempts=c.attempts + 1)
     )
-    rows = (await conn.execute(sa.select(task_outbox).where(c.id.in_(ids)))).mappings()
-    by_id = {int(r["id"]): _row(r, frozenset(taken)) for r in rows}
-    return [by_id[i] for i in ids if i in by_id]
+    # The rows were read under their row locks just before the update: only attempts changed.
+    return [_row(r, taken, attempts_delta=1) for r in found]
 
 
 def _leased(ids: Sequence[int], relay_id: str) -> Any:
