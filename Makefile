@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run bootstrap test test-fast lint fmt type bench-fanout bench-ingest
+.PHONY: up run bootstrap test test-fast lint fmt type bench-fanout bench-ingest bench-relay
 
 up: bootstrap
 	$(PY) -m taskcast_cli up
@@ -36,3 +36,6 @@ bench-fanout: bootstrap
 
 bench-ingest: bootstrap
 	bash scripts/bench_ingest.sh
+
+bench-relay: bootstrap
+	$(PY) loadtest/bench_relay.py --out docs/PERFORMANCE.md
