@@ -385,6 +385,9 @@ async def run_demo(
             except DemoError as exc:  # one refused task never stops the others
                 log.warning("task %s (%s) stopped: %s", run.task_id, run.plan.scenario, exc)
                 outcome = str(exc)
+            except Exception as exc:  # a task boundary: log it, keep the demo (and `up`) running
+                log.exception("task %s (%s) crashed", run.task_id, run.plan.scenario)
+                outcome = f"crashed: {type(exc).__name__}"
             result.outcomes.append((run.plan.scenario, owner, run.task_id, outcome))
 
         for n, (name, owner) in enumerate(schedule(tasks, users)):
