@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run bootstrap test test-fast lint fmt type bench-fanout bench-ingest bench-relay
+.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay
 
 up: bootstrap
 	$(PY) -m taskcast_cli up
@@ -39,3 +39,6 @@ bench-ingest: bootstrap
 
 bench-relay: bootstrap
 	$(PY) loadtest/bench_relay.py --out docs/PERFORMANCE.md
+
+topology: bootstrap
+	$(PY) -m tests.helpers.topology
