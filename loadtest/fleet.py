@@ -284,28 +284,36 @@ class HTTPPool:
     async def request(
         self, path: str, body: Any, headers: dict[str, str], wait_s: float = 10.0
     ) -> tuple[int, bytes]:
+        data = orjson.dumps(body)
+        head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\nContent-Type: application/json\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        message = head.encode() + b"Content-Length: %d\r\n\r\n" % len(data) + data
         conn = await asyncio.wait_for(self.idle.get(), wait_s)
-        r, w = conn
         try:
-            data = orjson.dumps(body)
-            head = f"POST {path} HTTP/1.1\r\nHost: {HOST}:{self.port}\r\nContent-Type: application/json\r\n"
-            head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            w.write(head.encode() + b"Content-Length: %d\r\n\r\n" % len(data) + data)
-            async with asyncio.timeout(wait_s):
-                raw = await r.readuntil(b"\r\n\r\n")
-                length = 0
-                for ln in raw.split(b"\r\n"):
-                    if ln[:15].lower() == b"content-length:":
-                        length = int(ln[15:])
-                payload = await r.readexactly(length) if length else b""
-            status = int(raw[9:12])
-        except BaseException:
-            w.close()
-            conn = await self._connect()
-            raise
+            for attempt in range(2):  # a kept-alive connection the server closed meanwhile: once more
+                r, w = conn
+                try:
+                    w.write(message)
+                    async with asyncio.timeout(wait_s):
+                        raw = await r.readuntil(b"\r\n\r\n")
+                        length = 0
+                        for ln in raw.split(b"\r\n"):
+                            if ln[:15].lower() == b"content-length:":
+                                length = int(ln[15:])
+                        payload = await r.readexactly(length) if length else b""
+                    return int(raw[9:12]), payload
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    w.close()
+                    conn = await self._connect()
+                    if attempt:
+                        raise
+                except BaseException:
+                    w.close()
+                    conn = await self._connect()
+                    raise
+            raise AssertionError("unreachable")
         finally:
             self.idle.put_nowait(conn)
-        return status, payload
 
     async def close(self) -> None:
         while not self.idle.empty():
