@@ -208,6 +208,7 @@ async def run_case(
     workdir: Path,
 ) -> dict[str, Any]:
     await seed(engine, args.rows)
+    load_before = os.getloadavg()[0]
     procs: list[tuple[subprocess.Popen[bytes], int]] = []
     cpu0 = {"gateway": cpu_seconds(gw_proc), "mariadb": cpu_seconds(db_proc)}
     started = time.perf_counter()
@@ -265,6 +266,7 @@ async def run_case(
         "cpu_gateway": cpu_seconds(gw_proc) - cpu0["gateway"],
         "cpu_mariadb": cpu_seconds(db_proc) - cpu0["mariadb"],
         "failures": int(total("taskcast_relay_publish_failures_total")),
+        "load": (load_before, os.getloadavg()[0]),
     }
 
 
@@ -281,18 +283,22 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: st
         "",
         "| relays | wall time | rows/s (wall, incl. start-up) | rows/s (first→last publish) | "
         "per batch: claim / publish / mark (ms) | mean commit→publish (s) | "
-        "CPU s: relays / gateway / MariaDB |",
-        "|---|---|---|---|---|---|---|",
+        "CPU s: relays / gateway / MariaDB | CPU µs per row (all three) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['relays']} | {r['elapsed']:.1f} s | {r['rate_wall']:,.0f} | {r['rate_steady']:,.0f} | "
             f"{r['claim_ms']:.1f} / {r['publish_ms']:.1f} / {r['mark_ms']:.1f} | {r['lag_p_mean']:.1f} | "
-            f"{r['cpu_relays']:.1f} / {r['cpu_gateway']:.1f} / {r['cpu_mariadb']:.1f} |"
+            f"{r['cpu_relays']:.1f} / {r['cpu_gateway']:.1f} / {r['cpu_mariadb']:.1f} | "
+            f"{1e6 * (r['cpu_relays'] + r['cpu_gateway'] + r['cpu_mariadb']) / r['rows']:.0f} |"
         )
     lines += [
         "",
-        "Publish failures during the runs: " + ", ".join(str(r["failures"]) for r in results) + ".",
+        "Publish failures during the runs: " + ", ".join(str(r["failures"]) for r in results) + ". "
+        "1-minute load average before → after each run: "
+        + ", ".join(f"{r['load'][0]:.1f} → {r['load'][1]:.1f}" for r in results)
+        + f" (on {len(os.sched_getaffinity(0))} CPUs; other work shares the machine).",
         "Per-batch times come from the relays' own histograms (`taskcast_relay_claim_seconds`, "
         "`taskcast_relay_publish_request_seconds`, `taskcast_relay_mark_seconds`); CPU seconds from psutil. "
         "Commit→publish is large by construction here: the whole backlog was committed before the relays "
