@@ -7,8 +7,8 @@ The relay imports exactly this module (and must not import any other ``status_ap
   version is raised to :data:`PRIORITY_NEW_AGGREGATE` so new tasks never queue behind progress.
 * :func:`claim` must run inside its own short transaction (``async with engine.begin()``). It first
   takes over PROCESSING rows whose lease expired, then due PENDING rows by priority tier (urgent
-  rows first, then ``priority = 0``, then negative priorities; by due time within a tier). On MySQL/MariaDB every
-  SELECT uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
+  rows first, then ``priority = 0``, then negative priorities; by due time within a tier). On
+  MySQL/MariaDB every SELECT uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
   ``BEGIN IMMEDIATE`` write lock makes the claimer single. Claimed rows get PROCESSING,
   ``locked_by``, ``locked_at`` (the lease) and ``attempts + 1``. There is no "last id seen"
   cursor: a row committed late with a low id is claimed by the next poll.
