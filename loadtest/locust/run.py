@@ -1,0 +1,211 @@
+"""Run one locust scenario against the production topology from local processes.
+
+    .venv/bin/python loadtest/locust/run.py SCENARIO [-u USERS] [-r SPAWN_RATE] [-t SECONDS] [--web]
+
+SCENARIO: idle, reporting, hot, storm, backlog, node_restart (``locustfile_<scenario>.py``).
+Starts tests/helpers/topology.py (throwaway MariaDB/Redis unless ``--redis-url``/``--mysql-url`` or
+``TASKCAST_TEST_*_URL`` are set; 2 gateways, Status API, reconciler, 2 relays, nginx, all on 127.0.0.1),
+runs locust headless (or with the web UI on 127.0.0.1:8089 with ``--web``), performs the scenario's
+fault at fixed points of the run — SIGSTOP/SIGCONT of the relays it started (``backlog``), SIGTERM
+and restart of gateway1 (``node_restart``) — and prints locust's statistics plus the scenario summary.
+Every run is bounded (``-t``; a hard timeout of t + 60 s on locust) and stops everything it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE.parent))
+
+from procs import Services  # noqa: E402
+
+from tests.helpers.topology import Topology  # noqa: E402
+
+SCENARIOS = ("idle", "reporting", "hot", "storm", "backlog", "node_restart")
+
+
+def locust_env(topo: Topology, summary: Path, args: argparse.Namespace) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKCAST_LT_")}
+    env.update(
+        TASKCAST_LT_WS_URLS=topo.public_ws_url,
+        TASKCAST_LT_SSE_URL=f"{topo.public_url}/connection/sse",
+        TASKCAST_LT_API_URL=f"http://127.0.0.1:{topo.internal_port}",
+        TASKCAST_LT_API_KEY=topo.api_key,
+        TASKCAST_LT_HMAC_SECRET=topo.hmac_secret,
+        TASKCAST_LT_STATUS_URL=topo.status_api_url,
+        TASKCAST_LT_SERVICE_SECRET=topo.service_secret,
+        TASKCAST_LT_SUMMARY=str(summary),
+        TASKCAST_LT_OWNERS=str(max(1, args.users // 2)),
+    )
+    if args.scenario == "storm":
+        env["TASKCAST_LT_STORM_AT"] = str(round(args.time * 0.4, 1))
+        env["TASKCAST_LT_STORM_PERCENT"] = str(args.storm_percent)
+    return env
+
+
+def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], stop: threading.Event) -> None:
+    """The scenario's fault, on a thread, at fixed fractions of the run (only our own processes)."""
+    if scenario == "backlog":
+        if stop.wait(seconds * 0.25):
+            return
+        relays = [p for n, p in topo.procs.items() if n.startswith("relay") and p.popen is not None]
+        for p in relays:
+            assert p.popen is not None
+            os.kill(p.popen.pid, signal.SIGSTOP)
+        log["paused_at"] = time.time()
+        stop.wait(seconds * 0.3)
+        for p in relays:
+            assert p.popen is not None
+            os.kill(p.popen.pid, signal.SIGCONT)
+        log["resumed_at"] = time.time()
+    elif scenario == "node_restart":
+        if stop.wait(seconds * 0.3):
+            return
+        node = topo.procs["gateway1"]
+        log["stopped_at"] = time.time()
+        node.stop()
+        log["stop_took_s"] = time.time() - log["stopped_at"]
+        if stop.wait(seconds * 0.15):
+            return
+        node.start()
+        node.wait_ready()
+        log["restarted_at"] = time.time()
+
+
+def read_stats(prefix: Path) -> list[dict[str, Any]]:
+    path = Path(f"{prefix}_stats.csv")
+    if not path.exists():
+        return []
+    rows = []
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            rows.append(
+                {
+                    "type": row["Type"],
+                    "name": row["Name"],
+                    "requests": int(row["Request Count"]),
+                    "failures": int(row["Failure Count"]),
+                    "p50_ms": float(row["50%"] or 0),
+                    "p95_ms": float(row["95%"] or 0),
+                    "p99_ms": float(row["99%"] or 0),
+                    "max_ms": float(row["Max Response Time"] or 0),
+                    "rps": float(row["Requests/s"] or 0),
+                }
+            )
+    return rows
+
+
+def analyse(scenario: str, summary: dict[str, Any], log: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = dict(summary.get("counters", {}))
+    samples = summary.get("samples", [])
+    if scenario == "backlog" and "resumed_at" in log and samples:
+        late = [t for t, lat in samples if lat > 1000 and t >= log["paused_at"]]
+        out["max_latency_ms"] = round(max(lat for _, lat in samples), 1)
+        out["caught_up_s_after_resume"] = round(max(late) - log["resumed_at"], 2) if late else 0.0
+        out["paused_s"] = round(log["resumed_at"] - log["paused_at"], 2)
+    if scenario == "storm" and summary.get("drops"):
+        out["drop_at"] = summary["drops"][0]
+    out.update({k: round(v, 3) if isinstance(v, float) else v for k, v in log.items()})
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    services = Services(args.redis_url, args.mysql_url).start()
+    workdir = Path(tempfile.mkdtemp(prefix=f"taskcast-locust-{args.scenario}-"))
+    workdir.chmod(0o755)  # nginx workers (nobody) spool request bodies under it
+    topo = Topology(workdir, services.redis_url, services.mysql_url)
+    summary_path = workdir / "summary.json"
+    prefix = workdir / "locust"
+    log: dict[str, Any] = {}
+    stop = threading.Event()
+    try:
+        topo.start()
+        argv = [
+            sys.executable, "-m", "locust", "-f", str(HERE / f"locustfile_{args.scenario}.py"),
+            "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{args.time}s",
+            "--stop-timeout", "3", "--csv", str(prefix), "--loglevel", "WARNING",
+        ]  # fmt: skip
+        if args.web:
+            argv += ["--web-host", "127.0.0.1", "--web-port", str(args.web_port), "--autostart"]
+            print(f"locust web UI: http://127.0.0.1:{args.web_port} (stops after {args.time} s)", flush=True)
+        else:
+            argv += ["--headless", "--only-summary"]
+        env = locust_env(topo, summary_path, args)
+        proc = subprocess.Popen(argv, cwd=HERE, env=env, stdout=sys.stdout, stderr=subprocess.PIPE, text=True)
+        thread = threading.Thread(target=fault, args=(topo, args.scenario, args.time, log, stop), daemon=True)
+        thread.start()
+        try:
+            _, err = proc.communicate(timeout=args.time + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        stop.set()
+        thread.join(timeout=30)
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        result = {
+            "scenario": args.scenario,
+            "users": args.users,
+            "seconds": args.time,
+            "exit_code": proc.returncode,
+            "stats": read_stats(prefix),
+            "summary": analyse(args.scenario, summary, log),
+            "stderr_tail": err[-3000:],
+        }
+    finally:
+        stop.set()
+        topo.stop()
+        services.stop()
+    return result
+
+
+def print_result(res: dict[str, Any]) -> None:
+    print(
+        f"\n== {res['scenario']}: {res['users']} users, {res['seconds']} s (locust exit {res['exit_code']})"
+    )
+    print(f"{'type':<6} {'name':<40} {'reqs':>7} {'fails':>6} {'p50':>7} {'p95':>7} {'p99':>7} {'max':>8}")
+    for r in res["stats"]:
+        print(
+            f"{r['type']:<6} {r['name'][:40]:<40} {r['requests']:>7} {r['failures']:>6} {r['p50_ms']:>7.0f} "
+            f"{r['p95_ms']:>7.0f} {r['p99_ms']:>7.0f} {r['max_ms']:>8.0f}"
+        )
+    print("summary:", json.dumps(res["summary"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", choices=SCENARIOS)
+    p.add_argument("-u", "--users", type=int, default=50)
+    p.add_argument("-r", "--spawn-rate", type=float, default=50)
+    p.add_argument("-t", "--time", type=int, default=30, help="run time, seconds")
+    p.add_argument("--storm-percent", type=float, default=30)
+    p.add_argument("--web", action="store_true", help="web UI on 127.0.0.1 (the run still ends after -t)")
+    p.add_argument("--web-port", type=int, default=8089)
+    p.add_argument("--redis-url", default="")
+    p.add_argument("--mysql-url", default="")
+    p.add_argument("--json", default="", help="write the result here")
+    args = p.parse_args(argv)
+    if args.users > 2000 or args.time > 1800:
+        p.error("bounded runs only: at most 2000 users and 1800 s")
+    res = run(args)
+    print_result(res)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
