@@ -123,53 +123,60 @@ def analyse(scenario: str, summary: dict[str, Any], log: dict[str, Any]) -> dict
     return out
 
 
+def run_locust(topo: Topology, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """One bounded locust run of ``args.scenario`` against a started topology, with its fault."""
+    summary_path = workdir / f"summary-{args.scenario}.json"
+    prefix = workdir / f"locust-{args.scenario}"
+    log: dict[str, Any] = {}
+    stop = threading.Event()
+    argv = [
+        sys.executable, "-m", "locust", "-f", str(HERE / f"locustfile_{args.scenario}.py"),
+        "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{args.time}s",
+        "--stop-timeout", "2", "--csv", str(prefix), "--loglevel", "WARNING",
+    ]  # fmt: skip
+    if args.web:
+        argv += ["--web-host", "127.0.0.1", "--web-port", str(args.web_port), "--autostart"]
+        print(f"locust web UI: http://127.0.0.1:{args.web_port} (stops after {args.time} s)", flush=True)
+    else:
+        argv += ["--headless", "--only-summary"]
+    env = locust_env(topo, summary_path, args)
+    proc = subprocess.Popen(
+        argv, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    thread = threading.Thread(target=fault, args=(topo, args.scenario, args.time, log, stop), daemon=True)
+    thread.start()
+    try:
+        _, err = proc.communicate(timeout=args.time + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    return {
+        "scenario": args.scenario,
+        "users": args.users,
+        "seconds": args.time,
+        "exit_code": proc.returncode,
+        "stats": read_stats(prefix),
+        "summary": analyse(args.scenario, summary, log),
+        "stderr_tail": err[-3000:],
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Starts services + topology, runs the scenario, stops everything."""
     services = Services(args.redis_url, args.mysql_url).start()
     workdir = Path(tempfile.mkdtemp(prefix=f"taskcast-locust-{args.scenario}-"))
     workdir.chmod(0o755)  # nginx workers (nobody) spool request bodies under it
     topo = Topology(workdir, services.redis_url, services.mysql_url)
-    summary_path = workdir / "summary.json"
-    prefix = workdir / "locust"
-    log: dict[str, Any] = {}
-    stop = threading.Event()
     try:
         topo.start()
-        argv = [
-            sys.executable, "-m", "locust", "-f", str(HERE / f"locustfile_{args.scenario}.py"),
-            "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{args.time}s",
-            "--stop-timeout", "3", "--csv", str(prefix), "--loglevel", "WARNING",
-        ]  # fmt: skip
-        if args.web:
-            argv += ["--web-host", "127.0.0.1", "--web-port", str(args.web_port), "--autostart"]
-            print(f"locust web UI: http://127.0.0.1:{args.web_port} (stops after {args.time} s)", flush=True)
-        else:
-            argv += ["--headless", "--only-summary"]
-        env = locust_env(topo, summary_path, args)
-        proc = subprocess.Popen(argv, cwd=HERE, env=env, stdout=sys.stdout, stderr=subprocess.PIPE, text=True)
-        thread = threading.Thread(target=fault, args=(topo, args.scenario, args.time, log, stop), daemon=True)
-        thread.start()
-        try:
-            _, err = proc.communicate(timeout=args.time + 60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        stop.set()
-        thread.join(timeout=30)
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-        result = {
-            "scenario": args.scenario,
-            "users": args.users,
-            "seconds": args.time,
-            "exit_code": proc.returncode,
-            "stats": read_stats(prefix),
-            "summary": analyse(args.scenario, summary, log),
-            "stderr_tail": err[-3000:],
-        }
+        return run_locust(topo, args, workdir)
     finally:
-        stop.set()
         topo.stop()
         services.stop()
-    return result
 
 
 def print_result(res: dict[str, Any]) -> None:
@@ -185,7 +192,7 @@ def print_result(res: dict[str, Any]) -> None:
     print("summary:", json.dumps(res["summary"]))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", choices=SCENARIOS)
     p.add_argument("-u", "--users", type=int, default=50)
@@ -200,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.users > 2000 or args.time > 1800:
         p.error("bounded runs only: at most 2000 users and 1800 s")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_args(argv)
     res = run(args)
     print_result(res)
     if args.json:

@@ -1,0 +1,66 @@
+"""Every locust scenario runs headless for a few seconds with a few users against real processes
+(the local topology: MariaDB, Redis, 2 gateways, Status API, reconciler, 2 relays, nginx) and must
+report requests and no failures. One topology for all scenarios keeps the whole file < 60 s."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers.topology import Topology
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "loadtest"))
+sys.path.insert(0, str(ROOT / "loadtest" / "locust"))
+
+pytestmark = [pytest.mark.redis, pytest.mark.mysql]
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory, redis_url: str, mysql_url: str) -> Iterator[Topology]:
+    # not under pytest's 0700 basetemp: nginx's workers (user nobody) spool request bodies here
+    workdir = Path(tempfile.mkdtemp(prefix="taskcast-locust-smoke-"))
+    workdir.chmod(0o755)
+    topo = Topology(workdir, redis_url=redis_url, mysql_url=mysql_url)
+    topo.start()
+    yield topo
+    topo.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(
+    topology: Topology, scenario: str, tmp_path: Path, seconds: int = 5, users: int = 4
+) -> dict[str, Any]:
+    import run as runner
+
+    args = runner.build_args([scenario, "-u", str(users), "-r", str(users), "-t", str(seconds)])
+    return runner.run_locust(topology, args, tmp_path)
+
+
+@pytest.mark.parametrize("scenario", ["idle", "reporting", "hot", "storm", "backlog", "node_restart"])
+def test_scenario_reports_requests_and_no_failures(topology: Topology, scenario: str, tmp_path: Path):
+    res = _run(topology, scenario, tmp_path, seconds=5 if scenario in ("storm", "node_restart") else 4)
+    stats = {(r["type"], r["name"]): r for r in res["stats"] if r["type"]}
+    assert res["exit_code"] == 0, res["stderr_tail"]
+    assert stats, res["stderr_tail"]
+    assert sum(r["requests"] for r in stats.values()) > 0
+    assert [r for r in stats.values() if r["failures"]] == [], res["stderr_tail"]
+    assert stats[("WS", "WS connect")]["requests"] >= 1
+    if scenario in ("hot", "storm", "node_restart"):
+        assert stats[("PUSH", "task_project")]["requests"] > 0
+    if scenario == "hot":
+        assert stats[("PUSH", "SSE push")]["requests"] > 0
+    if scenario in ("reporting", "backlog"):
+        assert stats[("POST", "/internal/v1/task-events")]["requests"] > 0
+    if scenario == "storm":
+        assert res["summary"].get("dropped", 0) >= 1
+        assert res["summary"].get("reconnected", 0) == res["summary"]["dropped"]
+    if scenario == "node_restart":
+        assert res["summary"].get("reconnected", 0) >= 1
+        assert topology.procs["gateway1"].running
