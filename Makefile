@@ -42,3 +42,6 @@ bench-relay: bootstrap
 
 topology: bootstrap
 	$(PY) -m tests.helpers.topology
+
+bench: bootstrap
+	$(PY) loadtest/bench_all.py --out docs/PERFORMANCE.md
