@@ -37,14 +37,15 @@ def topology(tmp_path_factory: pytest.TempPathFactory, redis_url: str, mysql_url
 def _run(
     topology: Topology, scenario: str, tmp_path: Path, seconds: int = 5, users: int = 4
 ) -> dict[str, Any]:
-    import run as runner
+    import run as runner  # type: ignore[import-not-found]
 
     args = runner.build_args([scenario, "-u", str(users), "-r", str(users), "-t", str(seconds)])
-    return runner.run_locust(topology, args, tmp_path)
+    result: dict[str, Any] = runner.run_locust(topology, args, tmp_path)
+    return result
 
 
 @pytest.mark.parametrize("scenario", ["idle", "reporting", "hot", "storm", "backlog", "node_restart"])
-def test_scenario_reports_requests_and_no_failures(topology: Topology, scenario: str, tmp_path: Path):
+def test_scenario_reports_requests_and_no_failures(topology: Topology, scenario: str, tmp_path: Path) -> None:
     res = _run(topology, scenario, tmp_path, seconds=5 if scenario in ("storm", "node_restart") else 4)
     stats = {(r["type"], r["name"]): r for r in res["stats"] if r["type"]}
     assert res["exit_code"] == 0, res["stderr_tail"]
