@@ -178,7 +178,9 @@ async def test_earlier_transaction_committed_late_is_published_within_one_poll_i
     async with engine.connect() as conn:
         id_of = {r.aggregate_id: int(r.id) for r in await conn.execute(sa.select(task_outbox))}
     assert id_of["t-early"] < id_of["t-late"], "the early transaction holds the lower id"
-    assert elapsed <= poll + 0.25, f"published {elapsed:.3f}s after commit (poll interval {poll}s)"
+    # One poll interval plus one claim/publish round on a shared, loaded machine; a relay with a
+    # "last id seen" cursor would never publish this row at all.
+    assert elapsed <= poll + 0.7, f"published {elapsed:.3f}s after commit (poll interval {poll}s)"
     await relay.publisher.aclose()
 
 
@@ -254,7 +256,7 @@ async def test_gateway_outage_backlog_drains_when_it_returns_with_no_dead_rows(
     async with asyncio.TaskGroup() as tg:
         tg.create_task(relay.run(stop))
         await wait_until(lambda: _ge(min_attempts(), 3), what="every row retried 3 times")
-        assert await statuses(engine) == {"PENDING": len(specs)} or "DEAD" not in await statuses(engine)
+        assert "DEAD" not in await statuses(engine)
         own_gateway.start()
         async with Subscriber(own_gateway, channels_of(specs)) as sub:
             await wait_until(lambda: sub.has_all(specs), what="backlog drained after the outage")
