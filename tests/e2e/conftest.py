@@ -12,7 +12,12 @@ from tests.helpers.topology import Topology
 
 @pytest.fixture(scope="session")
 def topology(tmp_path_factory: pytest.TempPathFactory, redis_url: str, mysql_url: str) -> Iterator[Topology]:
-    topo = Topology(tmp_path_factory.mktemp("topology"), redis_url=redis_url, mysql_url=mysql_url)
+    topo = Topology(
+        tmp_path_factory.mktemp("topology"),
+        redis_url=redis_url,
+        mysql_url=mysql_url,
+        heartbeat_timeout_seconds=2.0,
+    )
     topo.start()
     yield topo
     topo.stop()

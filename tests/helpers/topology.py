@@ -107,6 +107,7 @@ class Topology:
     mysql_url: str = ""
     gateways: int = 2
     relays: int = 2
+    heartbeat_timeout_seconds: float = 60.0
     hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     api_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     service_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -207,6 +208,7 @@ class Topology:
             TASKCAST_STATUS_API_HTTP__HOST="127.0.0.1",
             TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
             TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
+            TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
         )
         status_cfg = str(DEPLOY / "status-api.yaml")
         subprocess.run(
@@ -312,6 +314,26 @@ http {{
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def topology_nodes(topo: Topology, within: float = 15.0) -> list[dict[str, object]]:
+    """The gateways' ``info`` once every node has announced itself with fresh counts (node
+    heartbeats run every few seconds), polled within a bound."""
+    import asyncio
+
+    import httpx
+
+    deadline = time.monotonic() + within
+    async with httpx.AsyncClient(timeout=5, headers={"X-API-Key": topo.api_key}) as http:
+        while True:
+            reply = (await http.post(f"{topo.internal_api_url}/info", json={})).json()
+            nodes: list[dict[str, object]] = reply["result"]["nodes"]
+            fresh = all(isinstance(n.get("num_clients"), int) and n["num_clients"] for n in nodes)
+            if len(nodes) == topo.gateways and (fresh or time.monotonic() > deadline - within / 2):
+                return nodes
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {len(nodes)} of {topo.gateways} gateways announced: {nodes}")
+            await asyncio.sleep(0.2)  # polling interval of a bounded wait (heartbeats every 3 s)
 
 
 def main(argv: list[str] | None = None) -> int:
