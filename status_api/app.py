@@ -14,7 +14,11 @@ from pathlib import Path
 import yaml
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from status_api import board
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -24,6 +28,7 @@ from status_api.auth import (
 )
 from status_api.config import Config
 from status_api.http import Api, routes
+from status_api.metrics import MetricsMiddleware, StatusMetrics
 from status_api.queries import RealtimeQuota, TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.reconciler import HealthReconciler
@@ -144,7 +149,16 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
             if components is None:
                 await comp.engine.dispose()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    metrics = StatusMetrics()
+
+    async def metrics_endpoint(_: Request) -> Response:
+        body = await metrics.render(comp.engine)
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    all_routes = [*routes, Route("/metrics", metrics_endpoint, methods=["GET"]), *board.routes()]
+    app = Starlette(routes=all_routes, lifespan=lifespan)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     app.state.api = comp.api
     app.state.components = comp
+    app.state.metrics = metrics
     return app

@@ -10,15 +10,13 @@ the database at scrape time: active (non-terminal) tasks and the age of the olde
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from sqlalchemy.ext.asyncio import AsyncEngine
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from status_api.domain.model import TERMINAL
 from status_api.storage.tables import task, task_outbox
@@ -103,26 +101,40 @@ def _age(now: datetime, then: datetime | None) -> float:
     return max(0.0, (now - then).total_seconds())
 
 
-def route_name(request: Request, routes: list[Route]) -> str:
+def route_name(scope: Scope, routes: list[Route]) -> str:
     """The route template (``/api/tasks/{task_id}``), never the raw path: bounded labels."""
     for route in routes:
-        match, _ = route.matches(request.scope)
+        match, _ = route.matches(scope)
         if match is Match.FULL:
             return route.path
     return "other"
 
 
-def instrument(
-    metrics: StatusMetrics, routes: list[Route]
-) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
-    """A Starlette ``http`` middleware function counting requests per route and status."""
+class MetricsMiddleware:
+    """Plain ASGI middleware counting HTTP requests per route template and status (no
+    BaseHTTPMiddleware: no extra task or body buffering per request)."""
 
-    async def middleware(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    def __init__(self, app: ASGIApp, metrics: StatusMetrics, routes: list[Route]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         started = time.perf_counter()
-        response = await call_next(request)
-        name = route_name(request, routes)
-        metrics.requests.labels(name, str(response.status_code)).inc()
-        metrics.duration.labels(name).observe(time.perf_counter() - started)
-        return response
+        status = 500
 
-    return middleware
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            name = route_name(scope, self.routes)
+            self.metrics.requests.labels(name, str(status)).inc()
+            self.metrics.duration.labels(name).observe(time.perf_counter() - started)
