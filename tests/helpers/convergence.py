@@ -272,7 +272,7 @@ class Checker:
     streams: Streams | None = None
 
     def check_truth(self) -> list[str]:
-        out = []
+        out: list[str] = []
         if self.truth is None:
             return out
         for task, versions in self.truth.versions.items():
@@ -286,7 +286,7 @@ class Checker:
         return out
 
     def check_outbox(self, *, allow_dead: bool = False) -> list[str]:
-        out = []
+        out: list[str] = []
         if self.outbox is None:
             return out
         for key, status in self.outbox.rows.items():
@@ -297,7 +297,7 @@ class Checker:
         return out
 
     def check_streams(self) -> list[str]:
-        out = []
+        out: list[str] = []
         if self.streams is None:
             return out
         for channel, items in self.streams.entries.items():
