@@ -61,6 +61,7 @@ LADDER = [25_000, 50_000, 75_000, 100_000, 125_000, 150_000, 200_000, 300_000, 4
 NCHAN_MODULE = "/usr/lib/nginx/modules/ngx_nchan_module.so"
 START, END = "<!-- fanout:start -->", "<!-- fanout:end -->"
 NOTES_START, NOTES_END = "<!-- fanout:notes:start -->", "<!-- fanout:notes:end -->"
+REDIS_START, REDIS_END = "<!-- fanout:redis:start -->", "<!-- fanout:redis:end -->"
 NOTES_DEFAULT = (
     "_Hand-written analysis goes here; the benchmark keeps this block when it regenerates the section._"
 )
@@ -114,25 +115,41 @@ def stop_all() -> None:
 
 
 class Server:
-    def __init__(self, popen_: subprocess.Popen[Any], children: bool = False) -> None:
+    """The process(es) whose CPU and RSS count as "server": ``p`` (the one published to; py-spy
+    target) plus ``extra`` named processes (the second gateway node, redis-server)."""
+
+    def __init__(self, popen_: subprocess.Popen[Any], children: bool = False, name: str = "server") -> None:
         self.p = popen_
         self.ps = psutil.Process(popen_.pid)
         self.children = children
+        self.name = name
+        self.extra: list[tuple[str, subprocess.Popen[Any], psutil.Process]] = []
+        self.port2 = 0  # the second node's port (0: one node)
+
+    def add(self, name: str, popen_: subprocess.Popen[Any]) -> None:
+        self.extra.append((name, popen_, psutil.Process(popen_.pid)))
 
     def procs(self) -> list[psutil.Process]:
         ps = [self.ps]
         if self.children:
             with contextlib.suppress(psutil.Error):
                 ps += self.ps.children(recursive=True)
-        return ps
+        return ps + [x[2] for x in self.extra]
+
+    @staticmethod
+    def _cpu(p: psutil.Process) -> float:
+        with contextlib.suppress(psutil.Error):
+            c = p.cpu_times()
+            return c.user + c.system
+        return 0.0
 
     def cpu(self) -> float:
-        t = 0.0
-        for p in self.procs():
-            with contextlib.suppress(psutil.Error):
-                c = p.cpu_times()
-                t += c.user + c.system
-        return t
+        return sum(self._cpu(p) for p in self.procs())
+
+    def cpu_parts(self) -> dict[str, float]:
+        """CPU seconds per named process (only meaningful with ``extra``)."""
+        main = sum(self._cpu(p) for p in self.procs()[: len(self.procs()) - len(self.extra)])
+        return {self.name: main} | {name: self._cpu(ps) for name, _, ps in self.extra}
 
     def rss(self) -> int:
         r = 0
@@ -143,6 +160,11 @@ class Server:
 
     def python_pid(self) -> int:
         return self.p.pid
+
+    def stop(self) -> None:
+        stop(self.p)  # the published-to node first, the redis-server last
+        for _, p, _ in self.extra:
+            stop(p)
 
 
 def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20) -> bool:
@@ -167,11 +189,11 @@ def free_port() -> int:
 # --------------------------------------------------------------------------------- servers
 
 
-def gateway_config(port: int, history: bool) -> dict[str, Any]:
+def gateway_config(port: int, history: bool, redis_port: int = 0, node: str = "") -> dict[str, Any]:
     chan: dict[str, Any] = {"allow_subscribe_for_client": True}
     if history:
         chan.update(history_size=100, history_ttl="300s")
-    return {
+    cfg: dict[str, Any] = {
         "http_server": {"address": HOST, "port": port},
         "http_api": {"key": API_KEY},
         "health": {"enabled": True},
@@ -179,24 +201,83 @@ def gateway_config(port: int, history: bool) -> dict[str, Any]:
         "client": {"insecure": True},  # defaults otherwise: ping 25 s (answered), queue 1 MiB
         "channel": {"without_namespace": chan},
     }
+    if redis_port:
+        cfg["engine"] = {
+            "type": "redis",
+            "redis": {"address": f"redis://{HOST}:{redis_port}/0", "prefix": "bench"},
+        }
+        cfg["node"] = {"name": node}
+    return cfg
 
 
-def server_kinds(nchan: bool) -> list[str]:
+REDIS2 = "gateway-redis-2nodes"
+
+
+def server_kinds(nchan: bool, redis: bool = True) -> list[str]:
     kinds = ["baseline", "gateway", "gateway-history"]
-    return kinds + (["nchan"] if nchan else [])
+    return kinds + ([REDIS2] if redis else []) + (["nchan"] if nchan else [])
 
 
 LABEL = {
     "baseline": "websockets.broadcast (baseline)",
     "gateway": "Taskcast gateway",
     "gateway-history": "Taskcast gateway, history on",
+    REDIS2: "Taskcast gateway, Redis engine, 2 nodes",
     "nchan": "nginx + nchan (1 worker)",
 }
+
+
+def wait_health(port: int, timeout: float = 20) -> bool:
+    """GET /health until 200: a Redis-engine node answers 503 until its Redis connections are up."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:  # bounded by `timeout`
+        with contextlib.suppress(OSError), socket.create_connection((HOST, port), 1) as s:
+            s.settimeout(1)
+            s.sendall(f"GET /health HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n".encode())
+            if s.recv(64).startswith(b"HTTP/1.1 200"):
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def start_redis2(tmp: Path, log: Any, pin: list[str]) -> tuple[Server, int]:
+    """A throwaway redis-server (no persistence) and two gateway nodes on it, all pinned to CPU 0.
+    Node A is published to (and profiled); the subscribers are split over A and B."""
+    rport = free_port()
+    redis = popen(
+        pin
+        + ["redis-server", "--port", str(rport), "--bind", HOST, "--save", "", "--appendonly", "no"]
+        + ["--dir", str(tmp), "--loglevel", "warning", "--daemonize", "no"],
+        stdout=log,
+        stderr=log,
+    )
+    if not wait_port(rport, redis):
+        stop(redis)
+        raise RuntimeError(f"redis-server: port {rport} not listening (see {log.name})")
+    nodes: list[tuple[subprocess.Popen[Any], int]] = []
+    for name in ("a", "b"):
+        port = free_port()
+        cfg = tmp / f"{REDIS2}-{name}.json"
+        cfg.write_text(json.dumps(gateway_config(port, False, rport, f"node-{name}"), indent=1))
+        cmd = pin + [PY, "-m", "taskcast_cli", "gateway", "--config", str(cfg)]
+        nodes.append((popen(cmd, cwd=ROOT, stdout=log, stderr=log), port))
+    srv = Server(nodes[0][0], name="node-a")
+    srv.add("node-b", nodes[1][0])
+    srv.add("redis", redis)
+    for p, port in nodes:
+        if not (wait_port(port, p) and wait_health(port)):
+            srv.stop()
+            raise RuntimeError(f"{REDIS2}: node on {port} not ready (see {log.name})")
+    srv.port2 = nodes[1][1]
+    time.sleep(0.5)
+    return srv, nodes[0][1]
 
 
 def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
     port = free_port()
     pin = ["taskset", "-c", str(SERVER_CPU)]
+    if kind == REDIS2:
+        return start_redis2(tmp, log, pin)
     if kind == "baseline":
         p = popen(
             pin + [PY, str(HERE / "baseline_ws_broadcast.py"), "--port", str(port)], stdout=log, stderr=log
@@ -256,8 +337,10 @@ def build_client(tmp: Path) -> Path:
 
 
 def start_client(
-    exe: Path, port: int, n: int, proto: str, path: str
+    exe: Path, port: int, n: int, proto: str, path: str, port2: int = 0
 ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """One C client process; with ``port2`` its odd connections go to the second node, so the
+    deliveries and the latency percentiles come out already merged (from all samples)."""
     cmd = [
         "taskset",
         "-c",
@@ -271,7 +354,7 @@ def start_client(
         proto,
         "--path",
         path,
-    ]
+    ] + (["--port2", str(port2)] if port2 else [])
     c = popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     assert c.stdout is not None
     line = c.stdout.readline()  # bounded: the client gives up on handshakes after 30 s per batch
@@ -467,9 +550,11 @@ async def run_step(
             stderr=subprocess.DEVNULL,
         )
     psutil.cpu_percent(percpu=True)
+    parts0 = server.cpu_parts() if server.extra else {}
     c0, p0 = server.cpu(), sum(me.cpu_times()[:2])
     await asyncio.sleep(max(0, (w1 - mono()) / 1e9))
     c1, p1, rss1 = server.cpu(), sum(me.cpu_times()[:2]), server.rss()
+    parts1 = server.cpu_parts() if server.extra else {}
     busy = psutil.cpu_percent(percpu=True)
     sent, pub_elapsed = await pub_task
     await pub.settle(drain)
@@ -509,6 +594,13 @@ async def run_step(
         "bad": r["bad"],
         "per_sec": r["per_sec"],
     }
+    if server.extra:  # several server processes: CPU % of each, and what each node's half received
+        step["server_cpu_parts_pct"] = {k: round((parts1[k] - parts0[k]) / dur * 100, 1) for k in parts1}
+    if server.port2:
+        step["sides"] = [
+            {"node": node, "delivered_per_s": round(x["win"] / dur)} | {k: x[k] for k in ("p50_ms", "p99_ms")}
+            for node, x in zip(("node-a", "node-b"), r["sides"], strict=True)
+        ]
     pub.ok = pub.errors = 0
     return step
 
@@ -526,11 +618,18 @@ def saturated(s: dict[str, Any]) -> str:
 
 
 def fmt_step(s: dict[str, Any]) -> str:
+    parts = s.get("server_cpu_parts_pct")
     return (
         f"  M={s['pub_per_s']:>5}/s offered={s['offered_per_s']:>7} delivered={s['delivered_per_s']:>7}/s "
         f"pub={s['pub_rate']:>7} p50={s['p50_ms']:.1f}ms p99={s['p99_ms']:.1f}ms srv={s['server_cpu_pct']}% "
-        f"del/cpu-s={s['deliveries_per_cpu_s']} cli={s['client_cpu_pct']}% pubcpu={s['publisher_cpu_pct']}% "
+        + (f"({' '.join(f'{k}={v}' for k, v in parts.items())}) " if parts else "")
+        + f"del/cpu-s={s['deliveries_per_cpu_s']} cli={s['client_cpu_pct']}% pubcpu={s['publisher_cpu_pct']}% "
         f"busy={s['cpu_busy_pct']} err={s['pub_errors']} closed={s['closed_in_step']}"
+        + (
+            " sides=" + "/".join(f"{x['delivered_per_s']}@p99 {x['p99_ms']:.0f}ms" for x in s["sides"])
+            if s.get("sides")
+            else ""
+        )
     )
 
 
@@ -555,9 +654,11 @@ async def bench_server(
         t = time.monotonic()
         proto = "raw" if kind == "nchan" else "centrifugo"
         path = "/sub" if kind == "nchan" else "/connection/websocket"
-        client, ready = start_client(exe, port, n, proto, path)
+        client, ready = start_client(exe, port, n, proto, path, server.port2)
         out["connect_s"] = round(time.monotonic() - t, 2)
         out["connected"], out["connect_failed"] = ready["ready"], ready["failed"]
+        if server.port2:
+            out["connected_per_node"] = ready.get("ready_side")
         await asyncio.sleep(2.0)
         rss_idle = server.rss()
         out["rss_base_mb"] = round(rss_base / 2**20, 1)
@@ -602,7 +703,7 @@ async def bench_server(
             client_cmd(client, "QUIT")
             stop(client)
         if server is not None:
-            stop(server.p)
+            server.stop()
         log.close()
         await asyncio.sleep(1.0)
     return out
@@ -727,7 +828,8 @@ def render(res: dict[str, Any]) -> str:
         f"- Ladder of offered deliveries/s: {', '.join(f'{x // 1000}k' for x in p['ladder'])}; publishes/s = offered / N. "
         f"Each rung: {p['warm']} s warm-up, {p['window']} s measured window, {p['drain']} s drain. Stop at the first "
         "saturated rung: delivered < 90 % of offered, publish rate < 90 % of target, p99 > 1 s, or connections closed.",
-        "- Server CPU: psutil user+sys of the server process (nginx: master + worker) over the window. "
+        "- Server CPU: psutil user+sys of the server process (nginx: master + worker; Redis engine, 2 nodes: both "
+        "gateway processes + redis-server, all on CPU 0) over the window. "
         "*Deliveries per CPU-second* = deliveries in the window / server CPU seconds in the window.",
         "- Idle RSS per connection: server RSS after N subscribed connections and 2 s idle, minus RSS before, / N.",
         "- `busy` = whole-CPU utilisation (CPU 0, CPU 1) during the window, from /proc/stat: CPU 0 busy well above "
@@ -772,26 +874,14 @@ def render(res: dict[str, Any]) -> str:
         L += ["", "⚠ = saturated rung (the ladder stopped there).", ""]
         L += ratio_lines(runs, n)
     L += targets(runs)
+    L += render_redis_block(res) if any(r["server"] == REDIS2 for r in runs) else [REDIS_START, REDIS_END, ""]
     L += ["### Analysis: what limits us, and what to change", "", NOTES_START, NOTES_DEFAULT, NOTES_END, ""]
-    prof = res.get("profile")
-    if prof and prof.get("summary", {}).get("samples"):
-        s, sm = prof["step"], prof["summary"]
-        L += [
-            "### Where the gateway's CPU goes (py-spy)",
-            "",
-            f"`py-spy record --nonblocking --rate 250` on the gateway (history off), N = {s['N']:,}, one extra rung at "
-            f"{s['offered_per_s']:,} offered deliveries/s ({s['pub_rate']:.0f} publishes/s): delivered {s['delivered_per_s']:,}/s, "
-            f"server CPU {s['server_cpu_pct']} %, p99 {f_ms(s['p99_ms'])} ms. {sm['samples']:,} non-idle samples "
-            "(percentages are of those; time in uvloop/kernel C code is charged to the calling Python line).",
-            "",
-            "| Source line (self time) | % | | Gateway function (inclusive) | % |",
-            "|---|---|---|---|---|",
-        ]
-        for i in range(max(len(sm["self"]), len(sm["inclusive"]))):
-            a_ = sm["self"][i] if i < len(sm["self"]) else ("", "")
-            b_ = sm["inclusive"][i] if i < len(sm["inclusive"]) else ("", "")
-            L.append(f"| `{a_[0]}` | {a_[1]} | | `{b_[0]}` | {b_[1]} |")
-        L += ["", f"Collapsed stacks: `{p['profile_rel']}` (open with speedscope or flamegraph.pl).", ""]
+    L += profile_lines(
+        res.get("profile"),
+        "### Where the gateway's CPU goes (py-spy)",
+        "the gateway (history off)",
+        p["profile_rel"],
+    )
     L += [
         "### Reproduce",
         "",
@@ -806,6 +896,139 @@ def render(res: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(L)
+
+
+def profile_lines(prof: dict[str, Any] | None, title: str, what: str, rel: str) -> list[str]:
+    if not prof or not prof.get("summary", {}).get("samples"):
+        return []
+    s, sm = prof["step"], prof["summary"]
+    L = [
+        title,
+        "",
+        f"`py-spy record --nonblocking --rate 250` on {what}, N = {s['N']:,}, one extra rung at "
+        f"{s['offered_per_s']:,} offered deliveries/s ({s['pub_rate']:.0f} publishes/s): delivered {s['delivered_per_s']:,}/s, "
+        f"server CPU {s['server_cpu_pct']} %{cpu_parts_text(s)}, p99 {f_ms(s['p99_ms'])} ms. {sm['samples']:,} non-idle samples "
+        "(percentages are of those; time in uvloop/kernel C code is charged to the calling Python line).",
+        "",
+        "| Source line (self time) | % | | Gateway function (inclusive) | % |",
+        "|---|---|---|---|---|",
+    ]
+    for i in range(max(len(sm["self"]), len(sm["inclusive"]))):
+        a_ = sm["self"][i] if i < len(sm["self"]) else ("", "")
+        b_ = sm["inclusive"][i] if i < len(sm["inclusive"]) else ("", "")
+        L.append(f"| `{a_[0]}` | {a_[1]} | | `{b_[0]}` | {b_[1]} |")
+    return L + ["", f"Collapsed stacks: `{rel}` (open with speedscope or flamegraph.pl).", ""]
+
+
+def cpu_parts_text(s: dict[str, Any]) -> str:
+    parts = s.get("server_cpu_parts_pct")
+    return f" ({' + '.join(f'{k} {v}' for k, v in parts.items())})" if parts else ""
+
+
+def pooled(steps: list[dict[str, Any]]) -> float:
+    """Deliveries per CPU-second over several rungs: all deliveries / all CPU (equal windows)."""
+    cpu = sum(s["server_cpu_pct"] for s in steps) / 100
+    return sum(s["delivered_per_s"] for s in steps) / cpu if cpu > 0 else 0.0
+
+
+def redis_compare(runs: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
+    """The Redis 2-node run against the memory engine (``gateway``) of the same run, same N."""
+    mem = next((r for r in runs if r["N"] == n and r["server"] == "gateway"), None)
+    red = next((r for r in runs if r["N"] == n and r["server"] == REDIS2), None)
+    if mem is None or red is None:
+        return None
+    msteps = {s["offered_per_s"]: s for s in ok_steps(mem)}
+    rows = [(msteps[s["offered_per_s"]], s) for s in ok_steps(red) if s["offered_per_s"] in msteps]
+    out: dict[str, Any] = {"mem": mem, "red": red, "rows": rows}
+    if rows:
+        out["pooled_mem"], out["pooled_red"] = pooled([m for m, _ in rows]), pooled([r for _, r in rows])
+        out["ratio"] = out["pooled_red"] / out["pooled_mem"] if out["pooled_mem"] else 0.0
+        out["per_rung"] = [r["deliveries_per_cpu_s"] / m["deliveries_per_cpu_s"] for m, r in rows]
+    return out
+
+
+def baseline_text(runs: list[dict[str, Any]], n: int) -> str:
+    base = next((r for r in runs if r["N"] == n and r["server"] == "baseline"), None)
+    ok = ok_steps(base) if base else []
+    if not ok:
+        return ""
+    top = max(ok, key=lambda s: s["delivered_per_s"])
+    return (
+        f" For scale, `websockets.broadcast()` (baseline) in this run: sustained {top['delivered_per_s']:,}/s at "
+        f"{f_int(top['deliveries_per_cpu_s'])} deliveries/CPU-s."
+    )
+
+
+def render_redis_block(res: dict[str, Any]) -> list[str]:
+    """The Redis engine + 2 nodes subsection (between its own markers, so a ``--redis-block`` run
+    can replace it alone)."""
+    e, p = res["env"], res["params"]
+    runs = [r for r in res["runs"] if "error" not in r]
+    L = [REDIS_START, "", "### Redis engine, two gateway nodes, against the memory engine (issue 4)", ""]
+    L += [
+        f"Measured on {e['date']}, git `{e['git']}`, {'**quick run**, ' if p['quick'] else ''}load average at start "
+        f"{', '.join(f'{x:.2f}' for x in e['loadavg_start'])}; servers in this run: {', '.join(p['servers'])}. "
+        f"Raw results: `{p['json_rel']}`.",
+        "",
+        "- Setup: a throwaway `redis-server` (7, `--save '' --appendonly no`) and two gateway processes "
+        '(`engine: {"type": "redis", "redis": {"address": …, "prefix": "bench"}}`, history off like the memory-engine '
+        "row), **all three pinned to CPU 0**. The publisher posts to node A's server API only; the C client connects "
+        "the even-numbered subscribers to node A and the odd ones to node B (N/2 each, one client process, so the "
+        "deliveries add up and the percentiles are of the merged samples; latency sampled on 1 in 10 per node). "
+        "Each publication goes node A → Lua `PUBLISH` in Redis → both nodes' PUB/SUB connections → their local subscribers.",
+        "- **Server CPU counted** for this row: node A + node B + redis-server (user+sys, psutil), against the single "
+        "gateway process of the memory engine. Idle RSS/conn is the sum of the three processes' growth / N.",
+        "- Ratio = the Redis run's deliveries per server-CPU-second / the memory engine's, pooled over the rungs both "
+        "sustain in this run (all deliveries / all CPU-seconds of those rungs); per-rung ratios alongside.",
+        "",
+    ]
+    for n in sorted({r["N"] for r in runs}):
+        c = redis_compare(runs, n)
+        if c is None:
+            continue
+        L += [
+            f"N = {n:,} (connected per node: {' / '.join(str(x) for x in c['red'].get('connected_per_node') or [])}; "
+            f"idle RSS/conn {c['red'].get('rss_per_conn_kib', '–')} KiB vs {c['mem'].get('rss_per_conn_kib', '–')} KiB):",
+            "",
+            "| offered/s | memory: delivered/s, p50/p99 ms, CPU %, deliveries/CPU-s | Redis 2 nodes: delivered/s, p50/p99 ms, "
+            "CPU % (node A + node B + redis), deliveries/CPU-s | node A / node B delivered/s, p99 ms | ratio |",
+            "|---|---|---|---|---|",
+        ]
+        for m, r in c["rows"]:
+            sides = " / ".join(f"{x['delivered_per_s']:,} ({f_ms(x['p99_ms'])})" for x in r.get("sides", []))
+            L.append(
+                f"| {m['offered_per_s']:,} | {m['delivered_per_s']:,}, {f_ms(m['p50_ms'])}/{f_ms(m['p99_ms'])}, "
+                f"{m['server_cpu_pct']} %, {f_int(m['deliveries_per_cpu_s'])} | {r['delivered_per_s']:,}, "
+                f"{f_ms(r['p50_ms'])}/{f_ms(r['p99_ms'])}, {r['server_cpu_pct']} %{cpu_parts_text(r)}, "
+                f"{f_int(r['deliveries_per_cpu_s'])} | {sides} | "
+                f"{r['deliveries_per_cpu_s'] / m['deliveries_per_cpu_s']:.2f}× |"
+            )
+        ceil = {k: max((s["delivered_per_s"] for s in ok_steps(c[k])), default=0) for k in ("mem", "red")}
+        L += [
+            "",
+            f"Sustained ceiling: memory {ceil['mem']:,}/s ({c['mem'].get('stopped', 'end of ladder')}), "
+            f"Redis 2 nodes {ceil['red']:,}/s ({c['red'].get('stopped', 'end of ladder')})."
+            + baseline_text(runs, n),
+            "",
+        ]
+    L += ["| Target (issue 4) | Measured | Met? |", "|---|---|---|"]
+    for n in sorted({r["N"] for r in runs}):
+        c = redis_compare(runs, n)
+        if c and c["rows"]:
+            pr = c["per_rung"]
+            L.append(
+                f"| Redis engine, 2 nodes: deliveries per server-CPU-second ≥ 0.7× the memory engine (N = {n:,}) | "
+                f"{c['ratio']:.2f}× pooled over {len(pr)} common rungs ({c['pooled_red']:,.0f} vs {c['pooled_mem']:,.0f}); "
+                f"per rung {min(pr):.2f}–{max(pr):.2f}× | {'yes' if c['ratio'] >= 0.7 else 'no'} |"
+            )
+    L += [""]
+    L += profile_lines(
+        res.get("profile_redis"),
+        "#### Where node A's CPU goes (py-spy, Redis engine)",
+        "node A (published to; serves N/2 subscribers)",
+        p.get("profile_redis_rel", ""),
+    )
+    return L + [REDIS_END, ""]
 
 
 def ratio_lines(runs: list[dict[str, Any]], n: int) -> list[str]:
@@ -872,10 +1095,36 @@ def targets(runs: list[dict[str, Any]]) -> list[str]:
     return L + [""]
 
 
+def replace_block(text: str, start: str, end: str, block: str) -> str:
+    pre, rest = text.split(start, 1)
+    return pre + block + rest.split(end, 1)[1]
+
+
+def write_redis_block(out: Path, block: str) -> None:
+    """``--redis-block``: replace only the Redis subsection of the fan-out section (or insert it
+    before the analysis notes), leaving the rest of the section as the last full run wrote it."""
+    text = out.read_text() if out.exists() else ""
+    if REDIS_START in text and REDIS_END in text:
+        text = replace_block(text, REDIS_START, REDIS_END, block.rstrip("\n"))
+    elif START in text and END in text:
+        anchor = "### Analysis: what limits us" if "### Analysis: what limits us" in text else END
+        pre, post = text.split(anchor, 1)
+        text = pre + block + "\n" + anchor + post
+    else:
+        text = text.rstrip("\n") + "\n\n" + START + "\n\n" + block + "\n" + END + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+
+
 def write_section(out: Path, section: str) -> None:
-    """Replace only our section of ``out``; keep the hand-written notes block inside it."""
+    """Replace only our section of ``out``; keep the hand-written notes block inside it, and the
+    Redis block when this run did not measure the Redis engine."""
     if out.exists():
         text = out.read_text()
+        empty_redis = REDIS_START + "\n" + REDIS_END
+        if empty_redis in section and REDIS_START in text and REDIS_END in text:
+            kept = text.split(REDIS_START, 1)[1].split(REDIS_END, 1)[0]
+            section = section.replace(empty_redis, REDIS_START + kept + REDIS_END)
         if NOTES_START in text and NOTES_END in text:
             notes = text.split(NOTES_START, 1)[1].split(NOTES_END, 1)[0].strip("\n")
             section = section.replace(NOTES_START + "\n" + NOTES_DEFAULT, NOTES_START + "\n" + notes)
@@ -911,10 +1160,18 @@ async def amain(a: argparse.Namespace) -> int:
     exe = build_client(tmp)
     nchan = a.with_nchan or a.nchan_if_installed
     nchan = nchan and nchan_available(install=a.with_nchan)
-    kinds = [k for k in server_kinds(nchan) if not a.servers or k in a.servers.split(",")]
+    redis = shutil.which("redis-server") is not None
+    if not redis:
+        print(f"redis-server not installed: {REDIS2} skipped (apt-get install redis-server)", flush=True)
+    kinds = [k for k in server_kinds(nchan, redis) if not a.servers or k in a.servers.split(",")]
     out = Path(a.out)
-    json_path = Path(a.json) if a.json else out.parent / "perf" / "fanout-results.json"
+    default_json = "fanout-redis-results.json" if a.redis_block else "fanout-results.json"
+    json_path = Path(a.json) if a.json else out.parent / "perf" / default_json
     prof_path = json_path.parent / "fanout-gateway-profile.txt"
+    prof_paths = {"gateway": prof_path, REDIS2: json_path.parent / "fanout-gateway-redis-profile.txt"}
+    prof_keys = {"gateway": "profile", REDIS2: "profile_redis"}
+    if a.redis_block:  # leave the full run's gateway profile alone
+        del prof_keys["gateway"]
     rel = lambda p: os.path.relpath(p.resolve(), out.resolve().parent)  # noqa: E731
     res: dict[str, Any] = {
         "env": env_info(),
@@ -929,6 +1186,7 @@ async def amain(a: argparse.Namespace) -> int:
             "servers": kinds,
             "json_rel": rel(json_path),
             "profile_rel": rel(prof_path),
+            "profile_redis_rel": rel(prof_paths[REDIS2]),
         },
         "runs": [],
     }
@@ -943,7 +1201,7 @@ async def amain(a: argparse.Namespace) -> int:
                     print("global deadline reached", flush=True)
                     break
                 profile = (
-                    {"rate": a.profile_rate} if (spy_ok and kind == "gateway" and n == max(a.ns)) else None
+                    {"rate": a.profile_rate} if (spy_ok and kind in prof_keys and n == max(a.ns)) else None
                 )
                 try:
                     r = await bench_server(a, kind, n, tmp, exe, a.ladder, deadline, profile)
@@ -952,14 +1210,18 @@ async def amain(a: argparse.Namespace) -> int:
                     print(f"[{kind} N={n}] ERROR {exc!r} (logs in {tmp})", flush=True)
                 res["runs"].append(r)
                 if profile and profile.get("raw"):
-                    res["profile"] = {"step": profile["step"], "summary": summarize_profile(profile["raw"])}
-                    prof_path.parent.mkdir(parents=True, exist_ok=True)
-                    prof_path.write_text(profile["raw"])
+                    summary = summarize_profile(profile["raw"])
+                    res[prof_keys[kind]] = {"step": profile["step"], "summary": summary}
+                    prof_paths[kind].parent.mkdir(parents=True, exist_ok=True)
+                    prof_paths[kind].write_text(profile["raw"])
                 json_path.parent.mkdir(parents=True, exist_ok=True)
                 json_path.write_text(json.dumps(res, indent=1))
     finally:
         stop_all()
-    write_section(out, render(res))
+    if a.redis_block:
+        write_redis_block(out, "\n".join(render_redis_block(res)))
+    else:
+        write_section(out, render(res))
     print(f"wrote {out} and {json_path}; logs in {tmp}", flush=True)
     if not a.keep_tmp:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -973,11 +1235,22 @@ def main() -> int:
         default=str(ROOT / "docs" / "PERFORMANCE.md"),
         help="markdown file; only the fanout section is replaced",
     )
-    ap.add_argument("--json", default="", help="raw results (default: <out dir>/perf/fanout-results.json)")
+    ap.add_argument(
+        "--json",
+        default="",
+        help="raw results (default: <out dir>/perf/fanout-results.json; --redis-block: fanout-redis-results.json)",
+    )
+    ap.add_argument(
+        "--redis-block",
+        action="store_true",
+        help=f"write only the Redis-engine block of the section (default servers: gateway,{REDIS2})",
+    )
     ap.add_argument("--quick", action="store_true", help="N=1000 only, short rungs, short ladder")
     ap.add_argument("--ns", default="", help="comma list of subscriber counts (default 1000,5000)")
     ap.add_argument("--ladder", default="", help="comma list of offered deliveries/s")
-    ap.add_argument("--servers", default="", help="subset of baseline,gateway,gateway-history,nchan")
+    ap.add_argument(
+        "--servers", default="", help=f"subset of baseline,gateway,gateway-history,{REDIS2},nchan"
+    )
     ap.add_argument(
         "--with-nchan", action="store_true", help="apt-get install nginx + libnginx-mod-nchan if missing"
     )
@@ -996,6 +1269,8 @@ def main() -> int:
         "--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)"
     )
     a = ap.parse_args()
+    if a.redis_block and not a.servers:
+        a.servers = f"gateway,{REDIS2}"
     a.ns = [int(x) for x in a.ns.split(",")] if a.ns else ([1000] if a.quick else [1000, 5000])
     if a.ladder:
         a.ladder = [int(float(x)) for x in a.ladder.split(",")]

@@ -6,10 +6,13 @@
  *                       connect + subscribe commands (newline-joined, like centrifuge-js); the
  *                       connection counts as ready when the subscribe reply (id 2) arrives.
  *   --proto raw         ready right after the upgrade (nchan).
+ *   --port2 P           connect the odd-numbered connections to port P instead of --port (two
+ *                       gateway nodes): half of N on each. Counts and latency samples are kept
+ *                       per side as well as merged (the merged percentiles are of all samples).
  *
  * Every text frame is split into messages on '\n' (the gateway joins the pushes of one loop tick
  * into one frame). A message whose first bytes contain "t":" is a delivery; on sampled
- * connections (idx % --sample == 0) the 19-digit CLOCK_MONOTONIC timestamp right after it gives
+ * connections (1 in --sample, on each side) the 19-digit CLOCK_MONOTONIC timestamp right after it gives
  * the publish->receive latency. A message that is exactly {} is a Centrifugo server ping and is
  * answered with {}; WebSocket pings (opcode 9) are answered with pongs.
  *
@@ -42,7 +45,7 @@
 enum { HS = 0, SUBSCRIBING = 1, OPEN = 2, CLOSED = 3 };
 
 typedef struct {
-  int fd, state, sample;
+  int fd, state, sample, side;
   char hs[2048]; int hs_len;
   unsigned char hdr[14]; int hdr_len, hdr_need;
   uint64_t payload_left;
@@ -55,21 +58,23 @@ static int64_t now_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC,
 static double cpu_s(void) { struct rusage r; getrusage(RUSAGE_SELF, &r); return r.ru_utime.tv_sec + r.ru_utime.tv_usec / 1e6 + r.ru_stime.tv_sec + r.ru_stime.tv_usec / 1e6; }
 
 static int64_t t0 = -1, w0, w1, tend;
-static uint64_t total, win, bad, pings, other;
+static uint64_t total, win, bad, pings, other, win_side[2];
 static uint64_t per_sec[MAXSEC];
-static int64_t *lat; static size_t lat_n, lat_cap;
-static int n_ready, n_failed, n_closed, pending;
+typedef struct { int64_t *v; size_t n, cap; } lat_t;
+static lat_t lat, lat_side[2]; /* merged samples, and the same samples per side */
+static int n_ready, n_failed, n_closed, pending, ready_side[2];
 static int proto_raw;
 
-static void add_lat(int64_t v) {
-  if (lat_n == lat_cap) {
-    size_t cap = lat_cap ? lat_cap * 2 : (1 << 20);
-    int64_t *p = realloc(lat, cap * sizeof(int64_t));
+static void lat_add(lat_t *l, int64_t v) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : (1 << 20);
+    int64_t *p = realloc(l->v, cap * sizeof(int64_t));
     if (!p) return;
-    lat = p; lat_cap = cap;
+    l->v = p; l->cap = cap;
   }
-  lat[lat_n++] = v;
+  l->v[l->n++] = v;
 }
+static void add_lat(int side, int64_t v) { lat_add(&lat, v); lat_add(&lat_side[side], v); }
 
 static void send_text(conn_t *c, const char *s, size_t L) {
   unsigned char out[1024]; size_t h;
@@ -99,7 +104,7 @@ static void message_done(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
   if (c->state == SUBSCRIBING) {
     if (L > 8 && !strncmp(p, "{\"id\":2,", 8)) {
       pending--;
-      if (memmem(p, L, "\"subscribe\"", 11)) { c->state = OPEN; n_ready++; }
+      if (memmem(p, L, "\"subscribe\"", 11)) { c->state = OPEN; n_ready++; ready_side[c->side]++; }
       else { c->state = CLOSED; n_failed++; }
     } else if (L > 8 && !strncmp(p, "{\"id\":1,", 8) && memmem(p, L, "\"error\"", 7)) {
       pending--; c->state = CLOSED; n_failed++;
@@ -116,7 +121,7 @@ static void message_done(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
       if (d[k] < '0' || d[k] > '9') { bad++; return; }
       v = v * 10 + (d[k] - '0');
     }
-    add_lat(now - v);
+    add_lat(c->side, now - v);
   }
 }
 
@@ -177,7 +182,7 @@ static void parse(conn_t *c, const unsigned char *b, size_t n, int64_t now) {
   }
   if (t0 >= 0 && cnt) {
     total += cnt;
-    if (in_win) win += cnt;
+    if (in_win) { win += cnt; win_side[c->side] += cnt; }
     int64_t s = (now - t0) / 1000000000LL;
     if (s >= 0 && s < MAXSEC) per_sec[s] += cnt;
   }
@@ -191,19 +196,24 @@ static void handshake_bytes(conn_t *c, int64_t now, const char *cmd, size_t cmd_
   if (!end) { if (c->hs_len >= (int)sizeof c->hs - 1) mark_closed(c); return; }
   if (strncmp(c->hs, "HTTP/1.1 101", 12)) { mark_closed(c); return; }
   size_t rest = c->hs_len - (end + 4 - c->hs);
-  if (proto_raw) { c->state = OPEN; n_ready++; pending--; }
+  if (proto_raw) { c->state = OPEN; n_ready++; ready_side[c->side]++; pending--; }
   else { c->state = SUBSCRIBING; send_text(c, cmd, cmd_len); }
   if (rest) parse(c, (unsigned char *)end + 4, rest, now);
 }
 
 static int cmp64(const void *a, const void *b) { int64_t x = *(const int64_t *)a, y = *(const int64_t *)b; return (x > y) - (x < y); }
-static double pct(double q) { if (!lat_n) return -1; size_t k = (size_t)(q * (lat_n - 1) + 0.5); if (k >= lat_n) k = lat_n - 1; return lat[k] / 1e6; }
+static double pct(const lat_t *l, double q) {
+  if (!l->n) return -1;
+  size_t k = (size_t)(q * (l->n - 1) + 0.5); if (k >= l->n) k = l->n - 1;
+  return l->v[k] / 1e6;
+}
 
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1", *path = "/connection/websocket", *channel = "bench";
-  int port = 0, n = 1000, sample = 10, conc = 200;
+  int port = 0, port2 = 0, n = 1000, sample = 10, conc = 200;
   for (int i = 1; i + 1 < argc; i++) {
     if (!strcmp(argv[i], "--port")) port = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--port2")) port2 = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--host")) host = argv[++i];
     else if (!strcmp(argv[i], "--path")) path = argv[++i];
     else if (!strcmp(argv[i], "--channel")) channel = argv[++i];
@@ -214,26 +224,34 @@ int main(int argc, char **argv) {
   }
   if (n < 1 || sample < 1 || conc < 1) return 2;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  char req[512], cmd[256];
-  int rl = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, host, port);
+  char req[2][512], cmd[256]; int rl[2];
+  for (int s = 0; s < 2; s++)
+    rl[s] = snprintf(req[s], sizeof req[s], "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, host,
+                     s && port2 ? port2 : port);
   int cl = snprintf(cmd, sizeof cmd, "{\"id\":1,\"connect\":{\"name\":\"bench\"}}\n{\"id\":2,\"subscribe\":{\"channel\":\"%s\"}}", channel);
   conn_t *cs = calloc(n, sizeof(conn_t));
   ep = epoll_create1(0);
   if (!cs || ep < 0) return 2;
-  struct sockaddr_in sa = {0}; sa.sin_family = AF_INET; sa.sin_port = htons(port); inet_pton(AF_INET, host, &sa.sin_addr);
+  struct sockaddr_in sa[2] = {{0}};
+  for (int s = 0; s < 2; s++) {
+    sa[s].sin_family = AF_INET; sa[s].sin_port = htons(s && port2 ? port2 : port); inet_pton(AF_INET, host, &sa[s].sin_addr);
+  }
   static unsigned char buf[1 << 18];
   struct epoll_event evs[1024];
   int64_t tc = now_ns();
   for (int base = 0; base < n; base += conc) {  /* connect in bounded batches */
     int hi = base + conc < n ? base + conc : n;
     for (int i = base; i < hi; i++) {
-      conn_t *c = &cs[i]; c->sample = (i % sample == 0); c->hdr_need = 2; c->state = HS;
+      conn_t *c = &cs[i]; c->hdr_need = 2; c->state = HS;
+      c->side = port2 ? (i & 1) : 0;
+      c->sample = ((port2 ? i >> 1 : i) % sample == 0); /* 1 in `sample` on each side */
       c->fd = socket(AF_INET, SOCK_STREAM, 0);
       pending++;
       if (c->fd < 0) { mark_closed(c); continue; }
       int one = 1; setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0 || write(c->fd, req, rl) != rl) {
+      if (connect(c->fd, (struct sockaddr *)&sa[c->side], sizeof sa[0]) < 0 ||
+          write(c->fd, req[c->side], rl[c->side]) != rl[c->side]) {
         mark_closed(c); continue;
       }
       fcntl(c->fd, F_SETFL, O_NONBLOCK);
@@ -256,7 +274,8 @@ int main(int argc, char **argv) {
     }
     if (pending > 0) { n_failed += pending; pending = 0; }
   }
-  printf("{\"ready\": %d, \"failed\": %d, \"connect_s\": %.3f}\n", n_ready, n_failed, (now_ns() - tc) / 1e9);
+  printf("{\"ready\": %d, \"failed\": %d, \"connect_s\": %.3f, \"ready_side\": [%d, %d]}\n", n_ready, n_failed,
+         (now_ns() - tc) / 1e9, ready_side[0], ready_side[1]);
   fcntl(0, F_SETFL, O_NONBLOCK);
   struct epoll_event sev = {.events = EPOLLIN, .data.ptr = NULL};
   epoll_ctl(ep, EPOLL_CTL_ADD, 0, &sev);
@@ -278,7 +297,8 @@ int main(int argc, char **argv) {
           if (!strncmp(line, "GO ", 3)) {
             long long a; double warm, d, drain;
             if (sscanf(line + 3, "%lld %lf %lf %lf", &a, &warm, &d, &drain) == 4) {
-              total = win = bad = pings = other = 0; lat_n = 0; memset(per_sec, 0, sizeof per_sec);
+              total = win = bad = pings = other = win_side[0] = win_side[1] = 0;
+              lat.n = lat_side[0].n = lat_side[1].n = 0; memset(per_sec, 0, sizeof per_sec);
               w0 = a + (int64_t)(warm * 1e9); w1 = w0 + (int64_t)(d * 1e9); tend = w1 + (int64_t)(drain * 1e9);
               dur = d; have0 = have1 = 0; closed0 = n_closed; t0 = a;
             }
@@ -300,14 +320,20 @@ int main(int argc, char **argv) {
       if (!have0 && now >= w0) { cpu0 = cpu_s(); have0 = 1; }
       if (!have1 && now >= w1) { cpu1 = cpu_s(); have1 = 1; }
       if (now >= tend) {
-        qsort(lat, lat_n, sizeof(int64_t), cmp64);
+        qsort(lat.v, lat.n, sizeof(int64_t), cmp64);
+        for (int s = 0; s < 2; s++) qsort(lat_side[s].v, lat_side[s].n, sizeof(int64_t), cmp64);
         int nsec = (int)((tend - t0) / 1000000000LL); if (nsec > MAXSEC) nsec = MAXSEC;
         printf("{\"result\": {\"open\": %d, \"closed_in_step\": %d, \"total\": %llu, \"win\": %llu, \"dur\": %.3f, \"lat_n\": %zu, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, \"client_cpu_pct\": %.1f, "
-               "\"bad\": %llu, \"pings\": %llu, \"other\": %llu, \"per_sec\": [",
-               n_ready - n_closed, n_closed - closed0, (unsigned long long)total, (unsigned long long)win, dur, lat_n,
-               pct(0.5), pct(0.9), pct(0.99), lat_n ? lat[lat_n - 1] / 1e6 : -1.0, dur > 0 ? (cpu1 - cpu0) / dur * 100 : 0.0,
+               "\"bad\": %llu, \"pings\": %llu, \"other\": %llu, \"sides\": [",
+               n_ready - n_closed, n_closed - closed0, (unsigned long long)total, (unsigned long long)win, dur, lat.n,
+               pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99), lat.n ? lat.v[lat.n - 1] / 1e6 : -1.0,
+               dur > 0 ? (cpu1 - cpu0) / dur * 100 : 0.0,
                (unsigned long long)bad, (unsigned long long)pings, (unsigned long long)other);
+        for (int s = 0; s < 2; s++)
+          printf("%s{\"ready\": %d, \"win\": %llu, \"lat_n\": %zu, \"p50_ms\": %.4f, \"p99_ms\": %.4f}", s ? ", " : "",
+                 ready_side[s], (unsigned long long)win_side[s], lat_side[s].n, pct(&lat_side[s], 0.5), pct(&lat_side[s], 0.99));
+        printf("], \"per_sec\": [");
         for (int s = 0; s < nsec; s++) printf("%s%llu", s ? ", " : "", (unsigned long long)per_sec[s]);
         printf("]}}\n");
         t0 = -1;
