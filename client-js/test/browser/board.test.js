@@ -1,0 +1,156 @@
+// The task board in headless Chromium against real processes: gateway, Status API (serving the
+// board at /board/) and the relay stand-in. Tasks are created and advanced through the Status
+// API's internal endpoints like a coordinator and workers would.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+
+import { DOCUMENT_STEPS, RelayStandIn, ROOT, devUser, startStack } from '../support/services.js';
+import { boardRows, boardUrl, launch, openBoard } from './browser.js';
+
+let stack;
+let browser;
+const SHOTS = process.env.TASKCAST_SCREENSHOT_DIR || join(ROOT, 'docs', 'img');
+
+before(async () => {
+  [stack, browser] = await Promise.all([startStack(), launch()]);
+});
+after(async () => {
+  await browser?.close();
+  await stack?.stop();
+});
+
+async function dbSnapshot(user) {
+  const res = await fetch(`${stack.api.url}/api/tasks?limit=100`, { headers: devUser('t1', user) });
+  const body = await res.json();
+  return body.items.map((t) => ({ id: t.id, version: t.version, status: t.lifecycleStatus })).sort((a, b) => (a.id < b.id ? -1 : 1));
+}
+
+describe('task board', () => {
+  test('a task created through the API appears without reload and walks to SUCCEEDED with the right duration', async () => {
+    const page = await openBoard(browser, boardUrl(stack, 'walk'));
+    const task = await stack.coordinator.createTask({ owner: 'walk', title: 'Quarterly contract review' });
+    const row = `[data-task-id="${task.id}"]`;
+    await page.waitForSelector(`${row}[data-status="PENDING"]`, { timeout: 10000 });
+    await page.click(row);
+    await page.waitForSelector(`[data-detail-id="${task.id}"]`);
+    await stack.coordinator.walkToSuccess(task, 42600);
+    await page.waitForSelector(`${row}[data-status="SUCCEEDED"][data-version="9"]`, { timeout: 15000 });
+    assert.equal(await page.textContent(`${row} [data-field="elapsed"]`), '42.6 s');
+    await page.waitForSelector('[data-step-id="02_parse"] .data >> text=36 pages');
+    assert.equal(await page.textContent('[data-field="detail-elapsed"]'), '42.6 s');
+    await page.waitForFunction((n) => document.querySelectorAll('.timeline li').length === n, 9);
+    assert.equal(page.navigations(), 1, 'no reload');
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
+  test('a failed step shows its notice once, even when the push is delivered again', async () => {
+    const user = 'fail';
+    const page = await openBoard(browser, boardUrl(stack, user));
+    await page.evaluate(() => {
+      window.noticePushes = [];
+      window.taskcast.feed.client.on('publication', (ctx) => {
+        if (ctx.data.notice) window.noticePushes.push(ctx);
+      });
+    });
+    const task = await stack.coordinator.createTask({ owner: user, title: 'Scanned invoices (batch 7)' });
+    await stack.coordinator.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await stack.coordinator.step(task, '01_prepare', 'STEP_COMPLETED', 'PREPARED', { durationMs: 1200 });
+    await stack.coordinator.step(task, '02_parse', 'STEP_STARTED', 'PARSING');
+    await stack.coordinator.step(task, '02_parse', 'STEP_FAILED', 'PARSE_FAILED', {
+      error: { category: 'BUSINESS_INPUT', code: 'UNREADABLE_FILE', retryable: false, userMessage: 'The file could not be opened' },
+    });
+    const toast = await page.waitForSelector('.toast[data-notice-id]', { timeout: 10000 });
+    const noticeId = await toast.getAttribute('data-notice-id');
+    assert.match(noticeId, new RegExp(`^${task.id}:\\d+$`));
+    // At-least-once delivery: publish the very same summary again, and re-read the snapshot.
+    const pushed = await page.evaluate(() => window.noticePushes[0]);
+    await stack.gateway.publish(pushed.channel, pushed.data);
+    await page.waitForFunction(() => window.noticePushes.length === 2);
+    await page.evaluate(() => window.taskcast.feed.check({ recalibrate: true }));
+    await page.evaluate(() => window.taskcast.feed._loadList());
+    const shown = await page.evaluate((id) => window.taskcast.shownNotices.filter((x) => x === id).length, noticeId);
+    assert.equal(shown, 1);
+    assert.equal(await page.locator(`.toast[data-notice-id="${noticeId}"]`).count(), 1);
+    await page.click(`[data-task-id="${task.id}"]`);
+    await page.waitForSelector('[data-step-id="02_parse"] [data-field="step-error"] >> text=The file could not be opened');
+    await page.close();
+  });
+
+  test('the gateway restarts while the page is open: RECOVERING, then LIVE, and the board equals the DB', async () => {
+    const user = 'restart';
+    const page = await openBoard(browser, boardUrl(stack, user));
+    const a = await stack.coordinator.createTask({ owner: user, title: 'Before the restart' });
+    const b = await stack.coordinator.createTask({ owner: user, title: 'Advanced while the gateway is down' });
+    await page.waitForSelector(`[data-task-id="${b.id}"]`);
+    // Stop the relay too, so what changes while the gateway is down can only arrive by re-reading.
+    await stack.relay.stop();
+    await stack.gateway.proc.stop();
+    await page.waitForSelector('#connection-badge[data-status="RECOVERING"]', { timeout: 15000 });
+    await stack.coordinator.walkToSuccess(a, 5000);
+    await stack.coordinator.step(b, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    const c = await stack.coordinator.createTask({ owner: user, title: 'Created while the gateway is down' });
+    await stack.gateway.start();
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 30000 });
+    const history = await page.evaluate(() => window.taskcast.badgeHistory);
+    assert.deepEqual(history.slice(-2), ['RECOVERING', 'LIVE']);
+    await page.waitForSelector(`[data-task-id="${c.id}"]`, { timeout: 10000 });
+    assert.deepEqual(await boardRows(page), await dbSnapshot(user));
+    stack.relay = new RelayStandIn(stack.dir, stack.api.dbUrl, stack.gateway).start();
+    await page.close();
+  });
+
+  test('screenshot of a board with running, failed and finished tasks', async () => {
+    const user = 'demo';
+    const page = await openBoard(browser, boardUrl(stack, user));
+    const co = stack.coordinator;
+    const done = await co.createTask({ owner: user, title: 'Master services agreement.pdf' });
+    await co.walkToSuccess(done, 42600);
+    const failed = await co.createTask({ owner: user, title: 'Scanned invoices (batch 7)' });
+    await co.step(failed, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await co.step(failed, '01_prepare', 'STEP_COMPLETED', 'PREPARED', { durationMs: 1800 });
+    await co.step(failed, '02_parse', 'STEP_STARTED', 'PARSING');
+    await co.step(failed, '02_parse', 'STEP_FAILED', 'PARSE_FAILED', {
+      error: { category: 'BUSINESS_INPUT', code: 'UNREADABLE_FILE', retryable: false, userMessage: 'The file could not be opened' },
+    });
+    await co.finish(failed, 'TASK_FAILED', 'REJECTED', {
+      failedStepId: '02_parse',
+      error: { category: 'BUSINESS_INPUT', code: 'UNREADABLE_FILE', retryable: false, userMessage: 'The file could not be opened' },
+    });
+    const video = await co.createTask({
+      owner: user,
+      title: 'Product launch video (4K)',
+      steps: [DOCUMENT_STEPS[0], { stepId: '02_transcode', operationCode: 'VIDEO.TRANSCODE', producerId: 'video-worker' }],
+    });
+    await co.step(video, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await co.step(video, '01_prepare', 'STEP_COMPLETED', 'PREPARED', { durationMs: 2400 });
+    await co.step(video, '02_transcode', 'STEP_STARTED', 'PARSING');
+    await co.step(video, '02_transcode', 'STEP_PROGRESS', 'PARSING', {
+      progress: { current: 2210, total: 5400, unit: 'frame' },
+      data: { schema: 'video.transcode.progress.v1', value: { frame: 2210, totalFrames: 5400, fps: 59.94, preset: 'h264-high' } },
+    });
+    const doc = await co.createTask({ owner: user, title: 'Supplier agreement — Northwind' });
+    await co.step(doc, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await co.step(doc, '01_prepare', 'STEP_COMPLETED', 'PREPARED', {
+      durationMs: 3100,
+      data: { schema: 'file.prepare.completed.v1', value: { fileName: 'northwind-supplier.pdf', sizeBytes: 482113 } },
+    });
+    await co.step(doc, '02_parse', 'STEP_STARTED', 'PARSING');
+    await co.step(doc, '02_parse', 'STEP_PROGRESS', 'PARSING', {
+      progress: { current: 18, total: 36, unit: 'page' },
+      data: { schema: 'document.parse.progress.v1', value: { currentPage: 18, totalPages: 36 } },
+    });
+    await co.createTask({ owner: user, title: 'Board minutes — November' });
+    await page.waitForFunction(() => document.querySelectorAll('[data-task-id]').length === 5);
+    await page.waitForSelector(`[data-task-id="${failed.id}"][data-status="FAILED"]`);
+    await page.click(`[data-task-id="${doc.id}"]`);
+    await page.waitForSelector('[data-step-id="02_parse"] .data >> text=Page');
+    await page.waitForSelector(`[data-task-id="${video.id}"] .bar span[style*="41%"]`);
+    await page.waitForFunction(() => document.querySelectorAll('.timeline li').length === 5);
+    mkdirSync(SHOTS, { recursive: true });
+    await page.screenshot({ path: join(SHOTS, 'board.png') });
+    await page.close();
+  });
+});
