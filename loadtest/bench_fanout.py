@@ -886,9 +886,11 @@ def render(res: dict[str, Any]) -> str:
         "### Reproduce",
         "",
         "```",
-        "make bench-fanout                                              # full run, ≈10–15 min, writes this section",
+        "make bench-fanout                                              # full run, ≈15–20 min, writes this section",
         ".venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md   # N=1000, short rungs",
         ".venv/bin/python loadtest/bench_fanout.py --with-nchan --out docs/PERFORMANCE.md   # also apt-get nginx+nchan",
+        ".venv/bin/python loadtest/bench_fanout.py --redis-block --ns 5000 --servers baseline,gateway,gateway-redis-2nodes "
+        "--out docs/PERFORMANCE.md   # only the Redis block",
         "```",
         "",
         "Options and caveats: `loadtest/README.md`.",
@@ -1264,7 +1266,7 @@ def main() -> int:
     ap.add_argument(
         "--profile-rate", type=int, default=200_000, help="offered deliveries/s of the py-spy rung (0 = none)"
     )
-    ap.add_argument("--budget-s", type=float, default=900)
+    ap.add_argument("--budget-s", type=float, default=1100)
     ap.add_argument(
         "--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)"
     )
