@@ -142,21 +142,28 @@ class FaultProxy:
             _rst(writer)
             return
         self._links.add(link)
-        try:
-            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 5)
-        except (OSError, TimeoutError):
-            await self._drop(link, reset=True)
-            return
-        link.upstream_writer = up_writer
-        link.tasks = [
-            asyncio.create_task(self._pump(link, reader, up_writer, "up")),
-            asyncio.create_task(self._pump(link, up_reader, writer, "down")),
-        ]
-        await asyncio.gather(*link.tasks, return_exceptions=True)
+        up = asyncio.create_task(self._pump(link, reader, None, "up"))
+        link.tasks.append(up)
+        await asyncio.gather(up, return_exceptions=True)
+        if len(link.tasks) > 1:
+            await asyncio.gather(*link.tasks[1:], return_exceptions=True)
         await self._drop(link, reset=False)
 
+    async def _connect_upstream(self, link: _Link) -> asyncio.StreamWriter:
+        """The upstream connection is opened when the first bytes are forwarded, so a request held
+        by ``stall()`` from the start reaches a fresh upstream connection (servers close
+        connections idle for a few seconds)."""
+        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 5)
+        link.upstream_writer = up_writer
+        link.tasks.append(asyncio.create_task(self._pump(link, up_reader, link.client_writer, "down")))
+        return up_writer
+
     async def _pump(
-        self, link: _Link, src: asyncio.StreamReader, dst: asyncio.StreamWriter, side: Literal["up", "down"]
+        self,
+        link: _Link,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter | None,
+        side: Literal["up", "down"],
     ) -> None:
         try:
             while True:
@@ -175,18 +182,21 @@ class FaultProxy:
                     return
                 if self.delay[side] > 0:
                     await asyncio.sleep(self.delay[side])  # the injected latency itself
+                if dst is None:
+                    dst = await self._connect_upstream(link)
                 dst.write(chunk)
                 await dst.drain()
                 if side == "up":
                     self.bytes_up += len(chunk)
                 else:
                     self.bytes_down += len(chunk)
-        except (ConnectionError, OSError):
+        except (ConnectionError, OSError, TimeoutError):
             self._abort(link)
             return
-        with contextlib.suppress(OSError, RuntimeError):
-            if dst.can_write_eof():
-                dst.write_eof()
+        if dst is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                if dst.can_write_eof():
+                    dst.write_eof()
 
     def _abort(self, link: _Link) -> None:
         if link.closed:
