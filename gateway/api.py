@@ -14,7 +14,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway import subscribe as subscribing
@@ -391,7 +391,10 @@ class ApiEndpoint:
             return Response(status_code=405)
         if not settings.insecure and not _authorized(request, settings.key):
             return Response(status_code=401)
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
+            return Response(status_code=400)
         if len(body) > self.max_body:
             return Response("request entity too large", status_code=413)
         method = request.path_params.get("method", "")

@@ -157,8 +157,13 @@ class ChannelSettings:
 
 @dataclass(frozen=True, slots=True)
 class HttpServerSettings:
+    """``request_timeout`` is a Taskcast extension: a connection must deliver a whole request
+    (headers, and the body if any) within that many seconds of opening or of the request's first
+    byte, else it is closed (slowloris); 0 disables the deadline."""
+
     address: str = ""
     port: int = 8000
+    request_timeout: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway import control
@@ -46,10 +46,13 @@ class EmulationEndpoint:
             return Response("origin not allowed", status_code=403)
         limit = settings.emulation.max_request_body_size
         body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if limit and len(body) > limit:
-                return Response("request entity too large", status_code=413)
+        try:
+            async for chunk in request.stream():
+                body += chunk
+                if limit and len(body) > limit:
+                    return Response("request entity too large", status_code=413)
+        except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
+            return Response(status_code=400)
         try:
             req = orjson.loads(body)
         except orjson.JSONDecodeError:

@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -229,7 +229,10 @@ class StreamEndpoint:
             if not data:
                 return Response("cf_connect required", status_code=400)
         else:
-            body = await _read_body(request, self.max_body)
+            try:
+                body = await _read_body(request, self.max_body)
+            except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
+                return Response(status_code=400)
             if body is None:
                 return Response("request entity too large", status_code=413)
             data = body
@@ -263,10 +266,74 @@ def _uni_command(data: bytes) -> bytes | None:
     return orjson.dumps({"id": 1, "connect": request})
 
 
+REQUEST_TIMEOUT_RESPONSE = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 15\r\nconnection: close\r\n\r\nrequest timeout"
+)
+
+
 class GatewayHttpProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol, told about graceful shutdown: streaming responses never end by
     themselves, so the first connection asked to shut down ends them all with 3001 (the
-    WebSocket protocol does the same for its own connection)."""
+    WebSocket protocol does the same for its own connection).
+
+    Slowloris guard: uvicorn has no deadline for receiving a request (its keep-alive timer only
+    runs between requests), so a socket that opens and drips header bytes, or never finishes a
+    body, would be held forever. ``http_server.request_timeout`` arms a deadline when the
+    connection opens and at each request's first byte; it is disarmed when the request is
+    complete (headers and body) or handed to the WebSocket protocol (whose 3502 stale timer
+    then applies). On expiry an unfinished head gets 408 and the connection is closed; a
+    stalled body is closed (the app sees ``http.disconnect``). Long-lived stream responses are
+    not affected: their request is complete before they start.
+    """
+
+    _request_deadline: asyncio.TimerHandle | None = None
+    _head_done = False
+
+    def _arm(self) -> None:
+        runtime = self.app_state.get("taskcast")
+        timeout = runtime.settings.http_server.request_timeout if runtime is not None else 0.0
+        if timeout > 0 and self._request_deadline is None:
+            self._request_deadline = self.loop.call_later(timeout, self._request_timed_out)
+
+    def _disarm(self) -> None:
+        if self._request_deadline is not None:
+            self._request_deadline.cancel()
+            self._request_deadline = None
+
+    def _request_timed_out(self) -> None:
+        self._request_deadline = None
+        transport = self.transport
+        if transport is None or transport.is_closing() or transport.get_protocol() is not self:
+            return
+        if not self._head_done:
+            transport.write(REQUEST_TIMEOUT_RESPONSE)
+        transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        self._head_done = False
+        self._arm()
+        super().on_message_begin()
+
+    def on_headers_complete(self) -> None:
+        self._head_done = True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        self._disarm()
+        super().handle_websocket_upgrade()
 
     def shutdown(self) -> None:
         runtime = self.app_state.get("taskcast")
