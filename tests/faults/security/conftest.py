@@ -75,7 +75,7 @@ def uid() -> str:
 class Secrets:
     """Every token, key and secret a test put on the wire; none may appear in a log."""
 
-    values: set[str] = field(default_factory=lambda: {SECRET, API_KEY})
+    values: set[str] = field(default_factory=lambda: {SECRET, API_KEY}, repr=False)
 
     def token(self, secret: str = SECRET, sub: str = "u", **claims: Any) -> str:
         token = mint_token(secret, sub, **claims)
@@ -280,3 +280,59 @@ async def control(security_gateway: GatewayProcess, secrets: Secrets) -> AsyncIt
 def frame_lines(frame: str | bytes) -> list[dict[str, Any]]:
     text = frame.decode() if isinstance(frame, bytes) else frame
     return [json.loads(line) for line in text.split("\n") if line.strip()]
+
+
+# --- a raw WebSocket over asyncio streams: exact bytes on the wire, no client-side checks -------
+
+HANDSHAKE = (
+    "GET /connection/websocket HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+    "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+MASK = b"\x01\x02\x03\x04"
+
+
+def ws_frame(payload: bytes, opcode: int = 1) -> bytes:
+    """One final, masked client frame (RFC 6455 §5.2)."""
+    head = bytes([0x80 | opcode])
+    n = len(payload)
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+    masked = bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
+    return head + MASK + masked
+
+
+async def raw_ws_open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """TCP connection with a finished upgrade (101 read)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(HANDSHAKE.format(port=port).encode())
+    async with asyncio.timeout(TIMEOUT):
+        head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), head[:60]
+    return reader, writer
+
+
+async def read_ws_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """(opcode, payload) of the next server frame (servers never mask)."""
+    b0, b1 = await reader.readexactly(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = int.from_bytes(await reader.readexactly(2), "big")
+    elif n == 127:
+        n = int.from_bytes(await reader.readexactly(8), "big")
+    return b0 & 0x0F, await reader.readexactly(n)
+
+
+async def read_until_close(reader: asyncio.StreamReader, within: float = TIMEOUT) -> int | None:
+    """Read frames until the server's close frame; its code (None if the TCP closed first)."""
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                opcode, payload = await read_ws_frame(reader)
+                if opcode == 8:
+                    return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
+    except (asyncio.IncompleteReadError, ConnectionResetError):
+        return None
