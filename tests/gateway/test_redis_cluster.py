@@ -1,0 +1,150 @@
+"""The gateway on a real Redis Cluster (three masters started here on free ports): publications,
+history and recovery across channels whose keys live on different masters; two nodes share it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from websockets.asyncio.client import connect
+
+from tests.helpers.gateway_proc import GatewayProcess, free_port
+from tests.helpers.raw_client import Raw
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    server = shutil.which("redis-server")
+    cli = shutil.which("redis-cli")
+    if not server or not cli:
+        pytest.fail("redis-server/redis-cli missing: scripts/services.sh installs them")
+    root = tmp_path_factory.mktemp("redis-cluster")
+    ports = [free_port() for _ in range(3)]
+    procs = []
+    for port in ports:
+        d = root / str(port)
+        d.mkdir()
+        argv = [server, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+        argv += ["--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no", "--dir", str(d)]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        for port in ports:
+            _wait(lambda p=port: _client(p).ping())
+        addresses = [f"127.0.0.1:{p}" for p in ports]
+        create = [cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"]
+        subprocess.run(create, check=True, capture_output=True, timeout=30)
+        _wait(lambda: all(_cluster_ok(p) for p in ports))
+        yield addresses
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def _client(port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+
+
+def _cluster_ok(port: int) -> bool:
+    info = _client(port).execute_command("CLUSTER INFO")
+    if isinstance(info, dict):
+        return bool(info.get("cluster_state") == "ok")
+    return b"cluster_state:ok" in info
+
+
+def _wait(check: Any, within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.05)  # polling a server that is starting
+    raise TimeoutError("redis cluster not ready")
+
+
+def _gateway(tmp_path: Path, addresses: list[str], prefix: str) -> GatewayProcess:
+    config = {
+        "client": {"insecure": True},
+        "engine": {"type": "redis", "redis": {"cluster_address": addresses, "prefix": prefix}},
+        "channel": {
+            "without_namespace": {
+                "allow_subscribe_for_client": True,
+                "history_size": 10,
+                "history_ttl": "60s",
+                "force_recovery": True,
+            }
+        },
+    }
+    return GatewayProcess(config, tmp_path).start()
+
+
+async def test_publish_history_and_recovery_on_a_redis_cluster(cluster: list[str], tmp_path: Path) -> None:
+    prefix = f"cl{time.monotonic_ns()}"
+    a = _gateway(tmp_path / "a", cluster, prefix)
+    b = _gateway(tmp_path / "b", cluster, prefix)
+    channels = [f"ch{n}" for n in range(6)]  # spread over the masters' hash slots
+    try:
+        slots = {redis.RedisCluster(host="127.0.0.1", port=int(cluster[0].split(":")[1])).keyslot(f"{{{c}}}")
+                 for c in channels}  # fmt: skip
+        assert len(slots) > 1
+        async with connect(a.ws_url) as ws, httpx.AsyncClient(headers={"X-API-Key": b.api_key}) as http:
+            raw = Raw(ws)
+            pump = asyncio.create_task(raw.pump())
+            await raw.call("connect", {})
+            positions = {}
+            for channel in channels:
+                positions[channel] = (await raw.call("subscribe", {"channel": channel}))["subscribe"]
+            for channel in channels:
+                reply = (
+                    await http.post(f"{b.api_url}/publish", json={"channel": channel, "data": channel})
+                ).json()
+                assert reply["result"]["offset"] == 1
+            got = set()
+            for _ in channels:
+                msg = await raw.wait_for(lambda m: "pub" in m.get("push", {}))
+                got.add(msg["push"]["channel"])
+            assert got == set(channels)
+            pump.cancel()
+        for channel in channels:  # missed while away, recovered on the other node
+            await http_publish(b, channel, f"{channel}-2")
+        async with connect(b.ws_url) as ws:
+            raw = Raw(ws)
+            pump = asyncio.create_task(raw.pump())
+            await raw.call("connect", {})
+            for channel in channels:
+                sub = (
+                    await raw.call(
+                        "subscribe",
+                        {
+                            "channel": channel,
+                            "recover": True,
+                            "offset": 1,
+                            "epoch": positions[channel]["epoch"],
+                        },
+                    )
+                )["subscribe"]
+                assert sub["recovered"] is True
+                assert [p["data"] for p in sub["publications"]] == [f"{channel}-2"]
+            pump.cancel()
+    finally:
+        a.terminate()
+        b.terminate()
+
+
+async def http_publish(gw: GatewayProcess, channel: str, data: Any) -> None:
+    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
+        reply = (await http.post(f"{gw.api_url}/publish", json={"channel": channel, "data": data})).json()
+        assert "result" in reply, reply
