@@ -282,9 +282,11 @@ class Topology:
         temp = ndir / "tmp"
         (ndir / "nginx.conf").write_text(
             f"""worker_processes 1;
+worker_rlimit_nofile 65536;
+{"user root;" if os.geteuid() == 0 else ""}
 pid {ndir}/nginx.pid;
 error_log {ndir}/logs/error.log warn;
-events {{ worker_connections 8192; }}
+events {{ worker_connections 32768; }}
 http {{
     access_log off;
     client_body_temp_path {temp}/body;
