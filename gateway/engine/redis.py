@@ -204,6 +204,9 @@ def build_shards(settings: RedisSettings) -> list[RedisShard]:
     shards = []
     for index, address in enumerate(settings.address):
         url = _url(address, "rediss" if tls else "redis")
+        if tls and url.startswith("redis://"):
+            # engine.redis.tls.enabled wins over the scheme: never send TLS options to a plain socket
+            url = "rediss://" + url[len("redis://") :]
         client = Redis.from_url(url, **kwargs)
         pool = client.connection_pool
         shards.append(make(index, client, pool.make_connection, _redacted(url)))
