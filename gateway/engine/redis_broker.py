@@ -113,19 +113,23 @@ class _Listener:
             attempt += 1
 
     async def _read(self, conn: AbstractConnection) -> None:
-        while True:
-            # Silence longer than the probe timeout means a deaf connection (§1.5).
-            async with asyncio.timeout(self.broker.probe_timeout_seconds):
+        # Silence longer than the probe timeout means a deaf connection (§1.5). One deadline for
+        # the whole read loop, pushed forward after each message (not a new timeout per message).
+        loop = asyncio.get_running_loop()
+        silence = self.broker.probe_timeout_seconds
+        async with asyncio.timeout(silence) as deadline:
+            while True:
                 response = await conn.read_response(
                     timeout=math.inf, disconnect_on_error=False, push_request=True
                 )
-            if not isinstance(response, list) or len(response) < 3:
-                continue
-            kind = response[0]
-            if kind == b"message":
-                self._message(response[1], response[2])
-            elif kind == b"subscribe":
-                self._confirmed(response[1])
+                deadline.reschedule(loop.time() + silence)
+                if not isinstance(response, list) or len(response) < 3:
+                    continue
+                kind = response[0]
+                if kind == b"message":
+                    self._message(response[1], response[2])
+                elif kind == b"subscribe":
+                    self._confirmed(response[1])
 
     def _confirmed(self, name: bytes) -> None:
         for future in self.pending.pop(name, ()):
