@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -22,8 +23,7 @@ from status_api.domain.model import ServiceIdentity
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
-from status_api.storage import outbox
-from status_api.storage import repository as repo
+from status_api.storage import outbox, registries
 
 log = logging.getLogger("status_api.http")
 audit = logging.getLogger("status_api.audit")
@@ -61,12 +61,22 @@ class Api:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+#: The database is down, unreachable or the pool is exhausted: the request may be retried as is.
+_STORAGE_UNREACHABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError, OSError)
+STORAGE_UNAVAILABLE = DomainError(ErrorKind.UNAVAILABLE, "STORAGE_UNAVAILABLE", "storage unavailable; retry")
+
+
 def _guard(fn: Handler) -> Handler:
     async def wrapped(request: Request) -> Response:
         try:
             return await fn(request)
         except DomainError as err:
             return error_response(err)
+        except _STORAGE_UNREACHABLE as exc:
+            # A coded 503, not a 500. Even if a commit landed before the link broke, a retry with the
+            # same eventId is answered from the dedup row (seed §10): retrying is always safe.
+            log.warning("storage unavailable: %s", type(exc.__cause__ or exc).__name__)
+            return error_response(STORAGE_UNAVAILABLE)
 
     return wrapped
 
@@ -190,7 +200,7 @@ def _require_admin(caller: ServiceIdentity) -> None:
 async def registry_list(request: Request) -> Response:
     _require_admin(_service(request))
     async with _api(request).service.engine.connect() as conn:
-        return JSONResponse(await repo.list_definition_keys(conn))
+        return JSONResponse(await registries.list_definition_keys(conn))
 
 
 @_guard

@@ -23,6 +23,10 @@ from status_api.storage.tables import metadata
 _RETRYABLE_MYSQL = {1205, 1213}
 #: Prepared statements asyncmy keeps per connection (only executemany uses them).
 _STMT_CACHE_SIZE = 32
+#: Bounds on waiting for MariaDB/MySQL: a hung or blackholed server must become a coded 503, not a
+#: request that never answers (issue 10). A read covers one statement, lock waits included.
+CONNECT_TIMEOUT_SECONDS = 5
+READ_TIMEOUT_SECONDS = 10.0
 
 
 def create_engine(
@@ -55,7 +59,15 @@ def create_engine(
         max_overflow=max_overflow,
         pool_recycle=3600,
         isolation_level="READ COMMITTED",
-        connect_args={"stmt_cache_size": _STMT_CACHE_SIZE} if u.get_driver_name() == "asyncmy" else {},
+        connect_args=(
+            {
+                "stmt_cache_size": _STMT_CACHE_SIZE,
+                "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+                "read_timeout": READ_TIMEOUT_SECONDS,
+            }
+            if u.get_driver_name() == "asyncmy"
+            else {}
+        ),
     )
 
 

@@ -142,17 +142,24 @@ class FaultProxy:
             _rst(writer)
             return
         self._links.add(link)
-        up = asyncio.create_task(self._pump(link, reader, None, "up"))
-        link.tasks.append(up)
+        upstream: asyncio.StreamWriter | None = None
+        if self.mode != "stall":  # eager, for protocols where the server speaks first (MySQL)
+            try:
+                upstream = await self._connect_upstream(link)
+            except (OSError, TimeoutError):
+                await self._drop(link, reset=True)
+                return
+        up = asyncio.create_task(self._pump(link, reader, upstream, "up"))
+        link.tasks.insert(0, up)
         await asyncio.gather(up, return_exceptions=True)
         if len(link.tasks) > 1:
             await asyncio.gather(*link.tasks[1:], return_exceptions=True)
         await self._drop(link, reset=False)
 
     async def _connect_upstream(self, link: _Link) -> asyncio.StreamWriter:
-        """The upstream connection is opened when the first bytes are forwarded, so a request held
-        by ``stall()`` from the start reaches a fresh upstream connection (servers close
-        connections idle for a few seconds)."""
+        """Opened on accept; but a connection accepted while stalled opens its upstream only when
+        its first bytes are released, so a held request reaches a fresh upstream connection
+        (HTTP servers close connections idle for a few seconds)."""
         up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 5)
         link.upstream_writer = up_writer
         link.tasks.append(asyncio.create_task(self._pump(link, up_reader, link.client_writer, "down")))
