@@ -20,6 +20,7 @@ from status_api.domain.model import JSON, TaskState, UserIdentity
 from status_api.domain.projections import detail_channel, detail_message, iso, summary_task, user_channel
 from status_api.service import StatusService, parse_time
 from status_api.storage import repository as repo
+from status_api.storage import sessions
 
 MAX_PAGE = 100
 MAX_EVENTS = 200
@@ -161,7 +162,7 @@ class TaskQueries:
             seconds=max(self.tokens.s.connection_ttl_seconds, self.tokens.s.subscription_ttl_seconds) * 4
         )
         async with self.engine.begin() as conn:
-            await repo.insert_session(conn, session_id, user.tenant_id, user.user_id, now, expires)
+            await sessions.insert_session(conn, session_id, user.tenant_id, user.user_id, now, expires)
         channel = user_channel(user.tenant_id, user.user_id)
         token, exp = self.tokens.connection_token(user, [channel], now, session_id)
         return {
@@ -184,7 +185,7 @@ class TaskQueries:
         task = await self._visible(user, body["taskId"])
         now = self.service.clock()
         async with self.engine.begin() as conn:
-            sess = await repo.get_session(conn, body["sessionId"])
+            sess = await sessions.get_session(conn, body["sessionId"])
             if (
                 sess is None
                 or sess["tenant_id"] != user.tenant_id
@@ -194,7 +195,7 @@ class TaskQueries:
                 raise DomainError(
                     ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown or expired realtime session"
                 )
-            active = await repo.active_subscriptions(conn, body["sessionId"], now)
+            active = await sessions.active_subscriptions(conn, body["sessionId"], now)
             active.discard(task.id)
             limit = self.quota.max_detail_subscriptions_per_session
             if len(active) >= limit:
@@ -204,7 +205,7 @@ class TaskQueries:
                     f"at most {limit} task detail subscriptions per session",
                 )
             lease = now + timedelta(seconds=self.tokens.s.subscription_ttl_seconds)
-            await repo.put_subscription(conn, body["sessionId"], task.id, lease)
+            await sessions.put_subscription(conn, body["sessionId"], task.id, lease)
         channel = detail_channel(task.tenant_id, task.id)
         token, exp = self.tokens.subscription_token(user, channel, now)
         return {"token": token, "channel": channel, "expiresAt": exp}
@@ -213,8 +214,8 @@ class TaskQueries:
         """``POST /api/realtime/subscription-release``: free a quota slot after unsubscribing."""
         self.service.schemas.require("subscription-token", body)
         async with self.engine.begin() as conn:
-            sess = await repo.get_session(conn, body["sessionId"])
+            sess = await sessions.get_session(conn, body["sessionId"])
             if sess is None or sess["tenant_id"] != user.tenant_id or sess["user_id"] != user.user_id:
                 raise DomainError(ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown realtime session")
-            await repo.delete_subscription(conn, body["sessionId"], body["taskId"])
+            await sessions.delete_subscription(conn, body["sessionId"], body["taskId"])
         return {"released": True}

@@ -17,6 +17,7 @@ from status_api.domain.model import JSON, EventType, Health, Role, ServiceIdenti
 from status_api.domain.projections import Trigger, iso
 from status_api.domain.registry import data_schema_names, operation_set_from_json, status_set_from_json
 from status_api.service_core import ServiceCore
+from status_api.storage import registries
 from status_api.storage import repository as repo
 
 RECONCILER_PRODUCER = "health-reconciler"
@@ -168,14 +169,14 @@ async def publish_definitions(
         args = (doc["tenantId"], doc["product"], doc["taskType"], int(doc["definitionVersion"]))
         if kind == "status-definitions":
             sset = status_set_from_json(doc)
-            existing_s = await repo.load_status_set(conn, *args)
+            existing_s = await registries.load_status_set(conn, *args)
             if existing_s is not None and existing_s.tenant_id == sset.tenant_id:
                 if existing_s == sset:
                     return False
                 raise conflict(
                     "DEFINITION_VERSION_EXISTS", "definition versions are immutable; publish a new one"
                 )
-            await repo.insert_status_set(conn, sset)
+            await registries.insert_status_set(conn, sset)
             return True
         oset = operation_set_from_json(doc)
         missing = data_schema_names(oset) - core.schemas.data_schema_names
@@ -183,14 +184,14 @@ async def publish_definitions(
             raise invalid(
                 "UNKNOWN_DATA_SCHEMA", f"data schemas not registered in schema/data: {sorted(missing)}"
             )
-        existing_o = await repo.load_operation_set(conn, *args)
+        existing_o = await registries.load_operation_set(conn, *args)
         if existing_o is not None and existing_o.tenant_id == oset.tenant_id:
             if existing_o == oset:
                 return False
             raise conflict(
                 "DEFINITION_VERSION_EXISTS", "definition versions are immutable; publish a new one"
             )
-        await repo.insert_operation_set(conn, oset)
+        await registries.insert_operation_set(conn, oset)
         return True
 
 

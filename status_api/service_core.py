@@ -26,7 +26,7 @@ from status_api.domain.projections import Trigger, iso, outbox_messages
 from status_api.domain.registry import TaskDefinitions
 from status_api.domain.sanitize import USER_MESSAGE_LIMIT
 from status_api.schemas import SchemaStore
-from status_api.storage import outbox
+from status_api.storage import outbox, registries
 from status_api.storage import repository as repo
 from status_api.storage.database import is_retryable
 from status_api.tokens import TokenIssuer
@@ -139,8 +139,8 @@ class ServiceCore:
         key = (tenant, product, task_type, status_version, operation_version)
         defs = self._defs.get(key)
         if defs is None:
-            s = await repo.load_status_set(conn, tenant, product, task_type, status_version)
-            o = await repo.load_operation_set(conn, tenant, product, task_type, operation_version)
+            s = await registries.load_status_set(conn, tenant, product, task_type, status_version)
+            o = await registries.load_operation_set(conn, tenant, product, task_type, operation_version)
             if s is None or o is None:
                 raise invalid(
                     "UNKNOWN_DEFINITION_VERSION", "status/operation definition version is not registered"
