@@ -210,7 +210,7 @@ export async function startStack(options = {}) {
     relay,
     coordinator: new Coordinator(api.url),
     async stop() {
-      await Promise.all([relay.stop(), gateway.stop(), api.stop()]);
+      await Promise.all([this.relay.stop(), this.gateway.stop(), this.api.stop()]);
     },
   };
 }

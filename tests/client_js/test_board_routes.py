@@ -1,0 +1,49 @@
+"""``status_api/board.py``: the board page and the built bundle are served under /board/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.testclient import TestClient
+
+from status_api import board
+
+
+def test_board_page_and_bundle_are_served(tmp_path: Path) -> None:
+    (tmp_path / "board").mkdir()
+    (tmp_path / "board" / "index.html").write_text("<title>Tasks</title>")
+    (tmp_path / "board" / "board.css").write_text("body{}")
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "board.js").write_text("export{}")
+    with TestClient(Starlette(routes=board.routes(tmp_path))) as client:
+        assert "Tasks" in client.get("/board/").text
+        assert client.get("/board/board.css").status_code == 200
+        r = client.get("/board/dist/board.js")
+        assert r.status_code == 200 and "javascript" in r.headers["content-type"]
+        assert client.get("/board/../status_api/app.py").status_code == 404
+
+
+def test_missing_build_is_a_404_not_a_startup_error(tmp_path: Path) -> None:
+    (tmp_path / "board").mkdir()
+    with TestClient(Starlette(routes=board.routes(tmp_path))) as client:
+        assert client.get("/board/dist/board.js").status_code == 404
+
+
+def test_the_status_api_app_mounts_the_board() -> None:
+    from status_api.app import create_app
+    from tests.status_api.harness import load_config_dict
+
+    cfg = load_config_dict(
+        {
+            "database": {"url": "sqlite+aiosqlite:///:memory:", "auto_init": False},
+            "internal_auth": {"mode": "jwt", "jwt_secret": "s" * 32},
+            "execution_token": {"secret": "e" * 32},
+            "user_auth": {"mode": "dev"},
+            "realtime": {"secret": "r" * 32},
+            "reconciler": {"enabled": False},
+        }
+    )
+    paths = {getattr(r, "path", "") for r in create_app(cfg).routes}
+    assert {"/board", "/board/dist"} <= paths
+    assert (board.CLIENT_JS / "board" / "index.html").is_file()
