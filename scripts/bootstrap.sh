@@ -21,3 +21,15 @@ if [ -f tests/conformance/js/package.json ]; then
     (cd tests/conformance/js && npm install --no-audit --no-fund --loglevel=error)
   fi
 fi
+if [ -f client-js/package.json ]; then
+  if [ ! -d client-js/node_modules ] || [ client-js/package.json -nt client-js/node_modules ]; then
+    (cd client-js && npm install --no-audit --no-fund --loglevel=error && touch node_modules)
+  fi
+  # dist/ is a build output (git-ignored); the Status API serves it at /board/dist/.
+  (cd client-js && npm run --silent build)
+fi
+# The browser tests drive Debian's chromium through playwright-core (tests/client_js).
+if [ ! -x /usr/bin/chromium ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=300 chromium
+fi
