@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.registry import (
@@ -19,23 +20,30 @@ from status_api.domain.registry import (
 from status_api.storage.tables import task_operation_definition, task_status_definition
 
 
+async def _definition_rows(
+    conn: AsyncConnection, table: sa.Table, tenant_id: str, product: str, task_type: str, version: int
+) -> tuple[str, list[RowMapping]] | None:
+    """The rows of one definition version: the tenant's own, else the ``*`` (all tenants) ones."""
+    for tenant in (tenant_id, ANY_TENANT):
+        query = sa.select(table).where(
+            table.c.tenant_id == tenant,
+            table.c.product == product,
+            table.c.task_type == task_type,
+            table.c.definition_version == version,
+        )
+        rows = list((await conn.execute(query)).mappings())
+        if rows:
+            return tenant, rows
+    return None
+
+
 async def load_status_set(
     conn: AsyncConnection, tenant_id: str, product: str, task_type: str, version: int
 ) -> StatusDefinitionSet | None:
     """The tenant's own definition, else the ``*`` (all tenants) one."""
-    for tenant in (tenant_id, ANY_TENANT):
-        rows = list(
-            (
-                await conn.execute(
-                    sa.select(task_status_definition).where(
-                        task_status_definition.c.tenant_id == tenant,
-                        task_status_definition.c.product == product,
-                        task_status_definition.c.task_type == task_type,
-                        task_status_definition.c.definition_version == version,
-                    )
-                )
-            ).mappings()
-        )
+    found = await _definition_rows(conn, task_status_definition, tenant_id, product, task_type, version)
+    if found is not None:
+        tenant, rows = found
         if rows:
             return status_set_from_json(
                 {
@@ -65,19 +73,9 @@ async def load_status_set(
 async def load_operation_set(
     conn: AsyncConnection, tenant_id: str, product: str, task_type: str, version: int
 ) -> OperationDefinitionSet | None:
-    for tenant in (tenant_id, ANY_TENANT):
-        rows = list(
-            (
-                await conn.execute(
-                    sa.select(task_operation_definition).where(
-                        task_operation_definition.c.tenant_id == tenant,
-                        task_operation_definition.c.product == product,
-                        task_operation_definition.c.task_type == task_type,
-                        task_operation_definition.c.definition_version == version,
-                    )
-                )
-            ).mappings()
-        )
+    found = await _definition_rows(conn, task_operation_definition, tenant_id, product, task_type, version)
+    if found is not None:
+        tenant, rows = found
         if rows:
             return operation_set_from_json(
                 {
