@@ -207,3 +207,55 @@ for (const transport of ['websocket', 'sse']) {
     });
   });
 }
+
+describe('the task store on top of the official centrifuge-js', () => {
+  test('same channels and tokens: snapshot, live summaries and a detail subscription converge', async () => {
+    const { Centrifuge } = await import('centrifuge');
+    const { initialState, reduce } = await import('../src/store.js');
+    const user = uniq();
+    const api = new StatusApi({ baseUrl: stack.api.url, headers: devUser('t1', user) });
+    const early = await stack.coordinator.createTask({ owner: user });
+    let session = await api.session();
+    let state = initialState();
+    const dispatch = (action) => {
+      state = reduce(state, action);
+    };
+    const userChannel = session.channels[0];
+    const centrifuge = new Centrifuge(stack.gateway.wsUrl, {
+      websocket: WebSocket,
+      token: session.token,
+      getToken: async () => (session = await api.session()).token,
+    });
+    centrifuge.on('subscribed', async (ctx) => {
+      if (ctx.channel !== userChannel || ctx.recovered) return;
+      dispatch({ type: 'list/subscribed' });
+      const page = await api.listTasks({ limit: 50 });
+      dispatch({ type: 'list/snapshot', tasks: page.items, at: performance.now() });
+    });
+    centrifuge.on('publication', (ctx) => {
+      if (ctx.channel === userChannel) dispatch({ type: 'summary', message: ctx.data, at: performance.now() });
+    });
+    centrifuge.connect();
+    await waitFor(() => state.list.phase === 'ready' && state.tasks[early.id], { what: 'snapshot' });
+    const task = await stack.coordinator.createTask({ owner: user });
+    await waitFor(() => state.tasks[task.id], { what: 'live summary' });
+    dispatch({ type: 'detail/open', taskId: task.id });
+    const sub = centrifuge.newSubscription(`task_detail:t1/${task.id}`, {
+      getToken: async () => (await api.subscriptionToken(task.id, session.sessionId)).token,
+    });
+    sub.on('subscribed', async (ctx) => {
+      if (ctx.recovered) return;
+      dispatch({ type: 'detail/resubscribed', taskId: task.id });
+      dispatch({ type: 'detail/snapshot', detail: await api.getTask(task.id) });
+    });
+    sub.on('publication', (ctx) => dispatch({ type: 'detail', message: ctx.data }));
+    sub.subscribe();
+    await waitFor(() => state.details[task.id]?.phase === 'ready', { what: 'detail snapshot' });
+    await stack.coordinator.walkToSuccess(task, 1234);
+    await waitFor(() => state.tasks[task.id].lifecycleStatus === 'SUCCEEDED' && state.details[task.id].detail.version === '9', {
+      what: 'SUCCEEDED in both gates',
+    });
+    assert.equal(state.tasks[task.id].durationMs, 1234);
+    centrifuge.disconnect();
+  });
+});
