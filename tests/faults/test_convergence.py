@@ -64,17 +64,17 @@ def test_new_epoch_without_recovery_flags_the_channel() -> None:
     assert log.violations == []
 
 
-def test_recovered_true_replays_contiguously_and_must_end_at_the_top() -> None:
+def test_recovered_true_replays_contiguously_from_the_reply_offset() -> None:
     log = ClientLog("c")
     subscribed(log, offset=2)
     subscribed(
-        log, offset=4, was_recovering=True, recovered=True, publications=[pub(3, "a", 3), pub(4, "a", 4)]
+        log, offset=2, was_recovering=True, recovered=True, publications=[pub(3, "a", 3), pub(4, "a", 4)]
     )
-    assert log.violations == [] and log.recovered == 1
+    assert log.violations == [] and log.recovered == 1 and log.position[CH] == ("e1", 4)
     bad = ClientLog("bad")
     subscribed(bad, offset=2)
-    subscribed(bad, offset=5, was_recovering=True, recovered=True, publications=[pub(3, "a", 3)])
-    assert any("replay ended at 3" in v for v in bad.violations)
+    subscribed(bad, offset=2, was_recovering=True, recovered=True, publications=[pub(4, "a", 3)])
+    assert any("silent gap" in v for v in bad.violations)
     across = ClientLog("x")
     subscribed(across, offset=2)
     subscribed(across, epoch="e9", offset=0, was_recovering=True, recovered=True)

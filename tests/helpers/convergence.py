@@ -98,26 +98,25 @@ class ClientLog:
         """A subscribe reply. A new epoch or ``recovered=false`` while recovering flags the channel:
         the client must re-read the snapshot, and the offsets restart from the reply's position."""
         previous = self.position.get(channel)
-        pubs = list(publications)
         if was_recovering and recovered:
+            # As the SDKs do: take the reply's position, then apply the recovered publications,
+            # which must continue it without a hole (the reply's offset is where they start).
             self.recovered += 1
             if previous is not None and previous[0] != epoch:
                 self.violations.append(
                     f"{self.name}: {channel} recovered=true across epochs {previous[0]}→{epoch}"
                 )
-            for pub in pubs:
-                self.publication(channel, pub, epoch=epoch)
-            top = self.position.get(channel)
-            if top is not None and top[0] == epoch and top[1] != offset:
-                self.violations.append(
-                    f"{self.name}: {channel} recovered=true but replay ended at {top[1]}, stream top {offset}"
-                )
             self.position[channel] = (epoch, offset)
+            for pub in publications:
+                self.publication(channel, pub)
             return
         if was_recovering:
             self.unrecovered += 1
         if previous is not None and (was_recovering or previous[0] != epoch):
             self.flagged.add(channel)
+            # the stream this client knew is gone (or went backwards): its offsets start afresh
+            for key in [k for k in self.offsets_seen if k[0] == channel]:
+                del self.offsets_seen[key]
         self.position[channel] = (epoch, offset)
 
     def flag(self, channel: str) -> None:

@@ -98,7 +98,8 @@ class ConvergentClient:
             self._ws = ws
             await ws.send(json.dumps({"id": 1, "connect": {"token": token, "subs": subs}}))
             async with asyncio.timeout(10):
-                first = json.loads(str(await ws.recv()).split("\n")[0])
+                lines = [line for line in str(await ws.recv()).split("\n") if line.strip()]
+            first = json.loads(lines[0])
             if "connect" not in first:
                 return
             self.connects += 1
@@ -106,6 +107,8 @@ class ConvergentClient:
                 self._subscribed(channel, reply)
             self.connected.set()
             await self._resync_flagged()
+            for line in lines[1:]:  # pushes batched into the reply's frame
+                await self._on_message(ws, json.loads(line))
             try:
                 async for frame in ws:
                     for line in str(frame).split("\n"):
@@ -130,7 +133,9 @@ class ConvergentClient:
             was_recovering=was_recovering,
             publications=reply.get("publications") or (),
         )
-        if (was_recovering and not recovered) or (before is not None and before[0] != reply.get("epoch")):
+        if before is None or (was_recovering and not recovered) or before[0] != reply.get("epoch"):
+            # subscribe-then-snapshot (seed §8): the first subscription, and every one that lost
+            # its stream, is followed by a read of the authoritative state
             self._resync.add(channel)
 
     async def _resync_flagged(self) -> None:
