@@ -16,6 +16,8 @@ import os
 import socket
 import struct
 
+import pytest
+
 from tests.faults.security.conftest import (
     Control,
     GatewayFactory,
@@ -29,6 +31,8 @@ from tests.faults.security.conftest import (
     ws_frame,
 )
 from tests.helpers.gateway_proc import GatewayProcess
+
+pytestmark = pytest.mark.timeout(60)
 
 CYCLES = int(os.environ.get("TASKCAST_CHURN_CYCLES", "20000"))
 WORKERS = 50

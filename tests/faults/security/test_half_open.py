@@ -31,6 +31,8 @@ from tests.faults.security.conftest import (
 )
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 PING_INTERVAL = 1.0
 PONG_TIMEOUT = 0.5
 STALE = 1.0

@@ -28,6 +28,8 @@ from tests.faults.security.conftest import (
 from tests.faults.security.test_tokens import subscribe_outcome
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 
 def _connect(secrets: Secrets, user: str = "", cmd_id: int = 1) -> bytes:
     token = secrets.token(sub=user or f"u{uid()}", exp_in=120)

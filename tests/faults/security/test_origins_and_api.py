@@ -19,6 +19,8 @@ from websockets.exceptions import InvalidStatus
 from tests.faults.security.conftest import ALLOWED_ORIGIN, Secrets, api
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 FOREIGN_ORIGINS = [
     "http://evil.example",
     "null",

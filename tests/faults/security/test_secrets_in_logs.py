@@ -30,7 +30,7 @@ from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
 from tests.helpers.topology import Topology
 
-pytestmark = [pytest.mark.redis, pytest.mark.mysql]
+pytestmark = [pytest.mark.redis, pytest.mark.mysql, pytest.mark.timeout(60)]
 
 USER = "seclog/alice"
 

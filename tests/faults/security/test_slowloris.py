@@ -23,6 +23,8 @@ from tests.faults.security.conftest import (
 )
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 REQUEST_TIMEOUT = 2.0
 SLACK = 2.0
 """Bound on the close: request_timeout + SLACK (event-loop latency on 2 shared cores)."""

@@ -29,6 +29,8 @@ from tests.faults.security.conftest import (
 from tests.faults.security.test_tokens import subscribe_outcome
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 ALICE_CHANNEL = "task_user:t1/alice"
 
 # Names that must never give alice another user's stream. ASCII ones pass the default grammar

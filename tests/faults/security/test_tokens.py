@@ -35,6 +35,8 @@ from tests.faults.security.conftest import (
 )
 from tests.helpers.gateway_proc import GatewayProcess
 
+pytestmark = pytest.mark.timeout(60)
+
 WRONG_SECRET = "not-the-gateway-secret-0123456789abcdef"
 
 
