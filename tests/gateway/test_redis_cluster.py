@@ -16,7 +16,7 @@ import pytest
 import redis
 from websockets.asyncio.client import connect
 
-from tests.helpers.gateway_proc import GatewayProcess, free_port
+from tests.helpers.gateway_proc import GatewayProcess
 from tests.helpers.raw_client import Raw
 
 pytestmark = pytest.mark.redis
@@ -29,7 +29,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
     if not server or not cli:
         pytest.fail("redis-server/redis-cli missing: scripts/services.sh installs them")
     root = tmp_path_factory.mktemp("redis-cluster")
-    ports = [free_port() for _ in range(3)]
+    ports = _cluster_ports(3)
     procs = []
     for port in ports:
         d = root / str(port)
@@ -50,6 +50,25 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
             proc.terminate()
         for proc in procs:
             proc.wait(timeout=10)
+
+
+def _cluster_ports(count: int) -> list[int]:
+    """Ports whose cluster-bus port (port + 10000) is valid and free too."""
+    import random
+    import socket
+
+    ports: list[int] = []
+    while len(ports) < count:
+        port = random.randint(20000, 45000)
+        try:
+            for candidate in (port, port + 10000):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def _client(port: int) -> redis.Redis:
