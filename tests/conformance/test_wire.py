@@ -188,7 +188,7 @@ async def test_secrets_never_logged(gateway_factory: GatewayFactory):
 
 async def test_slow_client_is_disconnected_3008_and_others_get_everything(gateway_factory: GatewayFactory):
     config = standard_config()
-    config["client"] = {**config["client"], "queue_max_size": 65536}
+    config["client"] = {**config["client"], "queue_max_size": 1048576}  # room for a busy test loop
     gw = gateway_factory(config)
     channel = f"wire-{uuid.uuid4().hex[:8]}"
     subscribe = json.dumps({"id": 2, "subscribe": {"channel": channel}})

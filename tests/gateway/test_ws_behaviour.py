@@ -72,7 +72,7 @@ async def _close_code(ws: ClientConnection, within: float = 10.0) -> int | None:
 
 
 async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
-    gw = gateway({"client": {"queue_max_size": 65536}})
+    gw = gateway({"client": {"queue_max_size": 1048576}})  # a busy test loop may lag a few messages
     async with connect(gw.ws_url, max_queue=1) as slow_ws, connect(gw.ws_url) as fast_ws:
         fast = await _connected(gw, fast_ws, "fast")
         await fast.call("subscribe", {"channel": "hot"})
