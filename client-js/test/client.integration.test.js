@@ -1,5 +1,5 @@
 // The client against real processes: a gateway (WebSocket, SSE and HTTP-streaming emulation), the
-// Status API for tokens and snapshots, and the relay stand-in. No sleeps: every wait is on an event
+// Status API for tokens and snapshots, and the outbox relay. No sleeps: every wait is on an event
 // or a polled condition with a timeout.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

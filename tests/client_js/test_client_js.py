@@ -1,5 +1,5 @@
 """client-js through its own npm scripts: node:test unit + integration suites (they start a real
-gateway, the Status API and the relay stand-in themselves), the index.d.ts type check, the bundle
+gateway, the Status API and the outbox relay themselves), the index.d.ts type check, the bundle
 byte budget, and the browser tests in headless Debian chromium (playwright-core).
 
 Everything runs in a subprocess with a timeout; a failure prints the script's output.

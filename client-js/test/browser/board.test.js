@@ -1,12 +1,12 @@
 // The task board in headless Chromium against real processes: gateway, Status API (serving the
-// board at /board/) and the relay stand-in. Tasks are created and advanced through the Status
+// board at /board/) and the outbox relay. Tasks are created and advanced through the Status
 // API's internal endpoints like a coordinator and workers would.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { DOCUMENT_STEPS, RelayStandIn, ROOT, devUser, startStack } from '../support/services.js';
+import { DOCUMENT_STEPS, Relay, ROOT, devUser, startStack } from '../support/services.js';
 import { boardRows, boardUrl, launch, openBoard } from './browser.js';
 
 let stack;
@@ -98,7 +98,7 @@ describe('task board', () => {
     assert.deepEqual(history.slice(-2), ['RECOVERING', 'LIVE']);
     await page.waitForSelector(`[data-task-id="${c.id}"]`, { timeout: 10000 });
     assert.deepEqual(await boardRows(page), await dbSnapshot(user));
-    stack.relay = new RelayStandIn(stack.dir, stack.api.dbUrl, stack.gateway).start();
+    stack.relay = new Relay(stack.dir, stack.api.dbUrl, stack.gateway).start();
     await page.close();
   });
 

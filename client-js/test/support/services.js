@@ -1,6 +1,6 @@
 // Real processes for the integration and browser tests: a gateway (`taskcast gateway`), the Status
-// API (`taskcast status-api`, SQLite file DB, dev user auth) and the relay stand-in
-// (tests/client_js/relay_standin.py). Readiness is awaited by polling health endpoints; nothing
+// API (`taskcast status-api`, SQLite file DB, dev user auth) and the outbox relay
+// (`taskcast relay run`). Readiness is awaited by polling health endpoints; nothing
 // sleeps to synchronise. Python comes from $TASKCAST_PYTHON, else the repo's .venv, else python3.
 import { spawn } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
@@ -179,13 +179,24 @@ export class StatusApiProcess {
   }
 }
 
-export class RelayStandIn {
+/** The real outbox relay (`taskcast relay run`) between the Status API's database and the gateway. */
+export class Relay {
   constructor(dir, dbUrl, gateway) {
-    this.proc = new Proc(
-      'relay',
-      ['-m', 'tests.client_js.relay_standin', '--db', dbUrl, '--gateway', gateway.url, '--api-key', gateway.apiKey],
-      join(dir, 'relay.log'),
+    const cfg = join(dir, `relay-${randomUUID().slice(0, 8)}.json`);
+    writeFileSync(
+      cfg,
+      JSON.stringify({
+        database_url: dbUrl,
+        gateway_api_url: `${gateway.url}/api`,
+        gateway_api_key: gateway.apiKey,
+        relay_id: 'client-js-tests',
+        poll_interval_seconds: 0.05,
+        backoff_base_seconds: 0.05,
+        backoff_max_seconds: 0.5,
+        shutdown_timeout_seconds: 2,
+      }),
     );
+    this.proc = new Proc('relay', ['-m', 'taskcast_cli', 'relay', 'run', '--config', cfg], join(dir, 'relay.log'));
   }
 
   start() {
@@ -198,11 +209,11 @@ export class RelayStandIn {
   }
 }
 
-/** Gateway + Status API + relay stand-in in a fresh temp dir. */
+/** Gateway + Status API + relay in a fresh temp dir. */
 export async function startStack(options = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'taskcast-client-js-'));
   const [gateway, api] = await Promise.all([new Gateway(dir, options.gateway).start(), new StatusApiProcess(dir, options.statusApi).start()]);
-  const relay = new RelayStandIn(dir, api.dbUrl, gateway).start();
+  const relay = new Relay(dir, api.dbUrl, gateway).start();
   return {
     dir,
     gateway,
