@@ -3,42 +3,22 @@ its own per test session, rows deleted before each test)."""
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from status_api.storage.database import create_engine, init_db
 from status_api.storage.tables import metadata
+from tests.helpers.mysql_db import schema_database
 from tests.status_api.harness import FakeClock, Harness, build
 
 
 @pytest.fixture(scope="session")
 def mysql_db_url(mysql_url: str) -> Iterator[str]:
-    """A throwaway database with the schema, for this pytest session only."""
-    name = f"taskcast_sa_{uuid.uuid4().hex[:10]}"
-    server = sa.make_url(mysql_url)
-
-    async def admin(sql: str) -> None:
-        eng = create_engine(server.render_as_string(hide_password=False))
-        async with eng.begin() as conn:
-            await conn.exec_driver_sql(sql)
-        await eng.dispose()
-
-    asyncio.run(admin(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
-    url = server.set(database=name).render_as_string(hide_password=False)
-
-    async def schema() -> None:
-        eng = create_engine(url)
-        await init_db(eng)
-        await eng.dispose()
-
-    asyncio.run(schema())
-    yield url
-    asyncio.run(admin(f"DROP DATABASE `{name}`"))
+    """A throwaway database with the Status API schema, for this pytest session only."""
+    with schema_database(mysql_url, "taskcast_sa") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
