@@ -9,6 +9,8 @@ configuration, never read from a token (PyJWT ``algorithms=[…]``).
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +42,10 @@ class TokenSettings:
     subject_format: str = "{tenant}/{user}"
 
 
+VERIFIED_CACHE_SIZE = 10_000
+"""Execution tokens kept verified (one per running step attempt)."""
+
+
 class TokenIssuer:
     def __init__(self, settings: TokenSettings) -> None:
         if not settings.execution_secret:
@@ -48,6 +54,9 @@ class TokenIssuer:
         self._rt_key = settings.realtime_private_key or settings.realtime_secret
         if not self._rt_key:
             raise ValueError("realtime token key is empty")
+        self._verified: OrderedDict[str, tuple[ExecutionGrant, int]] = OrderedDict()
+        """Execution tokens already verified (a worker sends the same one with every event):
+        token → (grant, exp). Bounded LRU; ``exp`` is re-checked on every use."""
 
     # --- execution tokens --------------------------------------------------------------------
 
@@ -76,6 +85,14 @@ class TokenIssuer:
         Raises:
             DomainError: UNAUTHENTICATED ``EXECUTION_TOKEN_EXPIRED`` for an expired execution token.
         """
+        cached = self._verified.get(token)
+        if cached is not None:
+            grant, exp = cached
+            if time.time() >= exp:
+                del self._verified[token]
+                raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired")
+            self._verified.move_to_end(token)
+            return grant
         try:
             c = jwt.decode(
                 token,
@@ -90,7 +107,7 @@ class TokenIssuer:
             return None
         if c.get("typ") != EXEC_TYPE:
             return None
-        return ExecutionGrant(
+        grant = ExecutionGrant(
             task_id=c["taskId"],
             step_id=c["stepId"],
             operation_code=c["operationCode"],
@@ -99,6 +116,10 @@ class TokenIssuer:
             producer_id=c["producerId"],
             event_types=frozenset(c["eventTypes"]),
         )
+        self._verified[token] = (grant, int(c["exp"]))
+        if len(self._verified) > VERIFIED_CACHE_SIZE:
+            self._verified.popitem(last=False)
+        return grant
 
     # --- realtime (gateway) tokens -----------------------------------------------------------
 
