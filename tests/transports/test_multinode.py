@@ -153,7 +153,7 @@ def test_js_recovery_with_posts_to_the_other_node(node_bin, nodes, transport):
     user, channel = f"u-{uid()}", f"rec-{uid()}"
     events = run_js(
         node_bin,
-        "emulation_recovery.mjs",
+        "recovery.mjs",
         a,
         transport=transport,
         emulation_gw=b,

@@ -259,7 +259,7 @@ def test_js_reconnect_recovers_through_nginx(node_bin, proxied, transport):
     user, channel = f"u-{uid()}", f"rec-{uid()}"
     events = run_js(
         node_bin,
-        "emulation_recovery.mjs",
+        "recovery.mjs",
         gw,
         transport=transport,
         url=[{"transport": transport, "endpoint": f"{nginx.url}/connection/{transport}"}],

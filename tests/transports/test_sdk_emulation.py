@@ -46,7 +46,7 @@ def test_js_reconnect_recovers_missed_publications(node_bin, gateway, transport,
     channel = f"feed:{uid()}" if server_side else f"rec-{uid()}"
     events = run_js(
         node_bin,
-        "emulation_recovery.mjs",
+        "recovery.mjs",
         gateway,
         transport=transport,
         token=mint_token(SECRET, user, channels=[channel] if server_side else []),
@@ -74,7 +74,7 @@ def test_js_reconnect_recovers_missed_publications(node_bin, gateway, transport,
 def test_js_expiring_token_refreshed_through_emulation(node_bin, gateway, transport):
     events = run_js(
         node_bin,
-        "emulation_refresh.mjs",
+        "refresh.mjs",
         gateway,
         transport=transport,
         token=mint_token(SECRET, "42", exp_in=-10),

@@ -1,11 +1,10 @@
 // Over an emulation transport: connect with a token (server-side channel from its `channels`
 // claim), subscribe, publish from the client (the command goes through /emulation, the reply and
 // the publication come back on the stream) and through the server API; read history.
-import { args, emit, until, api, watch, run } from './lib.mjs';
-import { newEmulationClient } from './emulation_lib.mjs';
+import { args, emit, until, api, newClient, watch, run } from './lib.mjs';
 
 run(async () => {
-  const c = newEmulationClient({ token: args.token });
+  const c = newClient({ token: args.token });
   const sub = watch(c.newSubscription(args.channel));
   sub.subscribe();
   c.connect();

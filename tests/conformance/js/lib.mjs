@@ -3,6 +3,7 @@
 // success, a "fatal" line and exit code 1 on failure, a hard deadline otherwise.
 import { Centrifuge } from 'centrifuge';
 import WebSocket from 'ws';
+import { EventSource } from 'eventsource';
 
 export const args = JSON.parse(process.argv[2] || '{}');
 const waiters = [];
@@ -50,9 +51,20 @@ export async function api(method, body) {
   return method === 'batch' ? json : json.result;
 }
 
-// A Centrifuge client whose client-level events are all emitted.
+// A Centrifuge client whose client-level events are all emitted. args.url is the WebSocket URL,
+// or an array of emulation transports ([{transport: 'sse' | 'http_stream', endpoint}]) with
+// args.emulationEndpoint the absolute /emulation URL (possibly of ANOTHER node: the gateway routes
+// the POSTs; Node needs an absolute URL).
 export function newClient(options = {}) {
-  const c = new Centrifuge(args.url, { websocket: WebSocket, timeout: 5000, ...options });
+  const emulation = Array.isArray(args.url);
+  if (emulation && !/^https?:\/\//.test(args.emulationEndpoint || '')) {
+    throw new Error('an emulation transport list needs an absolute args.emulationEndpoint');
+  }
+  // No `fetch` option: Node 20's global fetch and ReadableStream serve http_stream and /emulation.
+  const transportOptions = emulation
+    ? { eventsource: EventSource, emulationEndpoint: args.emulationEndpoint }
+    : { websocket: WebSocket };
+  const c = new Centrifuge(args.url, { ...transportOptions, timeout: 5000, ...options });
   c.on('connecting', (ctx) => emit('connecting', { code: ctx.code, reason: ctx.reason }));
   c.on('connected', (ctx) => emit('connected', { client: ctx.client, transport: ctx.transport }));
   c.on('disconnected', (ctx) => emit('disconnected', { code: ctx.code, reason: ctx.reason }));
