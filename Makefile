@@ -5,10 +5,10 @@ CONFIG ?= examples/gateway.json
 .PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay
 
 up: bootstrap
-	$(PY) -m taskcast_cli up
+	$(PY) -m taskcast up
 
 run: bootstrap
-	$(PY) -m taskcast_cli gateway --config $(CONFIG)
+	$(PY) -m taskcast gateway --config $(CONFIG)
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -41,7 +41,7 @@ bench-relay: bootstrap
 	$(PY) loadtest/bench_relay.py --out docs/PERFORMANCE.md
 
 topology: bootstrap
-	$(PY) -m tests.helpers.topology
+	$(PY) -m taskcast.dev.topology
 
 bench: bootstrap
 	$(PY) loadtest/bench_all.py --out docs/PERFORMANCE.md

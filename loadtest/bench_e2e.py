@@ -1,6 +1,6 @@
 """End-to-end commit→visible latency benchmark (issue 9; part of `make bench`).
 
-The production topology from local processes (tests/helpers/topology.py: MariaDB, Redis, 2 gateways,
+The production topology from local processes (taskcast/dev/topology.py: MariaDB, Redis, 2 gateways,
 Status API, reconciler, 2 relays, nginx). ``--clients`` WebSocket clients (default 5,000; users
 ``bench/u<i>``, each subscribed server-side to its ``task_user:bench/u<i>`` channel by the connection
 token, as the Status API's session token does) connect round-robin straight to the two gateways
@@ -53,7 +53,7 @@ from fleet import (
 )
 from procs import ROOT, Services, cpu_seconds
 
-from tests.helpers.topology import Topology
+from taskcast.dev.topology import Topology
 
 TENANT = "bench"
 
@@ -378,7 +378,7 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
     return f"""## End-to-end: commit → visible (`loadtest/bench_e2e.py`)
 
 Generated {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} by `make bench`; {res["machine"]}.
-Raw: `perf/e2e-results.json`. Topology: tests/helpers/topology.py (MariaDB, Redis, 2 gateways, Status
+Raw: `perf/e2e-results.json`. Topology: taskcast/dev/topology.py (MariaDB, Redis, 2 gateways, Status
 API, reconciler, 2 relays, nginx) with the deploy/ configs. {args.clients:,} clients
 (`loadtest/fleet.py`, one uvloop process) connected straight to the two gateways in
 {fmt(conn.get("seconds"))} s ({conn.get("refused_503", 0):,} handshakes answered 503 + Retry-After by

@@ -259,7 +259,7 @@ def start_redis2(tmp: Path, log: Any, pin: list[str]) -> tuple[Server, int]:
         port = free_port()
         cfg = tmp / f"{REDIS2}-{name}.json"
         cfg.write_text(json.dumps(gateway_config(port, False, rport, f"node-{name}"), indent=1))
-        cmd = pin + [PY, "-m", "taskcast_cli", "gateway", "--config", str(cfg)]
+        cmd = pin + [PY, "-m", "taskcast", "gateway", "--config", str(cfg)]
         nodes.append((popen(cmd, cwd=ROOT, stdout=log, stderr=log), port))
     srv = Server(nodes[0][0], name="node-a")
     srv.add("node-b", nodes[1][0])
@@ -286,7 +286,7 @@ def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
     elif kind.startswith("gateway"):
         cfg = tmp / f"{kind}.json"
         cfg.write_text(json.dumps(gateway_config(port, kind == "gateway-history"), indent=1))
-        cmd = pin + [PY, "-m", "taskcast_cli", "gateway", "--config", str(cfg)]
+        cmd = pin + [PY, "-m", "taskcast", "gateway", "--config", str(cfg)]
         p = popen(cmd, cwd=ROOT, stdout=log, stderr=log)
         srv = Server(p)
     elif kind == "nchan":
@@ -818,7 +818,7 @@ def render(res: dict[str, Any]) -> str:
         "takes latency on 1 connection in 10 from the CLOCK_MONOTONIC send time at the start of the 200-byte payload, "
         "answers Centrifugo pings (`{}`) and WebSocket pings. Each sends the Centrifugo connect + subscribe in one frame "
         "(`client.insecure: true`, `channel.without_namespace.allow_subscribe_for_client: true`).",
-        "- Gateway: `python -m taskcast_cli gateway --config …` exactly as shipped (uvicorn, uvloop, httptools); "
+        "- Gateway: `python -m taskcast gateway --config …` exactly as shipped (uvicorn, uvloop, httptools); "
         "history off, then on (`history_size` 100, `history_ttl` 300 s); default ping (25 s) and `client.queue_max_size` (1 MiB).",
         f"- Publisher: gateway and nchan by `POST /api/publish` (`X-API-Key`) / `POST /pub` over {p['http_conns']} "
         "keep-alive HTTP/1.1 connections, open loop (a publication waits only for a free connection). The baseline "

@@ -87,9 +87,7 @@ def services_stop(state: Path) -> None:
 def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start a Taskcast process with its output in ``log_path``."""
     with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "taskcast_cli", *argv], cwd=ROOT, stdout=log, stderr=log
-        )
+        return subprocess.Popen([sys.executable, "-m", "taskcast", *argv], cwd=ROOT, stdout=log, stderr=log)
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:

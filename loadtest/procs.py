@@ -1,6 +1,6 @@
 """Processes for the benchmarks: throwaway Redis/MariaDB (scripts/services.sh) and gateways started
 with the production config (deploy/gateway.json + the same environment overrides as
-tests/helpers/topology.py). Only processes started here are ever signalled."""
+taskcast/dev/topology.py). Only processes started here are ever signalled."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.helpers.topology import Proc, free_port  # noqa: E402
+from taskcast.dev.topology import Proc, free_port  # noqa: E402
 
 
 @dataclass
@@ -99,7 +99,7 @@ class GatewayCluster:
                 CENTRIFUGO_HTTP_SERVER_PORT=str(port),
                 CENTRIFUGO_NODE_NAME=f"gateway{n + 1}",
             )
-            argv = [sys.executable, "-m", "taskcast_cli", "gateway", "--config", str(self.config_path)]
+            argv = [sys.executable, "-m", "taskcast", "gateway", "--config", str(self.config_path)]
             proc = Proc(
                 f"gateway{n + 1}", argv, env, self.workdir / f"gateway{n + 1}.log",
                 f"http://127.0.0.1:{port}/health",

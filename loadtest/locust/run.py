@@ -3,7 +3,7 @@
     .venv/bin/python loadtest/locust/run.py SCENARIO [-u USERS] [-r SPAWN_RATE] [-t SECONDS] [--web]
 
 SCENARIO: idle, reporting, hot, storm, backlog, node_restart (``locustfile_<scenario>.py``).
-Starts tests/helpers/topology.py (throwaway MariaDB/Redis unless ``--redis-url``/``--mysql-url`` or
+Starts taskcast/dev/topology.py (throwaway MariaDB/Redis unless ``--redis-url``/``--mysql-url`` or
 ``TASKCAST_TEST_*_URL`` are set; 2 gateways, Status API, reconciler, 2 relays, nginx, all on 127.0.0.1),
 runs locust headless (or with the web UI on 127.0.0.1:8089 with ``--web``), performs the scenario's
 fault at fixed points of the run — SIGSTOP/SIGCONT of the relays it started (``backlog``), SIGTERM
@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from procs import Services  # noqa: E402
 
-from tests.helpers.topology import Topology  # noqa: E402
+from taskcast.dev.topology import Topology  # noqa: E402
 
 SCENARIOS = ("idle", "reporting", "hot", "storm", "backlog", "node_restart")
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-import taskcast_demo as demo
+import taskcast.demo.runner as demo
 from status_api.app import create_app
 from status_api.config import (
     Config,
@@ -27,7 +27,7 @@ from status_api.config import (
 from status_api.domain.model import FailurePolicy
 from status_api.domain.registry import operation_set_from_json, status_set_from_json
 from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
-from taskcast_scenarios import (
+from taskcast.demo.scenarios import (
     SCENARIOS,
     Complete,
     Fail,

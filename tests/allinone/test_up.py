@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 USER = "demo/alice"
 STARTUP_SECONDS = 30.0
 TASK_SECONDS = 40.0
-STOP_SECONDS = 12.0  # taskcast_up.SHUTDOWN_SECONDS + interpreter exit
+STOP_SECONDS = 12.0  # taskcast.up.SHUTDOWN_SECONDS + interpreter exit
 
 
 @dataclass
@@ -55,7 +55,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
             [
                 sys.executable,
                 "-m",
-                "taskcast_cli",
+                "taskcast",
                 "up",
                 "--port-gateway",
                 str(pg),
@@ -180,7 +180,7 @@ def test_taskcast_up_refuses_a_busy_port(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "taskcast_cli",
+                "taskcast",
                 "up",
                 "--port-gateway",
                 str(busy),

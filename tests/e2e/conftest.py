@@ -1,4 +1,4 @@
-"""The production topology from local processes (tests/helpers/topology.py), shared by the e2e
+"""The production topology from local processes (taskcast/dev/topology.py), shared by the e2e
 tests of one session: real MariaDB, Redis, 2 gateways, Status API, reconciler, 2 relays, nginx."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers.topology import Topology
+from taskcast.dev.topology import Topology
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,10 @@ import jwt
 import pytest
 from websockets.asyncio.client import connect
 
-from taskcast_demo import run_demo
+from taskcast.demo import run_demo
+from taskcast.dev.topology import Topology, topology_nodes
 from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
-from tests.helpers.topology import Topology, topology_nodes
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql]
 

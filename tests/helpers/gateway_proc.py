@@ -1,7 +1,7 @@
 """Run a real gateway process for tests that talk to it over real sockets.
 
 ``GatewayProcess(config, tmp_path)`` writes the config (Centrifugo v6 option names) to a JSON
-file, picks a free port, starts ``python -m taskcast_cli gateway --config F`` with output going to
+file, picks a free port, starts ``python -m taskcast gateway --config F`` with output going to
 a log file, and polls ``GET /health`` until it answers (no fixed sleeps). ``mint_token`` makes
 HS256 JWTs with PyJWT.
 """
@@ -80,7 +80,7 @@ class GatewayProcess:
         env.pop("TASKCAST_HTTP_SERVER_PORT", None)
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "taskcast_cli", "gateway", "--config", str(self.config_path)],
+                [sys.executable, "-m", "taskcast", "gateway", "--config", str(self.config_path)],
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,

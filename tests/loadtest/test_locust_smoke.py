@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers.topology import Topology
+from taskcast.dev.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest"))

@@ -238,7 +238,7 @@ async def drain(relay: Relay, limit: int = 10_000) -> int:
 
 
 class RelayProcess:
-    """``python -m taskcast_cli relay run --config F`` as a subprocess (output to a log file)."""
+    """``python -m taskcast relay run --config F`` as a subprocess (output to a log file)."""
 
     def __init__(self, cfg: dict[str, Any], workdir: Path, env: dict[str, str] | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,7 @@ class RelayProcess:
     def start(self) -> RelayProcess:
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "taskcast_cli", "relay", "run", "--config", str(self.config_path)],
+                [sys.executable, "-m", "taskcast", "relay", "run", "--config", str(self.config_path)],
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,

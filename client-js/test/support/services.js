@@ -118,7 +118,7 @@ export class Gateway {
     this.apiKey = API_KEY;
     const cfg = join(this.dir, `gateway-${this.port}.json`);
     writeFileSync(cfg, JSON.stringify(gatewayConfig(this.port, this.options)));
-    this.proc = new Proc('gateway', ['-m', 'taskcast_cli', 'gateway', '--config', cfg], join(this.dir, `gateway-${this.port}.log`)).start();
+    this.proc = new Proc('gateway', ['-m', 'taskcast', 'gateway', '--config', cfg], join(this.dir, `gateway-${this.port}.log`)).start();
     await waitFor(() => httpOk(`${this.url}/health`), { what: `gateway health\n${this.proc.log()}` });
     return this;
   }
@@ -166,10 +166,10 @@ export class StatusApiProcess {
         reconciler: { enabled: false },
       }),
     );
-    const init = new Proc('init-db', ['-m', 'taskcast_cli', 'status-api', 'init-db', '--config', cfg], join(this.dir, 'init-db.log')).start();
+    const init = new Proc('init-db', ['-m', 'taskcast', 'status-api', 'init-db', '--config', cfg], join(this.dir, 'init-db.log')).start();
     const code = await init.exited;
     if (code !== 0) throw new Error(`init-db failed:\n${init.log()}`);
-    this.proc = new Proc('status-api', ['-m', 'taskcast_cli', 'status-api', 'serve', '--config', cfg], join(this.dir, 'status-api.log')).start();
+    this.proc = new Proc('status-api', ['-m', 'taskcast', 'status-api', 'serve', '--config', cfg], join(this.dir, 'status-api.log')).start();
     await waitFor(() => httpOk(`${this.url}/readyz`), { what: `status api\n${this.proc.log()}` });
     return this;
   }
@@ -196,7 +196,7 @@ export class Relay {
         shutdown_timeout_seconds: 2,
       }),
     );
-    this.proc = new Proc('relay', ['-m', 'taskcast_cli', 'relay', 'run', '--config', cfg], join(dir, 'relay.log'));
+    this.proc = new Proc('relay', ['-m', 'taskcast', 'relay', 'run', '--config', cfg], join(dir, 'relay.log'));
   }
 
   start() {

@@ -227,7 +227,7 @@ def test_history_ttl_longer_than_meta_ttl_is_refused_at_startup(tmp_path: Path) 
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(cfg))
     done = subprocess.run(
-        [sys.executable, "-m", "taskcast_cli", "gateway", "--config", str(path)],
+        [sys.executable, "-m", "taskcast", "gateway", "--config", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
 """No token, key or secret in any captured log of the whole topology (reliability-notes S1).
 
-One local production topology (tests/helpers/topology.py: MariaDB, Redis, a gateway, the Status
+One local production topology (taskcast/dev/topology.py: MariaDB, Redis, a gateway, the Status
 API, the reconciler, a relay, nginx) with known secrets runs the demo workload (service JWTs,
 execution tokens, outbox relay) plus the security probes of this suite in miniature: a forged user
 JWT, a realtime session and a detail subscription token from the Status API, a forged gateway
@@ -24,11 +24,11 @@ import jwt
 import pytest
 from websockets.asyncio.client import connect
 
-from taskcast_demo import run_demo
+from taskcast.demo import run_demo
+from taskcast.dev.topology import Topology
 from tests.faults.security.conftest import Secrets
 from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
-from tests.helpers.topology import Topology
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql, pytest.mark.timeout(60)]
 

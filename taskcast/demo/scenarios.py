@@ -2,7 +2,7 @@
 video export; ``task-status-sync-design.zh.txt`` §3–4).
 
 A scenario is a function ``taskId -> Plan``: the ``POST /internal/v1/tasks`` body (without
-tenant/owner, which the runner adds) and a script of actions that ``taskcast_demo.TaskRun``
+tenant/owner, which the runner adds) and a script of actions that ``taskcast.demo.runner.TaskRun``
 interprets in order. Every code used here is registered in ``schema/registry`` and every data body
 matches its ``schema/data`` schema (``tests/allinone/test_demo.py`` checks each script against the
 registries). Pauses are in "demo seconds" (divided by the run's speed).
@@ -51,7 +51,7 @@ class Progress:
 @dataclass(frozen=True, slots=True)
 class GoSilent:
     """The worker stops heartbeating long enough for the reconciler to mark the step STALE, then
-    heartbeats again until it is HEALTHY (real time, see ``taskcast_demo.Pace``)."""
+    heartbeats again until it is HEALTHY (real time, see ``taskcast.demo.runner.Pace``)."""
 
     step: str
 

@@ -26,11 +26,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return relay_main(rest)
     if command == "up":
-        from taskcast_up import main as up_main
+        from taskcast.up import main as up_main
 
         return up_main(rest)
     if command == "demo":
-        from taskcast_demo import main as demo_main
+        from taskcast.demo import main as demo_main
 
         return demo_main(rest)
     print(f"taskcast: unknown command {command!r}\n{USAGE}", file=sys.stderr)

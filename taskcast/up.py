@@ -15,7 +15,7 @@ Composition (ARCHITECTURE.md "Embedded default and scale-out"), all bound to ``-
 * **relay**: single SQLite claimer, publishing to the gateway's server API over loopback HTTP
   (``relay.publisher.HttpGatewayPublisher``) — the same path as production, nothing in-process
   special, so ``up`` exercises the real contract.
-* **demo** (unless ``--no-demo``): ``taskcast_demo.run_demo`` talking HTTP to the Status API's
+* **demo** (unless ``--no-demo``): ``taskcast.demo.run_demo`` talking HTTP to the Status API's
   internal endpoints with a service JWT, creating tasks until stopped.
 
 Secrets (gateway HMAC key, gateway API key, internal service JWT key, executionToken key) are
@@ -199,7 +199,7 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     from relay.publisher import HttpGatewayPublisher
     from relay.relay import Relay
     from status_api.app import create_app as create_status_app
-    from taskcast_demo import run_demo
+    from taskcast.demo import run_demo
 
     opts.data_dir.mkdir(parents=True, exist_ok=True)
     keys = load_or_create_secrets(opts.data_dir)

@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 import jwt
 
-from taskcast_scenarios import (
+from taskcast.demo.scenarios import (
     SCENARIOS,
     Complete,
     Fail,

@@ -1,0 +1,380 @@
+"""The production topology of docker-compose.yml, from local processes (``make topology``).
+
+Real MariaDB and Redis, two gateways on the Redis engine, the Status API, the health reconciler,
+two relays and nginx in front — started with the SAME files as the compose file (deploy/*.json,
+deploy/*.yaml, deploy/nginx/taskcast.conf.template) plus environment overrides, on free ports
+under one work directory. Used by the e2e tests (``Topology(...).start()``) and as a CLI:
+
+    python -m taskcast.dev.topology [--dir DIR]   # make topology; prints the URLs, Ctrl-C stops everything
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+READY_TIMEOUT_SECONDS = 30.0
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@dataclass
+class Proc:
+    """One managed child process with its log file."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    health_url: str = ""
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        assert self.popen is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.log_text()}")
+            if not self.health_url or _healthy(self.health_url):
+                return
+            time.sleep(0.05)  # readiness polling interval, not a synchronisation sleep
+        raise TimeoutError(f"{self.name} not ready within {timeout}s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait(timeout=5)
+
+
+@dataclass
+class Topology:
+    """Start with ``start()``; stop with ``stop()``. ``redis_url``/``mysql_url`` reuse running
+    servers (tests); without them, throwaway ones are started with scripts/services.sh."""
+
+    workdir: Path
+    redis_url: str = ""
+    mysql_url: str = ""
+    gateways: int = 2
+    relays: int = 2
+    heartbeat_timeout_seconds: float = 60.0
+    hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    api_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    service_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    execution_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    user_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    procs: dict[str, Proc] = field(default_factory=dict)
+    own_services: bool = False
+
+    # --- addresses ------------------------------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.gateway_ports = [free_port() for _ in range(self.gateways)]
+        self.status_port = free_port()
+        self.relay_metrics_ports = [free_port() for _ in range(self.relays)]
+        self.public_port = free_port()
+        self.internal_port = free_port()
+        self.prefix = f"topo{uuid.uuid4().hex[:8]}"
+
+    @property
+    def public_url(self) -> str:
+        return f"http://127.0.0.1:{self.public_port}"
+
+    @property
+    def public_ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.public_port}/connection/websocket"
+
+    @property
+    def internal_api_url(self) -> str:
+        return f"http://127.0.0.1:{self.internal_port}/api"
+
+    def gateway_url(self, n: int) -> str:
+        return f"http://127.0.0.1:{self.gateway_ports[n]}"
+
+    @property
+    def status_api_url(self) -> str:
+        return f"http://127.0.0.1:{self.status_port}"
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def _services(self) -> None:
+        if self.redis_url and self.mysql_url:
+            return
+        out = subprocess.run(
+            ["bash", str(ROOT / "scripts/services.sh"), "start", str(self.workdir / "services")],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        self.own_services = True
+        for line in out.splitlines():
+            key, _, value = line.removeprefix("export ").partition("=")
+            if key == "TASKCAST_TEST_REDIS_URL":
+                self.redis_url = value
+            elif key == "TASKCAST_TEST_MYSQL_URL":
+                self.mysql_url = value
+
+    def _database(self) -> str:
+        """A database of its own on the MariaDB server, so runs never see each other's rows."""
+        name = self.prefix
+        parts = urlsplit(self.mysql_url)
+        user, _, rest = (parts.netloc.rpartition("@")[0]).partition(":")
+        host, _, port = parts.netloc.rpartition("@")[2].partition(":")
+        subprocess.run(
+            ["mariadb", "--no-defaults", f"-h{host}", f"-P{port}", f"-u{user}", f"-p{rest}", "-e",
+             f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        return urlunsplit(parts._replace(path=f"/{name}"))
+
+    def _env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CENTRIFUGO_", "TASKCAST_"))}
+        env.update(extra)
+        return env
+
+    def start(self) -> Topology:
+        """Start everything and wait until each process is ready; on failure, stop what was
+        started and re-raise."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Topology:
+        self._services()
+        db_url = self._database()
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        py = sys.executable
+        status_env = self._env(
+            TASKCAST_STATUS_API_DATABASE__URL=db_url,
+            TASKCAST_STATUS_API_INTERNAL_AUTH__JWT_SECRET=self.service_secret,
+            TASKCAST_STATUS_API_EXECUTION_TOKEN__SECRET=self.execution_secret,
+            TASKCAST_STATUS_API_USER_AUTH__SECRET=self.user_secret,
+            TASKCAST_STATUS_API_REALTIME__SECRET=self.hmac_secret,
+            TASKCAST_STATUS_API_HTTP__HOST="127.0.0.1",
+            TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
+            TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
+            TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
+        )
+        status_cfg = str(DEPLOY / "status-api.yaml")
+        subprocess.run(
+            [py, "-m", "taskcast", "status-api", "init-db", "--config", status_cfg],
+            cwd=ROOT,
+            env=status_env,
+            check=True,
+            capture_output=True,
+        )
+        for n, port in enumerate(self.gateway_ports):
+            env = self._env(
+                CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY=self.hmac_secret,
+                CENTRIFUGO_HTTP_API_KEY=self.api_key,
+                CENTRIFUGO_ENGINE_REDIS_ADDRESS=self.redis_url,
+                CENTRIFUGO_ENGINE_REDIS_PREFIX=self.prefix,
+                CENTRIFUGO_HTTP_SERVER_ADDRESS="127.0.0.1",
+                CENTRIFUGO_HTTP_SERVER_PORT=str(port),
+                CENTRIFUGO_NODE_NAME=f"gateway{n + 1}",
+                CENTRIFUGO_CLIENT_ALLOWED_ORIGINS=f"{self.public_url} http://127.0.0.1:*",
+            )
+            argv = [py, "-m", "taskcast", "gateway", "--config", str(DEPLOY / "gateway.json")]
+            self._add(f"gateway{n + 1}", argv, env, f"{self.gateway_url(n)}/health")
+        self._add(
+            "status-api",
+            [py, "-m", "taskcast", "status-api", "serve", "--config", status_cfg],
+            status_env,
+            f"{self.status_api_url}/readyz",
+        )
+        self._add(
+            "reconciler",
+            [py, "-m", "taskcast", "status-api", "reconcile", "--config", status_cfg],
+            status_env,
+        )
+        self._start_nginx()
+        for n, port in enumerate(self.relay_metrics_ports):
+            env = self._env(
+                TASKCAST_RELAY_DATABASE_URL=db_url,
+                TASKCAST_RELAY_GATEWAY_API_URL=self.internal_api_url,
+                TASKCAST_RELAY_GATEWAY_API_KEY=self.api_key,
+                TASKCAST_RELAY_RELAY_ID=f"relay{n + 1}",
+                TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
+                TASKCAST_RELAY_METRICS_PORT=str(port),
+            )
+            argv = [py, "-m", "taskcast", "relay", "run", "--config", str(DEPLOY / "relay.yaml")]
+            self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
+        for proc in self.procs.values():
+            proc.wait_ready()
+        return self
+
+    def _add(self, name: str, argv: list[str], env: dict[str, str], health_url: str = "") -> Proc:
+        proc = Proc(name, argv, env, self.workdir / "logs" / f"{name}.log", health_url)
+        proc.start()
+        self.procs[name] = proc
+        return proc
+
+    def _start_nginx(self) -> None:
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        ndir = self.workdir / "nginx"
+        for sub in ("tmp", "logs"):
+            (ndir / sub).mkdir(parents=True, exist_ok=True)
+        template = string.Template((DEPLOY / "nginx/taskcast.conf.template").read_text())
+        (ndir / "taskcast.conf").write_text(
+            template.safe_substitute(
+                TASKCAST_PUBLIC_PORT=str(self.public_port),
+                TASKCAST_INTERNAL_PORT=str(self.internal_port),
+                TASKCAST_GATEWAY_1=f"127.0.0.1:{self.gateway_ports[0]}",
+                TASKCAST_GATEWAY_2=f"127.0.0.1:{self.gateway_ports[-1]}",
+                TASKCAST_STATUS_API=f"127.0.0.1:{self.status_port}",
+            )
+        )
+        temp = ndir / "tmp"
+        (ndir / "nginx.conf").write_text(
+            f"""worker_processes 1;
+worker_rlimit_nofile 65536;
+{"user root;" if os.geteuid() == 0 else ""}
+pid {ndir}/nginx.pid;
+error_log {ndir}/logs/error.log warn;
+events {{ worker_connections 32768; }}
+http {{
+    access_log off;
+    client_body_temp_path {temp}/body;
+    proxy_temp_path {temp}/proxy;
+    fastcgi_temp_path {temp}/fastcgi;
+    uwsgi_temp_path {temp}/uwsgi;
+    scgi_temp_path {temp}/scgi;
+    include {ndir}/taskcast.conf;
+}}
+"""
+        )
+        argv = [nginx, "-p", str(ndir), "-c", str(ndir / "nginx.conf"), "-g", "daemon off;"]
+        self._add("nginx", argv, self._env(), f"http://127.0.0.1:{self.internal_port}/nginx-health")
+
+    def stop(self) -> None:
+        for proc in reversed(list(self.procs.values())):
+            proc.stop()
+        if self.own_services:
+            subprocess.run(
+                ["bash", str(ROOT / "scripts/services.sh"), "stop", str(self.workdir / "services")],
+                check=False,
+                capture_output=True,
+            )
+
+    def __enter__(self) -> Topology:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def topology_nodes(topo: Topology, within: float = 15.0) -> list[dict[str, object]]:
+    """The gateways' ``info`` once every node has announced itself with fresh counts (node
+    heartbeats run every few seconds), polled within a bound."""
+    import asyncio
+
+    import httpx
+
+    deadline = time.monotonic() + within
+    async with httpx.AsyncClient(timeout=5, headers={"X-API-Key": topo.api_key}) as http:
+        while True:
+            reply = (await http.post(f"{topo.internal_api_url}/info", json={})).json()
+            nodes: list[dict[str, object]] = reply["result"]["nodes"]
+            fresh = all(isinstance(n.get("num_clients"), int) and n["num_clients"] for n in nodes)
+            if len(nodes) == topo.gateways and (fresh or time.monotonic() > deadline - within / 2):
+                return nodes
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {len(nodes)} of {topo.gateways} gateways announced: {nodes}")
+            await asyncio.sleep(0.2)  # polling interval of a bounded wait (heartbeats every 3 s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Start the production topology from local processes.")
+    parser.add_argument("--dir", default="", help="work directory (default: a new temp dir)")
+    args = parser.parse_args(argv)
+    import tempfile
+
+    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="taskcast-topology-"))
+    topo = Topology(workdir)
+    stop = False
+
+    def on_signal(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        topo.start()
+        print(f"public (nginx):   {topo.public_url}   websocket {topo.public_ws_url}")
+        print(f"gateway API:      {topo.internal_api_url}  (X-API-Key: {topo.api_key[:4]}…, see {workdir})")
+        print(f"status API:       {topo.status_api_url}")
+        print(f"logs:             {workdir / 'logs'}")
+        (workdir / "secrets.env").write_text(
+            f"TASKCAST_HMAC_SECRET={topo.hmac_secret}\nTASKCAST_API_KEY={topo.api_key}\n"
+            f"TASKCAST_SERVICE_SECRET={topo.service_secret}\nTASKCAST_USER_SECRET={topo.user_secret}\n"
+        )
+        print("running; Ctrl-C stops everything", flush=True)
+        while not stop:
+            for proc in topo.procs.values():
+                if not proc.running:
+                    print(f"{proc.name} exited:\n{proc.log_text()[-2000:]}", file=sys.stderr)
+                    stop = True
+            time.sleep(0.5)
+    finally:
+        topo.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
