@@ -78,7 +78,7 @@ class TaskQueries:
 
     async def _visible(self, user: UserIdentity, task_id: str) -> TaskState:
         async with self.engine.connect() as conn:
-            task = await repo.get_task(conn, task_id)
+            task = (await repo.get_tasks(conn, [task_id])).get(task_id)
         if task is None or not user.can_view(task):
             raise not_found()
         return task
@@ -90,21 +90,21 @@ class TaskQueries:
         async with self.engine.connect() as conn:
             tasks = await repo.list_user_tasks(conn, user.tenant_id, user.user_id, limit + 1, after)
             page = tasks[:limit]
-            steps = await repo.current_steps_many(conn, [t.id for t in page])
+            steps = await repo.current_steps(conn, [t.id for t in page])
             now = self.service.clock()
             items = []
             for t in page:
-                defs = await self.service._task_defs(conn, t)
+                defs = await self.service.task_definitions(conn, t)
                 items.append(summary_task(t, steps[t.id], defs.operations, now))
         return {"items": items, "nextCursor": _encode_cursor(page[-1]) if len(tasks) > limit else None}
 
     async def get_task(self, user: UserIdentity, task_id: str) -> dict[str, JSON]:
         """``GET /api/tasks/{id}``: the authoritative snapshot (TASK_DETAIL shape, triggerEvent null)."""
         async with self.engine.connect() as conn:
-            task = await repo.get_task(conn, task_id)
+            task = (await repo.get_tasks(conn, [task_id])).get(task_id)
             if task is None or not user.can_view(task):
                 raise not_found()
-            steps = await repo.current_steps(conn, task_id)
+            steps = (await repo.current_steps(conn, [task_id]))[task_id]
         return detail_message(task, steps, self.service.clock(), None)
 
     async def events(self, user: UserIdentity, task_id: str, after: int, limit: int) -> dict[str, JSON]:
@@ -139,11 +139,11 @@ class TaskQueries:
         async with self.engine.connect() as conn:
             found = {k: t for k, t in (await repo.get_tasks(conn, ids)).items() if user.can_view(t)}
             changed = [t for t in found.values() if t.id not in known or t.version > int(known[t.id])]
-            steps = await repo.current_steps_many(conn, [t.id for t in changed])
+            steps = await repo.current_steps(conn, [t.id for t in changed])
             now = self.service.clock()
             tasks = []
             for t in changed:
-                defs = await self.service._task_defs(conn, t)
+                defs = await self.service.task_definitions(conn, t)
                 tasks.append(summary_task(t, steps[t.id], defs.operations, now))
         return {
             "tasks": tasks,

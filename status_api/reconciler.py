@@ -1,8 +1,13 @@
-"""Health reconciler (seed §4.3, §3.5): marks a running step STALE when its heartbeats stop and
-HEALTHY when they resume, each as a STEP_HEALTH_CHANGED with a new version. STALE is never FAILED.
+"""Background maintenance of the Status API: the health reconciler (seed §4.3, §3.5) and the
+scheduled event-log retention (``retention.event_log_days``).
 
-``run_once()`` is the testable unit (tests advance an injected clock and call it); ``run(stop)``
-loops it for the server.
+The health pass marks a running step STALE when its heartbeats stop and HEALTHY when they resume,
+each as a STEP_HEALTH_CHANGED with a new version; STALE is never FAILED, and a terminal task is
+never touched. The retention pass purges event-log entries older than the bound, at most once per
+``retention.interval_seconds`` of the injected clock.
+
+``run_once()`` / ``purge_once()`` are the testable units (tests advance an injected clock and call
+them); ``run(stop)`` loops both for the server or the ``reconcile`` process.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from status_api.domain.model import Health
 from status_api.service import StatusService
@@ -31,9 +36,10 @@ class HealthReconciler:
         self.timeout = timedelta(seconds=heartbeat_timeout_seconds)
         self.batch_size = batch_size
         self.interval_seconds = interval_seconds
+        self._next_purge: datetime | None = None
 
     async def run_once(self) -> int:
-        """One pass; returns how many STEP_HEALTH_CHANGED versions it committed."""
+        """One health pass; returns how many STEP_HEALTH_CHANGED versions it committed."""
         cutoff = self.service.clock() - self.timeout
         async with self.service.engine.connect() as conn:
             candidates = await repo.health_candidates(conn, cutoff, self.batch_size)
@@ -44,12 +50,24 @@ class HealthReconciler:
                 changed += 1
         return changed
 
+    async def purge_once(self) -> int:
+        """The retention pass when it is due (and retention is on); returns the entries purged."""
+        s = self.service.settings
+        now = self.service.clock()
+        if s.event_log_retention_seconds is None or (self._next_purge is not None and now < self._next_purge):
+            return 0
+        self._next_purge = now + timedelta(seconds=s.retention_interval_seconds)
+        return await self.service.purge_event_log()
+
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
                 n = await self.run_once()
                 if n:
                     log.info("health reconciler committed %d changes", n)
+                purged = await self.purge_once()
+                if purged:
+                    log.info("event-log retention purged %d entries", purged)
             except Exception:  # a task boundary: log and keep the loop alive
                 log.exception("health reconciler pass failed")
             with contextlib.suppress(TimeoutError):

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS task (
 	duration_ms BIGINT UNSIGNED,
 	duration_source VARCHAR(32),
 	updated_at DATETIME(3) NOT NULL,
+	coordinator_id VARCHAR(128),
 	PRIMARY KEY (id),
 	KEY task_owner_updated_idx (tenant_id, owner_id, updated_at, id),
 	KEY task_project_idx (tenant_id, project_id, updated_at)
@@ -94,7 +95,8 @@ CREATE TABLE IF NOT EXISTS task_event_log (
 	CONSTRAINT task_event_version_uk UNIQUE (task_id, task_version),
 	CONSTRAINT task_step_event_seq_uk UNIQUE (task_id, step_id, step_attempt, producer_id, source_seq),
 	KEY task_event_producer_idx (task_id, producer_id, task_attempt, source_seq),
-	KEY task_event_timeline_idx (task_id, committed_at, event_id)
+	KEY task_event_timeline_idx (task_id, committed_at, event_id),
+	KEY task_event_committed_idx (committed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS task_event_dedup (

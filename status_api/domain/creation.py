@@ -12,9 +12,15 @@ from status_api.domain.registry import TaskDefinitions
 
 
 def create_task(
-    body: Mapping[str, JSON], task_id: str, defs: TaskDefinitions, validate_data: DataValidator, now: datetime
+    body: Mapping[str, JSON],
+    task_id: str,
+    defs: TaskDefinitions,
+    validate_data: DataValidator,
+    now: datetime,
+    coordinator_id: str,
 ) -> tuple[TaskState, dict[str, StepState]]:
-    """Build the version-1 task and its attempt-1 steps from a validated create body.
+    """Build the version-1 task and its attempt-1 steps from a validated create body; the task is
+    bound to ``coordinator_id``, the only coordinator that may report its TASK_* events.
 
     Raises:
         DomainError: INVALID ``UNKNOWN_OPERATION``, ``DUPLICATE_STEP``, ``UNKNOWN_BUSINESS_STATUS``,
@@ -73,5 +79,6 @@ def create_task(
         created_at=now,
         updated_at=now,
         summary=summary,
+        coordinator_id=coordinator_id,
     )
     return task, steps

@@ -81,7 +81,8 @@ def authorize(
     Raises:
         DomainError: FORBIDDEN ``TOKEN_MISMATCH`` (token vs body), ``STEP_DEFINITION_MISMATCH`` (body vs
             the step stored at creation), ``EXECUTION_TOKEN_REQUIRED``, ``PRODUCER_MISMATCH``,
-            ``ROLE_REQUIRED``; NOT_FOUND ``STEP_NOT_FOUND``.
+            ``ROLE_REQUIRED``, ``TENANT_MISMATCH``, ``COORDINATOR_MISMATCH`` (a TASK_* event from
+            another coordinator than the task's own); NOT_FOUND ``STEP_NOT_FOUND``.
     """
     if event.task_type is not None and event.task_type != task.task_type:
         raise forbidden("TOKEN_MISMATCH", "taskType does not match the task")
@@ -111,11 +112,32 @@ def authorize(
         raise forbidden("TOKEN_MISMATCH", "an executionToken only allows step events")
     if caller.producer_id != event.producer_id:
         raise forbidden("PRODUCER_MISMATCH", "producerId does not match the service identity")
+    if event.event_type is EventType.TASK_FAILED and Role.POLICY_EXECUTOR.value in caller.roles:
+        # A registered failure-policy executor may fail any task of its tenant (seed §3.5, §4.4).
+        if not caller.serves(task.tenant_id):
+            raise forbidden("TENANT_MISMATCH", "the service credential is bound to another tenant")
+        return
     allowed = {Role.COORDINATOR.value}
     if event.event_type is EventType.TASK_FAILED:
         allowed.add(Role.POLICY_EXECUTOR.value)
     if not (caller.roles & allowed):
         raise forbidden("ROLE_REQUIRED", f"{event.event_type} needs role {' or '.join(sorted(allowed))}")
+    authorize_coordinator(caller, task)
+
+
+def authorize_coordinator(caller: ServiceIdentity, task: TaskState) -> None:
+    """Only the coordinator bound to the task at creation acts for it as coordinator (TASK_*
+    events, new attempts, idempotent creation replays), and only within its tenant.
+
+    A task created before the binding existed (``coordinator_id`` None) accepts any coordinator.
+
+    Raises:
+        DomainError: FORBIDDEN ``TENANT_MISMATCH``, ``COORDINATOR_MISMATCH``.
+    """
+    if not caller.serves(task.tenant_id):
+        raise forbidden("TENANT_MISMATCH", "the service credential is bound to another tenant")
+    if task.coordinator_id is not None and task.coordinator_id != caller.producer_id:
+        raise forbidden("COORDINATOR_MISMATCH", "only the task's own coordinator may do this")
 
 
 def _status(defs: TaskDefinitions, code: str | None, expected: Lifecycle) -> StatusDef:
@@ -339,15 +361,31 @@ def change_step_health(
     task: TaskState,
     steps: Mapping[str, StepState],
     step_id: str,
-    health: Health,
+    attempt: int,
+    wanted: Health,
+    cutoff: datetime,
     ops: OperationDefinitionSet,
     now: datetime,
-) -> Applied:
-    """STEP_HEALTH_CHANGED from the reconciler: health only, never the lifecycle (STALE is not FAILED)."""
-    step = replace(steps[step_id], health=health, version=steps[step_id].version + 1, updated_at=now)
-    new_steps = {**steps, step_id: step}
+) -> Applied | None:
+    """STEP_HEALTH_CHANGED from the reconciler (seed §4.3): health only, never the lifecycle (STALE
+    is not FAILED). ``cutoff``: liveness older than this is stale.
+
+    None when the change no longer applies: the task is terminal (only an audited admin correction
+    changes a terminal task, seed §4.2), the step moved to another attempt or out of RUNNING, it
+    already has ``wanted`` health, or its liveness no longer matches ``wanted``.
+    """
+    step = steps.get(step_id)
+    if task.lifecycle in TERMINAL or step is None or step.attempt != attempt:
+        return None
+    if step.lifecycle is not Lifecycle.RUNNING or step.health is wanted:
+        return None
+    alive = step.last_heartbeat_at or step.started_at or step.created_at
+    if (wanted is Health.STALE) != (alive < cutoff):
+        return None
+    new = replace(step, health=wanted, version=step.version + 1, updated_at=now)
+    new_steps = {**steps, step_id: new}
     new_task = replace(task, health=task_health(new_steps, ops), version=task.version + 1, updated_at=now)
-    return Applied(new_task, step)
+    return Applied(new_task, new)
 
 
 def new_step_attempt(

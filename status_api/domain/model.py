@@ -202,6 +202,9 @@ class TaskState:
     finished_at: datetime | None = None
     duration_ms: int | None = None
     duration_source: DurationSource | None = None
+    #: The coordinator that created the task; only it reports TASK_* events and opens attempts
+    #: (seed §3.5, §3.9). None on tasks created before the binding existed (any coordinator).
+    coordinator_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,10 +251,15 @@ class ExecutionGrant:
 
 @dataclass(frozen=True, slots=True)
 class ServiceIdentity:
-    """A verified service credential (coordinator side)."""
+    """A verified service credential (coordinator side). ``tenant_id`` None = not bound to a tenant."""
 
     producer_id: str
     roles: frozenset[str]
+    tenant_id: str | None = None
+
+    def serves(self, tenant_id: str) -> bool:
+        """True when the credential may act for ``tenant_id``."""
+        return self.tenant_id is None or self.tenant_id == tenant_id
 
 
 Caller = ExecutionGrant | ServiceIdentity

@@ -4,6 +4,11 @@ Each builder lists its fields explicitly; that list *is* the projection's whitel
 ``additionalProperties: false`` in ``schema/json/task-{summary,detail,project}.schema.json``. Payloads
 are complete current state with a version, never diffs, and are built from validated stored state,
 never from a worker's raw JSON. ``diagnosticsRef`` is never projected.
+
+A :class:`Projection` is one enum member carrying its payload ``kind`` and channel ``namespace``;
+:func:`project` returns a version's payloads per channel and whether they are urgent (a notice or a
+terminal state). Turning them into outbox rows (and priorities) is the service's job: this module
+must not import storage.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 
 from status_api.domain.model import (
     JSON,
@@ -28,15 +34,24 @@ from status_api.domain.model import (
 from status_api.domain.registry import OperationDefinitionSet
 
 
-class Projection:
-    USER_SUMMARY = "USER_SUMMARY"
-    TASK_DETAIL = "TASK_DETAIL"
-    PROJECT_BROADCAST = "PROJECT_BROADCAST"
+class Projection(Enum):
+    """A projection (seed §6.1, §6.2, §6.6): its name is what the outbox stores; the value carries
+    the payload ``kind`` and the channel ``namespace`` (``{namespace}:{tenant}/{key}``)."""
 
+    USER_SUMMARY = ("task.summary", "task_user")
+    TASK_DETAIL = ("task.detail", "task_detail")
+    PROJECT_BROADCAST = ("task.project", "task_project")
 
-#: Outbox priority: notices and terminal states first (seed §13.3); plain progress last.
-PRIORITY_NOTICE = 10
-PRIORITY_NORMAL = 0
+    @property
+    def kind(self) -> str:
+        return self.value[0]
+
+    @property
+    def namespace(self) -> str:
+        return self.value[1]
+
+    def channel(self, tenant_id: str, key: str) -> str:
+        return f"{self.namespace}:{tenant_id}/{key}"
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -47,15 +62,15 @@ def iso(ts: datetime | None) -> str | None:
 
 
 def user_channel(tenant_id: str, user_id: str) -> str:
-    return f"task_user:{tenant_id}/{user_id}"
+    return Projection.USER_SUMMARY.channel(tenant_id, user_id)
 
 
 def detail_channel(tenant_id: str, task_id: str) -> str:
-    return f"task_detail:{tenant_id}/{task_id}"
+    return Projection.TASK_DETAIL.channel(tenant_id, task_id)
 
 
 def project_channel(tenant_id: str, project_id: str) -> str:
-    return f"task_project:{tenant_id}/{project_id}"
+    return Projection.PROJECT_BROADCAST.channel(tenant_id, project_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +104,21 @@ class Trigger:
 
 
 @dataclass(frozen=True, slots=True)
-class OutboxMessage:
+class ChannelPayload:
+    """One projection's payload for one channel."""
+
+    projection: Projection
     channel: str
-    projection: str
     payload: dict[str, JSON]
-    priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class Projected:
+    """What one task version publishes. ``urgent``: a notice or a terminal state, which the relay
+    sends first and never supersedes (seed §13.3)."""
+
+    payloads: tuple[ChannelPayload, ...]
+    urgent: bool
 
 
 def _elapsed(started: datetime | None, finished: datetime | None, as_of: datetime) -> int | None:
@@ -168,7 +193,7 @@ def summary_message(
     notice: dict[str, JSON] | None = None,
 ) -> dict[str, JSON]:
     msg: dict[str, JSON] = {
-        "kind": "task.summary",
+        "kind": Projection.USER_SUMMARY.kind,
         "schemaVersion": 1,
         "task": summary_task(task, steps, ops, as_of),
     }
@@ -204,7 +229,7 @@ def detail_message(
     """TASK_DETAIL payload; also the snapshot shape of ``GET /api/tasks/{id}`` (trigger None)."""
     total = ms_between(task.created_at, task.finished_at) if task.finished_at else None
     return {
-        "kind": "task.detail",
+        "kind": Projection.TASK_DETAIL.kind,
         "schemaVersion": 1,
         "taskId": task.id,
         "version": str(task.version),
@@ -241,7 +266,7 @@ def detail_message(
 def project_message(task: TaskState, steps: Mapping[str, StepState]) -> dict[str, JSON]:
     """PROJECT_BROADCAST: aggregates only (no title, owner, data, errors, references)."""
     return {
-        "kind": "task.project",
+        "kind": Projection.PROJECT_BROADCAST.kind,
         "schemaVersion": 1,
         "task": {
             "id": task.id,
@@ -339,39 +364,35 @@ def notice_for(
     return None
 
 
-def outbox_messages(
+def project(
     before: TaskState,
     after: TaskState,
     steps: Mapping[str, StepState],
     step: StepState | None,
     trigger: Trigger,
     ops: OperationDefinitionSet,
-) -> list[OutboxMessage]:
-    """One message per projection channel for the version ``after.version`` (seed §5.1)."""
+) -> Projected:
+    """One payload per projection channel for the version ``after.version`` (seed §5.1)."""
     notice = notice_for(before, after, step, trigger, ops)
     as_of = trigger.committed_at
-    priority = PRIORITY_NOTICE if notice is not None or after.lifecycle in TERMINAL else PRIORITY_NORMAL
     out = [
-        OutboxMessage(
-            user_channel(after.tenant_id, after.owner_id),
+        ChannelPayload(
             Projection.USER_SUMMARY,
+            user_channel(after.tenant_id, after.owner_id),
             summary_message(after, steps, ops, as_of, notice),
-            priority,
         ),
-        OutboxMessage(
-            detail_channel(after.tenant_id, after.id),
+        ChannelPayload(
             Projection.TASK_DETAIL,
+            detail_channel(after.tenant_id, after.id),
             detail_message(after, steps, as_of, trigger),
-            priority,
         ),
     ]
     if after.project_id:
         out.append(
-            OutboxMessage(
-                project_channel(after.tenant_id, after.project_id),
+            ChannelPayload(
                 Projection.PROJECT_BROADCAST,
+                project_channel(after.tenant_id, after.project_id),
                 project_message(after, steps),
-                priority,
             )
         )
-    return out
+    return Projected(tuple(out), notice is not None or after.lifecycle in TERMINAL)

@@ -1,10 +1,15 @@
 """The transactional outbox (seed §5.1, §5.2): append inside the state transaction; claim/mark for the relay.
 
-The relay imports exactly this module (and must not import any other ``status_api`` module). Contract:
+The relay imports exactly this module (and the shared database plumbing), so it must not import
+``status_api.domain`` or the service. Contract:
 
-* :func:`append` runs inside the Status API's state transaction: one row per projection channel per
-  task version (unique on aggregate_id, aggregate_version, channel, projection). A task's first
-  version is raised to :data:`PRIORITY_NEW_AGGREGATE` so new tasks never queue behind progress.
+* :class:`OutboxMessage` is what a writer hands over; :class:`Priority` orders rows for the relay
+  and says which rows may be superseded (:func:`supersedable`). :func:`append_many` writes the
+  messages of any number of aggregate versions with one statement inside the Status API's state
+  transaction (``storage.write``); :func:`append` is a batch of one. A task's first version is
+  raised to :attr:`Priority.NEW_AGGREGATE` (:func:`effective_priority`, the one place of that
+  rule) so new tasks never queue behind progress. One row per projection channel per task version
+  (unique on aggregate_id, aggregate_version, channel, projection).
 * :func:`claim` must run inside its own short transaction (``async with engine.begin()``). It first
   takes over PROCESSING rows whose lease expired, then due PENDING rows by priority tier (urgent
   rows first, then ``priority = 0``, then negative priorities; by due time within a tier). On
@@ -26,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import IntEnum
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.domain.projections import OutboxMessage
 from status_api.storage.tables import task_outbox
 
 PENDING = "PENDING"
@@ -39,8 +44,48 @@ PROCESSING = "PROCESSING"
 PUBLISHED = "PUBLISHED"
 DEAD = "DEAD"
 LAST_ERROR_LIMIT = 1024
-#: Priority given to version 1 of an aggregate (a new task) when its messages carry less.
-PRIORITY_NEW_AGGREGATE = 5
+
+
+class Priority(IntEnum):
+    """Relay order of a row (higher first, seed §13.3) and whether a newer row may replace it.
+
+    ``PROGRESS`` rows (and anything below) carry plain progress: a newer version of the same
+    aggregate on the same channel supersedes them (complete state, never diffs). Rows above it —
+    notices, terminal states, a new task's first version — are always published.
+    """
+
+    PROGRESS = 0
+    NEW_AGGREGATE = 5
+    NOTICE = 10
+
+    @classmethod
+    def of(cls, *, urgent: bool) -> Priority:
+        """A projection's priority: ``urgent`` = it carries a notice or a terminal state."""
+        return cls.NOTICE if urgent else cls.PROGRESS
+
+
+#: Kept for readers of the number (the relay's tests): version 1's priority floor.
+PRIORITY_NEW_AGGREGATE = Priority.NEW_AGGREGATE
+
+
+def supersedable(priority: int) -> bool:
+    """True when a row of this priority may be dropped for a newer version (same aggregate, channel)."""
+    return priority <= Priority.PROGRESS
+
+
+def effective_priority(priority: int, aggregate_version: int) -> int:
+    """The stored priority: an aggregate's first version is raised to ``NEW_AGGREGATE``."""
+    return max(priority, Priority.NEW_AGGREGATE) if aggregate_version == 1 else priority
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxMessage:
+    """One projection of one aggregate version for one channel (complete state, with a version)."""
+
+    channel: str
+    projection: str
+    payload: dict[str, Any]
+    priority: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,43 +125,13 @@ class DeadRow:
     created_at: datetime
 
 
-async def append(
-    conn: AsyncConnection,
-    aggregate_id: str,
-    aggregate_version: int,
-    messages: Sequence[OutboxMessage],
-    now: datetime,
-) -> None:
-    """Insert one PENDING row per message (one statement); ``created_at`` is the commit-time clock."""
-    if not messages:
-        return
-    floor = PRIORITY_NEW_AGGREGATE if aggregate_version == 1 else None
-    await conn.execute(
-        sa.insert(task_outbox),
-        [
-            {
-                "aggregate_type": "task",
-                "aggregate_id": aggregate_id,
-                "aggregate_version": aggregate_version,
-                "channel": m.channel,
-                "projection": m.projection,
-                "payload": m.payload,
-                "status": PENDING,
-                "priority": m.priority if floor is None else max(m.priority, floor),
-                "available_at": now,
-                "attempts": 0,
-                "created_at": now,
-            }
-            for m in messages
-        ],
-    )
+#: ``(aggregate_id, aggregate_version, messages, now)``: the messages of one aggregate version.
+Entry = tuple[str, int, Sequence[OutboxMessage], datetime]
 
 
-async def append_many(
-    conn: AsyncConnection, entries: Sequence[tuple[str, int, Sequence[OutboxMessage], datetime]]
-) -> None:
-    """:func:`append` for several ``(aggregate_id, aggregate_version, messages, now)`` at once, as ONE
-    multi-row statement (the Status API's group commit); rows are exactly those :func:`append` writes."""
+async def append_many(conn: AsyncConnection, entries: Sequence[Entry]) -> None:
+    """Insert one PENDING row per message of every entry with ONE multi-row statement (inside the
+    Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock."""
     rows = [
         {
             "aggregate_type": "task",
@@ -126,7 +141,7 @@ async def append_many(
             "projection": m.projection,
             "payload": m.payload,
             "status": PENDING,
-            "priority": max(m.priority, PRIORITY_NEW_AGGREGATE) if version == 1 else m.priority,
+            "priority": effective_priority(m.priority, version),
             "available_at": now,
             "attempts": 0,
             "created_at": now,
@@ -136,6 +151,17 @@ async def append_many(
     ]
     if rows:
         await conn.execute(sa.insert(task_outbox), rows)
+
+
+async def append(
+    conn: AsyncConnection,
+    aggregate_id: str,
+    aggregate_version: int,
+    messages: Sequence[OutboxMessage],
+    now: datetime,
+) -> None:
+    """:func:`append_many` for one aggregate version (a batch of one)."""
+    await append_many(conn, [(aggregate_id, aggregate_version, messages, now)])
 
 
 def _row(r: Any, taken_over: frozenset[int] = frozenset(), attempts_delta: int = 0) -> OutboxRow:

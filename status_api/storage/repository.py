@@ -1,13 +1,15 @@
-"""Rows <-> domain values, and the queries the service runs inside its transactions.
+"""Rows <-> domain values, and the reads the service and the queries run.
 
-Every function takes an open ``AsyncConnection``; none opens or commits a transaction.
-Writers always lock the ``task`` row first (:func:`lock_task`), which serializes everything that
-touches one task — steps, event log, dedup and outbox — without a global lock (seed §11.2).
+Every function takes an open ``AsyncConnection``; none opens or commits a transaction. Each read
+takes a set of ids (one task is a set of one), so a batch costs one statement per table. Writers
+lock their ``task`` rows first (:func:`lock_tasks`), which serializes everything that touches one
+task — steps, event log, dedup and outbox — without a global lock (seed §11.2); the one writer is
+``storage.write``. Retention deletes from the event log here (:func:`purge_timeline`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +18,7 @@ from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import (
-    JSON,
+    TERMINAL,
     DataBody,
     DurationSource,
     ErrorInfo,
@@ -65,6 +67,7 @@ def task_from_row(r: RowMapping) -> TaskState:
         finished_at=r["finished_at"],
         duration_ms=r["duration_ms"],
         duration_source=_ds(r["duration_source"]),
+        coordinator_id=r["coordinator_id"],
     )
 
 
@@ -96,6 +99,7 @@ def task_values(t: TaskState) -> dict[str, Any]:
         "duration_ms": t.duration_ms,
         "duration_source": t.duration_source.value if t.duration_source else None,
         "updated_at": t.updated_at,
+        "coordinator_id": t.coordinator_id,
     }
 
 
@@ -167,101 +171,9 @@ def step_values(s: StepState) -> dict[str, Any]:
     }
 
 
-async def lock_task(conn: AsyncConnection, task_id: str) -> TaskState | None:
-    """``SELECT … FOR UPDATE`` the task row (SQLite: the BEGIN IMMEDIATE lock already serializes)."""
-    row = (
-        (await conn.execute(sa.select(task).where(task.c.id == task_id).with_for_update())).mappings().first()
-    )
-    return task_from_row(row) if row else None
-
-
-async def get_task(conn: AsyncConnection, task_id: str) -> TaskState | None:
-    row = (await conn.execute(sa.select(task).where(task.c.id == task_id))).mappings().first()
-    return task_from_row(row) if row else None
-
-
-async def get_tasks(conn: AsyncConnection, task_ids: Sequence[str]) -> dict[str, TaskState]:
-    if not task_ids:
-        return {}
-    rows = (await conn.execute(sa.select(task).where(task.c.id.in_(list(task_ids))))).mappings()
-    return {r["id"]: task_from_row(r) for r in rows}
-
-
-async def current_steps(conn: AsyncConnection, task_id: str) -> dict[str, StepState]:
-    """stepId -> the step's current (highest) attempt."""
-    rows = (
-        await conn.execute(
-            sa.select(task_step).where(task_step.c.task_id == task_id).order_by(task_step.c.attempt)
-        )
-    ).mappings()
-    return {r["step_id"]: step_from_row(r) for r in rows}
-
-
-async def current_steps_many(
-    conn: AsyncConnection, task_ids: Sequence[str]
-) -> dict[str, dict[str, StepState]]:
-    out: dict[str, dict[str, StepState]] = {tid: {} for tid in task_ids}
-    if not task_ids:
-        return out
-    rows = (
-        await conn.execute(
-            sa.select(task_step).where(task_step.c.task_id.in_(list(task_ids))).order_by(task_step.c.attempt)
-        )
-    ).mappings()
-    for r in rows:
-        out[r["task_id"]][r["step_id"]] = step_from_row(r)
-    return out
-
-
-async def insert_task(conn: AsyncConnection, t: TaskState, steps: Iterable[StepState]) -> None:
-    await conn.execute(sa.insert(task), [task_values(t)])
-    await conn.execute(sa.insert(task_step), [step_values(s) for s in steps])
-
-
-async def update_task(conn: AsyncConnection, t: TaskState, expected_version: int) -> None:
-    """Write the task; the version predicate is a belt-and-braces check on top of the row lock."""
-    values = task_values(t)
-    del values["id"]
-    res = await conn.execute(
-        sa.update(task).where(task.c.id == t.id, task.c.version == expected_version).values(**values)
-    )
-    if res.rowcount != 1:
-        raise RuntimeError(f"task {t.id} version moved under the lock (expected {expected_version})")
-
-
-async def save_step(conn: AsyncConnection, s: StepState, *, new_attempt: bool = False) -> None:
-    values = step_values(s)
-    if new_attempt:
-        await conn.execute(sa.insert(task_step), [values])
-        return
-    await conn.execute(
-        sa.update(task_step)
-        .where(
-            task_step.c.task_id == s.task_id,
-            task_step.c.step_id == s.step_id,
-            task_step.c.attempt == s.attempt,
-        )
-        .values(**values)
-    )
-
-
-# --- batched ingestion (service_ingest.EventIngestor) ---------------------------------------------
-# A batch locks its tasks with one ``SELECT … FOR UPDATE`` in id order (no deadlock between batches),
-# reads their steps and dedup rows with one query each, and writes each table with one executemany.
-
-_UPDATE_TASK = sa.update(task).where(
-    task.c.id == sa.bindparam("b_id"), task.c.version == sa.bindparam("b_expected_version")
-)
-_UPDATE_STEP = sa.update(task_step).where(
-    task_step.c.task_id == sa.bindparam("b_task_id"),
-    task_step.c.step_id == sa.bindparam("b_step_id"),
-    task_step.c.attempt == sa.bindparam("b_attempt"),
-)
-_DEDUP_COLUMNS = (task_event_dedup.c.event_id, task_event_dedup.c.task_id, task_event_dedup.c.payload_hash)
-
-
 async def lock_tasks(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str, TaskState]:
-    """Lock several task rows in ascending id order (one statement); missing ids are absent."""
+    """``SELECT … FOR UPDATE`` task rows in ascending id order (two batches never deadlock on each
+    other; SQLite: the BEGIN IMMEDIATE lock already serializes). Missing ids are absent."""
     ids = sorted(set(task_ids))
     if not ids:
         return {}
@@ -269,106 +181,38 @@ async def lock_tasks(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str
     return {r["id"]: task_from_row(r) for r in (await conn.execute(q)).mappings()}
 
 
+async def get_tasks(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str, TaskState]:
+    ids = sorted(set(task_ids))
+    if not ids:
+        return {}
+    rows = (await conn.execute(sa.select(task).where(task.c.id.in_(ids)))).mappings()
+    return {r["id"]: task_from_row(r) for r in rows}
+
+
+async def current_steps(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str, dict[str, StepState]]:
+    """taskId -> stepId -> the step's current (highest) attempt; every asked id has an entry."""
+    ids = list(dict.fromkeys(task_ids))
+    out: dict[str, dict[str, StepState]] = {tid: {} for tid in ids}
+    if not ids:
+        return out
+    rows = (
+        await conn.execute(
+            sa.select(task_step).where(task_step.c.task_id.in_(ids)).order_by(task_step.c.attempt)
+        )
+    ).mappings()
+    for r in rows:
+        out[r["task_id"]][r["step_id"]] = step_from_row(r)
+    return out
+
+
 async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, RowMapping]:
     """event_id -> (task_id, payload_hash, result) of the eventIds already recorded."""
     ids = sorted(set(event_ids))
     if not ids:
         return {}
-    q = sa.select(*_DEDUP_COLUMNS, task_event_dedup.c.result).where(task_event_dedup.c.event_id.in_(ids))
+    d = task_event_dedup.c
+    q = sa.select(d.event_id, d.task_id, d.payload_hash, d.result).where(d.event_id.in_(ids))
     return {r["event_id"]: r for r in (await conn.execute(q)).mappings()}
-
-
-async def update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:
-    """Write ``(task, version it had when locked)`` pairs with one executemany (version-checked)."""
-    if not changes:
-        return
-    rows = []
-    for t, expected in changes:
-        values = task_values(t)
-        values["b_id"] = values.pop("id")
-        values["b_expected_version"] = expected
-        rows.append(values)
-    res = await conn.execute(_UPDATE_TASK, rows)
-    if res.rowcount not in (-1, len(rows)):
-        raise RuntimeError(f"{len(rows) - res.rowcount} task version(s) moved under the lock")
-
-
-async def update_steps(conn: AsyncConnection, steps: Sequence[StepState]) -> None:
-    """Write the current attempt of several steps with one executemany."""
-    if not steps:
-        return
-    rows = []
-    for s in steps:
-        values = step_values(s)
-        values["b_task_id"] = values.pop("task_id")
-        values["b_step_id"] = values.pop("step_id")
-        values["b_attempt"] = values.pop("attempt")
-        rows.append(values)
-    await conn.execute(_UPDATE_STEP, rows)
-
-
-async def insert_events(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    if rows:
-        await conn.execute(sa.insert(task_event_log), [dict(r) for r in rows])
-
-
-async def insert_dedups(conn: AsyncConnection, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Rows of ``event_id, task_id, payload_hash, result, created_at``."""
-    if rows:
-        await conn.execute(sa.insert(task_event_dedup), [dict(r) for r in rows])
-
-
-async def touch_heartbeat(conn: AsyncConnection, s: StepState) -> None:
-    await conn.execute(
-        sa.update(task_step)
-        .where(
-            task_step.c.task_id == s.task_id,
-            task_step.c.step_id == s.step_id,
-            task_step.c.attempt == s.attempt,
-        )
-        .values(last_heartbeat_at=s.last_heartbeat_at)
-    )
-
-
-async def insert_event(conn: AsyncConnection, values: Mapping[str, Any]) -> None:
-    await conn.execute(sa.insert(task_event_log), [dict(values)])
-
-
-async def get_dedup(conn: AsyncConnection, event_id: str) -> RowMapping | None:
-    row = (
-        (
-            await conn.execute(
-                sa.select(
-                    task_event_dedup.c.task_id, task_event_dedup.c.payload_hash, task_event_dedup.c.result
-                ).where(task_event_dedup.c.event_id == event_id)
-            )
-        )
-        .mappings()
-        .first()
-    )
-    return row
-
-
-async def insert_dedup(
-    conn: AsyncConnection,
-    event_id: str,
-    task_id: str,
-    payload_hash: str,
-    result: Mapping[str, JSON],
-    now: datetime,
-) -> None:
-    await conn.execute(
-        sa.insert(task_event_dedup),
-        [
-            {
-                "event_id": event_id,
-                "task_id": task_id,
-                "payload_hash": payload_hash,
-                "result": dict(result),
-                "created_at": now,
-            }
-        ],
-    )
 
 
 async def last_task_level_seq(
@@ -429,14 +273,41 @@ async def purge_timeline(conn: AsyncConnection, task_id: str, up_to_version: int
     return int(res.rowcount or 0)
 
 
+async def purgeable_prefixes(
+    conn: AsyncConnection, older_than: datetime, limit: int
+) -> list[tuple[str, int, int]]:
+    """(task_id, highest task_version committed before ``older_than``, how many entries were) for
+    up to ``limit`` tasks.
+
+    Retention deletes whole prefixes: the retained part of a timeline is always a suffix, so
+    ``oldest retained version > afterTaskVersion + 1`` tells a purged window from no events even
+    if replicas' clocks disagree by a little.
+    """
+    e = task_event_log.c
+    q = (
+        sa.select(e.task_id, sa.func.max(e.task_version), sa.func.count())
+        .where(e.committed_at < older_than)
+        .group_by(e.task_id)
+        .order_by(e.task_id)
+        .limit(limit)
+    )
+    return [(r[0], int(r[1]), int(r[2])) for r in await conn.execute(q)]
+
+
 async def health_candidates(
     conn: AsyncConnection, cutoff: datetime, limit: int
 ) -> list[tuple[str, str, int, str]]:
-    """(task_id, step_id, attempt, wanted health) for running steps whose health should change:
-    HEALTHY with no liveness since ``cutoff`` -> STALE; STALE with liveness since ``cutoff`` -> HEALTHY."""
+    """(task_id, step_id, attempt, wanted health) for running steps of open tasks whose health
+    should change: HEALTHY with no liveness since ``cutoff`` -> STALE; STALE with liveness since
+    ``cutoff`` -> HEALTHY. Steps of a terminal task are never candidates (seed §4.2)."""
     alive = sa.func.coalesce(task_step.c.last_heartbeat_at, task_step.c.started_at, task_step.c.created_at)
-    base = sa.select(task_step.c.task_id, task_step.c.step_id, task_step.c.attempt).where(
-        task_step.c.lifecycle_status == Lifecycle.RUNNING.value
+    base = (
+        sa.select(task_step.c.task_id, task_step.c.step_id, task_step.c.attempt)
+        .join(task, task.c.id == task_step.c.task_id)
+        .where(
+            task_step.c.lifecycle_status == Lifecycle.RUNNING.value,
+            task.c.lifecycle_status.not_in([lc.value for lc in TERMINAL]),
+        )
     )
     to_stale = (
         await conn.execute(

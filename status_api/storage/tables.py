@@ -8,7 +8,9 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
 * ``task.project_id``, ``task/task_step.duration_source``, ``task_step.created_at/progress`` (queue
   duration and progress in detail), ``task_outbox.aggregate_type/priority`` (relay ordering);
 * the sourceSeq unique key of ``task_event_log`` includes ``producer_id``: services never share
-  counters (seed §3.4).
+  counters (seed §3.4);
+* ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
+  ``task_event_committed_idx`` (event-log retention finds old rows without a scan).
 
 All timestamps are naive UTC ``DATETIME(3)``, written from the service's clock.
 """
@@ -59,6 +61,7 @@ task = sa.Table(
     sa.Column("duration_ms", BIGU, nullable=True),
     sa.Column("duration_source", sa.String(32), nullable=True),
     sa.Column("updated_at", TS, nullable=False),
+    sa.Column("coordinator_id", sa.String(128), nullable=True),
     sa.Index("task_owner_updated_idx", "tenant_id", "owner_id", "updated_at", "id"),
     sa.Index("task_project_idx", "tenant_id", "project_id", "updated_at"),
 )
@@ -124,6 +127,7 @@ task_event_log = sa.Table(
     ),
     sa.Index("task_event_timeline_idx", "task_id", "committed_at", "event_id"),
     sa.Index("task_event_producer_idx", "task_id", "producer_id", "task_attempt", "source_seq"),
+    sa.Index("task_event_committed_idx", "committed_at"),
 )
 
 task_event_dedup = sa.Table(

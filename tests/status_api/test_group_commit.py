@@ -187,7 +187,7 @@ async def test_group_commit_answers_each_caller_and_survives_a_cancelled_one() -
 
 
 async def test_outbox_append_many_writes_exactly_the_rows_of_append(h: Harness) -> None:
-    from status_api.domain.projections import OutboxMessage
+    from status_api.storage.outbox import OutboxMessage
 
     msgs = [
         OutboxMessage("task_user:t1/u1", "USER_SUMMARY", {"v": 1}, 0),

@@ -1,9 +1,13 @@
-"""Shared plumbing of the Status API write side: the clock, settings, transaction retries, the
-definition cache and the one way a change is saved (task + step, event log, outbox).
+"""The explicit context every Status API use case runs over, and the shape of a use case.
 
-``service.StatusService`` builds on :class:`ServiceCore`; ``service_ingest`` (event ingestion with
-group commit) and ``service_admin`` (operator corrections, the health reconciler's writes and the
-registries) take it as their context. Must not import starlette, nor the modules built on it.
+:class:`ServiceContext` holds the engine, validators, token issuer, clock (injected: tests advance
+it by hand) and settings, and offers what every use case needs: the definition cache, transaction
+retries, :meth:`ServiceContext.transact` (run a use case in ONE transaction and save the
+:class:`~status_api.storage.write.Change` values it returns with the one writer) and the execution
+context handed to a step's service. :func:`version_change` turns a domain decision into the Change
+of one new task version (task + step, event-log row, outbox messages).
+
+Must not import starlette, nor the use-case modules built on it.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -22,17 +26,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from status_api.domain import ingest
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import JSON, ExecutionGrant, StepState, TaskState
-from status_api.domain.projections import Trigger, iso, outbox_messages
+from status_api.domain.projections import Projected, Trigger, iso, project
 from status_api.domain.registry import TaskDefinitions
 from status_api.domain.sanitize import USER_MESSAGE_LIMIT
 from status_api.schemas import SchemaStore
-from status_api.storage import outbox, registries
-from status_api.storage import repository as repo
+from status_api.storage import registries
 from status_api.storage.database import is_retryable
+from status_api.storage.outbox import OutboxMessage, Priority
+from status_api.storage.write import Change, DedupRow, write
 from status_api.tokens import TokenIssuer
 
 log = logging.getLogger("status_api.service")
 T = TypeVar("T")
+R = TypeVar("R")
 Clock = Callable[[], datetime]
 
 
@@ -60,11 +66,31 @@ class ServiceSettings:
     max_data_bytes: int = ingest.DEFAULT_MAX_DATA_BYTES
     user_message_limit: int = USER_MESSAGE_LIMIT
     max_transaction_retries: int = 5
-    #: Group commit (``service_ingest``): at most this many events share one transaction; 1 turns
+    #: Group commit (``service.ingest``): at most this many events share one transaction; 1 turns
     #: batching off (each event runs its own transaction in the caller's task).
     ingest_batch_max: int = 64
     #: Group-commit transactions in flight at once (each holds one pooled connection).
     ingest_batch_runners: int = 3
+    #: Event-log retention (``service.retention``): entries older than this are purged by the
+    #: scheduled run; None keeps the event log forever.
+    event_log_retention_seconds: float | None = None
+    #: How often the scheduled run purges, and how many tasks' prefixes one transaction deletes.
+    retention_interval_seconds: float = 3600.0
+    retention_batch_size: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Decision(Generic[R]):
+    """What a use case decided inside its transaction: the changes to save and the caller's answer."""
+
+    changes: Sequence[Change]
+    result: R
+
+
+def outbox_messages(projected: Projected) -> tuple[OutboxMessage, ...]:
+    """The outbox messages of a projected version; urgent ones outrank and never get superseded."""
+    priority = Priority.of(urgent=projected.urgent)
+    return tuple(OutboxMessage(p.channel, p.projection.name, p.payload, priority) for p in projected.payloads)
 
 
 def event_log_row(
@@ -89,8 +115,54 @@ def event_log_row(
     }
 
 
-class ServiceCore:
-    """Engine, validators, token issuer, clock (injected: tests advance it by hand) and settings."""
+def version_change(
+    before: TaskState,
+    steps: Mapping[str, StepState],
+    applied: ingest.Applied,
+    defs: TaskDefinitions,
+    trigger: Trigger,
+    log_fields: Mapping[str, Any],
+    *,
+    new_attempt: bool = False,
+    dedup: DedupRow | None = None,
+) -> Change:
+    """The Change of one new task version: task (+ step), its event-log row, one outbox message per
+    projection channel. ``steps`` is the state before; ``new_attempt`` inserts the step row."""
+    after, step = applied.task, applied.step
+    new_steps = {**steps, step.step_id: step} if step is not None else steps
+    messages = outbox_messages(project(before, after, new_steps, step, trigger, defs.operations))
+    written = (step,) if step is not None else ()
+    return Change(
+        at=trigger.committed_at,
+        task=after,
+        base_version=before.version,
+        steps=() if new_attempt else written,
+        new_steps=written if new_attempt else (),
+        log=(event_log_row(trigger, after, step, log_fields),),
+        outbox=messages,
+        dedup=dedup,
+    )
+
+
+def audit_fields(
+    producer_id: str, source_seq: int, event_type: str, at: datetime, payload: JSON
+) -> dict[str, Any]:
+    """Event-log fields of a version the service itself produces (no worker report behind it)."""
+    return {
+        "producer_id": producer_id[:128],
+        "source_seq": source_seq,
+        "event_type": event_type,
+        "data_schema": None,
+        "error_code": None,
+        "occurred_at": at,
+        "received_at": at,
+        "duration_ms": None,
+        "payload": payload,
+    }
+
+
+class ServiceContext:
+    """Engine, validators, token issuer, clock and settings, shared by every use case."""
 
     def __init__(
         self,
@@ -107,8 +179,12 @@ class ServiceCore:
         self.settings = settings or ServiceSettings()
         self._defs: dict[tuple[str, str, str, int, int], TaskDefinitions] = {}
 
-    async def _retrying(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race."""
+    async def retrying(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race.
+
+        Raises:
+            DomainError: UNAVAILABLE ``STORAGE_BUSY`` when lock conflicts outlast the retries.
+        """
         for attempt in range(self.settings.max_transaction_retries):
             try:
                 return await fn()
@@ -126,6 +202,21 @@ class ServiceCore:
                 log.info("retryable storage error, retrying: %s", exc.orig)
         raise AssertionError("unreachable")
 
+    async def transact(self, decide: Callable[[AsyncConnection], Awaitable[Decision[R]]]) -> R:
+        """Run ``decide`` in one transaction, save its changes with the one writer, commit, answer.
+
+        The whole transaction is retried on lock conflicts; a DomainError from ``decide`` rolls
+        back and propagates (nothing is written).
+        """
+
+        async def tx() -> R:
+            async with self.engine.begin() as conn:
+                decision = await decide(conn)
+                await write(conn, decision.changes)
+                return decision.result
+
+        return await self.retrying(tx)
+
     async def definitions(
         self,
         conn: AsyncConnection,
@@ -135,7 +226,11 @@ class ServiceCore:
         status_version: int,
         operation_version: int,
     ) -> TaskDefinitions:
-        """The immutable definition sets a task binds to (cached: published versions never change)."""
+        """The immutable definition sets a task binds to (cached: published versions never change).
+
+        Raises:
+            DomainError: INVALID ``UNKNOWN_DEFINITION_VERSION``.
+        """
         key = (tenant, product, task_type, status_version, operation_version)
         defs = self._defs.get(key)
         if defs is None:
@@ -148,7 +243,8 @@ class ServiceCore:
             defs = self._defs[key] = TaskDefinitions(s, o)
         return defs
 
-    async def _task_defs(self, conn: AsyncConnection, t: TaskState) -> TaskDefinitions:
+    async def task_definitions(self, conn: AsyncConnection, t: TaskState) -> TaskDefinitions:
+        """The definition sets ``t`` was created with."""
         return await self.definitions(
             conn,
             t.tenant_id,
@@ -181,26 +277,3 @@ class ServiceCore:
             "executionToken": token,
             "expiresAt": iso(datetime.fromtimestamp(exp, UTC).replace(tzinfo=None)),
         }
-
-    async def _commit_change(
-        self,
-        conn: AsyncConnection,
-        before: TaskState,
-        steps: Mapping[str, StepState],
-        applied: ingest.Applied,
-        defs: TaskDefinitions,
-        trigger: Trigger,
-        log_row: Mapping[str, Any],
-        *,
-        new_attempt: bool = False,
-    ) -> None:
-        """Save task (+ step), append the event log and one outbox row per projection channel."""
-        after = applied.task
-        new_steps = dict(steps)
-        await repo.update_task(conn, after, before.version)
-        if applied.step is not None:
-            new_steps[applied.step.step_id] = applied.step
-            await repo.save_step(conn, applied.step, new_attempt=new_attempt)
-        await repo.insert_event(conn, event_log_row(trigger, after, applied.step, log_row))
-        messages = outbox_messages(before, after, new_steps, applied.step, trigger, defs.operations)
-        await outbox.append(conn, after.id, after.version, messages, trigger.committed_at)

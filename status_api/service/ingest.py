@@ -2,7 +2,7 @@
 
 Per event, outside any transaction: envelope JSON Schema, ``Idempotency-Key`` = eventId, parsing,
 the canonical payload hash. Then the event joins a batch (:class:`~status_api.group_commit.GroupCommit`)
-and :meth:`EventIngestor.apply_batch` runs the whole batch inside ONE transaction:
+and :meth:`EventIngestor.apply_batch` decides the whole batch inside ONE transaction:
 
 1. lock every task of the batch with one ``SELECT … FOR UPDATE`` in id order (two batches never
    deadlock on each other), read their steps and the batch's dedup rows with one query each;
@@ -10,7 +10,8 @@ and :meth:`EventIngestor.apply_batch` runs the whole batch inside ONE transactio
    registries (+ ``data.value`` schema), eventId idempotency, the pure state machine — against the
    in-memory state left by the events before it, so events of one task apply one after another and
    a duplicate eventId inside the batch sees the first one's result;
-3. write each table once (executemany): tasks (version-checked), steps, event log, outbox, dedup.
+3. hand every event's :class:`~status_api.storage.write.Change` to the one writer, which writes
+   each table once (executemany): tasks (version-checked), steps, event log, outbox, dedup.
 
 Every event's effects commit atomically with its state, and callers are answered only after the
 commit. An event that the domain rejects gets its error and leaves no trace, as it would alone. If
@@ -28,7 +29,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -47,12 +47,12 @@ from status_api.domain.model import (
     StepState,
     TaskState,
 )
-from status_api.domain.projections import OutboxMessage, Trigger, iso, outbox_messages
+from status_api.domain.projections import Trigger, iso
 from status_api.domain.sanitize import sanitize_error, sanitize_user_message
 from status_api.group_commit import GroupCommit
-from status_api.service_core import ServiceCore, canonical_hash, event_log_row, parse_time
-from status_api.storage import outbox
+from status_api.service.context import ServiceContext, canonical_hash, parse_time, version_change
 from status_api.storage import repository as repo
+from status_api.storage.write import Change, DedupRow, write
 
 log = logging.getLogger("status_api.service")
 Response = dict[str, JSON]
@@ -110,24 +110,21 @@ class PendingEvent:
 
 @dataclass(slots=True)
 class _Batch:
-    """State of one batch transaction: what was locked and read, what the events changed."""
+    """State of one batch transaction: what was locked and read, and the changes decided so far
+    (each event sees the in-memory state the events before it left)."""
 
     tasks: dict[str, TaskState]
     steps: dict[str, dict[str, StepState]]
     #: eventId -> (task_id, payload_hash, result): the stored dedup rows plus this batch's.
     dedup: dict[str, tuple[str, str, Mapping[str, JSON]]]
-    locked_versions: dict[str, int] = field(default_factory=dict)
     task_seqs: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    dirty_steps: dict[tuple[str, str], StepState] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    outbox: list[tuple[str, int, list[OutboxMessage], datetime]] = field(default_factory=list)
-    dedup_rows: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
 
 class EventIngestor:
-    """The ingest use case over a :class:`ServiceCore`; owns the group-commit queue."""
+    """The ingest use case over a :class:`ServiceContext`; owns the group-commit queue."""
 
-    def __init__(self, core: ServiceCore) -> None:
+    def __init__(self, core: ServiceContext) -> None:
         self.core = core
         s = core.settings
         self.group: GroupCommit[PendingEvent, Response] | None = None
@@ -149,7 +146,7 @@ class EventIngestor:
         event = parse_event(body, core.settings.user_message_limit)
         item = PendingEvent(event, caller, canonical_hash(body), core.clock())
         if self.group is None:
-            return await core._retrying(lambda: self._one(item))
+            return await core.retrying(lambda: self._one(item))
         return await self.group.submit(item)
 
     async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
@@ -168,7 +165,7 @@ class EventIngestor:
         out: list[Response | Exception] = []
         for item in items:
             try:
-                out.append(await self.core._retrying(functools.partial(self._one, item)))
+                out.append(await self.core.retrying(functools.partial(self._one, item)))
             except Exception as exc:
                 out.append(exc)
         return out
@@ -189,15 +186,12 @@ class EventIngestor:
         errors propagate (the caller rolls back and falls back to one transaction per event).
         """
         tasks = await repo.lock_tasks(conn, (i.event.task_id for i in items))
-        steps = await repo.current_steps_many(conn, list(tasks))
+        steps = await repo.current_steps(conn, tasks)
         stored = await repo.get_dedups(
             conn, (i.event.event_id for i in items if i.event.event_type is not EventType.STEP_HEARTBEAT)
         )
         batch = _Batch(
-            tasks,
-            steps,
-            {k: (r["task_id"], r["payload_hash"], r["result"]) for k, r in stored.items()},
-            {tid: t.version for tid, t in tasks.items()},
+            tasks, steps, {k: (r["task_id"], r["payload_hash"], r["result"]) for k, r in stored.items()}
         )
         out: list[Response | Exception] = []
         for item in items:
@@ -205,7 +199,7 @@ class EventIngestor:
                 out.append(await self._apply(conn, batch, item))
             except DomainError as exc:
                 out.append(exc)
-        await self._write(conn, batch)
+        await write(conn, batch.changes)
         return out
 
     async def _apply(self, conn: AsyncConnection, b: _Batch, item: PendingEvent) -> Response:
@@ -216,7 +210,7 @@ class EventIngestor:
         steps = b.steps[task.id]
         step = steps.get(event.step_id) if event.step_id else None
         ingest.authorize(event, item.caller, task, step)
-        defs = await core._task_defs(conn, task)
+        defs = await core.task_definitions(conn, task)
         ingest.check_registered(event, defs, core.schemas.validate_data, core.settings.max_data_bytes)
         heartbeat = event.event_type is EventType.STEP_HEARTBEAT
         if not heartbeat:
@@ -236,19 +230,15 @@ class EventIngestor:
             outcome = ingest.apply_task_event(task, steps, event, defs, now, b.task_seqs[seq_key])
         if isinstance(outcome, ingest.Heartbeat):
             steps[outcome.step.step_id] = outcome.step
-            b.dirty_steps[(task.id, outcome.step.step_id)] = outcome.step
+            b.changes.append(Change(at=now, steps=(outcome.step,)))
             return _response(event, task, outcome.step, now, accepted=True)
         if isinstance(outcome, ingest.Stale):
             result = _response(event, task, step, now, accepted=False, stale=outcome.reason)
             if not heartbeat:
-                self._dedup(b, item, task.id, result, now)
+                b.changes.append(Change(at=now, dedup=self._dedup(b, item, task.id, result, now)))
             return result
         after, new_step = outcome.task, outcome.step
-        b.tasks[task.id] = after
-        if new_step is not None:
-            steps[new_step.step_id] = new_step
-            b.dirty_steps[(task.id, new_step.step_id)] = new_step
-        else:
+        if new_step is None:
             b.task_seqs[seq_key] = event.source_seq
         trigger = Trigger(
             event.event_id,
@@ -262,53 +252,30 @@ class EventIngestor:
             event.data,
             event.error,
         )
-        b.events.append(
-            event_log_row(
-                trigger,
-                after,
-                new_step,
-                {
-                    "producer_id": event.producer_id,
-                    "source_seq": event.source_seq,
-                    "event_type": event.event_type.value,
-                    "data_schema": event.data.schema if event.data else None,
-                    "error_code": event.error.code if event.error else None,
-                    "occurred_at": event.occurred_at,
-                    "received_at": item.received_at,
-                    "duration_ms": event.duration_ms,
-                    "payload": _event_payload(event),
-                },
-            )
-        )
-        messages = outbox_messages(task, after, steps, new_step, trigger, defs.operations)
-        b.outbox.append((after.id, after.version, messages, now))
         result = _response(event, after, new_step, now, accepted=True)
-        self._dedup(b, item, task.id, result, now)
+        log_fields = {
+            "producer_id": event.producer_id,
+            "source_seq": event.source_seq,
+            "event_type": event.event_type.value,
+            "data_schema": event.data.schema if event.data else None,
+            "error_code": event.error.code if event.error else None,
+            "occurred_at": event.occurred_at,
+            "received_at": item.received_at,
+            "duration_ms": event.duration_ms,
+            "payload": _event_payload(event),
+        }
+        dedup = self._dedup(b, item, task.id, result, now)
+        b.changes.append(version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup))
+        b.tasks[task.id] = after
+        if new_step is not None:
+            steps[new_step.step_id] = new_step
         return result
 
     @staticmethod
-    def _dedup(b: _Batch, item: PendingEvent, task_id: str, result: Response, now: datetime) -> None:
+    def _dedup(b: _Batch, item: PendingEvent, task_id: str, result: Response, now: datetime) -> DedupRow:
+        """Remember the first result of an eventId (later events of the batch see it)."""
         b.dedup[item.event.event_id] = (task_id, item.payload_hash, result)
-        b.dedup_rows.append(
-            {
-                "event_id": item.event.event_id,
-                "task_id": task_id,
-                "payload_hash": item.payload_hash,
-                "result": dict(result),
-                "created_at": now,
-            }
-        )
-
-    @staticmethod
-    async def _write(conn: AsyncConnection, b: _Batch) -> None:
-        changed = [
-            (t, b.locked_versions[tid]) for tid, t in b.tasks.items() if t.version != b.locked_versions[tid]
-        ]
-        await repo.update_tasks(conn, changed)
-        await repo.update_steps(conn, list(b.dirty_steps.values()))
-        await repo.insert_events(conn, b.events)
-        await outbox.append_many(conn, b.outbox)
-        await repo.insert_dedups(conn, b.dedup_rows)
+        return DedupRow(item.event.event_id, task_id, item.payload_hash, result, now)
 
 
 def _response(

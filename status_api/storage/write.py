@@ -1,0 +1,159 @@
+"""The one writer of the Status API: :func:`write` saves a batch of :class:`Change` values inside
+the caller's open transaction — task and step rows, the event log, the outbox and the idempotency
+rows, each table with at most one statement (an executemany for updates), so a batch of 64 events
+costs the same round trips as one event. A single change is a batch of one.
+
+Writers lock their task rows first (``repository.lock_tasks``, ascending id order), which serializes
+everything that touches one task without a global lock (seed §11.2). Several changes of one task in
+a batch collapse into one task row write (version-checked against the version read under the lock)
+and one row write per step attempt. Must not import the domain's decision modules or the service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from status_api.domain.model import JSON, StepState, TaskState
+from status_api.storage import outbox
+from status_api.storage.outbox import OutboxMessage
+from status_api.storage.repository import purge_timeline, step_values, task_values
+from status_api.storage.tables import task, task_event_dedup, task_event_log, task_step
+
+
+@dataclass(frozen=True, slots=True)
+class DedupRow:
+    """The idempotency record of an eventId (or creation ``Idempotency-Key``): the first result."""
+
+    event_id: str
+    task_id: str
+    payload_hash: str
+    result: Mapping[str, JSON]
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What one use case changes on one task; commits atomically with its batch (seed §5.1).
+
+    ``task`` is the task after the change, or None when the task row stays as it is (a heartbeat,
+    a stale event). ``base_version`` is the version the task had when read under its lock; None
+    means ``task`` is new (INSERT). ``steps`` are step-attempt rows to update, ``new_steps`` rows to
+    insert (creation, a new attempt). ``log`` holds ``task_event_log`` rows; ``outbox`` the
+    messages of version ``task.version``, stamped ``at`` (the commit-time clock). ``purge`` =
+    ``(task_id, version)`` deletes that task's event-log entries up to ``version`` (retention).
+    """
+
+    at: datetime
+    task: TaskState | None = None
+    base_version: int | None = None
+    steps: tuple[StepState, ...] = ()
+    new_steps: tuple[StepState, ...] = ()
+    log: tuple[Mapping[str, Any], ...] = ()
+    outbox: tuple[OutboxMessage, ...] = ()
+    dedup: DedupRow | None = None
+    purge: tuple[str, int] | None = None
+
+
+_UPDATE_TASK = sa.update(task).where(
+    task.c.id == sa.bindparam("b_id"), task.c.version == sa.bindparam("b_expected_version")
+)
+_UPDATE_STEP = sa.update(task_step).where(
+    task_step.c.task_id == sa.bindparam("b_task_id"),
+    task_step.c.step_id == sa.bindparam("b_step_id"),
+    task_step.c.attempt == sa.bindparam("b_attempt"),
+)
+StepKey = tuple[str, str, int]
+
+
+def _key(s: StepState) -> StepKey:
+    return (s.task_id, s.step_id, s.attempt)
+
+
+async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
+    """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
+
+    Raises:
+        RuntimeError: a task's version moved under the lock (a bug: writers lock first).
+        sqlalchemy.exc.IntegrityError: a unique key (eventId, version, sourceSeq) was taken.
+    """
+    new_tasks: dict[str, TaskState] = {}
+    updated: dict[str, tuple[TaskState, int]] = {}
+    new_steps: dict[StepKey, StepState] = {}
+    steps: dict[StepKey, StepState] = {}
+    log: list[dict[str, Any]] = []
+    out_entries: list[outbox.Entry] = []
+    dedup: list[dict[str, Any]] = []
+    purges: list[tuple[str, int]] = []
+    for c in changes:
+        if c.purge is not None:
+            purges.append(c.purge)
+        t = c.task
+        if t is not None:
+            if c.base_version is None or t.id in new_tasks:
+                new_tasks[t.id] = t
+            else:
+                updated[t.id] = (t, updated[t.id][1] if t.id in updated else c.base_version)
+            if c.outbox:
+                out_entries.append((t.id, t.version, c.outbox, c.at))
+        for s in c.new_steps:
+            new_steps[_key(s)] = s
+        for s in c.steps:
+            (new_steps if _key(s) in new_steps else steps)[_key(s)] = s
+        log += (dict(r) for r in c.log)
+        if c.dedup is not None:
+            d = c.dedup
+            dedup.append(
+                {
+                    "event_id": d.event_id,
+                    "task_id": d.task_id,
+                    "payload_hash": d.payload_hash,
+                    "result": dict(d.result),
+                    "created_at": d.created_at,
+                }
+            )
+    for task_id, up_to_version in purges:  # retention only: a background batch, never ingest
+        await purge_timeline(conn, task_id, up_to_version)
+    if new_tasks:
+        await conn.execute(sa.insert(task), [task_values(t) for t in new_tasks.values()])
+    if updated:
+        await _update_tasks(conn, list(updated.values()))
+    if new_steps:
+        await conn.execute(sa.insert(task_step), [step_values(s) for s in new_steps.values()])
+    if steps:
+        await _update_steps(conn, list(steps.values()))
+    if log:
+        await conn.execute(sa.insert(task_event_log), log)
+    await outbox.append_many(conn, out_entries)
+    if dedup:
+        await conn.execute(sa.insert(task_event_dedup), dedup)
+
+
+async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:
+    """``(task, version it had when locked)`` pairs, one executemany; the version predicate is a
+    belt-and-braces check on top of the row lock."""
+    rows = []
+    for t, expected in changes:
+        values = task_values(t)
+        values["b_id"] = values.pop("id")
+        values["b_expected_version"] = expected
+        rows.append(values)
+    res = await conn.execute(_UPDATE_TASK, rows)
+    if res.rowcount not in (-1, len(rows)):
+        raise RuntimeError(f"{len(rows) - res.rowcount} task version(s) moved under the lock")
+
+
+async def _update_steps(conn: AsyncConnection, rows_in: Sequence[StepState]) -> None:
+    rows = []
+    for s in rows_in:
+        values = step_values(s)
+        values["b_task_id"] = values.pop("task_id")
+        values["b_step_id"] = values.pop("step_id")
+        values["b_attempt"] = values.pop("attempt")
+        rows.append(values)
+    await conn.execute(_UPDATE_STEP, rows)
