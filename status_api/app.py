@@ -78,7 +78,13 @@ def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: C
         tokens,
         clock,
         ServiceSettings(
-            max_data_bytes=cfg.limits.max_data_bytes, user_message_limit=cfg.limits.user_message_limit
+            max_data_bytes=cfg.limits.max_data_bytes,
+            user_message_limit=cfg.limits.user_message_limit,
+            event_log_retention_seconds=(
+                cfg.retention.event_log_days * 86400 if cfg.retention.event_log_days else None
+            ),
+            retention_interval_seconds=cfg.retention.interval_seconds,
+            retention_batch_size=cfg.retention.batch_size,
         ),
     )
     queries = TaskQueries(

@@ -1,4 +1,5 @@
-"""``taskcast status-api serve|init-db|reconcile --config FILE`` (wired by taskcast_cli to :func:`main`)."""
+"""``taskcast status-api serve|init-db|reconcile|purge-events --config FILE`` (wired by taskcast.cli to
+:func:`main`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,38 @@ def _parser() -> argparse.ArgumentParser:
         "reconcile", help="run only the health reconciler loop (a separate process in the topology)"
     )
     rec.add_argument("--config", required=True, help="JSON or YAML config file")
+    purge = sub.add_parser(
+        "purge-events",
+        help="purge event-log (timeline) entries older than retention.event_log_days (or --older-than-days)",
+    )
+    purge.add_argument("--config", required=True, help="JSON or YAML config file")
+    purge.add_argument(
+        "--older-than-days", type=float, help="override retention.event_log_days for this run (> 0)"
+    )
     return p
+
+
+async def _purge_events(config_path: str, older_than_days: float | None) -> int:
+    """One retention run; prints how many entries it purged. Exit 2 when no bound is configured."""
+    from datetime import timedelta
+
+    from status_api.app import build_components
+
+    cfg = load_config(config_path)
+    days = older_than_days if older_than_days is not None else cfg.retention.event_log_days
+    if days is None or days <= 0:
+        print(
+            "taskcast status-api purge-events: set retention.event_log_days or --older-than-days (> 0)",
+            file=sys.stderr,
+        )
+        return 2
+    comp = build_components(cfg)
+    try:
+        purged = await comp.service.purge_event_log(comp.service.clock() - timedelta(days=days))
+    finally:
+        await comp.engine.dispose()
+    print(f"purged {purged} event-log entries older than {days:g} days")
+    return 0
 
 
 async def _reconcile(config_path: str) -> int:
@@ -71,6 +103,8 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "init-db":
             return asyncio.run(_init_db(args.config))
+        if args.command == "purge-events":
+            return asyncio.run(_purge_events(args.config, args.older_than_days))
         if args.command == "reconcile":
             logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
             return asyncio.run(_reconcile(args.config))

@@ -101,6 +101,17 @@ class ReconcilerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionConfig:
+    """Event-log retention: timeline entries older than ``event_log_days`` are purged (on the
+    reconciler's schedule, every ``interval_seconds``; or ``taskcast status-api purge-events``).
+    None keeps the event log forever."""
+
+    event_log_days: float | None = None
+    interval_seconds: float = 3600.0
+    batch_size: int = 500
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
@@ -116,6 +127,7 @@ class Config:
     realtime: RealtimeConfig = field(default_factory=RealtimeConfig)
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
     schema_dir: str | None = None
 
 
@@ -225,8 +237,18 @@ def _validate(cfg: Config) -> None:
         )
     if cfg.realtime.max_detail_subscriptions_per_session < 1:
         raise ConfigError("realtime.max_detail_subscriptions_per_session: must be >= 1")
+    _validate_retention(cfg.retention)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
+
+
+def _validate_retention(r: RetentionConfig) -> None:
+    if r.event_log_days is not None and r.event_log_days <= 0:
+        raise ConfigError("retention.event_log_days: must be > 0 (or null to keep the event log)")
+    if r.interval_seconds <= 0:
+        raise ConfigError("retention.interval_seconds: must be > 0")
+    if r.batch_size < 1:
+        raise ConfigError("retention.batch_size: must be >= 1")
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
