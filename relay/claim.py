@@ -1,8 +1,10 @@
-"""The relay's side of the outbox table: engine, leased claims, settling, operator queries.
+"""The relay's side of the outbox table: leased claims, settling, operator queries.
 
 The only relay module that knows which database is in use, and the only one that opens
 transactions. Every method is one short transaction around one call into
-``status_api.storage.outbox`` (the single status_api module the relay may import).
+``status_api.storage.outbox`` (the outbox contract). The engine, its bounded waits (connect, read,
+lock), the clock and the transient-error test are the plumbing shared with the Status API
+(``status_api.storage.database``; ``create_engine`` and ``utc_now`` are re-exported here).
 
 * **MySQL/MariaDB**: READ COMMITTED (no gap locks on the claim range scan) and a short
   ``innodb_lock_wait_timeout``; claims use ``FOR UPDATE SKIP LOCKED``, so any number of replicas
@@ -21,68 +23,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from status_api.storage import outbox
+from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
+
+__all__ = ["Clock", "OutboxLeases", "create_engine", "utc_now"]
 
 log = logging.getLogger("taskcast.relay.claim")
 
 T = TypeVar("T")
-Clock = Callable[[], datetime]
-#: MySQL errors that abort only this transaction: lock wait timeout, deadlock.
-RETRYABLE_MYSQL_ERRORS = frozenset({1205, 1213})
 TRANSACTION_ATTEMPTS = 4
-
-
-def utc_now() -> datetime:
-    """Naive UTC with millisecond precision (``DATETIME(3)`` truncates the rest anyway)."""
-    now = datetime.now(UTC).replace(tzinfo=None)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
-
-
-def create_engine(url: str, *, pool_size: int = 5, lock_wait_timeout_seconds: int = 5) -> AsyncEngine:
-    """An async engine for ``sqlite+aiosqlite://…`` or ``mysql+asyncmy://…`` set up for claiming."""
-    u = sa.make_url(url)
-    if u.get_backend_name() == "sqlite":
-        engine = create_async_engine(url, connect_args={"timeout": 30})
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA busy_timeout=30000")
-            cur.close()
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _on_begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-        return engine
-    return create_async_engine(
-        url,
-        pool_size=pool_size,
-        max_overflow=pool_size,
-        pool_recycle=3600,
-        isolation_level="READ COMMITTED",
-        connect_args={
-            "init_command": f"SET SESSION innodb_lock_wait_timeout={int(lock_wait_timeout_seconds)}"
-        },
-    )
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """True for a lock conflict that only aborted this transaction (deadlock, lock wait, SQLite busy)."""
-    orig = getattr(exc, "orig", None)
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in RETRYABLE_MYSQL_ERRORS:
-        return True
-    return "database is locked" in str(exc)
 
 
 class OutboxLeases:
@@ -122,20 +77,24 @@ class OutboxLeases:
         published: Sequence[int],
         retries: Sequence[outbox.Retry],
         dead: Sequence[tuple[int, str]],
+        released: Sequence[int] = (),
     ) -> tuple[int, int, int]:
         """Record a batch's results in one transaction; rows no longer leased by us are left alone.
 
-        Returns the numbers of rows actually marked (published, retried, dead).
+        ``retries`` go back to PENDING at their own ``available_at`` (a row-specific failure);
+        ``released`` are due again at once (the gateway as a whole failed, nothing wrong with them).
+        Returns the numbers of rows actually marked (published, back to PENDING, dead).
         """
         now = self.now()
 
         async def body(conn: AsyncConnection) -> tuple[int, int, int]:
             n_pub = await outbox.mark_published(conn, published, self.relay_id, now)
-            n_retry = await outbox.mark_retries(conn, retries, self.relay_id)
+            n_back = await outbox.mark_retries(conn, retries, self.relay_id)
+            n_back += await outbox.release(conn, released, self.relay_id, now)
             n_dead = 0
             for row_id, error in dead:
                 n_dead += await outbox.mark_dead(conn, row_id, self.relay_id, error)
-            return n_pub, n_retry, n_dead
+            return n_pub, n_back, n_dead
 
         return await self._tx(body)
 

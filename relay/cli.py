@@ -1,11 +1,12 @@
-"""``taskcast relay run|dead list|dead requeue|purge --config FILE`` (wired by taskcast_cli).
+"""``taskcast relay run|dead list|dead requeue|purge --config FILE`` (wired by taskcast/cli.py).
 
-The composition root of a relay process: builds the engine, the lease store, the HTTP publisher,
-the metrics server and the :class:`~relay.relay.Relay`, installs SIGTERM/SIGINT handlers and runs
-until told to stop. Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+The composition root of a relay process: builds the engine (the plumbing shared with the Status
+API, every database wait bounded), the lease store, the HTTP publisher, the metrics server and the
+:class:`~relay.relay.Relay`, installs SIGTERM/SIGINT handlers and runs until told to stop. Exit
+codes: 0 success, 1 runtime failure, 2 usage or configuration error.
 
-``TASKCAST_TEST_RELAY_CRASH=<point>:<n>`` (tests only) kills the process with SIGKILL the n-th
-time the relay reaches ``<point>`` (one of :data:`relay.relay.CRASH_POINTS`).
+Production code reads no test switches: crash tests run :func:`run` with a ``crash_hook`` from a
+test-only entry point (``tests/relay/crashing_relay.py``).
 """
 
 from __future__ import annotations
@@ -14,19 +15,19 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable
 
-from relay.claim import OutboxLeases, create_engine
+from relay.claim import OutboxLeases
 from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
-from relay.relay import CRASH_POINTS, Relay
+from relay.relay import Relay
+from status_api.storage.database import create_engine
+from status_api.storage.outbox import DeadRow
 
 log = logging.getLogger("taskcast.relay")
-CRASH_ENV = "TASKCAST_TEST_RELAY_CRASH"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     dl = dead_sub.add_parser("list", help="list DEAD rows (no payloads)")
     dl.add_argument("--config", required=True)
     dl.add_argument("--limit", type=int, default=100)
-    dl.add_argument("--json", action="store_true", help="one JSON object per line")
+    dl.add_argument("--json", action="store_true", help="one JSON array on stdout ([] when none)")
     dr = dead_sub.add_parser("requeue", help="DEAD -> PENDING with attempts reset")
     dr.add_argument("--config", required=True)
     which = dr.add_mutually_exclusive_group(required=True)
@@ -50,36 +51,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def crash_hook_from_env(value: str | None) -> Callable[[str], None] | None:
-    """Parse ``point:n``; the hook SIGKILLs this process the n-th time ``point`` is reached."""
-    if not value:
-        return None
-    point, _, count = value.partition(":")
-    if point not in CRASH_POINTS:
-        raise ConfigError(f"{CRASH_ENV}: point must be one of {', '.join(CRASH_POINTS)}")
-    target = int(count or "1")
-    seen = 0
-
-    def hook(at: str) -> None:
-        nonlocal seen
-        if at == point:
-            seen += 1
-            if seen >= target:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    return hook
-
-
 def _leases(cfg: RelayConfig) -> OutboxLeases:
     engine = create_engine(
         cfg.database_url,
         pool_size=cfg.db_pool_size,
+        max_overflow=cfg.db_pool_size,
         lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
     )
     return OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds)
 
 
-async def _run(cfg: RelayConfig) -> int:
+async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = None) -> int:
+    """Run a relay until SIGTERM/SIGINT; returns the exit code. ``crash_hook``: tests only
+    (:class:`~relay.relay.Relay`)."""
     metrics = RelayMetrics()
     server = None
     if cfg.metrics_port is not None:
@@ -87,9 +71,7 @@ async def _run(cfg: RelayConfig) -> int:
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.port)
     leases = _leases(cfg)
     publisher = HttpGatewayPublisher(cfg.gateway_api_url, cfg.gateway_api_key, cfg.publish_timeout_seconds)
-    relay = Relay(
-        leases, publisher, cfg, metrics=metrics, crash_hook=crash_hook_from_env(os.environ.get(CRASH_ENV))
-    )
+    relay = Relay(leases, publisher, cfg, metrics=metrics, crash_hook=crash_hook)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,27 +95,30 @@ async def _dead_list(cfg: RelayConfig, limit: int, as_json: bool) -> int:
         rows = await leases.list_dead(limit)
     finally:
         await leases.engine.dispose()
+    if as_json:
+        # One document, always valid JSON: ``[]`` when there is nothing dead.
+        print(json.dumps([_dead_item(r) for r in rows]))
+        return 0
     for r in rows:
-        if as_json:
-            item = {
-                "id": r.id,
-                "aggregateId": r.aggregate_id,
-                "aggregateVersion": r.aggregate_version,
-                "channel": r.channel,
-                "projection": r.projection,
-                "attempts": r.attempts,
-                "lastError": r.last_error,
-                "createdAt": r.created_at.isoformat(),
-            }
-            print(json.dumps(item))
-        else:
-            print(
-                f"{r.id}\t{r.aggregate_id}:{r.aggregate_version}\t{r.channel}\t{r.projection}\t"
-                f"attempts={r.attempts}\t{r.last_error or ''}"
-            )
-    if not as_json:
-        print(f"{len(rows)} dead rows", file=sys.stderr)
+        print(
+            f"{r.id}\t{r.aggregate_id}:{r.aggregate_version}\t{r.channel}\t{r.projection}\t"
+            f"attempts={r.attempts}\t{r.last_error or ''}"
+        )
+    print(f"{len(rows)} dead rows", file=sys.stderr)
     return 0
+
+
+def _dead_item(r: DeadRow) -> dict[str, object]:
+    return {
+        "id": r.id,
+        "aggregateId": r.aggregate_id,
+        "aggregateVersion": r.aggregate_version,
+        "channel": r.channel,
+        "projection": r.projection,
+        "attempts": r.attempts,
+        "lastError": r.last_error,
+        "createdAt": r.created_at.isoformat(),
+    }
 
 
 async def _dead_requeue(cfg: RelayConfig, ids: list[int] | None) -> int:
@@ -156,20 +141,28 @@ async def _purge(cfg: RelayConfig) -> int:
     return 0
 
 
+def configure(config_path: str) -> RelayConfig:
+    """Load the config and set up logging, as ``main`` does.
+
+    Raises:
+        ConfigError: naming the offending option.
+    """
+    cfg = load_config(config_path)
+    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return cfg
+
+
 def main(argv: list[str]) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
     try:
-        cfg = load_config(args.config)
-        if args.command == "run":
-            crash_hook_from_env(os.environ.get(CRASH_ENV))  # validate before starting
+        cfg = configure(args.config)
     except ConfigError as exc:
         print(f"taskcast relay: configuration error: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     if args.command == "run":
-        return asyncio.run(_run(cfg))
+        return asyncio.run(run(cfg))
     if args.command == "purge":
         return asyncio.run(_purge(cfg))
     if args.dead_command == "list":

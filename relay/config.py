@@ -1,30 +1,30 @@
 """Relay configuration: a JSON or YAML file, then ``TASKCAST_RELAY_<OPTION>`` environment overrides.
 
-The only relay module that reads files or the environment for settings. Options are flat (see
-``docs/relay.md`` for each one); an environment value is parsed as JSON when it parses, else taken
-as a string (``TASKCAST_RELAY_BATCH_SIZE=200``, ``TASKCAST_RELAY_GATEWAY_API_KEY=…``). Unknown
-options, wrong types and impossible combinations refuse to start with a :class:`ConfigError` that
-names the option. The API key never appears in ``repr`` or in error messages.
+The option set and its checks; reading and coercion are the loader shared with the Status API
+(``status_api/config_file.py``). The only relay module that reads files or the environment for
+settings. Options are flat (see ``docs/relay.md`` for each one); an environment value is parsed as
+JSON when it parses, else taken as a string (``TASKCAST_RELAY_BATCH_SIZE=200``; string options such
+as ``TASKCAST_RELAY_GATEWAY_API_KEY=…`` always keep the raw text). Unknown options, wrong types and
+impossible combinations refuse to start with a :class:`ConfigError` that names the option. The API
+key never appears in ``repr`` or in error messages.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from status_api import config_file
+from status_api.config_file import ConfigError
+from status_api.storage.database import LOCK_WAIT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
+
+__all__ = ["ConfigError", "RelayConfig", "build_config", "load_config"]
 
 ENV_PREFIX = "TASKCAST_RELAY_"
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the option."""
 
 
 def default_relay_id() -> str:
@@ -51,13 +51,12 @@ class RelayConfig:
     stats_interval_seconds: float = 5.0
     shutdown_timeout_seconds: float = 10.0
     db_pool_size: int = 5
-    db_lock_wait_timeout_seconds: int = 5
+    db_lock_wait_timeout_seconds: int = LOCK_WAIT_TIMEOUT_SECONDS
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     log_level: str = "info"
 
 
-_SCALARS: dict[Any, tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
 _POSITIVE = (
     "batch_size",
     "concurrency",
@@ -76,19 +75,6 @@ _POSITIVE = (
 )
 
 
-def _coerce(name: str, value: Any, tp: Any) -> Any:
-    args = typing.get_args(tp)
-    if args:  # ``X | None``
-        if value is None:
-            return None
-        tp = next(a for a in args if a is not type(None))
-    ok = isinstance(value, _SCALARS[tp]) and (tp is bool or not isinstance(value, bool))
-    if not ok:
-        shown = "<hidden>" if name == "gateway_api_key" else repr(value)
-        raise ConfigError(f"{name}: expected {tp.__name__}, got {shown}")
-    return float(value) if tp is float else value
-
-
 def _validate(cfg: RelayConfig) -> None:
     for name in _POSITIVE:
         if getattr(cfg, name) <= 0:
@@ -104,6 +90,11 @@ def _validate(cfg: RelayConfig) -> None:
         raise ConfigError("lease_seconds: must be at least 2 x publish_timeout_seconds")
     if not cfg.relay_id or len(cfg.relay_id) > 128:
         raise ConfigError("relay_id: must be 1..128 characters (it is stored in task_outbox.locked_by)")
+    if cfg.db_lock_wait_timeout_seconds >= READ_TIMEOUT_SECONDS:
+        # A lock wait must end as the retryable error 1205 before the read timeout drops the link.
+        raise ConfigError(
+            f"db_lock_wait_timeout_seconds: must be < {READ_TIMEOUT_SECONDS:g} (the read timeout)"
+        )
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -116,35 +107,12 @@ def build_config(raw: Mapping[str, Any]) -> RelayConfig:
     Raises:
         ConfigError: naming the offending option.
     """
-    hints = typing.get_type_hints(RelayConfig)
-    known = {f.name for f in fields(RelayConfig)}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{key}: unknown option")
     for required in ("database_url", "gateway_api_url"):
         if raw.get(required) in (None, ""):
             raise ConfigError(f"{required}: required")
-    kwargs = {k: _coerce(k, v, hints[k]) for k, v in raw.items()}
-    cfg = RelayConfig(**kwargs)
+    cfg = config_file.build(RelayConfig, raw)
     _validate(cfg)
     return cfg
-
-
-def _from_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    hints = typing.get_type_hints(RelayConfig)
-    out: dict[str, Any] = {}
-    for var, text in environ.items():
-        if not var.startswith(ENV_PREFIX):
-            continue
-        name = var[len(ENV_PREFIX) :].lower()
-        if hints.get(name) is str:
-            out[name] = text  # a numeric-looking key or id stays a string
-            continue
-        try:
-            out[name] = json.loads(text)
-        except ValueError:
-            out[name] = text
-    return out
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> RelayConfig:
@@ -153,20 +121,5 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     Raises:
         ConfigError: naming the offending option (or the unreadable file).
     """
-    raw: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"config file {p}: {exc.strerror}") from exc
-        try:
-            loaded = yaml.safe_load(text) if p.suffix in (".yaml", ".yml") else json.loads(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise ConfigError(f"config file {p}: not valid {p.suffix.lstrip('.') or 'JSON'}") from exc
-        if loaded is not None:
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"config file {p}: top level must be a mapping")
-            raw = loaded
-    raw.update(_from_env(os.environ if environ is None else environ))
-    return build_config(raw)
+    env = os.environ if environ is None else environ
+    return build_config(config_file.load_raw(RelayConfig, path, ENV_PREFIX, env))

@@ -46,7 +46,8 @@ class RelayMetrics:
         )
         self.failures = Counter(
             "taskcast_relay_publish_failures_total",
-            "Rows whose publish failed, by failure class and outcome (retry or dead).",
+            "Rows whose publish failed, by failure class and outcome: retry (row-specific, per-row "
+            "backoff), requeue (the gateway as a whole failed: due again at once) or dead.",
             ["failure_class", "outcome"],
             registry=r,
         )
@@ -65,6 +66,17 @@ class RelayMetrics:
         )
         self.purged = Counter(
             "taskcast_relay_purged_rows_total", "PUBLISHED rows deleted by retention.", registry=r
+        )
+        self.gateway_up = Gauge(
+            "taskcast_relay_gateway_up",
+            "1 while the relay claims; 0 while claims are paused after a gateway-wide failure.",
+            registry=r,
+        )
+        self.probes = Counter(
+            "taskcast_relay_gateway_probes_total",
+            "One-row publishes sent while claims are paused, by result (up, down, error).",
+            ["result"],
+            registry=r,
         )
         self.loop_errors = Counter(
             "taskcast_relay_loop_errors_total", "Relay iterations that failed (database errors).", registry=r

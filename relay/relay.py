@@ -28,18 +28,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from relay.backoff import full_jitter
+from relay.backoff import full_jitter, staggered_delay
 from relay.claim import OutboxLeases
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
-from status_api.storage.outbox import OutboxRow, Retry
+from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")
 
 #: Crash points offered to a test hook (``docs/relay.md``): after claim, after publish, after mark.
 CRASH_POINTS = ("before_publish", "after_publish", "after_mark")
-#: Upper bound of the loop's own pause while the gateway is unreachable (rows keep their own backoff).
+#: Upper bound of the pause between gateway probes, and of a loop's pause after a database error.
 LOOP_BACKOFF_CAP_SECONDS = 5.0
 
 
@@ -50,14 +50,17 @@ class BatchReport:
     retried: int = 0
     dead: int = 0
     superseded: int = 0
-    #: Every publish failure of the batch was the gateway's (down, overloaded, refusing the key).
+    #: Rows handed back due at once because the gateway as a whole failed.
+    released: int = 0
+    #: A publish failed because of the gateway as a whole (down, 5xx, 429, timeout, refusing the
+    #: key), not because of a row: the loops pause and probe.
     gateway_unavailable: bool = False
 
 
 def split_superseded(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[OutboxRow]]:
-    """``(to_publish, superseded)``: a plain progress row (``priority <= 0``) is superseded when the
-    same batch holds a newer version for the same task, channel and projection. Rows with a
-    priority (terminal states, notices, new tasks) are never superseded. Payloads are complete
+    """``(to_publish, superseded)``: a supersedable row (``outbox.supersedable``: plain progress) is
+    superseded when the same batch holds a newer version for the same task, channel and
+    projection. Terminal states, notices and new tasks are never superseded. Payloads are complete
     state, so publishing only the newest version converges clients to the same view.
     """
     newest: dict[tuple[str, str, str], int] = {}
@@ -68,13 +71,20 @@ def split_superseded(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[O
     drop: list[OutboxRow] = []
     for r in rows:
         older = r.aggregate_version < newest[(r.aggregate_id, r.channel, r.projection)]
-        (drop if older and r.priority <= 0 else keep).append(r)
+        (drop if older and supersedable(r.priority) else keep).append(r)
     return keep, drop
 
 
 class Relay:
     """One relay replica. ``crash_hook(point)`` is for tests only: it is called at each of
-    :data:`CRASH_POINTS` and may end the process there (``os.kill(pid, SIGKILL)``)."""
+    :data:`CRASH_POINTS` and may end the process there (``tests/relay/crashing_relay.py``).
+
+    Gateway outages (issue 14, defect 7): a failure of the gateway as a whole hands the batch back
+    due at once (no per-row backoff, no attempt counted toward ``max_attempts``) and closes the
+    gate: every loop stops claiming while one prober publishes a single row with full-jitter
+    backoff (capped at :data:`LOOP_BACKOFF_CAP_SECONDS`). The first probe that gets through opens
+    the gate and every loop drains at full speed. Per-row backoff is only for row-specific errors.
+    """
 
     def __init__(
         self,
@@ -92,6 +102,15 @@ class Relay:
         self.metrics = metrics or RelayMetrics()
         self.rand = rand
         self.crash_hook = crash_hook
+        self._gateway_up = asyncio.Event()
+        self._gateway_up.set()
+        self._gateway_down = asyncio.Event()
+        self.metrics.gateway_up.set(1)
+
+    @property
+    def gateway_up(self) -> bool:
+        """False from a gateway-wide failure until a probe gets through."""
+        return self._gateway_up.is_set()
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -101,12 +120,13 @@ class Relay:
         """Claim, publish and mark one batch; returns the number of rows claimed (0 = nothing due)."""
         return (await self.run_batch()).claimed
 
-    async def run_batch(self) -> BatchReport:
-        """:meth:`run_once` with the details. Database errors propagate (rows stay leased and are
-        taken over after the lease); publish failures never raise."""
+    async def run_batch(self, limit: int | None = None) -> BatchReport:
+        """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``).
+        Database errors propagate (rows stay leased and are taken over after the lease); publish
+        failures never raise."""
         m = self.metrics
         started = time.perf_counter()
-        rows = await self.leases.claim(self.config.batch_size)
+        rows = await self.leases.claim(limit or self.config.batch_size)
         if not rows:
             return BatchReport()
         m.claim_seconds.observe(time.perf_counter() - started)
@@ -143,18 +163,17 @@ class Relay:
         now = self.leases.now()
         published: list[OutboxRow] = []
         retries: list[Retry] = []
+        released: list[int] = []
         dead: list[tuple[int, str]] = []
-        failures = unavailable = 0
         for row, res in zip(rows, results, strict=True):
             if res.outcome is Outcome.PUBLISHED:
                 published.append(row)
                 continue
-            failures += 1
-            unavailable += res.gateway_unavailable
             error = res.error or res.failure_class
-            if res.outcome is Outcome.DEAD or (
-                not res.gateway_unavailable and row.attempts >= cfg.max_attempts
-            ):
+            if res.gateway_unavailable and res.outcome is Outcome.RETRY:
+                released.append(row.id)  # nothing wrong with the row: due again once the gateway is
+                m.failures.labels(res.failure_class, "requeue").inc()
+            elif res.outcome is Outcome.DEAD or row.attempts >= cfg.max_attempts:
                 if res.outcome is Outcome.RETRY:
                     error = f"gave up after {row.attempts} attempts: {error}"
                 dead.append((row.id, error))
@@ -166,13 +185,20 @@ class Relay:
                 )
                 retries.append(Retry(row.id, error, now + timedelta(seconds=delay)))
                 m.failures.labels(res.failure_class, "retry").inc()
+        failures = len(retries) + len(released) + len(dead)
         if failures:
-            log.warning("batch: %d of %d publishes failed; %d will retry", failures, len(rows), len(retries))
+            log.warning(
+                "batch: %d of %d publishes failed; %d will retry, %d wait for the gateway",
+                failures,
+                len(rows),
+                len(retries),
+                len(released),
+            )
         pub_ids = [r.id for r in published] + [r.id for r in superseded]
         started = time.perf_counter()
-        n_pub, n_retry, n_dead = await self.leases.settle(pub_ids, retries, dead)
+        n_pub, n_back, n_dead = await self.leases.settle(pub_ids, retries, dead, released)
         m.mark_seconds.observe(time.perf_counter() - started)
-        lost = len(pub_ids) + len(retries) + len(dead) - (n_pub + n_retry + n_dead)
+        lost = len(pub_ids) + len(retries) + len(released) + len(dead) - (n_pub + n_back + n_dead)
         if lost:
             m.lost_leases.inc(lost)
             log.warning("%d rows were taken over by another relay before being marked", lost)
@@ -186,7 +212,8 @@ class Relay:
             retried=len(retries),
             dead=len(dead),
             superseded=len(superseded),
-            gateway_unavailable=failures > 0 and unavailable == failures,
+            released=len(released),
+            gateway_unavailable=bool(released),
         )
 
     # --- the long-running loop -------------------------------------------------------------------
@@ -194,36 +221,98 @@ class Relay:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then shut down gracefully within ``shutdown_timeout_seconds``."""
         cfg = self.config
+        # Loop ``i`` polls at ``origin + k * interval + i * interval / concurrency`` (defect 8); the
+        # random phase spreads replicas too.
+        origin = time.monotonic() + self.rand() * cfg.poll_interval_seconds / cfg.concurrency
         async with asyncio.TaskGroup() as tg:
-            workers = [tg.create_task(self._worker(stop)) for _ in range(cfg.concurrency)]
+            workers = [tg.create_task(self._worker(stop, i, origin)) for i in range(cfg.concurrency)]
+            workers.append(tg.create_task(self._prober(stop)))
             workers.append(tg.create_task(self._maintenance(stop)))
             await stop.wait()
             log.info("relay %s stopping: no new claims, finishing in-flight batches", cfg.relay_id)
+            self._gateway_up.set()  # wake paused loops and the prober so they see ``stop``
+            self._gateway_down.set()
             _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
             for task in pending:
                 task.cancel()  # run_batch releases the leases of a cancelled batch
         log.info("relay %s stopped", cfg.relay_id)
 
-    async def _worker(self, stop: asyncio.Event) -> None:
+    def idle_delay(self, slot: int, origin: float, now: float) -> float:
+        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
         cfg = self.config
-        failures = 0
+        return staggered_delay(now, origin, cfg.poll_interval_seconds, slot, cfg.concurrency)
+
+    async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
+        cfg = self.config
+        db_failures = 0
+        await _wait(stop, self.idle_delay(slot, origin, time.monotonic()))
         while not stop.is_set():
+            await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
+            if stop.is_set():
+                return
             try:
                 report = await self.run_batch()
             except Exception:
                 log.exception("relay iteration failed; backing off")
                 self.metrics.loop_errors.inc()
-                report = BatchReport(gateway_unavailable=True)
-            if report.gateway_unavailable:
-                failures += 1
+                db_failures += 1
                 cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
-                delay = max(cfg.poll_interval_seconds, full_jitter(failures, cfg.backoff_base_seconds, cap))
-            else:
-                failures = 0
-                if report.claimed >= cfg.batch_size:
-                    continue  # a full batch: there is probably more, go on without pausing
-                delay = cfg.poll_interval_seconds
-            await _wait(stop, delay)
+                await _wait(
+                    stop,
+                    max(cfg.poll_interval_seconds, full_jitter(db_failures, cfg.backoff_base_seconds, cap)),
+                )
+                continue
+            db_failures = 0
+            if report.gateway_unavailable:
+                self._gateway_failed()
+                continue
+            if report.claimed >= cfg.batch_size:
+                continue  # a full batch: there is probably more, go on without pausing
+            await _wait(stop, self.idle_delay(slot, origin, time.monotonic()))
+
+    def _gateway_failed(self) -> None:
+        if self._gateway_up.is_set():
+            log.warning("gateway unavailable: claims paused, probing with one row")
+            self._gateway_up.clear()
+            self._gateway_down.set()
+            self.metrics.gateway_up.set(0)
+
+    def _gateway_back(self, probes: int) -> None:
+        log.info("gateway reachable again after %d probes: draining at full speed", probes)
+        self._gateway_down.clear()
+        self._gateway_up.set()
+        self.metrics.gateway_up.set(1)
+
+    async def probe(self) -> bool:
+        """Publish one due row (a real publish: exactly what must work again); True when the gateway
+        answered it (or nothing is due). Never raises for a database error: that is a failed probe."""
+        try:
+            report = await self.run_batch(limit=1)
+        except Exception:
+            log.warning("gateway probe could not reach the database", exc_info=True)
+            self.metrics.loop_errors.inc()
+            self.metrics.probes.labels("error").inc()
+            return False
+        ok = not report.gateway_unavailable
+        self.metrics.probes.labels("up" if ok else "down").inc()
+        return ok
+
+    async def _prober(self, stop: asyncio.Event) -> None:
+        cfg = self.config
+        cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
+        while not stop.is_set():
+            await self._gateway_down.wait()
+            probes = 0
+            while not stop.is_set():
+                probes += 1
+                delay = max(
+                    cfg.poll_interval_seconds, full_jitter(probes, cfg.backoff_base_seconds, cap, self.rand)
+                )
+                await _wait(stop, delay)
+                if stop.is_set() or await self.probe():
+                    break
+            if not stop.is_set():
+                self._gateway_back(probes)
 
     async def _maintenance(self, stop: asyncio.Event) -> None:
         cfg = self.config

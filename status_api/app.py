@@ -26,6 +26,7 @@ from status_api.auth import (
     UserAuthSettings,
     service_keys_from_config,
 )
+from status_api.body_limit import BodyLimitMiddleware
 from status_api.config import Config
 from status_api.http import Api, routes
 from status_api.metrics import MetricsMiddleware, StatusMetrics
@@ -126,7 +127,7 @@ def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: C
         user_auth,
         RateLimiter(ia.rate_per_second, ia.burst),
         openapi,
-        cfg.http.max_body_bytes,
+        cfg.http.max_json_depth,
     )
     rc = cfg.reconciler
     reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
@@ -163,6 +164,9 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
 
     all_routes = [*routes, Route("/metrics", metrics_endpoint, methods=["GET"]), *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)
+    # Around every route (board and /metrics included): none ever sees more than the bound. Metrics
+    # wrap it, so its 413s are counted.
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=cfg.http.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
     app.state.api = comp.api
     app.state.components = comp

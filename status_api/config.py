@@ -1,30 +1,26 @@
 """Status API configuration: a JSON or YAML file, then environment overrides.
 
-The only module that reads files or the environment for settings. Every option is documented in
-``docs/status-api.md``. An environment variable ``TASKCAST_STATUS_API_<SECTION>__<OPTION>`` (double
-underscore between section and option, e.g. ``TASKCAST_STATUS_API_DATABASE__URL``) overrides the
-file; its value is parsed as JSON when it parses, else taken as a string. Unknown options, wrong
+The option set and its cross-checks; reading and coercion are ``status_api/config_file.py``
+(shared with the relay). Every option is documented in ``docs/status-api.md``. An environment
+variable ``TASKCAST_STATUS_API_<SECTION>__<OPTION>`` (double underscore between section and
+option, e.g. ``TASKCAST_STATUS_API_DATABASE__URL``) overrides the file. Unknown options, wrong
 types and missing secrets refuse to start with a :class:`ConfigError` naming the option.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from status_api import config_file
+from status_api.config_file import ConfigError
+
+__all__ = ["Config", "ConfigError", "build_config", "load_config"]
 
 ENV_PREFIX = "TASKCAST_STATUS_API_"
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the option."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +37,13 @@ class HttpConfig:
     host: str = "127.0.0.1"
     port: int = 8100
     max_body_bytes: int = 65536
+    #: Request line + headers; a larger head is answered 431 (the gateway's bound).
+    max_head_bytes: int = 1048576
+    #: A connection must deliver a whole request (head and body) within this many seconds of
+    #: opening or of the request's first byte, else 408 / closed; 0 disables the deadline.
+    request_timeout_seconds: float = 10.0
+    #: Arrays/objects a JSON body may nest; deeper → 422 JSON_TOO_DEEP.
+    max_json_depth: int = 32
     log_level: str = "info"
 
 
@@ -131,85 +134,24 @@ class Config:
     schema_dir: str | None = None
 
 
-_SCALARS: dict[Any, tuple[type, ...]] = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
-
-
-def _coerce(name: str, value: Any, tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(name, value, inner[0])
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{name}: expected a list, got {type(value).__name__}")
-        (item_tp,) = typing.get_args(tp)
-        return [_coerce(f"{name}[{i}]", v, item_tp) for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{name}: expected a mapping, got {type(value).__name__}")
-        return value
-    if tp in _SCALARS:
-        ok = isinstance(value, _SCALARS[tp]) and (tp is bool or not isinstance(value, bool))
-        if not ok:
-            raise ConfigError(f"{name}: expected {tp.__name__}, got {value!r}")
-        return float(value) if tp is float else value
-    if isinstance(tp, type) and is_dataclass(tp):
-        return _build(name, value, tp)
-    raise ConfigError(f"{name}: unsupported option type")
-
-
 def _build(prefix: str, raw: Any, cls: type[Any]) -> Any:
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping")
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in fields(cls)}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{prefix + '.' if prefix else ''}{key}: unknown option")
-    kwargs = {}
-    for f in fields(cls):
-        if f.name in raw:
-            kwargs[f.name] = _coerce(f"{prefix + '.' if prefix else ''}{f.name}", raw[f.name], hints[f.name])
-        elif f.default is MISSING and f.default_factory is MISSING:
-            raise ConfigError(f"{prefix}.{f.name}: required")
-    return cls(**kwargs)
+    """Kept for callers of the old private name; use :func:`build_config`."""
+    return config_file.build(cls, raw, prefix)
 
 
-def _merge_env(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
-    for var, text in environ.items():
-        if not var.startswith(ENV_PREFIX):
-            continue
-        path = [p.lower() for p in var[len(ENV_PREFIX) :].split("__") if p]
-        try:
-            value: Any = json.loads(text)
-        except ValueError:
-            value = text
-        node = raw
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{'.'.join(path)}: {part} is not a section (from {var})")
-            node = child
-        if path:
-            # A JSON-looking value for a string option (e.g. a numeric secret) stays a string.
-            node[path[-1]] = text if isinstance(value, int | float) and _is_str_option(path) else value
-    return raw
-
-
-def _is_str_option(path: list[str]) -> bool:
-    cls: Any = Config
-    for part in path:
-        hints = typing.get_type_hints(cls)
-        if part not in hints:
-            return False
-        cls = hints[part]
-    return cls in (str, str | None)
+def _validate_http(http: HttpConfig) -> None:
+    if not 1 <= http.max_json_depth <= 200:
+        raise ConfigError("http.max_json_depth: must be 1..200 (encoders refuse deeper documents)")
+    if http.max_head_bytes < 8192:
+        raise ConfigError("http.max_head_bytes: must be >= 8192")
+    if http.max_body_bytes < 1024:
+        raise ConfigError("http.max_body_bytes: must be >= 1024")
+    if http.request_timeout_seconds < 0:
+        raise ConfigError("http.request_timeout_seconds: must be >= 0 (0 disables the deadline)")
 
 
 def _validate(cfg: Config) -> None:
+    _validate_http(cfg.http)
     if cfg.internal_auth.mode not in ("jwt", "keys"):
         raise ConfigError("internal_auth.mode: must be jwt or keys")
     if cfg.internal_auth.mode == "jwt" and not (
@@ -242,6 +184,17 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
 
+def build_config(raw: Mapping[str, Any]) -> Config:
+    """Validate an options mapping (the file's shape) into a :class:`Config`; no environment.
+
+    Raises:
+        ConfigError: naming the offending option.
+    """
+    cfg = config_file.build(Config, raw)
+    _validate(cfg)
+    return cfg
+
+
 def _validate_retention(r: RetentionConfig) -> None:
     if r.event_log_days is not None and r.event_log_days <= 0:
         raise ConfigError("retention.event_log_days: must be > 0 (or null to keep the event log)")
@@ -257,22 +210,6 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     Raises:
         ConfigError: naming the offending option.
     """
-    raw: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"config file {p}: {exc.strerror}") from exc
-        try:
-            loaded = yaml.safe_load(text) if p.suffix in (".yaml", ".yml") else json.loads(text)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise ConfigError(f"config file {p}: not valid {p.suffix.lstrip('.') or 'JSON'}: {exc}") from exc
-        if loaded is not None:
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"config file {p}: top level must be a mapping")
-            raw = loaded
-    raw = _merge_env(raw, os.environ if environ is None else environ)
-    cfg: Config = _build("", raw, Config)
-    _validate(cfg)
-    return cfg
+    return build_config(
+        config_file.load_raw(Config, path, ENV_PREFIX, os.environ if environ is None else environ)
+    )

@@ -6,20 +6,21 @@ Domain errors become HTTP statuses here and only here (``STATUS_BY_KIND``). Erro
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import exc as sa_exc
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ServiceIdentity
+from status_api.json_input import DEFAULT_MAX_DEPTH, MAX_SAFE_INTEGER, JsonInputError
+from status_api.json_input import parse as parse_json
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
@@ -55,7 +56,7 @@ class Api:
     user_auth: UserAuthenticator
     limiter: RateLimiter
     openapi: dict[str, Any]
-    max_body_bytes: int = 65536
+    max_json_depth: int = DEFAULT_MAX_DEPTH
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -72,6 +73,9 @@ def _guard(fn: Handler) -> Handler:
             return await fn(request)
         except DomainError as err:
             return error_response(err)
+        except ClientDisconnect:
+            # Gone mid-body, or cut by the request deadline (status_api/server.py): nobody reads this.
+            return Response(status_code=400)
         except _STORAGE_UNREACHABLE as exc:
             # A coded 503, not a 500. Even if a commit landed before the link broke, a retry with the
             # same eventId is answered from the dedup row (seed §10): retrying is always safe.
@@ -87,14 +91,13 @@ def _api(request: Request) -> Api:
 
 
 async def _json(request: Request) -> Any:
-    api = _api(request)
+    """The body as JSON under ``status_api.json_input``'s rules. The bytes are bounded before they
+    get here (``BodyLimitMiddleware`` raises ``BODY_TOO_LARGE`` out of the read)."""
     raw = await request.body()
-    if len(raw) > api.max_body_bytes:
-        raise DomainError(ErrorKind.TOO_LARGE, "BODY_TOO_LARGE", f"body exceeds {api.max_body_bytes} bytes")
     try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise invalid("INVALID_JSON", "body is not JSON") from exc
+        return parse_json(raw, _api(request).max_json_depth)
+    except JsonInputError as exc:
+        raise invalid(exc.code, exc.message) from exc
 
 
 def _service(request: Request) -> ServiceIdentity:
@@ -110,16 +113,16 @@ def _limit(api: Api, key: str) -> None:
 
 
 def _int(request: Request, name: str, default: int) -> int:
+    """A non-negative query integer: ASCII digits only (``int()`` would take ``1_0``, ``+1``, ``٣``
+    and a 4,000-digit string) and at most ``2^53-1`` like any number of a body."""
     value = request.query_params.get(name)
     if value is None or value == "":
         return default
-    try:
-        n = int(value)
-    except ValueError as exc:
-        raise invalid("INVALID_QUERY", f"{name} must be an integer") from exc
-    if n < 0:
-        raise invalid("INVALID_QUERY", f"{name} must be >= 0")
-    return n
+    if not (value.isascii() and value.isdigit()):
+        raise invalid("INVALID_QUERY", f"{name} must be a non-negative integer")
+    if len(value) > 16 or int(value) > MAX_SAFE_INTEGER:
+        raise invalid("NUMBER_OUT_OF_RANGE", f"{name} must be at most 2^53-1")
+    return int(value)
 
 
 # --- coordinator / service side ---------------------------------------------------------------

@@ -1,17 +1,30 @@
-"""Engine construction and ``init-db``: one place that knows the SQLite/MySQL differences.
+"""Database plumbing shared by the Status API and the relay: the clock of stored timestamps, engine
+construction with bounded waits, the transient-error test, and ``init-db``.
 
-* MySQL/MariaDB (asyncmy): READ COMMITTED (no gap locks between concurrent reporters); no pre-ping
-  (one round trip less per transaction), connections recycled hourly; a per-connection prepared
-  statement cache, which lets asyncmy send an executemany UPDATE (the ingest group commit's task and
-  step writes) to MariaDB as ONE ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
+The one place that knows the SQLite/MySQL differences outside the relay's claim SQL. Imports
+nothing of the domain or the services (the relay imports it: tests/test_layering.py).
+
+* MySQL/MariaDB (asyncmy): READ COMMITTED (no gap locks between concurrent reporters, none on the
+  relay's claim range scan); no pre-ping (one round trip less per transaction), connections
+  recycled hourly; a per-connection prepared statement cache, which lets asyncmy send an
+  executemany UPDATE (the ingest group commit's task and step writes) to MariaDB as ONE
+  ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
+* Every wait on MariaDB is bounded, for both services (issue 10, issue 14): connecting
+  (:data:`CONNECT_TIMEOUT_SECONDS`), each read — one statement's answer
+  (:data:`READ_TIMEOUT_SECONDS`) — and a row lock (``innodb_lock_wait_timeout``,
+  :data:`LOCK_WAIT_TIMEOUT_SECONDS`, shorter than a read so a lock conflict ends as the retryable
+  error 1205 rather than a dropped connection). A hung or blackholed server becomes an error the
+  caller maps (a coded 503; a relay loop error and backoff), never a wait without end.
 * SQLite (aiosqlite): WAL, foreign keys, and ``BEGIN IMMEDIATE`` so that a write transaction holds
   the database lock from its first statement — SQLite has no ``SELECT … FOR UPDATE`` and would
-  otherwise let two transactions read the same task version.
+  otherwise let two transactions read the same task version (and two relays claim the same row).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -22,13 +35,23 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from status_api.storage.tables import metadata
 
 #: MySQL error codes worth retrying the whole transaction for: deadlock, lock wait timeout.
-_RETRYABLE_MYSQL = {1205, 1213}
+RETRYABLE_MYSQL_ERRORS = frozenset({1205, 1213})
 #: Prepared statements asyncmy keeps per connection (only executemany uses them).
 _STMT_CACHE_SIZE = 32
-#: Bounds on waiting for MariaDB/MySQL: a hung or blackholed server must become a coded 503, not a
-#: request that never answers (issue 10). A read covers one statement, lock waits included.
+#: Bounds on waiting for MariaDB/MySQL (see the module docstring). A read covers one statement.
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 10.0
+#: ``innodb_lock_wait_timeout`` of every session (whole seconds; below :data:`READ_TIMEOUT_SECONDS`).
+LOCK_WAIT_TIMEOUT_SECONDS = 5
+
+#: A source of "now" as stored: naive UTC (injected wherever leases, expiry or staleness are computed).
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """Naive UTC now, truncated to milliseconds (what ``DATETIME(3)`` stores)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def _dumps(value: Any) -> str:
@@ -41,9 +64,21 @@ def _dumps(value: Any) -> str:
 
 
 def create_engine(
-    url: str, *, pool_size: int = 10, max_overflow: int = 20, echo: bool = False
+    url: str,
+    *,
+    pool_size: int = 10,
+    max_overflow: int = 20,
+    echo: bool = False,
+    lock_wait_timeout_seconds: int = LOCK_WAIT_TIMEOUT_SECONDS,
 ) -> AsyncEngine:
-    """Create the async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``mysql+asyncmy://…``)."""
+    """Create the async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``mysql+asyncmy://…``)
+    with every wait bounded (module docstring).
+
+    Raises:
+        ValueError: ``lock_wait_timeout_seconds`` is not below :data:`READ_TIMEOUT_SECONDS`.
+    """
+    if not 1 <= lock_wait_timeout_seconds < READ_TIMEOUT_SECONDS:
+        raise ValueError(f"lock wait must be 1 s up to below {READ_TIMEOUT_SECONDS:g} s")
     u = sa.make_url(url)
     if u.get_backend_name() == "sqlite":
         engine = create_async_engine(
@@ -83,6 +118,7 @@ def create_engine(
                 "stmt_cache_size": _STMT_CACHE_SIZE,
                 "connect_timeout": CONNECT_TIMEOUT_SECONDS,
                 "read_timeout": READ_TIMEOUT_SECONDS,
+                "init_command": f"SET SESSION innodb_lock_wait_timeout={int(lock_wait_timeout_seconds)}",
             }
             if u.get_driver_name() == "asyncmy"
             else {}
@@ -91,10 +127,11 @@ def create_engine(
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """True for transient lock conflicts (deadlock, lock wait timeout, SQLite busy)."""
+    """True for a lock conflict that aborted only this transaction (deadlock, lock wait timeout,
+    SQLite busy): retrying the whole transaction is safe and likely to succeed."""
     orig = getattr(exc, "orig", None)
     args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int) and args[0] in _RETRYABLE_MYSQL:
+    if args and isinstance(args[0], int) and args[0] in RETRYABLE_MYSQL_ERRORS:
         return True
     return "database is locked" in str(exc)
 

@@ -1,8 +1,9 @@
 """kill -9 of a relay process at each crash point during a run of thousands of rows (seed §5.2,
 reliability-notes §2.5 scenario 1), and the process-level SIGTERM contract.
 
-The crash is injected deterministically: ``TASKCAST_TEST_RELAY_CRASH=<point>:<n>`` makes the relay
-SIGKILL itself the n-th time it reaches the point. A second relay process then drains the rest.
+The crash is injected deterministically by a test-only entry point (``tests/relay/crashing_relay.py``:
+the real relay with a hook that SIGKILLs the process the n-th time it reaches the point; production
+code reads no test switch). A second, ordinary relay process then drains the rest.
 Pass criteria: every row PUBLISHED and delivered at least once; the version-de-duplicating client
 applies every (channel, task, version) exactly once; its per-channel version gate ends at the newest
 version of every task.
@@ -10,7 +11,9 @@ version of every task.
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,15 +22,24 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from relay.cli import CRASH_ENV
 from status_api.storage.tables import task_outbox
 from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.harness import RelayProcess, Subscriber, insert, plan, statuses, wait_until
+from tests.support import ServiceProcess
 
 pytestmark = pytest.mark.mysql
 
 ROWS_TASKS, ROWS_VERSIONS = 30, 50  # 3,000 rows on 35 channels
 CRASH_AT_BATCH = 8  # of 50 rows: the crash happens with ~350 rows already handled
+
+
+def crashing_relay(cfg: dict[str, Any], workdir: Path, spec: str) -> ServiceProcess:
+    """The relay process with crash point ``spec`` (``POINT:N``) armed."""
+    path = workdir / f"{cfg['relay_id']}.json"
+    path.write_text(json.dumps(cfg))
+    launcher = [sys.executable, "-m", "tests.relay.crashing_relay"]
+    args = ["--crash-at", spec, "--config", str(path)]
+    return ServiceProcess(str(cfg["relay_id"]), args, workdir, launcher=launcher)
 
 
 def process_config(db_url: str, gateway: GatewayProcess, **extra: Any) -> dict[str, Any]:
@@ -57,9 +69,7 @@ async def test_kill_9_at_crash_point_loses_nothing_and_client_applies_each_versi
     url = engine.url.render_as_string(False)
     channels = sorted({s.channel for s in specs})
     async with Subscriber(gateway, channels) as sub:
-        doomed = RelayProcess(
-            process_config(url, gateway), tmp_path, env={CRASH_ENV: f"{point}:{CRASH_AT_BATCH}"}
-        ).start()
+        doomed = crashing_relay(process_config(url, gateway), tmp_path, f"{point}:{CRASH_AT_BATCH}").start()
         assert await doomed.wait_exit(60) == -signal.SIGKILL, doomed.log_text()
         state = await statuses(engine)
         handled = (CRASH_AT_BATCH - 1) * 50 if point != "after_mark" else CRASH_AT_BATCH * 50

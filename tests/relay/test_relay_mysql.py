@@ -21,9 +21,8 @@ from relay.claim import OutboxLeases, utc_now
 from relay.metrics import serve
 from relay.publisher import PUBLISHED, PublishResult, committed_at_ms
 from relay.relay import Relay
-from status_api.domain.projections import OutboxMessage
 from status_api.storage import outbox
-from status_api.storage.outbox import OutboxRow
+from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.harness import (
@@ -237,38 +236,66 @@ async def test_poison_row_goes_dead_and_the_others_flow(engine: AsyncEngine, gat
     await relay.publisher.aclose()
 
 
-async def test_gateway_outage_backlog_drains_when_it_returns_with_no_dead_rows(
+async def _row_state(engine: AsyncEngine) -> tuple[int, int]:
+    """``(sum of attempts, PENDING rows not yet due)`` of the whole outbox."""
+    c = task_outbox.c
+    async with engine.connect() as conn:
+        attempts = int(await conn.scalar(sa.select(sa.func.coalesce(sa.func.sum(c.attempts), 0))) or 0)
+        not_due = await conn.scalar(
+            sa.select(sa.func.count()).where(c.status == "PENDING", c.available_at > utc_now())
+        )
+    return attempts, int(not_due or 0)
+
+
+async def test_gateway_outage_pauses_and_probes_then_the_backlog_drains_at_full_speed(
     engine: AsyncEngine, own_gateway: GatewayProcess
 ) -> None:
-    """The outage lasts until every row has failed at least 3 times with max_attempts=2 — the
-    deterministic proof that unavailability never dead-letters (instead of a fixed 10 s)."""
-    specs = plan(tasks=10, versions=5)
+    """Defect 7, measured by rows: while the gateway is down the loops stop claiming and only a
+    one-row probe is sent now and then (the outage lasts until 3 probes failed, whatever that
+    takes on this machine); no row waits out a per-row backoff (every PENDING row is due), none is
+    dead-lettered (max_attempts=2); once a probe gets through, the 60-row backlog (the reported 30 s
+    outage) goes in full batches. Production backoff defaults (0.5 s .. 60 s): the old per-row
+    backoff left rows not due for up to a minute."""
+    specs = plan(tasks=12, versions=5)
     await insert(engine, specs)
-    cfg = relay_config(engine.url.render_as_string(False), own_gateway, batch_size=25, max_attempts=2)
+    cfg = relay_config(
+        engine.url.render_as_string(False),
+        own_gateway,
+        batch_size=10,
+        concurrency=2,
+        max_attempts=2,
+        backoff_base_seconds=0.5,
+        backoff_max_seconds=60.0,
+    )
     relay = make_relay(engine, cfg)
     own_gateway.terminate()
     stop = asyncio.Event()
-
-    async def min_attempts() -> int:
-        async with engine.connect() as conn:
-            return int(await conn.scalar(sa.select(sa.func.min(task_outbox.c.attempts))) or 0)
-
+    probes = "taskcast_relay_gateway_probes_total"
     async with asyncio.TaskGroup() as tg:
         tg.create_task(relay.run(stop))
-        await wait_until(lambda: _ge(min_attempts(), 3), what="every row retried 3 times")
+        await wait_until(lambda: sample(relay, probes, result="down") >= 3, what="three failed probes")
+        assert not relay.gateway_up
+        attempts, not_due = await _row_state(engine)
+        in_flight = 1  # a probe may have claimed its row and not be counted yet
+        assert attempts <= cfg.concurrency * cfg.batch_size + sample(relay, probes, result="down") + in_flight
+        assert not_due == 0, "rows wait out a per-row backoff although nothing is wrong with them"
         assert "DEAD" not in await statuses(engine)
+        assert sample(relay, FAILURES, failure_class="connect", outcome="retry") == 0
+
+        claims_before = sample(relay, "taskcast_relay_claims_total")
+        pending_before = (await statuses(engine)).get("PENDING", 0)
         own_gateway.start()
-        async with Subscriber(own_gateway, channels_of(specs)) as sub:
-            await wait_until(lambda: sub.has_all(specs), what="backlog drained after the outage")
+        await wait_until(lambda: _all_published(engine, len(specs)), what="backlog drained after the outage")
         stop.set()
-    assert await statuses(engine) == {"PUBLISHED": len(specs)}
-    failures = sample(relay, FAILURES, failure_class="connect", outcome="retry")
-    assert failures >= 3 * len(specs)
+    assert relay.gateway_up
+    # full speed: the successful probe, then full batches (each loop may end on one partial batch)
+    claims = sample(relay, "taskcast_relay_claims_total") - claims_before
+    assert claims <= 1 + -(-pending_before // cfg.batch_size) + cfg.concurrency, claims
     await relay.publisher.aclose()
 
 
-async def _ge(value: object, floor: int) -> bool:
-    return bool(await value >= floor)  # type: ignore[misc]
+async def _all_published(engine: AsyncEngine, n: int) -> bool:
+    return (await statuses(engine)).get("PUBLISHED", 0) == n
 
 
 class SlowPublisher:

@@ -124,9 +124,12 @@ def test_cli_dead_list_requeue_and_purge(
             )
         await engine.dispose()
 
+    # --json is one JSON document, also when nothing is dead (it used to print nothing at all)
+    assert cli.main(["dead", "list", "--config", str(cfg_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
     asyncio.run(seed())
     assert cli.main(["dead", "list", "--config", str(cfg_file), "--json"]) == 0
-    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    listed = json.loads(capsys.readouterr().out)
     assert [(d["aggregateVersion"], d["lastError"]) for d in listed] == [
         (1, "gateway error 102: unknown channel"),
         (2, "gateway error 102: unknown channel"),

@@ -3,6 +3,7 @@ superseded progress, configuration and the crash hook parser. No services needed
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from pathlib import Path
 
@@ -10,8 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.backoff import ceiling, full_jitter
-from relay.cli import crash_hook_from_env
+from relay.backoff import ceiling, full_jitter, staggered_delay
 from relay.config import ConfigError, build_config, load_config
 from relay.publisher import (
     Outcome,
@@ -25,6 +25,7 @@ from relay.publisher import (
 )
 from relay.relay import split_superseded
 from status_api.storage.outbox import OutboxRow
+from tests.relay.crashing_relay import crash_hook
 
 BASE = {"database_url": "sqlite+aiosqlite:///x.db", "gateway_api_url": "http://gw:8000/api"}
 
@@ -211,11 +212,43 @@ def test_yaml_file_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_crash_hook_parser() -> None:
-    assert crash_hook_from_env(None) is None
-    hook = crash_hook_from_env("after_mark:3")
-    assert hook is not None
+    hook = crash_hook("after_mark:3")
     hook("after_mark")
     hook("before_publish")  # other points do not count
     hook("after_mark")
-    with pytest.raises(ConfigError):
-        crash_hook_from_env("somewhere:1")
+    with pytest.raises(ValueError):
+        crash_hook("somewhere:1")
+
+
+def test_production_code_reads_no_test_switch() -> None:
+    """The crash points are armed by a test-only entry point, never by the environment: only
+    config.py reads the environment, and nothing reads a TASKCAST_TEST_* variable."""
+    for path in (Path(__file__).resolve().parents[2] / "relay").glob("*.py"):
+        text = path.read_text()
+        assert "TASKCAST_TEST" not in text, path.name
+        if path.name != "config.py":
+            assert "os.environ" not in text and "getenv" not in text, path.name
+
+
+@pytest.mark.parametrize("slots", [1, 2, 3, 4, 8])
+def test_idle_loops_are_staggered_over_the_poll_interval(slots: int) -> None:
+    """Defect 8: whatever instant the loops go idle at (the same one, after a backlog), their next
+    polls are ``interval / slots`` apart, so an idle row waits at most that long for some loop."""
+    interval, origin = 0.5, 123.456
+    for now in (origin, origin + 0.01, origin + 7.77, origin - 3.0):
+        wakes = sorted(now + staggered_delay(now, origin, interval, i, slots) for i in range(slots))
+        assert all(0 < w - now <= interval + 1e-9 for w in wakes)
+        gaps = [b - a for a, b in itertools.pairwise(wakes)]
+        assert all(abs(g - interval / slots) < 1e-6 for g in gaps), (now, wakes)
+        # each loop keeps its own phase: ``slot * interval / slots`` after ``origin``
+        for i in range(slots):
+            phase = (now + staggered_delay(now, origin, interval, i, slots) - origin) % interval
+            assert min(abs(phase - i * interval / slots), interval - abs(phase - i * interval / slots)) < 1e-6
+
+
+@given(st.floats(-1e6, 1e6), st.floats(0.01, 60), st.integers(1, 16), st.data())
+def test_staggered_delay_is_within_one_interval(
+    now: float, interval: float, slots: int, data: st.DataObject
+) -> None:
+    slot = data.draw(st.integers(0, slots - 1))
+    assert 0 < staggered_delay(now, 0.0, interval, slot, slots) <= interval + 1e-6
