@@ -69,9 +69,6 @@ STEP_REPORTED: frozenset[EventType] = frozenset(
         EventType.STEP_HEARTBEAT,
     }
 )
-TASK_REPORTED: frozenset[EventType] = frozenset(
-    {EventType.TASK_COMPLETED, EventType.TASK_FAILED, EventType.TASK_CANCELLED}
-)
 
 #: The lifecycle each reported event type moves its subject to (seed §3.5 table).
 EVENT_LIFECYCLE: dict[EventType, Lifecycle] = {
@@ -260,9 +257,6 @@ class ServiceIdentity:
     def serves(self, tenant_id: str) -> bool:
         """True when the credential may act for ``tenant_id``."""
         return self.tenant_id is None or self.tenant_id == tenant_id
-
-
-Caller = ExecutionGrant | ServiceIdentity
 
 
 @dataclass(frozen=True, slots=True)

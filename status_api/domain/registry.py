@@ -119,29 +119,6 @@ def status_set_from_json(doc: Mapping[str, JSON]) -> StatusDefinitionSet:
     )
 
 
-def status_set_to_json(s: StatusDefinitionSet) -> dict[str, JSON]:
-    return {
-        "tenantId": s.tenant_id,
-        "product": s.product,
-        "taskType": s.task_type,
-        "definitionVersion": s.version,
-        "statuses": [
-            {
-                "code": d.code,
-                "displayName": d.display_name,
-                "lifecycleStatus": d.lifecycle.value,
-                "terminal": d.terminal,
-                "severity": d.severity,
-                "sortOrder": d.sort_order,
-                **({"presentation": dict(d.presentation)} if d.presentation else {}),
-                "allowedFrom": sorted(d.allowed_from),
-                "enabled": d.enabled,
-            }
-            for d in sorted(s.statuses.values(), key=lambda d: (d.sort_order, d.code))
-        ],
-    }
-
-
 def operation_set_from_json(doc: Mapping[str, JSON]) -> OperationDefinitionSet:
     """Build a set from its file/endpoint form (``schema/json/operation-definitions.schema.json``)."""
     ops: dict[str, OperationDef] = {}
@@ -167,29 +144,6 @@ def operation_set_from_json(doc: Mapping[str, JSON]) -> OperationDefinitionSet:
         version=int(doc["definitionVersion"]),
         operations=ops,
     )
-
-
-def operation_set_to_json(s: OperationDefinitionSet) -> dict[str, JSON]:
-    return {
-        "tenantId": s.tenant_id,
-        "product": s.product,
-        "taskType": s.task_type,
-        "definitionVersion": s.version,
-        "operations": [
-            {
-                "operationCode": o.operation_code,
-                "displayName": o.display_name,
-                "producerPattern": o.producer_pattern,
-                "allowedEventTypes": sorted(o.allowed_event_types),
-                "allowedDataSchemas": {k: sorted(v) for k, v in sorted(o.allowed_data_schemas.items())},
-                "summaryFields": {k: list(v) for k, v in sorted(o.summary_fields.items())},
-                "failurePolicy": o.failure_policy.value,
-                "maxAttempts": o.max_attempts,
-                "enabled": o.enabled,
-            }
-            for o in sorted(s.operations.values(), key=lambda o: o.operation_code)
-        ],
-    }
 
 
 def data_schema_names(s: OperationDefinitionSet) -> set[str]:

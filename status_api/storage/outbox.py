@@ -18,10 +18,10 @@ The relay imports exactly this module (and the shared database plumbing), so it 
   ``locked_by``, ``locked_at`` (the lease) and ``attempts + 1``. There is no "last id seen"
   cursor: a row committed late with a low id is claimed by the next poll.
 * The relay publishes outside the transaction, then calls :func:`mark_published`,
-  :func:`mark_retry` (back to PENDING at ``available_at``), :func:`mark_dead` or :func:`release`;
+  :func:`mark_retries` (back to PENDING at ``available_at``), :func:`mark_dead` or :func:`release`;
   each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
-  so a row taken over by another replica is never clobbered. :func:`release_expired` returns
-  timed-out leases to PENDING without claiming them.
+  so a row taken over by another replica is never clobbered; an expired lease is taken over by
+  the next :func:`claim`.
 * Operator helpers: :func:`purge_published`, :func:`list_dead`, :func:`requeue_dead`, :func:`stats`.
 * Rows carry complete state and ``aggregate_version``: duplicates and reordering are harmless.
 """
@@ -256,15 +256,9 @@ async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: st
     return int(res.rowcount or 0)
 
 
-async def mark_retry(
-    conn: AsyncConnection, row_id: int, relay_id: str, error: str, available_at: datetime
-) -> int:
-    """PROCESSING → PENDING, due at ``available_at``, if still leased by ``relay_id``."""
-    return await mark_retries(conn, [Retry(row_id, error, available_at)], relay_id)
-
-
 async def mark_retries(conn: AsyncConnection, retries: Sequence[Retry], relay_id: str) -> int:
-    """:func:`mark_retry` for many rows in one executemany; returns the number of rows changed."""
+    """PROCESSING → PENDING, each due at its ``available_at``, for the rows still leased by
+    ``relay_id`` (one executemany); returns the number of rows changed."""
     if not retries:
         return 0
     c = task_outbox.c
@@ -309,17 +303,6 @@ async def release(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now:
         sa.update(task_outbox)
         .where(_leased(ids, relay_id))
         .values(status=PENDING, available_at=now, locked_by=None, locked_at=None)
-    )
-    return int(res.rowcount or 0)
-
-
-async def release_expired(conn: AsyncConnection, lease_seconds: float, now: datetime) -> int:
-    """Return PROCESSING rows whose lease started before ``now - lease_seconds`` to PENDING."""
-    cutoff = now - timedelta(seconds=lease_seconds)
-    res = await conn.execute(
-        sa.update(task_outbox)
-        .where(task_outbox.c.status == PROCESSING, task_outbox.c.locked_at < cutoff)
-        .values(status=PENDING, locked_by=None, locked_at=None, available_at=now)
     )
     return int(res.rowcount or 0)
 

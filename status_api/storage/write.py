@@ -12,7 +12,7 @@ and one row write per step attempt. Must not import the domain's decision module
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -75,40 +75,37 @@ def _key(s: StepState) -> StepKey:
     return (s.task_id, s.step_id, s.attempt)
 
 
-async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
-    """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
+@dataclass(slots=True)
+class _Rows:
+    """A batch's changes merged per table: one entry per task and per step attempt."""
 
-    Raises:
-        RuntimeError: a task's version moved under the lock (a bug: writers lock first).
-        sqlalchemy.exc.IntegrityError: a unique key (eventId, version, sourceSeq) was taken.
-    """
-    new_tasks: dict[str, TaskState] = {}
-    updated: dict[str, tuple[TaskState, int]] = {}
-    new_steps: dict[StepKey, StepState] = {}
-    steps: dict[StepKey, StepState] = {}
-    log: list[dict[str, Any]] = []
-    out_entries: list[outbox.Entry] = []
-    dedup: list[dict[str, Any]] = []
-    purges: list[tuple[str, int]] = []
-    for c in changes:
-        if c.purge is not None:
-            purges.append(c.purge)
+    new_tasks: dict[str, TaskState] = field(default_factory=dict)
+    updated: dict[str, tuple[TaskState, int]] = field(default_factory=dict)
+    new_steps: dict[StepKey, StepState] = field(default_factory=dict)
+    steps: dict[StepKey, StepState] = field(default_factory=dict)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[outbox.Entry] = field(default_factory=list)
+    dedup: list[dict[str, Any]] = field(default_factory=list)
+    purges: list[tuple[str, int]] = field(default_factory=list)
+
+    def add(self, c: Change) -> None:
         t = c.task
         if t is not None:
-            if c.base_version is None or t.id in new_tasks:
-                new_tasks[t.id] = t
+            if c.base_version is None or t.id in self.new_tasks:
+                self.new_tasks[t.id] = t
             else:
-                updated[t.id] = (t, updated[t.id][1] if t.id in updated else c.base_version)
+                base = self.updated[t.id][1] if t.id in self.updated else c.base_version
+                self.updated[t.id] = (t, base)
             if c.outbox:
-                out_entries.append((t.id, t.version, c.outbox, c.at))
+                self.messages.append((t.id, t.version, c.outbox, c.at))
         for s in c.new_steps:
-            new_steps[_key(s)] = s
+            self.new_steps[_key(s)] = s
         for s in c.steps:
-            (new_steps if _key(s) in new_steps else steps)[_key(s)] = s
-        log += (dict(r) for r in c.log)
+            (self.new_steps if _key(s) in self.new_steps else self.steps)[_key(s)] = s
+        self.log += (dict(r) for r in c.log)
         if c.dedup is not None:
             d = c.dedup
-            dedup.append(
+            self.dedup.append(
                 {
                     "event_id": d.event_id,
                     "task_id": d.task_id,
@@ -117,21 +114,35 @@ async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
                     "created_at": d.created_at,
                 }
             )
-    for task_id, up_to_version in purges:  # retention only: a background batch, never ingest
+        if c.purge is not None:
+            self.purges.append(c.purge)
+
+
+async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
+    """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
+
+    Raises:
+        RuntimeError: a task's version moved under the lock (a bug: writers lock first).
+        sqlalchemy.exc.IntegrityError: a unique key (eventId, version, sourceSeq) was taken.
+    """
+    rows = _Rows()
+    for c in changes:
+        rows.add(c)
+    for task_id, up_to_version in rows.purges:  # retention only: a background batch, never ingest
         await purge_timeline(conn, task_id, up_to_version)
-    if new_tasks:
-        await conn.execute(sa.insert(task), [task_values(t) for t in new_tasks.values()])
-    if updated:
-        await _update_tasks(conn, list(updated.values()))
-    if new_steps:
-        await conn.execute(sa.insert(task_step), [step_values(s) for s in new_steps.values()])
-    if steps:
-        await _update_steps(conn, list(steps.values()))
-    if log:
-        await conn.execute(sa.insert(task_event_log), log)
-    await outbox.append_many(conn, out_entries)
-    if dedup:
-        await conn.execute(sa.insert(task_event_dedup), dedup)
+    if rows.new_tasks:
+        await conn.execute(sa.insert(task), [task_values(t) for t in rows.new_tasks.values()])
+    if rows.updated:
+        await _update_tasks(conn, list(rows.updated.values()))
+    if rows.new_steps:
+        await conn.execute(sa.insert(task_step), [step_values(s) for s in rows.new_steps.values()])
+    if rows.steps:
+        await _update_steps(conn, list(rows.steps.values()))
+    if rows.log:
+        await conn.execute(sa.insert(task_event_log), rows.log)
+    await outbox.append_many(conn, rows.messages)
+    if rows.dedup:
+        await conn.execute(sa.insert(task_event_dedup), rows.dedup)
 
 
 async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:
