@@ -1,2 +1,3 @@
-"""SQLAlchemy (async) storage of the Status API: tables, repository, outbox. Only this package and
-``status_api/service.py`` touch the database."""
+"""SQLAlchemy (async) storage of the Status API: tables, repository (reads), write (the one
+writer), outbox, registries, sessions, database. Only this package and ``status_api/service/``
+touch the database (the relay imports ``outbox`` and ``database`` only)."""
