@@ -27,15 +27,9 @@ from status_api.domain.model import JSON, ExecutionGrant, Health, ServiceIdentit
 from status_api.schemas import SchemaStore
 from status_api.service import admin, retention, tasks
 from status_api.service.admin import RECONCILER_PRODUCER
-from status_api.service.context import (
-    Clock,
-    ServiceContext,
-    ServiceSettings,
-    canonical_hash,
-    parse_time,
-    utc_now,
-)
+from status_api.service.context import ServiceContext, ServiceSettings, canonical_hash, parse_time
 from status_api.service.ingest import EventIngestor, parse_event
+from status_api.storage.database import Clock, utc_now
 from status_api.tokens import TokenIssuer
 
 __all__ = [

@@ -31,7 +31,7 @@ from status_api.domain.registry import TaskDefinitions
 from status_api.domain.sanitize import USER_MESSAGE_LIMIT
 from status_api.schemas import SchemaStore
 from status_api.storage import registries
-from status_api.storage.database import is_retryable
+from status_api.storage.database import Clock, is_retryable, utc_now
 from status_api.storage.outbox import OutboxMessage, Priority
 from status_api.storage.write import Change, DedupRow, write
 from status_api.tokens import TokenIssuer
@@ -39,13 +39,6 @@ from status_api.tokens import TokenIssuer
 log = logging.getLogger("status_api.service")
 T = TypeVar("T")
 R = TypeVar("R")
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """Naive UTC now, truncated to milliseconds (what DATETIME(3) stores)."""
-    now = datetime.now(UTC).replace(tzinfo=None)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def canonical_hash(body: Mapping[str, JSON]) -> str:
