@@ -1,6 +1,7 @@
-"""Who is calling: service identities (bearer service JWT or per-producer keys), execution tokens,
-and end users (bearer JWT from the deployment's identity provider: HS, RS/ES with a PEM key, or
-JWKS; or the documented dev mode). Algorithms are fixed by configuration, never taken from a token.
+"""Who is calling: service identities (bearer service JWT or per-producer keys, optionally bound to
+one tenant: the JWT's ``tenant`` claim, a key's ``tenant_id``), execution tokens, and end users
+(bearer JWT from the deployment's identity provider: HS, RS/ES with a PEM key, or JWKS; or the
+documented dev mode). Algorithms are fixed by configuration, never taken from a token.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class ServiceKey:
     producer_id: str
     roles: frozenset[str]
     key_sha256: str  # hex digest of the key; the key itself need not be stored
+    tenant_id: str | None = None  # None: the key may act for any tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class ServiceAuthenticator:
             digest = hashlib.sha256(token.encode()).hexdigest()
             for known, entry in self._keys.items():
                 if hmac.compare_digest(known, digest):
-                    return ServiceIdentity(entry.producer_id, entry.roles)
+                    return ServiceIdentity(entry.producer_id, entry.roles, entry.tenant_id)
             raise unauthenticated("INVALID_SERVICE_CREDENTIAL", "unknown service key")
         key = self.s.jwt_public_key or self.s.jwt_secret or ""
         try:
@@ -90,7 +92,10 @@ class ServiceAuthenticator:
         roles = claims.get("roles", [])
         if not isinstance(roles, list):
             raise unauthenticated("INVALID_SERVICE_CREDENTIAL", "roles claim must be a list")
-        return ServiceIdentity(str(claims["sub"]), frozenset(str(r) for r in roles))
+        tenant = claims.get("tenant")
+        if tenant is not None and (not isinstance(tenant, str) or not tenant):
+            raise unauthenticated("INVALID_SERVICE_CREDENTIAL", "tenant claim must be a non-empty string")
+        return ServiceIdentity(str(claims["sub"]), frozenset(str(r) for r in roles), tenant)
 
     def event_caller(self, token: str) -> ExecutionGrant | ServiceIdentity:
         """An execution token (step events) or else a service credential (TASK_* events)."""
@@ -139,7 +144,11 @@ class UserAuthenticator:
         if not isinstance(tenant_id, str) or not isinstance(user_id, str) or not tenant_id or not user_id:
             raise DomainError(ErrorKind.UNAUTHENTICATED, "INVALID_USER_TOKEN", "tenant/user claims missing")
         projects = claims.get(self.s.projects_claim, [])
-        return UserIdentity(tenant_id, user_id, frozenset(str(p) for p in projects if isinstance(p, str)))
+        if not isinstance(projects, list):  # a string would be read as its characters
+            raise DomainError(
+                ErrorKind.UNAUTHENTICATED, "INVALID_USER_TOKEN", "projects claim must be a list"
+            )
+        return UserIdentity(tenant_id, user_id, frozenset(p for p in projects if isinstance(p, str)))
 
 
 def service_keys_from_config(items: Sequence[Mapping[str, object]]) -> tuple[ServiceKey, ...]:
@@ -147,5 +156,13 @@ def service_keys_from_config(items: Sequence[Mapping[str, object]]) -> tuple[Ser
     for item in items:
         digest = item.get("key_sha256") or hashlib.sha256(str(item["key"]).encode()).hexdigest()
         roles = item.get("roles", [])
-        out.append(ServiceKey(str(item["producer_id"]), frozenset(map(str, roles)), str(digest)))  # type: ignore[call-overload]
+        tenant = item.get("tenant_id")
+        out.append(
+            ServiceKey(
+                str(item["producer_id"]),
+                frozenset(map(str, roles)),  # type: ignore[call-overload]
+                str(digest),
+                str(tenant) if tenant is not None else None,
+            )
+        )
     return tuple(out)

@@ -112,19 +112,13 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"taskcast status-api: configuration error: {exc}", file=sys.stderr)
         return 2
-    import uvicorn
-
+    from status_api import server
     from status_api.app import create_app
 
     logging.basicConfig(
         level=cfg.http.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    uvicorn.run(
-        create_app(cfg),
-        host=args.host or cfg.http.host,
-        port=args.port if args.port is not None else cfg.http.port,
-        log_level=cfg.http.log_level,
-    )
+    server.run(create_app(cfg), cfg.http, host=args.host, port=args.port)
     return 0
 
 

@@ -255,3 +255,57 @@ async def test_user_token_signature_and_claims_are_required(h: Harness) -> None:
     assert (await h.http.get("/api/tasks", headers=auth(no_tenant))).status_code == 401
     assert (await h.http.get("/api/tasks", headers=auth(user_token("t1", "u1")))).status_code == 200
     assert (await h.http.get("/api/tasks", headers=auth(COORDINATOR))).status_code == 401
+
+
+async def test_a_service_credential_bound_to_a_tenant_acts_only_for_it(h: Harness) -> None:
+    """The service JWT's ``tenant`` claim binds the credential (auth.py); creating a task of another
+    tenant is refused. A malformed ``tenant`` claim is not a credential at all."""
+    bound = jwt.encode(
+        {"sub": "task-coordinator", "roles": ["coordinator"], "tenant": "t2", "exp": 9999999999},
+        SERVICE_SECRET,
+        "HS256",
+    )
+    r = await h.http.post("/internal/v1/tasks", json=_create_body("t1"), headers=auth(bound))
+    assert r.status_code == 403 and r.json()["error"]["code"] == "TENANT_MISMATCH", r.text
+    r = await h.http.post("/internal/v1/tasks", json=_create_body("t2"), headers=auth(bound))
+    assert r.status_code == 201, r.text
+    bad = jwt.encode(
+        {"sub": "task-coordinator", "roles": ["coordinator"], "tenant": 7, "exp": 9999999999},
+        SERVICE_SECRET,
+        "HS256",
+    )
+    r = await h.http.post("/internal/v1/tasks", json=_create_body("t1"), headers=auth(bad))
+    assert r.status_code == 401 and r.json()["error"]["code"] == "INVALID_SERVICE_CREDENTIAL"
+
+
+def test_service_keys_carry_their_tenant() -> None:
+    from status_api.auth import ServiceAuthenticator, ServiceAuthSettings, service_keys_from_config
+    from status_api.tokens import TokenIssuer, TokenSettings
+
+    keys = service_keys_from_config(
+        [{"producer_id": "coord-a", "key": "k-a", "roles": ["coordinator"], "tenant_id": "t9"}]
+    )
+    tokens = TokenIssuer(TokenSettings(execution_secret=EXEC_SECRET, realtime_secret=REALTIME_SECRET))
+    ident = ServiceAuthenticator(ServiceAuthSettings(mode="keys", keys=keys), tokens).service("k-a")
+    assert ident.tenant_id == "t9" and ident.serves("t9") and not ident.serves("t1")
+
+
+async def test_a_user_token_whose_projects_claim_is_not_a_list_is_refused(h: Harness) -> None:
+    token = jwt.encode(
+        {"sub": "u1", "tenant": "t1", "projects": "p1", "exp": 9999999999}, USER_SECRET, "HS256"
+    )
+    r = await h.http.get("/api/tasks", headers=auth(token))
+    assert r.status_code == 401 and r.json()["error"]["code"] == "INVALID_USER_TOKEN"
+
+
+def _create_body(tenant: str) -> dict[str, object]:
+    return {
+        "tenantId": tenant,
+        "ownerId": "u1",
+        "product": "DOCUMENT",
+        "taskType": "DOCUMENT_PROCESS",
+        "title": "Contract parsing",
+        "statusDefinitionVersion": 1,
+        "operationDefinitionVersion": 1,
+        "steps": [{"stepId": "01_prepare", "operationCode": "FILE.PREPARE", "producerId": "file-worker"}],
+    }
