@@ -50,6 +50,11 @@ import psutil
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from taskcast.dev.procs import free_port  # noqa: E402
+
 PY = sys.executable
 HOST = "127.0.0.1"
 SERVER_CPU = 0
@@ -178,12 +183,6 @@ def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20) -> bo
             except OSError:
                 time.sleep(0.1)
     return False
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 # --------------------------------------------------------------------------------- servers

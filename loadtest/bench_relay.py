@@ -19,7 +19,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from relay.claim import create_engine  # noqa: E402
 from status_api.storage.database import init_db  # noqa: E402
 from status_api.storage.tables import task_outbox  # noqa: E402
+from taskcast.dev.procs import free_port, http_ok, service_argv  # noqa: E402
 
 API_KEY = "bench-relay-api-key"
 HISTORY = {"history_size": 100, "history_ttl": "300s", "force_recovery": True}
@@ -58,12 +58,6 @@ GATEWAY_CONFIG: dict[str, Any] = {
         ]
     },
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def services_start(state: Path) -> str:
@@ -87,22 +81,17 @@ def services_stop(state: Path) -> None:
 def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """Start a Taskcast process with its output in ``log_path``."""
     with log_path.open("wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "taskcast", *argv], cwd=ROOT, stdout=log, stderr=log)
+        return subprocess.Popen(service_argv(*argv), cwd=ROOT, stdout=log, stderr=log)
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while not http_ok(url):
         if proc.poll() is not None:
             raise RuntimeError(f"process exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    raise TimeoutError(url)
+        if time.monotonic() > deadline:
+            raise TimeoutError(url)
+        time.sleep(0.05)  # polling interval of a bounded wait
 
 
 def summary_payload(task: str, version: int) -> dict[str, Any]:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from taskcast.dev.topology import Proc, free_port  # noqa: E402
+from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
 
 @dataclass

@@ -19,82 +19,14 @@ import string
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-ROOT = Path(__file__).resolve().parents[2]
+from taskcast.dev.procs import ROOT, Proc, free_port, service_argv
+
 DEPLOY = ROOT / "deploy"
-READY_TIMEOUT_SECONDS = 30.0
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-@dataclass
-class Proc:
-    """One managed child process with its log file."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    health_url: str = ""
-    popen: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log_path.open("ab") as log:
-            self.popen = subprocess.Popen(
-                self.argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        assert self.popen is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.log_text()}")
-            if not self.health_url or _healthy(self.health_url):
-                return
-            time.sleep(0.05)  # readiness polling interval, not a synchronisation sleep
-        raise TimeoutError(f"{self.name} not ready within {timeout}s:\n{self.log_text()}")
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    @property
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.send_signal(sig)
-
-    def stop(self, timeout: float = 15.0) -> None:
-        if self.popen is None or self.popen.poll() is not None:
-            return
-        self.popen.send_signal(signal.SIGTERM)
-        try:
-            self.popen.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.popen.wait(timeout=5)
 
 
 @dataclass
@@ -198,7 +130,6 @@ class Topology:
         db_url = self._database()
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
-        py = sys.executable
         status_env = self._env(
             TASKCAST_STATUS_API_DATABASE__URL=db_url,
             TASKCAST_STATUS_API_INTERNAL_AUTH__JWT_SECRET=self.service_secret,
@@ -212,7 +143,7 @@ class Topology:
         )
         status_cfg = str(DEPLOY / "status-api.yaml")
         subprocess.run(
-            [py, "-m", "taskcast", "status-api", "init-db", "--config", status_cfg],
+            service_argv("status-api", "init-db", "--config", status_cfg),
             cwd=ROOT,
             env=status_env,
             check=True,
@@ -229,17 +160,17 @@ class Topology:
                 CENTRIFUGO_NODE_NAME=f"gateway{n + 1}",
                 CENTRIFUGO_CLIENT_ALLOWED_ORIGINS=f"{self.public_url} http://127.0.0.1:*",
             )
-            argv = [py, "-m", "taskcast", "gateway", "--config", str(DEPLOY / "gateway.json")]
+            argv = service_argv("gateway", "--config", str(DEPLOY / "gateway.json"))
             self._add(f"gateway{n + 1}", argv, env, f"{self.gateway_url(n)}/health")
         self._add(
             "status-api",
-            [py, "-m", "taskcast", "status-api", "serve", "--config", status_cfg],
+            service_argv("status-api", "serve", "--config", status_cfg),
             status_env,
             f"{self.status_api_url}/readyz",
         )
         self._add(
             "reconciler",
-            [py, "-m", "taskcast", "status-api", "reconcile", "--config", status_cfg],
+            service_argv("status-api", "reconcile", "--config", status_cfg),
             status_env,
         )
         self._start_nginx()
@@ -252,7 +183,7 @@ class Topology:
                 TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
                 TASKCAST_RELAY_METRICS_PORT=str(port),
             )
-            argv = [py, "-m", "taskcast", "relay", "run", "--config", str(DEPLOY / "relay.yaml")]
+            argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
         for proc in self.procs.values():
             proc.wait_ready()

@@ -40,6 +40,7 @@ from taskcast.demo.scenarios import (
     Start,
     Work,
 )
+from tests.support import scaled, wait_until
 
 STORE = SchemaStore(DEFAULT_SCHEMA_DIR)
 STATUSES = {
@@ -203,7 +204,7 @@ async def _user_get(transport: httpx.ASGITransport, owner: str, path: str) -> An
 
 async def test_every_scenario_runs_end_to_end_against_the_status_api(tmp_path: Path) -> None:
     async with _status_api(tmp_path) as (transport, app):
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(scaled(60)):
             result = await demo.run_demo(
                 "http://api",
                 SERVICE_SECRET,
@@ -253,15 +254,15 @@ async def test_stopping_the_demo_cancels_unfinished_tasks(tmp_path: Path) -> Non
                 transport=transport,
             )
         )
-        async with asyncio.timeout(20):
-            while True:  # the first task exists
-                listing = await _user_get(transport, "demo/carol", "/api/tasks")
-                if listing["items"]:
-                    break
-                await asyncio.sleep(0.05)
-            stop.set()
+
+        async def first_task() -> bool:
+            return bool((await _user_get(transport, "demo/carol", "/api/tasks"))["items"])
+
+        await wait_until(first_task, 20, "the first demo task", every=0.05)
+        stop.set()
+        async with asyncio.timeout(scaled(20)):
             await run
-            listing = await _user_get(transport, "demo/carol", "/api/tasks")
+        listing = await _user_get(transport, "demo/carol", "/api/tasks")
         tasks = listing["items"]
         assert tasks and {t["lifecycleStatus"] for t in tasks} <= {"CANCELLED", "SUCCEEDED", "FAILED"}
         assert "CANCELLED" in {t["lifecycleStatus"] for t in tasks}

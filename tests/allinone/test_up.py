@@ -5,13 +5,10 @@ task reaches SUCCEEDED through the user API and its summaries reach a centrifuge
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +18,9 @@ import httpx
 import pytest
 from centrifuge import Client, ClientEventHandler, ServerPublicationContext
 
-from tests.helpers.gateway_proc import free_port
+from taskcast.dev.procs import ROOT, Proc, service_argv
+from tests.support import WaitTimeout, free_port, scaled, wait_until, wait_until_blocking
 
-ROOT = Path(__file__).resolve().parents[2]
 USER = "demo/alice"
 STARTUP_SECONDS = 30.0
 TASK_SECONDS = 40.0
@@ -32,14 +29,18 @@ STOP_SECONDS = 12.0  # taskcast.up.SHUTDOWN_SECONDS + interpreter exit
 
 @dataclass
 class Up:
-    proc: subprocess.Popen[bytes]
+    child: Proc
     gateway: str
     api: str
     data_dir: Path
-    log_path: Path
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes]:
+        assert self.child.popen is not None
+        return self.child.popen
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.child.log_text()
 
 
 @pytest.fixture
@@ -48,54 +49,33 @@ def up(tmp_path: Path) -> Iterator[Up]:
     while pa == pg:
         pa = free_port()
     data_dir = tmp_path / "var"
-    log_path = tmp_path / "up.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCAST_", "CENTRIFUGO_"))}
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "taskcast",
-                "up",
-                "--port-gateway",
-                str(pg),
-                "--port-api",
-                str(pa),
-                "--data-dir",
-                str(data_dir),
-                "--demo-speed",
-                "20",
-            ],
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    handle = Up(proc, f"http://127.0.0.1:{pg}", f"http://127.0.0.1:{pa}", data_dir, log_path)
+    argv = service_argv("up", "--port-gateway", str(pg), "--port-api", str(pa))
+    argv += ["--data-dir", str(data_dir), "--demo-speed", "20"]
+    child = Proc("taskcast-up", argv, env, tmp_path / "up.log").start()
     try:
-        yield handle
+        yield Up(child, f"http://127.0.0.1:{pg}", f"http://127.0.0.1:{pa}", data_dir)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        child.kill()
 
 
 def _wait_healthy(up: Up) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
+    def healthy(c: httpx.Client) -> bool:
+        assert up.child.running, f"taskcast up exited early:\n{up.log()}"
+        try:
+            return (
+                c.get(f"{up.gateway}/health").status_code == 200
+                and c.get(f"{up.api}/healthz").status_code == 200
+                and "Task board:" in up.log()
+            )
+        except httpx.TransportError:
+            return False
+
     with httpx.Client(timeout=2.0) as c:
-        while True:
-            assert up.proc.poll() is None, f"taskcast up exited early:\n{up.log()}"
-            try:
-                if (
-                    c.get(f"{up.gateway}/health").status_code == 200
-                    and c.get(f"{up.api}/healthz").status_code == 200
-                    and "Task board:" in up.log()
-                ):
-                    return
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"not healthy within {STARTUP_SECONDS}s:\n{up.log()}"
-            time.sleep(0.1)
+        try:
+            wait_until_blocking(lambda: healthy(c), STARTUP_SECONDS, "taskcast up healthy")
+        except WaitTimeout as exc:
+            raise WaitTimeout(f"{exc}\n{up.log()}") from None
 
 
 @dataclass
@@ -103,11 +83,9 @@ class Summaries(ClientEventHandler):
     """Collects ``task.summary`` publications of server-side subscriptions."""
 
     items: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def on_publication(self, ctx: ServerPublicationContext) -> None:
         self.items.append((ctx.channel, ctx.pub.data))
-        self.changed.set()
 
 
 async def _succeeded_via_api_and_realtime(up: Up) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
@@ -122,21 +100,19 @@ async def _succeeded_via_api_and_realtime(up: Up) -> tuple[str, list[tuple[str, 
             proxy=None,
         )
         await client.connect()
+
+        async def succeeded_and_live() -> list[str]:
+            """Tasks that succeeded in the API and whose SUCCEEDED summary arrived live."""
+            listing = (await api.get("/api/tasks")).json()["items"]
+            done = {t["id"] for t in listing if t["lifecycleStatus"] == "SUCCEEDED"}
+            live = {
+                d["task"]["id"] for _, d in summaries.items if d["task"]["lifecycleStatus"] == "SUCCEEDED"
+            }
+            return sorted(done & live)
+
         try:
-            async with asyncio.timeout(TASK_SECONDS):
-                while True:  # a task that succeeded in the API and whose SUCCEEDED summary arrived live
-                    listing = (await api.get("/api/tasks")).json()["items"]
-                    done = {t["id"] for t in listing if t["lifecycleStatus"] == "SUCCEEDED"}
-                    live = {
-                        d["task"]["id"]
-                        for _, d in summaries.items
-                        if d["task"]["lifecycleStatus"] == "SUCCEEDED"
-                    }
-                    if done & live:
-                        return sorted(done & live)[0], summaries.items
-                    summaries.changed.clear()
-                    with contextlib.suppress(TimeoutError):  # a new publication, or poll the API again
-                        await asyncio.wait_for(summaries.changed.wait(), 0.5)
+            both = await wait_until(succeeded_and_live, TASK_SECONDS, "a SUCCEEDED task, live", every=0.2)
+            return both[0], summaries.items
         finally:
             await client.disconnect()
 
@@ -156,10 +132,8 @@ def test_taskcast_up_serves_board_runs_demo_publishes_and_stops_on_sigterm(up: U
     assert max(mine, key=lambda d: int(d["version"]))["lifecycleStatus"] == "SUCCEEDED"
     assert len({d["version"] for d in mine}) == len(mine)  # no duplicate delivery
 
-    started = time.monotonic()
     up.proc.send_signal(signal.SIGTERM)
-    assert up.proc.wait(STOP_SECONDS) == 0, up.log()
-    assert time.monotonic() - started < STOP_SECONDS
+    assert up.proc.wait(scaled(STOP_SECONDS)) == 0, up.log()
     log = up.log()
     assert "Traceback" not in log, log
     keys = json.loads((up.data_dir / "secrets.json").read_text())
@@ -176,23 +150,13 @@ def test_taskcast_up_refuses_a_busy_port(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         s.listen()
         busy = s.getsockname()[1]
+        argv = service_argv("up", "--port-gateway", str(busy), "--port-api", str(free_port()))
         r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "taskcast",
-                "up",
-                "--port-gateway",
-                str(busy),
-                "--port-api",
-                str(free_port()),
-                "--data-dir",
-                str(tmp_path / "var"),
-            ],
+            [*argv, "--data-dir", str(tmp_path / "var")],
             cwd=ROOT,
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=scaled(30),
         )
     assert r.returncode == 2
     assert f"port {busy}" in r.stderr and "--port-gateway" in r.stderr

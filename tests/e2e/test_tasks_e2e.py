@@ -17,8 +17,8 @@ from websockets.asyncio.client import connect
 
 from taskcast.demo import run_demo
 from taskcast.dev.topology import Topology, topology_nodes
-from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
+from tests.support import mint_token, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql]
 
@@ -110,10 +110,7 @@ async def test_clients_on_both_gateways_see_every_final_state_with_the_database_
                 for task_id in started[user]
             )
 
-        deadline = time.monotonic() + 30
-        while not converged():  # each check only reads what the watchers collected
-            assert time.monotonic() < deadline, "clients did not converge on the database state"
-            await asyncio.sleep(0.1)
+        await wait_until(converged, 30, "clients to converge on the database state", every=0.1)
         for user in USERS:  # nobody sees another user's tasks
             others = {t for u in USERS if u != user for t in started[u]}
             for watcher in watchers[user]:

@@ -10,8 +10,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from taskcast.dev.topology import Topology, topology_nodes
-from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
+from tests.support import mint_token
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -19,6 +18,8 @@ from gateway.config_schema import RedisSettings
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
+from tests.support import free_port as free_port  # re-exported for the suites importing it from here
+from tests.support import wait_until as wait_for
 
 
 def unique_prefix() -> str:
@@ -37,16 +38,6 @@ def broker(config: RedisSettings, **options: object) -> RedisBroker:
 
 def presence(config: RedisSettings, now: Callable[[], float]) -> RedisPresence:
     return RedisPresence(build_shards(config), prefix=config.prefix, ttl_seconds=60, now=now)
-
-
-async def wait_for(condition: Callable[[], bool], within: float = 10.0, what: str = "condition") -> None:
-    """Poll ``condition`` every 10 ms, for at most ``within`` seconds."""
-    try:
-        async with asyncio.timeout(within):
-            while not condition():  # noqa: ASYNC110  # polls engine state that has no event
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 @contextlib.asynccontextmanager
@@ -90,13 +81,6 @@ async def delete_prefix(admin: Redis, prefix: str) -> None:
     keys = await keys_of(admin, prefix)
     if keys:
         await admin.delete(*keys)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RedisServer:

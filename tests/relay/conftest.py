@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from relay.claim import create_engine
 from status_api.storage.tables import task_outbox
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.helpers.mysql_db import schema_database
 from tests.relay.harness import GATEWAY_CONFIG
+from tests.support import GatewayProcess
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Relay test harness: outbox rows, a real gateway's config, a version-de-duplicating subscriber,
-in-process relays and relay subprocesses.
+in-process relays; relay subprocesses are :class:`tests.support.RelayProcess` (re-exported here).
 
 The subscriber is a raw protocol-v2 WebSocket client whose connection JWT lists its channels
 (server-side subscriptions). It records every publication, counts each ``(channel, task, version)``
@@ -12,15 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,10 +27,12 @@ from relay.claim import OutboxLeases, utc_now
 from relay.config import RelayConfig, build_config
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
-from status_api.domain.projections import OutboxMessage
 from status_api.storage import outbox
+from status_api.storage.outbox import OutboxMessage
 from status_api.storage.tables import task_outbox
-from tests.helpers.gateway_proc import ROOT, GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token
+from tests.support import RelayProcess as RelayProcess  # re-exported for the relay tests
+from tests.support import wait_until as wait_until  # re-exported for the relay tests
 
 SECRET = "relay-tests-secret-0123456789abcdefghij"
 HISTORY = {"history_size": 100, "history_ttl": "300s"}
@@ -104,21 +102,6 @@ async def statuses(engine: AsyncEngine) -> Counter[str]:
             sa.select(task_outbox.c.status, sa.func.count()).group_by(task_outbox.c.status)
         )
         return Counter({r[0]: int(r[1]) for r in rows})
-
-
-async def wait_until(cond: Callable[[], Any], within: float = TIMEOUT, what: str = "condition") -> None:
-    """Poll an (async or sync) condition every 20 ms until true; fail after ``within`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while True:
-        value = cond()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {within}s waiting for {what}")
-        await asyncio.sleep(0.02)  # polling interval of the wait loop, not a synchronisation sleep
 
 
 @dataclass
@@ -235,41 +218,3 @@ async def drain(relay: Relay, limit: int = 10_000) -> int:
             return total
         total += n
     raise AssertionError("drain did not finish")
-
-
-class RelayProcess:
-    """``python -m taskcast relay run --config F`` as a subprocess (output to a log file)."""
-
-    def __init__(self, cfg: dict[str, Any], workdir: Path, env: dict[str, str] | None = None) -> None:
-        workdir.mkdir(parents=True, exist_ok=True)
-        name = cfg["relay_id"]
-        self.config_path = workdir / f"{name}.json"
-        self.config_path.write_text(json.dumps(cfg))
-        self.log_path = workdir / f"{name}.log"
-        self.env = {**os.environ, **(env or {})}
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> RelayProcess:
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "taskcast", "relay", "run", "--config", str(self.config_path)],
-                cwd=ROOT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-            )
-        return self
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    async def wait_exit(self, within: float) -> int:
-        assert self.proc is not None
-        proc = self.proc
-        await wait_until(lambda: proc.poll() is not None, within, "relay process exit")
-        return int(proc.returncode)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=5)

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from tests.helpers.convergence import Streams, task_version_of
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.conftest import engine, relay_db_url  # reuse: one schema per session
+from tests.support import GatewayProcess
 
 __all__ = ["engine", "relay_db_url"]
 

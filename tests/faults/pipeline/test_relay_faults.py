@@ -26,17 +26,8 @@ from tests.faults.pipeline.clients import ConvergentClient
 from tests.faults.pipeline.conftest import SECRET, history
 from tests.helpers.convergence import Checker, Outbox
 from tests.helpers.faultproxy import FaultProxy
-from tests.helpers.gateway_proc import GatewayProcess
-from tests.relay.harness import (
-    RelayProcess,
-    drain,
-    insert,
-    make_relay,
-    plan,
-    relay_config,
-    statuses,
-    wait_until,
-)
+from tests.relay.harness import drain, insert, make_relay, plan, relay_config, statuses
+from tests.support import GatewayProcess, RelayProcess, wait_until
 
 pytestmark = pytest.mark.mysql
 

@@ -24,8 +24,8 @@ from gateway.engine.redis_keys import RedisKeys
 from tests.faults.pipeline.clients import ConvergentClient
 from tests.faults.pipeline.conftest import SECRET, api, gateway_config
 from tests.helpers.convergence import Checker
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.helpers.redis_engine import delete_prefix, unique_prefix
+from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.redis
 

@@ -1,0 +1,120 @@
+"""Child processes for the developer tools, the benchmarks and the tests: ONE free-port helper, ONE
+readiness probe and ONE managed-process type (:class:`Proc`), plus the argv of every Taskcast
+service (:func:`service_argv`) so nothing spells ``python -m taskcast ...`` by hand.
+
+Contracts: a :class:`Proc` writes its output to its own log file, is only ever signalled by its
+owner (``stop``/``kill`` act on this one child), and ``wait_ready`` fails fast with the log when
+the child exits before it is ready.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+READY_TIMEOUT_SECONDS = 30.0
+READY_POLL_SECONDS = 0.05
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def http_ok(url: str, timeout: float = 1.0) -> bool:
+    """True when ``GET url`` answers 200 within ``timeout``; any failure is False."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def service_argv(*args: str) -> list[str]:
+    """``[python, -m, taskcast, *args]``, e.g. ``service_argv("relay", "run", "--config", path)``."""
+    return [sys.executable, "-m", "taskcast", *args]
+
+
+@dataclass
+class Proc:
+    """One managed child process with its log file; ready when ``health_url`` answers 200 (or at
+    once without one)."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str] | None
+    log_path: Path
+    health_url: str = ""
+    cwd: Path = ROOT
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        return self
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        """Poll ``health_url`` until 200; RuntimeError if the child exits, TimeoutError after ``timeout``."""
+        assert self.popen is not None, f"{self.name} was never started"
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.log_text()}")
+            if not self.health_url or http_ok(self.health_url):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} not ready within {timeout}s:\n{self.log_text()}")
+            time.sleep(READY_POLL_SECONDS)  # polling interval of a bounded wait
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to this child if it is still running."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` (SIGKILL by default) and, for SIGKILL, reap the child."""
+        self.send_signal(sig)
+        if sig == signal.SIGKILL and self.popen is not None:
+            self.popen.wait(timeout=10)
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the exit; raises ``subprocess.TimeoutExpired`` after ``timeout``."""
+        assert self.popen is not None, f"{self.name} was never started"
+        return self.popen.wait(timeout=timeout)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL; returns the exit code."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+        return self.popen.returncode
