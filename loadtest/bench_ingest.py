@@ -33,7 +33,7 @@ import jwt
 import sqlalchemy as sa
 
 from status_api.app import build_components, create_app
-from status_api.config import Config, _build, _validate
+from status_api.config import Config, build_config
 from status_api.storage.database import init_db
 from status_api.storage.tables import metadata
 
@@ -50,9 +50,7 @@ def _config(url: str, pool: int) -> Config:
         "realtime": {"secret": SECRET},
         "reconciler": {"enabled": False},
     }
-    cfg: Config = _build("", raw, Config)
-    _validate(cfg)
-    return cfg
+    return build_config(raw)
 
 
 def _pct(values: list[float], p: float) -> float:

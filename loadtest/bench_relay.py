@@ -36,8 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from relay.claim import create_engine  # noqa: E402
-from status_api.storage.database import init_db  # noqa: E402
+from status_api.storage.database import create_engine, init_db  # noqa: E402
 from status_api.storage.tables import task_outbox  # noqa: E402
 from taskcast.dev.procs import free_port, http_ok, service_argv  # noqa: E402
 

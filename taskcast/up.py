@@ -194,11 +194,13 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     from gateway.config import load_settings
     from gateway.transports.streaming import GatewayHttpProtocol
     from gateway.transports.websocket import GatewayWebSocketProtocol
-    from relay.claim import OutboxLeases, create_engine
+    from relay.claim import OutboxLeases
     from relay.config import build_config
     from relay.publisher import HttpGatewayPublisher
     from relay.relay import Relay
     from status_api.app import create_app as create_status_app
+    from status_api.server import uvicorn_config as status_api_uvicorn_config
+    from status_api.storage.database import create_engine
     from taskcast.demo import run_demo
 
     opts.data_dir.mkdir(parents=True, exist_ok=True)
@@ -221,13 +223,12 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
         )
     )
     sa_cfg = status_api_config(opts, keys)
-    api = _Server(
-        uvicorn.Config(
+    api = _Server(  # the Status API's own listener bounds (1 MiB head -> 431, request deadline)
+        status_api_uvicorn_config(
             create_status_app(sa_cfg),
+            sa_cfg.http,
             host=opts.host,
             port=opts.port_api,
-            lifespan="on",
-            log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=SERVER_GRACE_SECONDS,
         )
