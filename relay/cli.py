@@ -163,11 +163,16 @@ def main(argv: list[str]) -> int:
         return 2
     if args.command == "run":
         return asyncio.run(run(cfg))
-    if args.command == "purge":
-        return asyncio.run(_purge(cfg))
-    if args.dead_command == "list":
-        return asyncio.run(_dead_list(cfg, args.limit, args.json))
-    return asyncio.run(_dead_requeue(cfg, None if args.all else list(args.ids)))
+    try:
+        if args.command == "purge":
+            return asyncio.run(_purge(cfg))
+        if args.dead_command == "list":
+            return asyncio.run(_dead_list(cfg, args.limit, args.json))
+        return asyncio.run(_dead_requeue(cfg, None if args.all else list(args.ids)))
+    except Exception as exc:  # an operator command's boundary: one line, no traceback
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"taskcast relay: database error: {type(exc).__name__}: {first_line[:300]}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
