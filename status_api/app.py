@@ -86,6 +86,8 @@ def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: C
             ),
             retention_interval_seconds=cfg.retention.interval_seconds,
             retention_batch_size=cfg.retention.batch_size,
+            ingest_batch_max=cfg.ingest.batch_max,
+            ingest_batch_runners=cfg.ingest.batch_runners,
         ),
     )
     queries = TaskQueries(

@@ -115,6 +115,16 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class IngestConfig:
+    """Group commit of event ingestion (``status_api/service/ingest.py``): up to ``batch_max``
+    queued events share one transaction, ``batch_runners`` such transactions run at once (each holds
+    one pooled connection). ``batch_max: 1`` turns batching off (one transaction per event)."""
+
+    batch_max: int = 64
+    batch_runners: int = 3
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
@@ -131,6 +141,7 @@ class Config:
     reconciler: ReconcilerConfig = field(default_factory=ReconcilerConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     schema_dir: str | None = None
 
 
@@ -180,6 +191,7 @@ def _validate(cfg: Config) -> None:
     if cfg.realtime.max_detail_subscriptions_per_session < 1:
         raise ConfigError("realtime.max_detail_subscriptions_per_session: must be >= 1")
     _validate_retention(cfg.retention)
+    _validate_ingest(cfg.ingest)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -193,6 +205,13 @@ def build_config(raw: Mapping[str, Any]) -> Config:
     cfg = config_file.build(Config, raw)
     _validate(cfg)
     return cfg
+
+
+def _validate_ingest(i: IngestConfig) -> None:
+    if i.batch_max < 1:
+        raise ConfigError("ingest.batch_max: must be >= 1 (1 = one transaction per event)")
+    if i.batch_runners < 1:
+        raise ConfigError("ingest.batch_runners: must be >= 1")
 
 
 def _validate_retention(r: RetentionConfig) -> None:
