@@ -22,6 +22,7 @@ from status_api.storage.database import init_db
 from status_api.storage.outbox import OutboxRow
 from status_api.storage.tables import task_outbox
 from tests.relay.harness import RowSpec, insert, plan, statuses
+from tests.support import scaled
 
 
 @pytest.fixture
@@ -162,3 +163,34 @@ def test_cli_refuses_a_bad_config_naming_the_option(
     )
     assert cli.main(["run", "--config", str(f)]) == 2
     assert "lease: unknown option" in capsys.readouterr().err
+
+
+async def test_idle_loops_of_one_relay_poll_in_their_own_staggered_slots(sqlite_url: str) -> None:
+    """Defect 8, through Relay.run: with concurrency 4 and nothing to do, every loop sleeps until its
+    own slot (``interval / 4`` apart), so the wake-ups of an idle relay never coincide. Checked on
+    the wake-up instants the loops ask for, not on when a loaded machine ran them."""
+    engine = create_engine(sqlite_url)
+    cfg = config(sqlite_url, concurrency=4, poll_interval_seconds=0.2, stats_interval_seconds=60)
+    stop = asyncio.Event()
+    wakes: dict[int, list[float]] = {}
+
+    class Recording(Relay):
+        def idle_delay(self, slot: int, origin: float, now: float) -> float:
+            delay = super().idle_delay(slot, origin, now)
+            wakes.setdefault(slot, []).append(now + delay - origin)
+            if all(len(wakes.get(i, [])) >= 3 for i in range(4)):
+                stop.set()
+            return delay
+
+    relay = Recording(OutboxLeases(engine, cfg.relay_id, lease_seconds=30), RecordingPublisher(), cfg)
+    try:
+        async with asyncio.timeout(scaled(60)):
+            await relay.run(stop)
+    finally:
+        await engine.dispose()
+    interval = cfg.poll_interval_seconds
+    for slot, instants in wakes.items():
+        for t in instants:  # each wake-up sits on the loop's own phase
+            phase = (t - slot * interval / 4) % interval
+            assert min(phase, interval - phase) < 1e-6, (slot, t)
+    assert sorted(wakes) == [0, 1, 2, 3]
