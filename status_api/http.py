@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
-from status_api.domain.model import ServiceIdentity
+from status_api.domain.model import ExecutionGrant, ServiceIdentity
 from status_api.json_input import DEFAULT_MAX_DEPTH, MAX_SAFE_INTEGER, JsonInputError
 from status_api.json_input import parse as parse_json
 from status_api.queries import TaskQueries
@@ -157,12 +157,15 @@ async def task_events(request: Request) -> Response:
     if not isinstance(body, dict):
         raise invalid("INVALID_EVENT", "body must be an object")
     operation = body.get("operationCode")
+    # The label of a rejected event comes from the verified token, never from the body: a body's
+    # operationCode as a label would let any client grow the metric without bound.
+    label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
     metrics = getattr(request.app.state, "metrics", None)
     try:
         out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
     except DomainError as err:
         if metrics is not None:
-            metrics.event(str(operation or ""), "rejected", err.code)
+            metrics.event(label, "rejected", err.code)
         raise
     if metrics is not None:
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"

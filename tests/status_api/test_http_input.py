@@ -318,3 +318,13 @@ async def test_a_body_of_exactly_the_bound_is_read(h: Harness) -> None:
         "/api/tasks/status:batchGet", content=raw + b" ", headers=auth(user_token("t1", "u1"))
     )
     assert r.status_code == 413 and r.json()["error"]["code"] == "BODY_TOO_LARGE"
+
+
+async def test_rejected_events_do_not_turn_body_text_into_metric_labels(h: Harness) -> None:
+    """Labels of rejected events come from the verified credential, not from the body."""
+    task = await h.create_task()
+    for i in range(5):
+        body = h.step_event(task, "01_prepare", "STEP_STARTED", "PREPARING", operationCode=f"ATTACK.{i}")
+        await h.send(body, task.steps["01_prepare"].token, expect=403)
+    text = (await h.http.get("/metrics")).text
+    assert "ATTACK." not in text
