@@ -160,3 +160,10 @@ def test_taskcast_up_refuses_a_busy_port(tmp_path: Path) -> None:
         )
     assert r.returncode == 2
     assert f"port {busy}" in r.stderr and "--port-gateway" in r.stderr
+
+
+def test_every_secrets_json_key_is_documented() -> None:
+    from taskcast.up import SECRET_NAMES
+
+    quickstart = (ROOT / "docs" / "quickstart.md").read_text()
+    assert [name for name in SECRET_NAMES if f"| `{name}` |" not in quickstart] == []
