@@ -295,15 +295,24 @@ async def mark_dead(conn: AsyncConnection, row_id: int, relay_id: str, error: st
     return int(res.rowcount or 0)
 
 
-async def release(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
-    """Give leases back (graceful shutdown): PROCESSING → PENDING, due ``now``, attempts unchanged."""
+async def release(
+    conn: AsyncConnection,
+    ids: Sequence[int],
+    relay_id: str,
+    now: datetime,
+    *,
+    refund_attempt: bool = False,
+) -> int:
+    """Give leases back: PROCESSING → PENDING, due ``now``. ``refund_attempt`` undoes the claim's
+    ``attempts + 1`` (the gateway as a whole failed: nothing was wrong with the row, so the attempt
+    must not count toward the relay's ``max_attempts``); without it attempts are unchanged."""
     if not ids:
         return 0
-    res = await conn.execute(
-        sa.update(task_outbox)
-        .where(_leased(ids, relay_id))
-        .values(status=PENDING, available_at=now, locked_by=None, locked_at=None)
-    )
+    c = task_outbox.c
+    values: dict[str, Any] = {"status": PENDING, "available_at": now, "locked_by": None, "locked_at": None}
+    if refund_attempt:
+        values["attempts"] = sa.case((c.attempts > 0, c.attempts - 1), else_=0)
+    res = await conn.execute(sa.update(task_outbox).where(_leased(ids, relay_id)).values(**values))
     return int(res.rowcount or 0)
 
 

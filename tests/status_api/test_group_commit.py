@@ -1,4 +1,4 @@
-"""Group commit of ingested events (service_ingest + group_commit), on SQLite and MariaDB.
+"""Group commit of ingested events (service/ingest.py + group_commit + the one writer), on SQLite and MariaDB.
 
 Events submitted in one loop tick land in one batch (the first runner takes the whole queue), so
 these tests see real multi-event transactions; each checks that the batch behaves exactly as if

@@ -8,10 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from status_api.domain.projections import Projection, detail_channel, project_channel, user_channel
 from status_api.storage import outbox
 from status_api.storage.outbox import Priority, effective_priority, supersedable
+from status_api.storage.tables import task_outbox
 from tests.status_api.harness import Harness
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +69,24 @@ async def test_stored_rows_carry_projection_name_kind_and_priority(h: Harness) -
         by_version.setdefault(r["aggregate_version"], set()).add(r["priority"])
     assert by_version == {1: {Priority.NEW_AGGREGATE}, 2: {Priority.PROGRESS}, 3: {Priority.NOTICE}}
     assert len(rows) == 9  # three projections per version
+
+
+async def test_release_can_refund_the_claims_attempt(h: Harness) -> None:
+    now = h.clock()
+    msg = outbox.OutboxMessage("task_user:t1/u1", "USER_SUMMARY", {"kind": "task.summary"}, 0)
+    async with h.comp.engine.begin() as conn:
+        await conn.execute(task_outbox.delete())
+        await outbox.append(conn, "refund-task", 2, [msg], now)
+
+    async def cycle(refund: bool) -> int:
+        async with h.comp.engine.begin() as conn:
+            (row,) = await outbox.claim(conn, "relay-a", 10, now)
+            assert await outbox.release(conn, [row.id], "relay-b", now, refund_attempt=refund) == 0
+            assert await outbox.release(conn, [row.id], "relay-a", now, refund_attempt=refund) == 1
+        async with h.comp.engine.connect() as conn:
+            return int(await conn.scalar(sa.select(task_outbox.c.attempts)))
+
+    assert await cycle(refund=True) == 0  # a gateway-wide failure: the attempt does not count
+    assert await cycle(refund=False) == 1  # graceful shutdown: attempts unchanged by release
+    async with h.comp.engine.begin() as conn:
+        await conn.execute(task_outbox.delete())  # the harness validates real projections at teardown
