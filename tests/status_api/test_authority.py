@@ -9,15 +9,25 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import jwt
 import pytest
 import sqlalchemy as sa
 
 from status_api.domain.errors import DomainError
 from status_api.domain.model import Health, ServiceIdentity
 from status_api.storage.tables import task, task_event_log
-from tests.status_api.harness import ADMIN, COORDINATOR, POLICY, Harness, auth, service_token
+from tests.status_api.harness import (
+    ADMIN,
+    COORDINATOR,
+    POLICY,
+    SERVICE_SECRET,
+    Harness,
+    auth,
+    service_token,
+)
 
 OTHER = service_token("other-coordinator", ["coordinator"])
 ERROR = {"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": False}
@@ -209,3 +219,29 @@ async def test_only_an_audited_admin_correction_changes_a_terminal_task(h: Harne
     assert (out["operator"], out["reason"]) == ("ops-alice", "cancelled by mistake")
     assert (out["old"]["lifecycleStatus"], out["new"]["lifecycleStatus"]) == ("CANCELLED", "PENDING")
     assert (await _event_types(h, t.id))[-1] == "ADMIN_CORRECTION"
+
+
+async def test_a_tenant_claim_on_the_service_jwt_binds_the_coordinator_over_http(h: Harness) -> None:
+    claims = {
+        "sub": "task-coordinator",
+        "roles": ["coordinator"],
+        "tenant": "t2",
+        "exp": int(time.time()) + 600,
+    }
+    t2_only = jwt.encode(claims, SERVICE_SECRET, "HS256")
+    t = await h.create_task(tenant="t1")
+    body = {
+        "tenantId": "t1",
+        "ownerId": "u1",
+        "product": "DOCUMENT",
+        "taskType": "DOCUMENT_PROCESS",
+        "title": "x",
+        "statusDefinitionVersion": 1,
+        "operationDefinitionVersion": 1,
+        "steps": [{"stepId": "01_prepare", "operationCode": "FILE.PREPARE", "producerId": "file-worker"}],
+    }
+    r = await h.http.post("/internal/v1/tasks", json=body, headers=auth(t2_only))
+    assert r.status_code == 403 and r.json()["error"]["code"] == "TENANT_MISMATCH"
+    out = await h.task_event(t, "TASK_CANCELLED", "CANCELLED", token=t2_only, expect=403)
+    assert out["error"]["code"] == "TENANT_MISMATCH"
+    assert await _version(h, t.id) == 1
