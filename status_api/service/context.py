@@ -172,21 +172,23 @@ class ServiceContext:
         self.settings = settings or ServiceSettings()
         self._defs: dict[tuple[str, str, str, int, int], TaskDefinitions] = {}
 
-    async def retrying(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race.
+    async def retrying(self, fn: Callable[[], Awaitable[T]], retries: int | None = None) -> T:
+        """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race, at most
+        ``retries`` runs in all (default ``max_transaction_retries``).
 
         Raises:
             DomainError: UNAVAILABLE ``STORAGE_BUSY`` when lock conflicts outlast the retries.
         """
-        for attempt in range(self.settings.max_transaction_retries):
+        runs = retries or self.settings.max_transaction_retries
+        for attempt in range(runs):
             try:
                 return await fn()
             except IntegrityError:
-                if attempt == self.settings.max_transaction_retries - 1:
+                if attempt == runs - 1:
                     raise
                 log.info("integrity race, retrying transaction")
             except DBAPIError as exc:
-                if not is_retryable(exc) or attempt == self.settings.max_transaction_retries - 1:
+                if not is_retryable(exc) or attempt == runs - 1:
                     if is_retryable(exc):
                         raise DomainError(
                             ErrorKind.UNAVAILABLE, "STORAGE_BUSY", "storage busy; retry"
@@ -195,11 +197,13 @@ class ServiceContext:
                 log.info("retryable storage error, retrying: %s", exc.orig)
         raise AssertionError("unreachable")
 
-    async def transact(self, decide: Callable[[AsyncConnection], Awaitable[Decision[R]]]) -> R:
+    async def transact(
+        self, decide: Callable[[AsyncConnection], Awaitable[Decision[R]]], retries: int | None = None
+    ) -> R:
         """Run ``decide`` in one transaction, save its changes with the one writer, commit, answer.
 
-        The whole transaction is retried on lock conflicts; a DomainError from ``decide`` rolls
-        back and propagates (nothing is written).
+        The whole transaction is retried on lock conflicts (``retries``: see :meth:`retrying`); a
+        DomainError from ``decide`` rolls back and propagates (nothing is written).
         """
 
         async def tx() -> R:
@@ -208,7 +212,7 @@ class ServiceContext:
                 await write(conn, decision.changes)
                 return decision.result
 
-        return await self.retrying(tx)
+        return await self.retrying(tx, retries)
 
     async def definitions(
         self,

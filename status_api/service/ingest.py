@@ -2,7 +2,7 @@
 
 Per event, outside any transaction: envelope JSON Schema, ``Idempotency-Key`` = eventId, parsing,
 the canonical payload hash. Then the event joins a batch (:class:`~status_api.group_commit.GroupCommit`)
-and :meth:`EventIngestor.apply_batch` decides the whole batch inside ONE transaction:
+and :meth:`EventIngestor.decide_batch` decides the whole batch inside ONE transaction:
 
 1. lock every task of the batch with one ``SELECT … FOR UPDATE`` in id order (two batches never
    deadlock on each other), read their steps and the batch's dedup rows with one query each;
@@ -50,9 +50,15 @@ from status_api.domain.model import (
 from status_api.domain.projections import Trigger, iso
 from status_api.domain.sanitize import sanitize_error, sanitize_user_message
 from status_api.group_commit import GroupCommit
-from status_api.service.context import ServiceContext, canonical_hash, parse_time, version_change
+from status_api.service.context import (
+    Decision,
+    ServiceContext,
+    canonical_hash,
+    parse_time,
+    version_change,
+)
 from status_api.storage import repository as repo
-from status_api.storage.write import Change, DedupRow, write
+from status_api.storage.write import Change, DedupRow
 
 log = logging.getLogger("status_api.service")
 Response = dict[str, JSON]
@@ -146,13 +152,12 @@ class EventIngestor:
         event = parse_event(body, core.settings.user_message_limit)
         item = PendingEvent(event, caller, canonical_hash(body), core.clock())
         if self.group is None:
-            return await core.retrying(lambda: self._one(item))
+            return await self._one(item)
         return await self.group.submit(item)
 
     async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
         try:
-            async with self.core.engine.begin() as conn:
-                return await self.apply_batch(conn, items)
+            return await self.core.transact(functools.partial(self.decide_batch, items=items), retries=1)
         except Exception as exc:
             if len(items) > 1:
                 cause = str(getattr(exc, "orig", None) or exc)[:200]
@@ -165,25 +170,25 @@ class EventIngestor:
         out: list[Response | Exception] = []
         for item in items:
             try:
-                out.append(await self.core.retrying(functools.partial(self._one, item)))
+                out.append(await self._one(item))
             except Exception as exc:
                 out.append(exc)
         return out
 
     async def _one(self, item: PendingEvent) -> Response:
-        async with self.core.engine.begin() as conn:
-            result = (await self.apply_batch(conn, [item]))[0]
-            if isinstance(result, Exception):
-                raise result
-            return result
+        result = (await self.core.transact(functools.partial(self.decide_batch, items=[item])))[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
-    async def apply_batch(
+    async def decide_batch(
         self, conn: AsyncConnection, items: Sequence[PendingEvent]
-    ) -> list[Response | Exception]:
-        """Apply ``items`` in order inside the caller's open transaction; one result or error each.
+    ) -> Decision[list[Response | Exception]]:
+        """Decide ``items`` in order inside the open transaction: one result or error each, and
+        every accepted event's Change for the one writer.
 
-        Domain rejections (``DomainError``) are returned in place and leave nothing written; storage
-        errors propagate (the caller rolls back and falls back to one transaction per event).
+        Domain rejections (``DomainError``) are returned in place and leave nothing to write;
+        storage errors propagate (the batch rolls back and falls back to one transaction per event).
         """
         tasks = await repo.lock_tasks(conn, (i.event.task_id for i in items))
         steps = await repo.current_steps(conn, tasks)
@@ -199,8 +204,7 @@ class EventIngestor:
                 out.append(await self._apply(conn, batch, item))
             except DomainError as exc:
                 out.append(exc)
-        await write(conn, batch.changes)
-        return out
+        return Decision(batch.changes, out)
 
     async def _apply(self, conn: AsyncConnection, b: _Batch, item: PendingEvent) -> Response:
         core, event = self.core, item.event
