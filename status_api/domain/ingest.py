@@ -1,9 +1,10 @@
 """The ingestion state machine (seed §3.5, §3.6, §4): a pure function of (current state, event).
 
-``service.ingest_event`` calls, with the task row locked and in this order:
+``service.ingest`` calls, with the task row locked and in this order:
 
 1. :func:`authorize` — the executionToken (or service identity) matches the body and the step
-   definition stored at task creation;
+   definition stored at task creation; TASK_* events come from the task's own coordinator
+   (:func:`authorize_coordinator`) or a failure-policy executor;
 2. :func:`check_registered` — operationCode, producer, eventType, ``data.schema`` (+ JSON Schema of
    ``data.value`` through the injected validator), businessStatus and size limits;
 3. (service) eventId idempotency;
@@ -11,6 +12,8 @@
    transition table; returns :class:`Stale`, :class:`Heartbeat` or :class:`Applied`.
 
 Rejections raise :class:`~status_api.domain.errors.DomainError`; stale events are not errors.
+The other transitions live here too: :func:`new_step_attempt`, :func:`change_step_health` (the
+reconciler; never on a terminal task) and :func:`admin_correct` (the only way out of a terminal state).
 """
 
 from __future__ import annotations
