@@ -23,10 +23,16 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 #: JavaScript's ``Number.MAX_SAFE_INTEGER``: the largest integer every JSON consumer reads exactly.
 MAX_SAFE_INTEGER = 2**53 - 1
 #: Default bound on array/object nesting of a request body.
 DEFAULT_MAX_DEPTH = 32
+#: Every digit to ``0``: a run of 16 digits becomes ``_SIXTEEN`` (bytes.translate + ``in``: C speed).
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_SIXTEEN = b"0" * 16
+_SLOW = object()
 
 
 class JsonInputError(ValueError):
@@ -99,6 +105,19 @@ def check_value(value: Any, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
                 stack.extend((child, depth + 1) for child in node)
 
 
+def _fast(raw: bytes, max_depth: int) -> Any:
+    """The common case in ~3 µs instead of a Python walk: orjson already refuses non-UTF-8, lone
+    surrogates, ``NaN``/``Infinity`` and overflowing literals; fewer brackets than ``max_depth``
+    cannot nest deeper; without a run of 16 digits no integer can exceed 2^53-1 (a 16-digit one
+    might, so it takes the exact path). Returns :data:`_SLOW` when the exact path must decide."""
+    if raw.count(b"[") + raw.count(b"{") > max_depth or _SIXTEEN in raw.translate(_DIGITS_TO_ZERO):
+        return _SLOW
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _SLOW  # the exact path names the reason
+
+
 def parse(raw: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
     """Decode a UTF-8 JSON body under the rules of this module.
 
@@ -106,6 +125,9 @@ def parse(raw: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
         JsonInputError: ``INVALID_JSON`` (not UTF-8, not JSON, lone surrogates),
             ``NUMBER_OUT_OF_RANGE`` or ``JSON_TOO_DEEP``.
     """
+    value = _fast(raw, max_depth)
+    if value is not _SLOW:
+        return value
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

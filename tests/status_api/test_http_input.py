@@ -104,6 +104,15 @@ def test_whatever_parse_accepts_the_relay_can_encode_unchanged(value: Any, ascii
     except JsonInputError:
         return
     assert orjson.loads(orjson.dumps(parsed)) == parsed
+    assert parsed == json.loads(raw)  # the orjson fast path reads exactly what the stdlib reads
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"id": "1234567890123456789012"}', b'{"n": 123456789012345}', b'{"n": 9007199254740991}', b"[[[]]]"],
+)
+def test_fast_and_exact_paths_agree(raw: bytes) -> None:
+    assert parse(raw) == json.loads(raw)
 
 
 # --- through the routes ----------------------------------------------------------------------
