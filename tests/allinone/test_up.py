@@ -115,6 +115,10 @@ async def _succeeded_via_api_and_realtime(up: Up) -> tuple[str, list[tuple[str, 
             return both[0], summaries.items
         finally:
             await client.disconnect()
+            # The SDK closes its socket in a task of its own; let it finish before asyncio.run
+            # cancels it (a cancelled close leaves an unclosed socket for a later test's GC).
+            me = asyncio.current_task()
+            await wait_until(lambda: asyncio.all_tasks() == {me}, 10, "the SDK to close its connection")
 
 
 def test_taskcast_up_serves_board_runs_demo_publishes_and_stops_on_sigterm(up: Up) -> None:
