@@ -173,6 +173,10 @@ def test_schedule_cycles_scenarios_and_owners() -> None:
 
 HEARTBEAT_TIMEOUT = 0.6
 RECONCILE_INTERVAL = 0.1
+# The demo's silence and recovery are real time, sized from the reconcile interval it is told. Telling
+# it a much longer one than the API's gives the reconciler many passes (not 1.5) in each window, so a
+# loaded machine still sees STALE then HEALTHY; scaled like every other bound of the suites.
+DEMO_RECONCILE_INTERVAL = scaled(2.0)
 
 
 def _config(db: Path) -> Config:
@@ -211,7 +215,7 @@ async def test_every_scenario_runs_end_to_end_against_the_status_api(tmp_path: P
                 tasks=len(SCENARIOS),
                 speed=50.0,
                 stale_after=HEARTBEAT_TIMEOUT,
-                reconcile_interval=RECONCILE_INTERVAL,
+                reconcile_interval=DEMO_RECONCILE_INTERVAL,
                 users=["demo/alice", "demo/bob"],
                 transport=transport,
             )
