@@ -25,6 +25,7 @@ COPY schema ./schema
 COPY deploy ./deploy
 COPY client-js/board ./client-js/board
 COPY --from=client /src/client-js/dist ./client-js/dist
-RUN pip install --no-cache-dir -e . && useradd --system taskcast
+# /app/var: `taskcast up`'s default --data-dir, writable by the unprivileged user.
+RUN pip install --no-cache-dir -e . && useradd --system taskcast && install -d -o taskcast /app/var
 USER taskcast
 ENTRYPOINT ["taskcast"]

@@ -148,6 +148,8 @@ def _run(stage: Stage, command: str) -> None:
             _pip_install(stage, cwd, editable="-e" in opts)
         elif words[0] == "useradd":
             pass  # no file of the tree depends on it
+        elif words[:2] == ["install", "-d"]:
+            stage.path(words[-1]).mkdir(parents=True, exist_ok=True)  # owner: not replayed
         else:
             pytest.fail(f"tests/test_image.py does not know how to replay RUN {step!r}")
 
@@ -193,6 +195,7 @@ def test_the_image_holds_the_board_the_bundle_and_the_schemas(image: Stage) -> N
     for rel in ("client-js/board/index.html", "client-js/dist/taskcast.js", "client-js/dist/board.js"):
         assert (app / rel).is_file(), f"the image has no {rel}"
     assert (app / "schema" / "openapi.yaml").is_file()
+    assert (app / "var").is_dir(), "no data dir for `taskcast up` (WORKDIR is root-owned)"
     assert image.import_root is not None, "the image never installs the services"
     assert not list(app.rglob("node_modules")), "node_modules leaked into the image"
     # the code the image runs is the tree's, not this checkout's
