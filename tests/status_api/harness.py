@@ -45,8 +45,10 @@ class FakeClock:
 
 
 def service_token(producer: str, roles: list[str]) -> str:
+    """A service JWT; minted at import time for the whole session, so valid for a day (a slow,
+    loaded full run must not outlive it)."""
     return jwt.encode(
-        {"sub": producer, "roles": roles, "exp": int(time.time()) + 600}, SERVICE_SECRET, "HS256"
+        {"sub": producer, "roles": roles, "exp": int(time.time()) + 86400}, SERVICE_SECRET, "HS256"
     )
 
 
