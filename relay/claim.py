@@ -82,7 +82,8 @@ class OutboxLeases:
         """Record a batch's results in one transaction; rows no longer leased by us are left alone.
 
         ``retries`` go back to PENDING at their own ``available_at`` (a row-specific failure);
-        ``released`` are due again at once (the gateway as a whole failed, nothing wrong with them).
+        ``released`` are due again at once with the claim's attempt refunded (the gateway as a whole
+        failed, nothing wrong with them: an outage never counts toward ``max_attempts``).
         Returns the numbers of rows actually marked (published, back to PENDING, dead).
         """
         now = self.now()
@@ -90,7 +91,7 @@ class OutboxLeases:
         async def body(conn: AsyncConnection) -> tuple[int, int, int]:
             n_pub = await outbox.mark_published(conn, published, self.relay_id, now)
             n_back = await outbox.mark_retries(conn, retries, self.relay_id)
-            n_back += await outbox.release(conn, released, self.relay_id, now)
+            n_back += await outbox.release(conn, released, self.relay_id, now, refund_attempt=True)
             n_dead = 0
             for row_id, error in dead:
                 n_dead += await outbox.mark_dead(conn, row_id, self.relay_id, error)

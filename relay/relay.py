@@ -256,11 +256,7 @@ class Relay:
                 log.exception("relay iteration failed; backing off")
                 self.metrics.loop_errors.inc()
                 db_failures += 1
-                cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
-                await _wait(
-                    stop,
-                    max(cfg.poll_interval_seconds, full_jitter(db_failures, cfg.backoff_base_seconds, cap)),
-                )
+                await _wait(stop, self._pause(db_failures))
                 continue
             db_failures = 0
             if report.gateway_unavailable:
@@ -297,18 +293,20 @@ class Relay:
         self.metrics.probes.labels("up" if ok else "down").inc()
         return ok
 
-    async def _prober(self, stop: asyncio.Event) -> None:
+    def _pause(self, attempt: int) -> float:
+        """The pause before probe (or database retry) ``attempt``: full jitter, at least one poll
+        interval, capped at max(poll interval, min(``backoff_max_seconds``, 5 s))."""
         cfg = self.config
         cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
+        return max(cfg.poll_interval_seconds, full_jitter(attempt, cfg.backoff_base_seconds, cap, self.rand))
+
+    async def _prober(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await self._gateway_down.wait()
             probes = 0
             while not stop.is_set():
                 probes += 1
-                delay = max(
-                    cfg.poll_interval_seconds, full_jitter(probes, cfg.backoff_base_seconds, cap, self.rand)
-                )
-                await _wait(stop, delay)
+                await _wait(stop, self._pause(probes))
                 if stop.is_set() or await self.probe():
                     break
             if not stop.is_set():
