@@ -156,8 +156,7 @@ async def task_events(request: Request) -> Response:
     body = await _json(request)
     if not isinstance(body, dict):
         raise invalid("INVALID_EVENT", "body must be an object")
-    operation = body.get("operationCode")
-    # The label of a rejected event comes from the verified token, never from the body: a body's
+    # The operation label comes from the verified execution token, never from the body: a body's
     # operationCode as a label would let any client grow the metric without bound.
     label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
     metrics = getattr(request.app.state, "metrics", None)
@@ -169,7 +168,7 @@ async def task_events(request: Request) -> Response:
         raise
     if metrics is not None:
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
-        metrics.event(str(operation or ""), outcome, str(out.get("staleReason") or ""))
+        metrics.event(label, outcome, str(out.get("staleReason") or ""))
     audit.info(
         "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
         caller.producer_id,
