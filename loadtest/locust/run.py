@@ -86,6 +86,11 @@ def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], st
         log["restarted_at"] = time.time()
 
 
+def _number(cell: str) -> float:
+    """A locust CSV cell: empty or ``N/A`` (a row without samples, e.g. no request yet) is 0."""
+    return 0.0 if cell in ("", "N/A") else float(cell)
+
+
 def read_stats(prefix: Path) -> list[dict[str, Any]]:
     path = Path(f"{prefix}_stats.csv")
     if not path.exists():
@@ -99,11 +104,11 @@ def read_stats(prefix: Path) -> list[dict[str, Any]]:
                     "name": row["Name"],
                     "requests": int(row["Request Count"]),
                     "failures": int(row["Failure Count"]),
-                    "p50_ms": float(row["50%"] or 0),
-                    "p95_ms": float(row["95%"] or 0),
-                    "p99_ms": float(row["99%"] or 0),
-                    "max_ms": float(row["Max Response Time"] or 0),
-                    "rps": float(row["Requests/s"] or 0),
+                    "p50_ms": _number(row["50%"]),
+                    "p95_ms": _number(row["95%"]),
+                    "p99_ms": _number(row["99%"]),
+                    "max_ms": _number(row["Max Response Time"]),
+                    "rps": _number(row["Requests/s"]),
                 }
             )
     return rows

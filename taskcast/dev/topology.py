@@ -40,6 +40,8 @@ class Topology:
     gateways: int = 2
     relays: int = 2
     heartbeat_timeout_seconds: float = 60.0
+    #: How long each process may take to become ready (loaded CI machines need more than a laptop).
+    ready_timeout_seconds: float = 60.0
     hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     api_key: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     service_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -186,7 +188,7 @@ class Topology:
             argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
         for proc in self.procs.values():
-            proc.wait_ready()
+            proc.wait_ready(self.ready_timeout_seconds)
         return self
 
     def _add(self, name: str, argv: list[str], env: dict[str, str], health_url: str = "") -> Proc:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from taskcast.dev.topology import Topology
+from tests.support import scaled
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +18,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory, redis_url: str, mysql_url
         redis_url=redis_url,
         mysql_url=mysql_url,
         heartbeat_timeout_seconds=2.0,
+        ready_timeout_seconds=scaled(60),
     )
     topo.start()
     yield topo

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from taskcast.dev.topology import Topology
+from tests.support import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "loadtest"))
@@ -27,7 +28,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory, redis_url: str, mysql_url
     # not under pytest's 0700 basetemp: nginx's workers (user nobody) spool request bodies here
     workdir = Path(tempfile.mkdtemp(prefix="taskcast-locust-smoke-"))
     workdir.chmod(0o755)
-    topo = Topology(workdir, redis_url=redis_url, mysql_url=mysql_url)
+    topo = Topology(workdir, redis_url=redis_url, mysql_url=mysql_url, ready_timeout_seconds=scaled(60))
     topo.start()
     yield topo
     topo.stop()
