@@ -57,6 +57,26 @@ HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
 
 
+MAX_TOP_OFFSET = 2**63 - 1
+"""No stream's top offset exceeds this: the meta's top is a Redis integer (HINCRBY)."""
+
+
+def history_bounds(since: StreamPosition | None, limit: int, reverse: bool) -> tuple[int, int]:
+    """history.lua's (since offset, limit) for any ints a client may have sent, selecting what
+    the memory engine selects: an offset past every possible top reads nothing forward and
+    everything in reverse; a negative offset reads like 0; a limit past 2^63-1 (Redis' COUNT
+    range) or negative reads all. Both values end in [-1, 2^63-1], where ``since == -1`` means
+    no ``since``."""
+    if limit < 0 or limit > MAX_TOP_OFFSET:
+        limit = -1
+    if since is None:
+        return -1, limit
+    offset = max(since.offset, 0)
+    if offset > MAX_TOP_OFFSET:
+        return (-1, limit) if reverse else (MAX_TOP_OFFSET, 0)
+    return offset, limit
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000)) if seconds > 0 else 0
 
@@ -310,10 +330,11 @@ class RedisBroker:
     ) -> HistoryResult:
         keys = self.keys
         script_keys = [keys.stream(channel), keys.meta(channel)]
+        since_offset, limit = history_bounds(since, limit, reverse)
         args: list[str | bytes | int] = [
             self._new_epoch(),
             _ms(history.meta_ttl_seconds),
-            -1 if since is None else since.offset,
+            since_offset,
             limit,
             "1" if reverse else "0",
         ]
