@@ -1,7 +1,14 @@
 """The node: publishes through the Broker, receives the Broker's deliveries and hands them to
 the Hub, and keeps this node's broker subscriptions in step with local subscribers.
 
-Owns no connection logic (gateway/client.py) and no HTTP (gateway/api.py).
+"Hub add + broker subscribe" of a channel is one awaited step that every concurrent joiner
+shares (``add_subscriber``): the first joiner starts the channel's broker subscription, later
+joiners await the same in-flight call, and a failure fails all of them — no subscriber is ever
+told "subscribed" while the broker link of its channel is missing. Broker subscribe and
+unsubscribe of one channel are serialized (an unsubscribe waits for the subscribe in flight, a
+new subscribe waits for the unsubscribe in flight), as centrifuge's per-channel lock does.
+
+Owns no connection logic (gateway/client.py), no output scheduling and no HTTP (gateway/api.py).
 """
 
 from __future__ import annotations
@@ -11,22 +18,25 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any
 
 from gateway import control
 from gateway.config import ChannelOptions, Settings
-from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
-from gateway.hub import Hub, HubClient, SharedPush
+from gateway.engine.base import (
+    Broker,
+    EngineError,
+    HistoryOptions,
+    HistoryResult,
+    PresenceManager,
+    PublishResult,
+)
+from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 VERSION = "0.1.0"
 
 log = logging.getLogger("taskcast.gateway.node")
-
-
-class Flushable(Protocol):
-    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None: ...
 
 
 class Node:
@@ -52,7 +62,10 @@ class Node:
         self.clock = clock
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._dirty: list[Flushable] = []
+        self._links: dict[str, asyncio.Task[None]] = {}
+        """Per channel with local subscribers: its broker subscription (in flight or done)."""
+        self._unlinks: dict[str, asyncio.Task[None]] = {}
+        """Per channel: a broker unsubscribe in flight."""
         self.last_pub_at: dict[str, float] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
@@ -64,20 +77,6 @@ class Node:
         """Set by the emulation endpoint: feeds commands routed from another node."""
         broker.set_handler(self)
 
-    def schedule_flush(self, client: Flushable) -> None:
-        """Flush ``client`` at the end of this loop tick. All connections that got output in
-        one tick are flushed by ONE callback: a publication to N subscribers costs one loop
-        handle, not N, and each connection still writes once per tick."""
-        if not self._dirty:
-            asyncio.get_running_loop().call_soon(self._flush_dirty)
-        self._dirty.append(client)
-
-    def _flush_dirty(self) -> None:
-        dirty, self._dirty = self._dirty, []
-        frames: dict[tuple[int, ...], SharedPush] = {}
-        for client in dirty:
-            client.flush(frames)
-
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
         task = asyncio.get_running_loop().create_task(coro)
@@ -86,8 +85,14 @@ class Node:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("background task failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, EngineError):
+            # The engine logs its failures once per state change: no traceback per task.
+            log.debug("background task failed: %s", exc)
+        elif exc is not None:
+            log.warning("background task failed", exc_info=exc)
 
     async def drain(self) -> None:
         """Wait for background cleanup (used at shutdown)."""
@@ -168,8 +173,8 @@ class Node:
                 continue
             try:
                 top = (await self.history(channel, opts, limit=0)).position
-            except Exception:
-                log.warning("position check of %s failed", channel, exc_info=True)
+            except Exception as exc:
+                log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
                 continue
             checked += 1
@@ -254,21 +259,64 @@ class Node:
             channel, self.history_options(opts), since=since, limit=limit, reverse=reverse
         )
 
-    async def add_subscriber(self, channel: str, client: HubClient) -> None:
-        """Register a local subscriber; subscribes the broker when it is the first one.
-        The hub registration comes first, so no publication is missed while the broker
-        subscription is being set up (the client buffers until its reply is written)."""
-        if self.hub.add_subscriber(channel, client):
-            try:
-                await self.broker.subscribe(channel)
-            except BaseException:
-                if self.hub.remove_subscriber(channel, client):
-                    await self.broker.unsubscribe(channel)
-                raise
+    async def add_subscriber(self, channel: str, client: Connection) -> None:
+        """Register a local subscriber and make sure the broker delivers the channel here.
 
-    async def remove_subscriber(self, channel: str, client: HubClient) -> None:
-        if self.hub.remove_subscriber(channel, client):
+        The hub registration comes first, so no publication is missed while the broker
+        subscription is being set up (the client buffers until its reply is written). Every
+        joiner awaits the channel's one broker subscription: the first joiner starts it,
+        concurrent joiners share it. A joiner that arrives after a failed attempt starts a
+        new one.
+
+        Raises:
+            Exception: the broker subscription failed (every joiner waiting for it gets the
+                error); the joiner is no longer registered when this raises.
+        """
+        self.hub.add_subscriber(channel, client)
+        link = self._links.get(channel)
+        if link is None or (link.done() and (link.cancelled() or link.exception() is not None)):
+            link = self._links[channel] = self._own(self._link(channel, self._unlinks.get(channel)))
+        try:
+            # Shielded: one joiner going away must not cancel the subscription others await.
+            await asyncio.shield(link)
+        except BaseException:
+            await self.remove_subscriber(channel, client)
+            raise
+
+    async def remove_subscriber(self, channel: str, client: Connection) -> None:
+        """Unregister a local subscriber; the last one out unsubscribes the broker (after any
+        subscribe in flight, so the two never reorder)."""
+        if not self.hub.remove_subscriber(channel, client):
+            return
+        unlink = self._unlinks[channel] = self._own(self._unlink(channel, self._links.pop(channel, None)))
+        await asyncio.shield(unlink)
+
+    async def _link(self, channel: str, unlink: asyncio.Task[None] | None) -> None:
+        if unlink is not None:
+            await asyncio.wait({unlink})
+        await self.broker.subscribe(channel)
+
+    async def _unlink(self, channel: str, link: asyncio.Task[None] | None) -> None:
+        try:
+            if link is not None:
+                await asyncio.wait({link})
             await self.broker.unsubscribe(channel)
+        finally:
+            if self._unlinks.get(channel) is asyncio.current_task():
+                del self._unlinks[channel]
+
+    def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A broker (un)subscribe task, owned by the node (awaited by ``drain``); its outcome
+        belongs to whoever awaits it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._link_done)
+        return task
+
+    def _link_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the joiners that awaited it got (and handled) it
 
     def info(self) -> dict[str, Any]:
         """This node's entry in the server API ``info`` result."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gateway.protocol import codes
 from gateway.protocol.messages import Command, ConnectRequest, Method, SendRequest, SubscribeRequest
-from gateway.protocol.session import Delivery, Execute, Pong, Session, State, Subscription
+from gateway.protocol.session import Delivery, Execute, Pong, Session, SessionConfig, State, Subscription
 
 CONNECT = Command(1, Method.CONNECT, ConnectRequest())
 SUBSCRIBE = Command(2, Method.SUBSCRIBE, SubscribeRequest("c"))
@@ -59,7 +59,7 @@ def test_pong_clears_outstanding_ping():
 
 
 def test_limits_count_all_subscriptions_and_namespace_quota():
-    s = Session(channel_limit=3)
+    s = Session(config=SessionConfig(channel_limit=3))
     s.add_subscription(Subscription("task_detail:t/1", "task_detail"))
     s.add_subscription(Subscription("task_detail:t/2", "task_detail"))
     assert s.check_subscribe("task_detail:t/1", "task_detail", 0) == codes.ERROR_ALREADY_SUBSCRIBED
