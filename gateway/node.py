@@ -32,6 +32,7 @@ from gateway.engine.base import (
 )
 from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 VERSION = "0.1.0"
@@ -51,12 +52,13 @@ class Node:
         *,
         name: str,
         clock: Callable[[], float] = time.time,
+        codec: Codec = JSON,
     ) -> None:
         self.settings = settings
         self.broker = broker
         self.presence = presence
         self.metrics = metrics
-        self.hub = Hub()
+        self.hub = Hub(codec)
         self.uid = str(uuid.uuid4())
         self.name = name
         self.clock = clock
