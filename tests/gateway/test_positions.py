@@ -12,8 +12,8 @@ import orjson
 from gateway.app import Runtime
 from gateway.config import load_settings
 from gateway.hub import SharedPush
-from gateway.protocol.policy import ServerSub
 from gateway.protocol import codes
+from gateway.protocol.policy import ServerSub
 
 ENV = {
     "TASKCAST_CLIENT_INSECURE": "true",
