@@ -16,12 +16,12 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, NewType, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
 from gateway.protocol import codes
 
-Json = NewType("Json", object)
-"""Any JSON value, kept as parsed (``data``, ``info``, ``params``)."""
+Json: TypeAlias = object
+"""Any JSON value, kept as parsed (``data``, ``info``, ``params``): the parser checks nothing."""
 
 REQUIRED = {"required": True}
 """Field metadata: the key must be present (and, for strings and lists, non-empty)."""
@@ -156,7 +156,7 @@ class ChannelRequest:
 @dataclass(frozen=True, slots=True)
 class HistoryRequest:
     channel: str = field(default="", metadata=REQUIRED)
-    limit: int = field(default=0, metadata={"range": (-1, 2**31 - 1)})
+    limit: int = field(default=0, metadata={"range": (-(2**31), 2**31 - 1)})  # int32, as Centrifugo
     since: Position | None = None
     reverse: bool = False
 
