@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from gateway import control
+from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import (
     Broker,
@@ -71,12 +71,8 @@ class Node:
         self.last_pub_at: dict[str, float] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
-        self.registry = control.NodeRegistry(clock)
-        self.surveys = control.Surveys()
-        self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None
-        """Set by the server API: applies a connection-targeted action to local connections."""
-        self.on_emulation: Callable[[str, bytes], None] | None = None
-        """Set by the emulation endpoint: feeds commands routed from another node."""
+        self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
+        """The control channel: node registry, surveys, user-ops and routed emulation commands."""
         broker.set_handler(self)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -124,25 +120,7 @@ class Node:
         self.hub.broadcast_join_leave(channel, "leave", info)
 
     def on_control(self, data: bytes) -> None:
-        msg = control.decode(data)
-        if msg is None:
-            log.warning("undecodable control message ignored")
-            return
-        op, sender = msg["op"], msg.get("from", "")
-        if op == "node" and isinstance(msg.get("info"), dict):
-            self.registry.update(msg["info"])
-        elif op == "user_op" and self.on_user_op is not None:
-            params = msg.get("params")
-            if isinstance(params, dict):
-                self.on_user_op(str(msg.get("method", "")), params)
-        elif op == "emulation" and self.on_emulation is not None:
-            session, commands = msg.get("session"), msg.get("data")
-            if isinstance(session, str) and isinstance(commands, str):
-                self.on_emulation(session, commands.encode())
-        elif op == "survey" and isinstance(sender, str):
-            self.background(self._answer_survey(sender, msg))
-        elif op == "survey_reply":
-            self.surveys.reply(str(msg.get("id", "")), str(sender), msg.get("payload"))
+        self.cluster.on_control(data)
 
     def on_broker_reconnect(self) -> None:
         """Deliveries may have been lost while PUB/SUB was down: check every positioned
@@ -193,40 +171,6 @@ class Node:
         while True:
             await asyncio.sleep(delay)
             await self.check_positions(idle_for=delay)
-
-    async def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
-        payload: Any = None
-        if msg.get("kind") == "channels":
-            payload = {ch: len(subs) for ch, subs in self.hub.channels.items()}
-        reply = control.encode("survey_reply", self.uid, id=msg.get("id"), payload=payload)
-        await self.broker.publish_control(reply, node_id=requester)
-
-    async def survey(self, kind: str) -> dict[str, Any]:
-        """Ask every live node (this one included) and collect the answers by node uid."""
-        expected = {info["uid"] for info in self.registry.live()} | {self.uid}
-
-        async def send(survey_id: str) -> None:
-            await self.broker.publish_control(control.encode("survey", self.uid, id=survey_id, kind=kind))
-
-        return await self.surveys.run(expected, send)
-
-    async def send_user_op(self, method: str, params: dict[str, Any]) -> None:
-        """Have every node apply a server API action to its own matching connections."""
-        await self.broker.publish_control(control.encode("user_op", self.uid, method=method, params=params))
-
-    async def info_loop(self) -> None:
-        """Announce this node to the cluster every NODE_INFO_INTERVAL_SECONDS."""
-        while True:
-            try:
-                await self.broker.publish_control(control.encode("node", self.uid, info=self.info()))
-            except Exception:
-                log.warning("could not announce node info", exc_info=True)
-            await asyncio.sleep(control.NODE_INFO_INTERVAL_SECONDS)
-
-    def nodes(self) -> list[dict[str, Any]]:
-        live = {info["uid"]: info for info in self.registry.live()}
-        live[self.uid] = self.info()
-        return list(live.values())
 
     # --- operations --------------------------------------------------------------------------
 
