@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from gateway import recovery
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
@@ -42,6 +42,7 @@ from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError, fail
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
+from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ChannelRequest,
@@ -89,47 +90,7 @@ T = TypeVar("T")
 Job = Callable[[], Awaitable[object]]
 
 
-class Transport(Protocol):
-    """What a connection writes to. Adapters live in gateway/transports/."""
-
-    name: str
-    emulation: bool
-    """SSE / HTTP-streaming with the /emulation endpoint: the connect reply carries session+node."""
-    unidirectional: bool
-
-    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
-        """Write queued messages at once (one call per loop tick). When ``shared`` is set, its
-        payload is exactly ``b"\\n".join(payloads)`` and is shared by every connection that
-        queued the same pushes: build its wire frame once (gateway/transports/framing.py)."""
-        ...
-
-    def buffered_bytes(self) -> int:
-        """Bytes accepted by ``write`` but not yet sent to the peer."""
-        ...
-
-    def close(self, disconnect: codes.Disconnect) -> None:
-        """Close with this disconnect (called at most once)."""
-        ...
-
-
-class Flusher:
-    """End-of-tick writes: every connection that got output in one tick is flushed by ONE loop
-    callback (a publication to N subscribers costs one handle, not N), and connections that
-    queued the same sequence of shared pushes reuse one joined frame."""
-
-    def __init__(self) -> None:
-        self._dirty: list[Client] = []
-
-    def schedule(self, client: Client) -> None:
-        if not self._dirty:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._dirty.append(client)
-
-    def _flush(self) -> None:
-        dirty, self._dirty = self._dirty, []
-        frames: dict[tuple[int, ...], SharedPush] = {}
-        for client in dirty:
-            client.flush(frames)
+__all__ = ["Client", "ClientFactory", "Connect", "Flusher", "Transport"]
 
 
 class ClientFactory:
@@ -206,15 +167,11 @@ class Client:
         self.name = ""
         self._closed = False
         self._registered = False
-        self._flusher = flusher or Flusher()
+        self.outbox = Outbox(
+            transport, flusher or Flusher(), limit_bytes=cfg.queue_max_size, on_failure=self.disconnect
+        )
         self._inbox: deque[Command | Job] = deque()
         self._worker: asyncio.Task[None] | None = None
-        self._pending: list[bytes] = []
-        self._pending_pushes: list[SharedPush] | None = None
-        """The shared pushes behind ``_pending`` while every queued item is one (else None)."""
-        self._pending_bytes = 0
-        self._base_buffered = 0
-        self._queue_limit = cfg.queue_max_size
         self._after_reply: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
@@ -833,55 +790,12 @@ class Client:
     # --- outgoing ----------------------------------------------------------------------------
 
     def send(self, payload: bytes) -> None:
-        """Queue a reply or connection-level push."""
-        self.enqueue(payload, None)
+        """Queue a reply or connection-level push for the end-of-tick write."""
+        self.outbox.put(payload)
 
     def enqueue(self, payload: bytes, shared: SharedPush | None) -> None:
-        """Queue one message for the end-of-tick write. The first message of a tick schedules
-        the flush and samples the transport's unsent bytes; the sum of both is bounded by
-        ``client.queue_max_size`` (overflow ⇒ 3008, PROTOCOL.md §2.3)."""
-        if self._closed:
-            return
-        pending = self._pending
-        if not pending:
-            self._base_buffered = self.transport.buffered_bytes()
-            self._pending_pushes = []
-            self._flusher.schedule(self)
-        self._pending_bytes += len(payload) + 1
-        if self._queue_limit and self._pending_bytes + self._base_buffered > self._queue_limit:
-            self.disconnect(codes.DISCONNECT_SLOW)
-            return
-        pending.append(payload)
-        pushes = self._pending_pushes
-        if pushes is not None:
-            if shared is None:
-                self._pending_pushes = None
-            else:
-                pushes.append(shared)
-
-    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None:
-        """Write everything queued in one transport write. ``frames`` is shared by all
-        connections flushed in the same tick: connections that queued the same sequence of
-        shared pushes (a hot channel) reuse one joined push instead of building their own."""
-        pending = self._pending
-        if not pending or self._closed:
-            return
-        pushes = self._pending_pushes
-        self._pending, self._pending_pushes, self._pending_bytes = [], None, 0
-        shared: SharedPush | None = None
-        if pushes:
-            if len(pushes) == 1:
-                shared = pushes[0]
-            elif frames is not None:
-                key = tuple(map(id, pushes))
-                shared = frames.get(key)
-                if shared is None:
-                    shared = frames[key] = SharedPush(b"\n".join(pending))
-        try:
-            self.transport.write(pending, shared)
-        except Exception:
-            log.debug("write failed for client %s", self.client_id, exc_info=True)
-            self.disconnect(codes.DISCONNECT_WRITE_ERROR)
+        """Queue a (possibly shared) push for the end-of-tick write."""
+        self.outbox.put(payload, shared)
 
     # --- closing -----------------------------------------------------------------------------
 
@@ -889,7 +803,7 @@ class Client:
         """Close the connection with this code (idempotent). Queued output is flushed first."""
         if self._closed:
             return
-        self.flush()
+        self.outbox.flush()
         self._closed = True
         self.node.metrics.server_disconnects.labels(str(disconnect.code)).inc()
         try:
@@ -901,6 +815,7 @@ class Client:
     def connection_lost(self) -> None:
         """The transport is gone: release everything this connection held (idempotent)."""
         self._closed = True
+        self.outbox.close()
         self.session.closed()
         self.node.connecting.discard(self)
         if self._timer is not None:
