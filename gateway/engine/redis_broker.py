@@ -33,6 +33,7 @@ from gateway.engine.base import (
     HistoryResult,
     PublishResult,
 )
+from gateway.engine.failures import FailureRun
 from gateway.engine.memory import new_epoch
 from gateway.engine.redis import Client, LuaScript, RedisShard
 from gateway.engine.redis_codec import (
@@ -55,6 +56,7 @@ logger = logging.getLogger(__name__)
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
+PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
 
 
 MAX_TOP_OFFSET = 2**63 - 1
@@ -95,6 +97,7 @@ class _Listener:
         self._unconfirmed = 0
         self._reconnected = False
         self.connects = 0
+        self.failures = FailureRun(f"redis {shard.name} (PUB/SUB)", logger, level=logging.WARNING)
 
     def static_names(self) -> list[bytes]:
         keys = self.broker.keys
@@ -123,7 +126,10 @@ class _Listener:
                 attempt = 0
                 await self._read(conn)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
-                logger.warning("redis %s: PUB/SUB connection lost: %s", self.shard.name, exc)
+                # Once per outage, not per reconnect attempt (defect 6); the metric counts each.
+                self.failures.failed(f"connection lost: {type(exc).__name__}: {exc}")
+                self.shard.count_error("pubsub")
+                self.shard.suspect()
             finally:
                 self.conn = None
                 self.ready = False
@@ -159,6 +165,7 @@ class _Listener:
             self._unconfirmed -= 1
             if self._unconfirmed == 0:
                 self.ready = True
+                self.failures.succeeded()
                 if self._reconnected:
                     self._reconnected = False
                     self.broker.reconnected()
@@ -183,6 +190,7 @@ class _Listener:
                         await conn.send_command("SUBSCRIBE", name)
                 await future
         except TimeoutError as exc:
+            self.shard.count_error("subscribe")
             raise EngineError(f"redis {self.shard.name}: subscribe timed out") from exc
         finally:
             waiting = self.pending.get(name)
@@ -247,7 +255,10 @@ class RedisBroker:
         self.probe_timeout_seconds = probe_timeout_seconds or 3 * probe_interval_seconds
         self._backoff = reconnect_backoff_seconds
         self._handler: BrokerEventHandler | None = None
+        for shard in self.shards:
+            shard.set_role("broker")
         self._listeners = [_Listener(self, shard) for shard in self.shards]
+        self._handling = FailureRun("redis broker: handling PUB/SUB messages", logger)
 
     def set_node_id(self, node_id: str) -> None:
         """Use the node's uid for targeted control messages. Call before ``run``."""
@@ -267,14 +278,28 @@ class RedisBroker:
             group.create_task(self._probe())
 
     async def _probe(self) -> None:
-        node = self.keys.node(self.node_id)
         while True:
-            for shard in self.shards:
-                try:
-                    await shard.call(lambda client: client.publish(node, PROBE))
-                except EngineError as exc:
-                    logger.warning("redis %s: probe failed: %s", shard.name, exc)
+            # Concurrently: a stalled shard must not delay the other shards' keep-alive PUBLISH.
+            await asyncio.gather(*(self._probe_shard(shard) for shard in self.shards))
             await asyncio.sleep(self.probe_interval_seconds)
+
+    async def _probe_shard(self, shard: RedisShard) -> None:
+        """Keep the PUB/SUB connection talking (silence means deaf, §1.5), then run the publish
+        script on this node's probe keys: health follows what publishing needs. A bare PUBLISH
+        is answered while Redis still LOADs after a restart, when every publish fails (defect 7).
+        Failures are logged by the shard's ``FailureRun``."""
+        node = self.keys.node(self.node_id)
+        with contextlib.suppress(EngineError):
+            await shard.call(lambda client: client.publish(node, PROBE), op="probe", proof=False)
+        stream, meta, result, channel = self.keys.probe(self.node_id)
+        ttl = _ms(max(self.probe_timeout_seconds, 1.0))
+        args: list[str | bytes | int] = [PROBE_PUBLICATION, 1, ttl, channel, ttl, self._new_epoch(), 0]
+
+        async def run(client: Client) -> Any:
+            return await PUBLISH.run(client, [stream, meta, result], args)
+
+        with contextlib.suppress(EngineError):
+            await shard.call(run, op="probe")
 
     def _shard(self, channel: str) -> RedisShard:
         return self.shards[shard_index(channel, len(self.shards))]
@@ -305,7 +330,7 @@ class RedisBroker:
         async def run(client: Client) -> Any:
             return await PUBLISH.run(client, script_keys, args)
 
-        offset, epoch, suppressed = await self._shard(channel).call(run)
+        offset, epoch, suppressed = await self._shard(channel).call(run, op="publish")
         position = StreamPosition(int(offset), epoch.decode()) if int(offset) > 0 else None
         return PublishResult(position, suppressed=bool(suppressed))
 
@@ -317,7 +342,9 @@ class RedisBroker:
 
     async def _publish(self, channel: str, message: bytes) -> None:
         name = self.keys.client_channel(channel)
-        await self._shard(channel).call(lambda client: client.publish(name, message))
+        await self._shard(channel).call(
+            lambda client: client.publish(name, message), op="join_leave", proof=False
+        )
 
     async def history(
         self,
@@ -342,7 +369,7 @@ class RedisBroker:
         async def run(client: Client) -> Any:
             return await HISTORY.run(client, script_keys, args)
 
-        top, epoch, entries = await self._shard(channel).call(run)
+        top, epoch, entries = await self._shard(channel).call(run, op="history")
         publications = [
             decode_publication(fields[1], int(entry_id.split(b"-", 1)[0])) for entry_id, fields in entries
         ]
@@ -350,11 +377,11 @@ class RedisBroker:
 
     async def remove_history(self, channel: str) -> None:
         stream = self.keys.stream(channel)
-        await self._shard(channel).call(lambda client: client.delete(stream))
+        await self._shard(channel).call(lambda client: client.delete(stream), op="remove_history")
 
     async def publish_control(self, data: bytes, *, node_id: str = "") -> None:
         name = self.keys.node(node_id) if node_id else self.keys.control
-        await self.shards[0].call(lambda client: client.publish(name, data))
+        await self.shards[0].call(lambda client: client.publish(name, data), op="control", proof=False)
 
     def healthy(self) -> bool:
         return all(shard.ok for shard in self.shards) and all(lst.ready for lst in self._listeners)
@@ -392,17 +419,22 @@ class RedisBroker:
             elif message.startswith(LEAVE):
                 handler.on_leave(channel, decode_info(message[len(LEAVE) :]))
             else:
-                logger.warning("unknown PUB/SUB message in %r ignored", channel)
-        except Exception:
-            logger.exception("broker handler failed on a message in %r", channel)
+                self._handling.failed(f"unknown PUB/SUB message in {channel!r} ignored")
+                return
+        except Exception as exc:
+            # Anyone can PUBLISH to these channels: a bad message is logged once per run, not
+            # once per message (defect 6), with the first one's traceback.
+            self._handling.failed(f"a message in {channel!r} failed: {type(exc).__name__}: {exc}", exc)
+            return
+        self._handling.succeeded()
 
     def control(self, data: bytes) -> None:
         handler = self._handler
         if handler is not None:
             try:
                 handler.on_control(data)
-            except Exception:
-                logger.exception("broker handler failed on a control message")
+            except Exception as exc:
+                self._handling.failed(f"a control message failed: {type(exc).__name__}: {exc}", exc)
 
     def reconnected(self) -> None:
         handler = self._handler
