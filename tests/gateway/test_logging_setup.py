@@ -101,7 +101,7 @@ def test_gateway_process_with_trace_level_serves_and_logs_to_the_file(tmp_path: 
     try:
         assert gw.health_ok()
     finally:
-        gw.stop()
+        gw.terminate()
     text = log_file.read_text()
     assert " INFO " in text or " DEBUG " in text, text[:2000]
     assert json.loads(gw.config_path.read_text())["log"]["level"] == "trace"
