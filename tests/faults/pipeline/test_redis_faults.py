@@ -63,7 +63,7 @@ class Publisher:
             for i, channel in enumerate(CHANNELS):
                 for task in (f"a{i}", f"b{i}"):
                     reply = await self.publish(channel, task)
-                    assert "result" in reply, reply
+                    assert "result" in reply, (reply, self.gw.log_text()[-4000:])
 
     async def snapshot(self, channel: str) -> dict[str, int]:
         return dict(self.truth[channel])
