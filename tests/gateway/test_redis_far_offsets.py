@@ -80,7 +80,8 @@ async def test_far_offsets_recover_false_and_read_empty_history_without_tracebac
         if n:
             await api(gateway, "publish", {"channel": channel, "data": {"n": 1}})
             epoch = (await api(gateway, "history", {"channel": channel}))["result"]["epoch"]
-        sub = await raw.call("subscribe", {"channel": channel, "recover": True, "offset": offset, "epoch": epoch})
+        recover = {"recover": True, "offset": offset, "epoch": epoch}
+        sub = await raw.call("subscribe", {"channel": channel, **recover})
         assert "error" not in sub, (offset, sub)
         assert sub["subscribe"].get("recovered", False) is False, (offset, sub)
         assert sub["subscribe"]["offset"] == 1 and sub["subscribe"]["epoch"] == epoch
