@@ -27,6 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
+from redis.maint_notifications import MaintNotificationsConfig
 
 from gateway.config_schema import RedisSettings
 from gateway.engine.base import EngineError
@@ -171,13 +172,18 @@ def _host_port(address: str) -> tuple[str, int]:
 
 def connection_kwargs(settings: RedisSettings) -> dict[str, Any]:
     """Options shared by every connection: credentials, db, timeouts, TLS. No automatic command
-    retry: a publish whose reply timed out may have run, and running it twice would publish twice."""
+    retry: a publish whose reply timed out may have run, and running it twice would publish twice.
+    Closed idle connections are replaced at checkout instead (redis-py's check)."""
     kwargs: dict[str, Any] = {
         "db": settings.db,
         "socket_connect_timeout": settings.connect_timeout,
         "socket_timeout": settings.io_timeout,
         "socket_keepalive": True,
         "retry": Retry(NoBackoff(), 0),
+        # redis-py 8 skips its check for closed pooled connections while maintenance
+        # notifications are "auto" (the default, a Redis Enterprise feature): after a Redis
+        # restart every idle pooled connection then failed one command with error 100.
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
     }
     if settings.user:
         kwargs["username"] = settings.user

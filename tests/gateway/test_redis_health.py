@@ -209,3 +209,23 @@ async def test_bad_pubsub_messages_are_logged_once_per_run(
     errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(errors) == 1 and errors[0].exc_info, [r.getMessage() for r in errors]
     assert any("recovered after 60 failures" in r.getMessage() for r in caplog.records)
+
+
+async def test_commands_after_a_restart_do_not_fail_on_stale_pooled_connections(server: RedisServer) -> None:
+    # redis-py 8 used closed pooled connections as they were: after kill -9 and a restart,
+    # every connection the pool held failed one publish with error 100 ("Connection closed by
+    # server"), while /health was already 200 (tests/faults/pipeline/test_redis_faults.py).
+    async with running(make_broker(server, Counter())) as broker:
+        await asyncio.gather(*(broker.publish(f"ch{n}", pub(n), HISTORY) for n in range(8)))
+        server.kill()
+        await wait_for(lambda: not broker.healthy(), what="unhealthy after kill -9")
+        server.spawn()
+        await server.wait_up()
+        await wait_for(broker.healthy, 20, "healthy after the restart")
+
+        # Concurrent, as a gateway's commands are: every pooled connection is checked out.
+        results = await asyncio.gather(
+            *(broker.publish(f"ch{n}", pub(n), HISTORY) for n in range(8)), return_exceptions=True
+        )
+
+    assert [r for r in results if isinstance(r, BaseException)] == []
