@@ -34,7 +34,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from gateway import recovery
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, resolve, user_allowed
 from gateway.config import ChannelOptions
@@ -506,15 +505,16 @@ class Client:
         node = self.node
         channel = sub.channel
         self.session.add_subscription(sub)
-        recovered, pubs, top = False, None, StreamPosition(0, "")
+        positioned = None
         try:
             await node.add_subscriber(channel, self)
             if sub.positioned:
-                if wanted.recover and sub.recoverable:
-                    recovered, pubs, top = await self._recover(sub, opts, wanted, reject_unrecovered)
-                else:
-                    top = (await node.history(channel, opts, limit=0)).position
-                    sub.offset, sub.epoch = top.offset, top.epoch
+                positioned = await node.position(
+                    channel, opts, wanted if sub.recoverable else None, sub.buffer
+                )
+                if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
+                    raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
+                sub.offset, sub.epoch = positioned.start.offset, positioned.start.epoch
         except BaseException:
             if self.session.remove_subscription(channel) is not None:
                 await node.remove_subscriber(channel, self)
@@ -530,50 +530,13 @@ class Client:
             ttl=policy.expiry_ttl(sub.expire_at, self.clock()) if sub.expire_at is not None else 0,
             recoverable=sub.recoverable,
             positioned=sub.positioned,
-            recovered=recovered,
-            epoch=top.epoch,
-            offset=top.offset,
-            publications=pubs,
+            recovered=positioned is not None and positioned.recovered,
+            epoch=positioned.reply.epoch if positioned else "",
+            offset=positioned.reply.offset if positioned else 0,
+            publications=positioned.publications if positioned else None,
             was_recovering=wanted.recover,
             data=data,
         )
-
-    async def _recover(
-        self, sub: Subscription, opts: ChannelOptions, wanted: SubscribeRecovery, reject_unrecovered: bool
-    ) -> tuple[bool, list[Publication] | None, StreamPosition]:
-        """Read history for a recovery and merge it with what was buffered meanwhile; returns
-        (recovered, publications, the position to reply) and positions ``sub``."""
-        node = self.node
-        requested = StreamPosition(wanted.offset, wanted.epoch)
-        cache = opts.force_recovery_mode == "cache"
-        outcome: recovery.Recovered | recovery.NotRecovered
-        if cache:
-            hist = await node.history(sub.channel, opts, limit=1, reverse=True)
-            outcome = recovery.recover_cache(requested, hist.publications, hist.position)
-        else:
-            cap = self.settings.client.recovery_max_publication_limit
-            limit = cap if cap > 0 else -1
-            hist = await node.history(sub.channel, opts, since=StreamPosition(wanted.offset, ""), limit=limit)
-            outcome = recovery.recover_stream(
-                requested,
-                hist.publications,
-                hist.position,
-                limit_reached=limit > 0 and len(hist.publications) >= limit,
-            )
-        top = hist.position
-        if isinstance(outcome, recovery.Recovered):
-            buffered = [pub for pub, epoch, _ in sub.buffer if epoch == top.epoch]
-            merged = recovery.settle(outcome, buffered, after=wanted.offset, cache=cache)
-            if merged is not None:
-                sub.epoch = top.epoch
-                sub.offset = merged[-1].offset if merged else max(wanted.offset, top.offset)
-                node.metrics.recover.labels("yes", "", "yes" if merged else "no").inc()
-                return True, merged[-1:] if cache else merged, StreamPosition(wanted.offset, top.epoch)
-        if reject_unrecovered:
-            raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
-        sub.offset, sub.epoch = top.offset, top.epoch
-        node.metrics.recover.labels("no", "", "no").inc()
-        return False, None, top
 
     def _go_live(self, sub: Subscription) -> None:
         """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""

@@ -17,9 +17,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from gateway import recovery
 from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import (
@@ -33,9 +35,23 @@ from gateway.engine.base import (
 from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
 from gateway.protocol.codec import JSON, Codec
-from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 
 VERSION = "0.1.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Positioned:
+    """The outcome of ``Node.position``."""
+
+    start: StreamPosition
+    """The position the subscription continues from (live publications are checked against it)."""
+    reply: StreamPosition
+    """The epoch and offset written in the subscribe reply."""
+    recovered: bool = False
+    publications: list[Publication] | None = None
+    """Recovered publications for the reply (None unless recovered)."""
+
 
 log = logging.getLogger("taskcast.gateway.node")
 
@@ -204,6 +220,54 @@ class Node:
         return await self.broker.history(
             channel, self.history_options(opts), since=since, limit=limit, reverse=reverse
         )
+
+    async def position(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        wanted: SubscribeRecovery | None,
+        buffered: Sequence[tuple[Publication, str, object]],
+    ) -> Positioned:
+        """Where a new positioned subscription starts (§3.3): the stream top, or — when
+        ``wanted`` asks to recover — the history since the client's position merged with the
+        live publications ``buffered`` meanwhile (the subscriber is already in the hub, so
+        ``buffered`` keeps growing while history is read; it is read once the read is done).
+
+        Raises:
+            EngineError: the history read failed.
+        """
+        if wanted is None or not wanted.recover:
+            top = (await self.history(channel, opts, limit=0)).position
+            return Positioned(top, top)
+        requested = StreamPosition(wanted.offset, wanted.epoch)
+        cache = opts.force_recovery_mode == "cache"
+        outcome: recovery.Recovered | recovery.NotRecovered
+        if cache:
+            hist = await self.history(channel, opts, limit=1, reverse=True)
+            outcome = recovery.recover_cache(requested, hist.publications, hist.position)
+        else:
+            cap = self.settings.client.recovery_max_publication_limit
+            limit = cap if cap > 0 else -1
+            hist = await self.history(channel, opts, since=StreamPosition(wanted.offset, ""), limit=limit)
+            outcome = recovery.recover_stream(
+                requested,
+                hist.publications,
+                hist.position,
+                limit_reached=limit > 0 and len(hist.publications) >= limit,
+            )
+        top = hist.position
+        if isinstance(outcome, recovery.Recovered):
+            live = [pub for pub, epoch, _ in buffered if epoch == top.epoch]
+            merged = recovery.settle(outcome, live, after=wanted.offset, cache=cache)
+            if merged is not None:
+                self.metrics.recover.labels("yes", "", "yes" if merged else "no").inc()
+                start = StreamPosition(
+                    merged[-1].offset if merged else max(wanted.offset, top.offset), top.epoch
+                )
+                reply = StreamPosition(wanted.offset, top.epoch)
+                return Positioned(start, reply, recovered=True, publications=merged[-1:] if cache else merged)
+        self.metrics.recover.labels("no", "", "no").inc()
+        return Positioned(top, top)
 
     async def add_subscriber(self, channel: str, client: Connection) -> None:
         """Register a local subscriber and make sure the broker delivers the channel here.

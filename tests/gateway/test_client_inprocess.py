@@ -234,3 +234,52 @@ async def test_connection_lost_releases_hub_and_broker_state():
     await h.node.drain()
     assert not h.node.hub.channels and not h.node.hub.clients
     assert "c" not in h.broker._subscribed  # type: ignore[attr-defined]
+
+
+class SlowHistoryBroker(MemoryBroker):
+    """History reads return what was stored when they started, but only after ``gate``: live
+    publications published meanwhile reach subscribers first (the §3.3 step 6 window)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+        self.reading = asyncio.Event()
+
+    async def history(self, channel, history, *, since=None, limit=0, reverse=False):  # type: ignore[no-untyped-def]
+        result = await super().history(channel, history, since=since, limit=limit, reverse=reverse)
+        if self.gate is not None and limit != 0:
+            self.reading.set()
+            await self.gate.wait()
+        return result
+
+
+async def test_recovery_merges_publications_that_arrive_during_the_history_read():
+    broker = SlowHistoryBroker()
+    h = Harness(broker=broker)
+    opts = h.settings.channel_options("r")
+    assert opts is not None
+    first = await h.node.publish("r", opts, b"1")
+    for n in (2, 3):
+        await h.node.publish("r", opts, str(n).encode())
+    client, transport = await h.connected()
+    broker.gate = asyncio.Event()
+    sub = {"channel": "r", "recover": True, "recoverable": True, "offset": 1, "epoch": first.position.epoch}
+    client.feed(orjson.dumps({"id": 2, "subscribe": sub}))
+    await broker.reading.wait()
+    await h.node.publish("r", opts, b"4")  # live, while the history read is in flight
+    broker.gate.set()
+    reply = (await transport.reply(2))["subscribe"]
+    assert reply["recovered"] is True and reply["was_recovering"] is True
+    assert [p["offset"] for p in reply["publications"]] == [2, 3, 4]
+    await h.node.publish("r", opts, b"5")
+    pub = await transport.push("pub")
+    assert pub["pub"]["offset"] == 5  # 4 was not sent twice
+
+
+async def test_reject_unrecovered_flag_answers_112():
+    h = Harness()
+    client, transport = await h.connected()
+    sub = {"channel": "r", "recover": True, "recoverable": True, "offset": 7, "epoch": "gone", "flag": 2}
+    client.feed(orjson.dumps({"id": 2, "subscribe": sub}))
+    assert (await transport.reply(2))["error"]["code"] == codes.ERROR_UNRECOVERABLE_POSITION.code
+    assert "r" not in client.session.subscriptions and "r" not in h.node.hub.channels
