@@ -63,15 +63,21 @@ class RateLimiter:
         return (1.0 - self.tokens) / self.rate
 
 
-def build_engine(settings: Settings) -> tuple[Broker, PresenceManager]:
+def build_engine(
+    settings: Settings, *, on_error: Callable[[str], None] | None = None
+) -> tuple[Broker, PresenceManager]:
+    """The configured engine; ``on_error`` is called once per failed engine command with the
+    operation name (the engine logs outages once per state change; the metric counts each)."""
     if settings.engine.type == "memory":
         return MemoryBroker(), MemoryPresence(ttl_seconds=settings.engine.redis.presence_ttl)
     if settings.engine.type == "redis":
         redis = settings.engine.redis
         # Broker and presence get connections of their own; each closes what it owns.
         return (
-            RedisBroker(build_shards(redis), prefix=redis.prefix),
-            RedisPresence(build_shards(redis), prefix=redis.prefix, ttl_seconds=redis.presence_ttl),
+            RedisBroker(build_shards(redis, on_error=on_error), prefix=redis.prefix),
+            RedisPresence(
+                build_shards(redis, on_error=on_error), prefix=redis.prefix, ttl_seconds=redis.presence_ttl
+            ),
         )
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
@@ -86,7 +92,8 @@ class Runtime:
         self.settings = settings
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
-            broker, presence = build_engine(settings)
+            engine_errors = self.metrics.engine_errors
+            broker, presence = build_engine(settings, on_error=lambda op: engine_errors.labels(op).inc())
         name = settings.node.name or f"{socket.gethostname()}_{settings.http_server.port}"
         self.node = Node(settings, broker, presence, self.metrics, name=name)
         if isinstance(broker, RedisBroker):

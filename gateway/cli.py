@@ -10,7 +10,8 @@ import sys
 
 from gateway.app import build
 from gateway.config import ConfigError, load_settings
-from gateway.server import LOG_LEVELS, build_server
+from gateway.logging_setup import configure_logging
+from gateway.server import build_server
 
 
 def main(argv: list[str]) -> int:
@@ -28,8 +29,11 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    level = LOG_LEVELS.get(settings.log.level, "info")
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        configure_logging(settings.log)
+    except ConfigError as exc:
+        print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     log = logging.getLogger("taskcast.gateway")
     for warning in warnings:
         log.warning("config: %s", warning)
@@ -38,5 +42,5 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"taskcast gateway: {exc}", file=sys.stderr)
         return 2
-    build_server(settings, served, log_level=level).run()
+    build_server(settings, served).run()
     return 0

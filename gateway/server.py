@@ -30,6 +30,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.config import Settings
+from gateway.logging_setup import uvicorn_log_level
 
 MAX_HEAD_BYTES = 1 << 20
 """Largest request head (request line + headers) accepted: Go's ``http.DefaultMaxHeaderBytes``,
@@ -37,17 +38,6 @@ which Centrifugo's HTTP server uses."""
 
 LINGER_SECONDS = 0.5
 """After refusing a head: how long input is still read (and discarded) before the close."""
-
-LOG_LEVELS = {
-    "trace": "trace",
-    "debug": "debug",
-    "info": "info",
-    "warn": "warning",
-    "error": "error",
-    "fatal": "critical",
-    "none": "critical",
-}
-"""Centrifugo's ``log.level`` names -> uvicorn's."""
 
 
 def _canned(status: bytes, text: bytes) -> bytes:
@@ -253,7 +243,7 @@ def build_server(
     *,
     host: str | None = None,
     port: int | None = None,
-    log_level: str | None = None,
+    log_level: int | str | None = None,
     handle_signals: bool = True,
     timeout_graceful_shutdown: int | None = None,
 ) -> GatewayServer:
@@ -268,7 +258,10 @@ def build_server(
         http=http_protocol(request_timeout=http.request_timeout),
         ws=served.websocket if served.websocket is not None else "none",
         lifespan="on",
-        log_level=log_level if log_level is not None else LOG_LEVELS.get(settings.log.level, "info"),
+        log_level=log_level if log_level is not None else uvicorn_log_level(settings.log.level),
+        # uvicorn's loggers propagate to the root handler (gateway/logging_setup.py), so
+        # ``log.file`` gets them too; uvicorn installs no handlers of its own.
+        log_config=None,
         access_log=False,
         timeout_graceful_shutdown=(
             timeout_graceful_shutdown

@@ -5,6 +5,7 @@ records whether it was called; the whole gateway is covered by tests/faults/secu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -69,6 +70,8 @@ async def _exchange(port: int, head: bytes, padding: int) -> bytes:
             return await reader.read(65536)
     finally:
         writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
 
 async def test_head_over_the_bound_is_431_and_never_reaches_the_app(served):
@@ -103,3 +106,5 @@ async def test_unfinished_head_gets_408_at_the_request_deadline(served):
         assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
     finally:
         writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()

@@ -9,6 +9,7 @@ subscription_limit_per_connection 2, user_connection_limit 2, message_size_limit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -286,6 +287,8 @@ async def _send_head(port: int, method: str, path: str, extra: str, padding: int
         return b""
     finally:
         writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
 
 
 @pytest.mark.parametrize("case", list(HEAD_PATHS))
