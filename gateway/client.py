@@ -547,7 +547,7 @@ class Client:
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
-                self.enqueue(push.payload, push)
+                self.outbox.put(push.payload, push)
             elif verdict is Delivery.INSUFFICIENT_STATE:
                 self.insufficient_state(sub)
                 return
@@ -650,21 +650,21 @@ class Client:
         if sub is None or self._closed:
             return
         if sub.state is SubState.SUBSCRIBED and not sub.positioned:
-            self.enqueue(push.payload, push)  # the common case, kept short: it runs per delivery
+            self.outbox.put(push.payload, push)  # the common case, kept short: it runs per delivery
             return
         if sub.state is SubState.SUBSCRIBING:
             sub.buffer.append((pub, epoch, push))
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
-            self.enqueue(push.payload, push)
+            self.outbox.put(push.payload, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)
         if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
-            self.enqueue(push.payload, push)
+            self.outbox.put(push.payload, push)
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
         sub = self.session.subscriptions.get(channel)
@@ -755,10 +755,6 @@ class Client:
     def send(self, payload: bytes) -> None:
         """Queue a reply or connection-level push for the end-of-tick write."""
         self.outbox.put(payload)
-
-    def enqueue(self, payload: bytes, shared: SharedPush | None) -> None:
-        """Queue a (possibly shared) push for the end-of-tick write."""
-        self.outbox.put(payload, shared)
 
     # --- closing -----------------------------------------------------------------------------
 
