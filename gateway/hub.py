@@ -73,10 +73,6 @@ class Connection(Protocol):
         ...
 
 
-HubClient = Connection
-"""Former name of ``Connection``."""
-
-
 class Hub:
     """Registry of connections by client id, by user and by channel."""
 
