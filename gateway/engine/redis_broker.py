@@ -9,7 +9,10 @@ That connection is watched (reliability-notes §1.5): every ``probe_interval_sec
 publishes a probe to its own node channel on every shard; a connection that hears nothing (no
 probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt. After any rebuild,
 every channel is subscribed again and ``on_broker_reconnect`` tells the node that deliveries may
-have been lost, so it re-checks positions against history. Must not import starlette.
+have been lost, so it re-checks positions against history. The probe also runs the publish
+script on the node's own probe keys: ``healthy()`` follows what publishing needs, so a Redis that
+still LOADs its dataset after a restart (PUBLISH and SUBSCRIBE work, scripts do not) is unhealthy.
+Failures are logged once per state change (``failures.FailureRun``). Must not import starlette.
 """
 
 from __future__ import annotations
