@@ -16,8 +16,8 @@ anyone else. One loop timer per connection is armed for ``Session.next_deadline(
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
 recovered history by offset (``Node.position``), the reply is written, and only then do the
-remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice, and the reply always
-precedes the channel's publications.
+remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
+and the reply always precedes the channel's publications.
 
 Only the transports and the composition root import this module.
 """
