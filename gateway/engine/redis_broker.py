@@ -287,22 +287,28 @@ class RedisBroker:
             await asyncio.sleep(self.probe_interval_seconds)
 
     async def _probe_shard(self, shard: RedisShard) -> None:
-        """Keep the PUB/SUB connection talking (silence means deaf, §1.5), then run the publish
+        """Keep the PUB/SUB connection talking (silence means deaf, §1.5), and run the publish
         script on this node's probe keys: health follows what publishing needs. A bare PUBLISH
         is answered while Redis still LOADs after a restart, when every publish fails (defect 7).
         Failures are logged by the shard's ``FailureRun``."""
         node = self.keys.node(self.node_id)
-        with contextlib.suppress(EngineError):
-            await shard.call(lambda client: client.publish(node, PROBE), op="probe", proof=False)
         stream, meta, result, channel = self.keys.probe(self.node_id)
         ttl = _ms(max(self.probe_timeout_seconds, 1.0))
         args: list[str | bytes | int] = [PROBE_PUBLICATION, 1, ttl, channel, ttl, self._new_epoch(), 0]
 
+        async def keep_alive() -> None:
+            with contextlib.suppress(EngineError):
+                await shard.call(lambda client: client.publish(node, PROBE), op="probe", proof=False)
+
         async def run(client: Client) -> Any:
             return await PUBLISH.run(client, [stream, meta, result], args)
 
-        with contextlib.suppress(EngineError):
-            await shard.call(run, op="probe")
+        async def script() -> None:
+            with contextlib.suppress(EngineError):
+                await shard.call(run, op="probe")
+
+        # Side by side: a slow script must not stretch the keep-alive period.
+        await asyncio.gather(keep_alive(), script())
 
     def _shard(self, channel: str) -> RedisShard:
         return self.shards[shard_index(channel, len(self.shards))]

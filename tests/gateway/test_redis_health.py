@@ -57,6 +57,7 @@ async def server() -> AsyncIterator[RedisServer]:
 def make_broker(server: RedisServer, errors: Counter[str], **options: object) -> RedisBroker:
     config = redis_engine.settings(server.url, prefix="p", io_timeout=1.0)
     options.setdefault("probe_interval_seconds", 0.1)
+    options.setdefault("probe_timeout_seconds", 10.0)  # no needless rebuilds on a loaded machine
     options.setdefault("reconnect_backoff_seconds", (0.02, 0.1))
     shards = build_shards(config, on_error=lambda op: errors.update([op]))
     return RedisBroker(shards, prefix="p", **options)  # type: ignore[arg-type]
