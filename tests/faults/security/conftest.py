@@ -243,6 +243,9 @@ class Control:
     async def _receive(self) -> None:
         while True:
             msg = await self.session.raw.messages.get()
+            if not msg:  # a server ping (§1.4): answer it, as SDKs do, or a long test ends in 3012
+                await self.session.ws.send("{}")
+                continue
             pub = msg.get("push", {}).get("pub")
             if pub is not None:
                 self.received.append(pub["data"]["n"])
