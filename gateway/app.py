@@ -1,16 +1,19 @@
-"""Composition root of the gateway: builds the engine, node, verifiers, server API and routes,
-and owns every background task (lifespan). The only module that knows which engine is used.
+"""Composition root of the gateway: builds the engine, node, verifiers, client factory, server
+API, transports and routes, and owns every background task (lifespan). The only module that
+knows which engine is used and the only one that wires parts together.
+
+NOTHING in the gateway imports this module (tests/test_layering.py): entry points (gateway/cli.py,
+taskcast_up.py) and tests call ``build(settings)`` and hand the result to gateway/server.py.
+Transports get narrow callables (``admit``, ``connect``, ``route``), never this module's objects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import socket
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 from starlette.applications import Starlette
@@ -20,7 +23,7 @@ from starlette.routing import Route
 
 from gateway.api import ApiEndpoint, ServerApi
 from gateway.auth import TokenVerifier
-from gateway.client import Client, Transport
+from gateway.client import ClientFactory
 from gateway.config import Settings
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
@@ -29,19 +32,20 @@ from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
-from gateway.protocol import codes
+from gateway.server import Served
+from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
-from gateway.transports.streaming import StreamEndpoint
-
-log = logging.getLogger("taskcast.gateway")
+from gateway.transports.streaming import OpenStreams, StreamEndpoint
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+DOCS = "docs/gateway.md"
+"""Where the gateway is documented (a path in the Taskcast source tree; no hosted site)."""
 
 
 class RateLimiter:
     """Token bucket for ``client.connection_rate_limit`` (new connections per second per node)."""
 
-    def __init__(self, rate: float, clock: Any = time.monotonic) -> None:
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate = rate
         self.capacity = max(1.0, rate)
         self.tokens = self.capacity
@@ -59,21 +63,28 @@ class RateLimiter:
         return (1.0 - self.tokens) / self.rate
 
 
-def build_engine(settings: Settings) -> tuple[Broker, PresenceManager]:
+def build_engine(
+    settings: Settings, *, on_error: Callable[[str], None] | None = None
+) -> tuple[Broker, PresenceManager]:
+    """The configured engine; ``on_error`` is called once per failed engine command with the
+    operation name (the engine logs outages once per state change; the metric counts each)."""
     if settings.engine.type == "memory":
         return MemoryBroker(), MemoryPresence(ttl_seconds=settings.engine.redis.presence_ttl)
     if settings.engine.type == "redis":
         redis = settings.engine.redis
         # Broker and presence get connections of their own; each closes what it owns.
         return (
-            RedisBroker(build_shards(redis), prefix=redis.prefix),
-            RedisPresence(build_shards(redis), prefix=redis.prefix, ttl_seconds=redis.presence_ttl),
+            RedisBroker(build_shards(redis, on_error=on_error), prefix=redis.prefix),
+            RedisPresence(
+                build_shards(redis, on_error=on_error), prefix=redis.prefix, ttl_seconds=redis.presence_ttl
+            ),
         )
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
 
 class Runtime:
-    """Everything one gateway process holds; reachable from transports via lifespan state."""
+    """Everything one gateway process holds. Built by ``build``; tests may build one directly
+    (with an injected engine) and pass it to ``create_app``."""
 
     def __init__(
         self, settings: Settings, *, broker: Broker | None = None, presence: PresenceManager | None = None
@@ -81,7 +92,8 @@ class Runtime:
         self.settings = settings
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
-            broker, presence = build_engine(settings)
+            engine_errors = self.metrics.engine_errors
+            broker, presence = build_engine(settings, on_error=lambda op: engine_errors.labels(op).inc())
         name = settings.node.name or f"{socket.gethostname()}_{settings.http_server.port}"
         self.node = Node(settings, broker, presence, self.metrics, name=name)
         if isinstance(broker, RedisBroker):
@@ -94,44 +106,42 @@ class Runtime:
                     len(hub.users),
                     hub.num_subscriptions,
                     len(hub.channels),
-                    len(self.node.nodes()),
+                    len(self.node.cluster.nodes()),
                     self.node.broker.healthy(),
                 )
             )
         )
         self.http = httpx.AsyncClient(timeout=5.0)
         cfg = settings.client
-        self.verifier = TokenVerifier(
+        verifier = TokenVerifier(
             cfg.token, http=self.http, skip_signature=cfg.insecure_skip_token_signature_verify
         )
-        self.sub_verifier = (
+        sub_verifier = (
             TokenVerifier(
                 cfg.subscription_token,
                 http=self.http,
                 skip_signature=cfg.insecure_skip_token_signature_verify,
             )
             if cfg.subscription_token.enabled
-            else self.verifier
+            else verifier
         )
-        self.api = ServerApi(self)
+        self.clients = ClientFactory(self.node, verifier=verifier, sub_verifier=sub_verifier)
+        self.api = ServerApi(self.node, settings)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
-        self.streams: set[Client] = set()
-        """Open SSE / HTTP-streaming connections (gateway/transports/streaming.py)."""
-
-    def shutdown_streams(self) -> None:
-        """uvicorn's graceful shutdown began: every streaming response gets the 3001 disconnect
-        push and ends (uvicorn would otherwise wait for them until the shutdown timeout)."""
-        self.shutting_down = True
-        for client in list(self.streams):
-            client.disconnect(codes.DISCONNECT_SHUTDOWN)
+        self.streams = OpenStreams()
 
     def admit(self) -> int | None:
-        """Handshake admission: None to accept, or a Retry-After in seconds (503)."""
+        """Handshake admission of every connection endpoint: None to accept, or the Retry-After
+        seconds of an HTTP 503 (shutting down, ``client.connection_limit``,
+        ``client.handshake_limit``, ``client.connection_rate_limit``). A 503 is what Centrifugo
+        answers, and the SDKs retry it with backoff (a close after connect would be terminal)."""
         if self.shutting_down:
             return 1
-        limit = self.settings.client.handshake_limit
-        if limit and len(self.node.connecting) >= limit:
+        cfg = self.settings.client
+        if cfg.connection_limit and len(self.node.hub.clients) >= cfg.connection_limit:
+            return 1
+        if cfg.handshake_limit and len(self.node.connecting) >= cfg.handshake_limit:
             return 1
         if self.rate_limiter is not None:
             wait = self.rate_limiter.take()
@@ -139,19 +149,19 @@ class Runtime:
                 return max(1, int(wait + 0.999))
         return None
 
-    def new_client(self, transport: Transport) -> Client:
-        return Client(self.node, transport, verifier=self.verifier, sub_verifier=self.sub_verifier)
-
-    def connection_closed(self, client: Client) -> None:
-        """Hook for transports; the client already released its state."""
+    def on_shutdown(self) -> None:
+        """Graceful shutdown began: refuse new connections and end every streaming response
+        with the 3001 disconnect push (uvicorn would otherwise wait for them until its
+        shutdown timeout). WebSocket connections get 3001 from their protocol's shutdown."""
+        self.shutting_down = True
+        self.streams.shutdown()
 
     async def presence_loop(self) -> None:
         interval = self.settings.client.presence_update_interval
         while True:
             await asyncio.sleep(interval)
-            for client in list(self.node.hub.clients.values()):
-                if isinstance(client, Client):
-                    client.presence_tick()
+            for conn in list(self.node.hub.clients.values()):
+                conn.presence_tick()
 
     async def close(self) -> None:
         await self.node.drain()
@@ -160,28 +170,25 @@ class Runtime:
         await self.http.aclose()
 
 
-def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
-    """The ASGI app: server API, health, metrics. WebSocket upgrades are served by
-    ``gateway.transports.websocket.GatewayWebSocketProtocol`` (see ``gateway.cli``)."""
-    rt = runtime or Runtime(settings)
-    api_endpoint = ApiEndpoint(rt, rt.api)
-    prefix = settings.http_api.handler_prefix.rstrip("/")
+def _routes(settings: Settings, rt: Runtime) -> list[Route]:
+    routes: list[Route] = []
+    links: dict[str, str] = {}
+    ws = settings.websocket
+    if not ws.disabled:
+        links["websocket"] = ws.handler_prefix
+    if not settings.http_api.disabled:
+        prefix = settings.http_api.handler_prefix.rstrip("/")
+        endpoint = ApiEndpoint(rt.api, settings.http_api)
 
-    async def health(_: Request) -> Response:
-        if not rt.node.broker.healthy():
-            return JSONResponse({"error": "engine unavailable"}, status_code=503)
-        return JSONResponse({})
+        async def api(request: Request) -> Response:
+            return await endpoint(request)
 
-    async def metrics(_: Request) -> Response:
-        return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    async def api(request: Request) -> Response:
-        return await api_endpoint(request)
-
-    routes = [
-        Route(prefix + "/{method:str}", api, methods=ALL_METHODS),
-        Route(prefix, api, methods=ALL_METHODS),
-    ]
+        routes += [
+            Route(prefix + "/{method:str}", api, methods=ALL_METHODS),
+            Route(prefix or "/", api, methods=ALL_METHODS),
+        ]
+        links["api"] = prefix or "/"
+    origins = tuple(settings.client.allowed_origins)
     for name, cfg, sse, uni in (
         ("sse", settings.sse, True, False),
         ("http_stream", settings.http_stream, False, False),
@@ -189,40 +196,106 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         ("uni_http_stream", settings.uni_http_stream, False, True),
     ):
         if cfg.enabled:
-            endpoint = StreamEndpoint(
-                rt, name, sse=sse, unidirectional=uni, max_body=cfg.max_request_body_size
+            stream = StreamEndpoint(
+                name,
+                sse=sse,
+                unidirectional=uni,
+                max_body=cfg.max_request_body_size,
+                allowed_origins=origins,
+                admit=rt.admit,
+                connect=rt.clients.connect,
+                streams=rt.streams,
             )
-            routes.append(Route(cfg.handler_prefix, endpoint, methods=ALL_METHODS))
+            routes.append(Route(cfg.handler_prefix, stream, methods=ALL_METHODS))
+            links[name] = cfg.handler_prefix
     if settings.sse.enabled or settings.http_stream.enabled:
-        emulation = EmulationEndpoint(rt)
+        emulation = EmulationEndpoint(
+            max_body=settings.emulation.max_request_body_size,
+            allowed_origins=origins,
+            route=rt.node.cluster.route_emulation,
+        )
 
         async def emulate(request: Request) -> Response:
             return await emulation(request)
 
         routes.append(Route(settings.emulation.handler_prefix, emulate, methods=ALL_METHODS))
+        links["emulation"] = settings.emulation.handler_prefix
     if settings.health.enabled:
-        routes.append(Route("/health", health, methods=["GET"]))
+
+        async def health(_: Request) -> Response:
+            if not rt.node.broker.healthy():
+                return JSONResponse({"error": "engine unavailable"}, status_code=503)
+            return JSONResponse({})
+
+        routes.append(Route(settings.health.handler_prefix, health, methods=["GET"]))
+        links["health"] = settings.health.handler_prefix
     if settings.prometheus.enabled:
-        routes.append(Route("/metrics", metrics, methods=["GET"]))
+
+        async def metrics(_: Request) -> Response:
+            return Response(rt.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+        routes.append(Route(settings.prometheus.handler_prefix, metrics, methods=["GET"]))
+        links["metrics"] = settings.prometheus.handler_prefix
+    links["docs"] = DOCS
+    about = {"name": "taskcast-gateway", "version": VERSION, "links": links}
+
+    async def index(_: Request) -> Response:
+        """What a person (or a probe) opening the gateway's root URL sees instead of a bare 404."""
+        return JSONResponse(about)
+
+    if not any(r.path == "/" for r in routes):
+        routes.append(Route("/", index, methods=["GET"]))
+    return routes
+
+
+def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
+    """The ASGI app: server API, streaming transports, health, metrics, the root document.
+    WebSocket upgrades never reach it: ``build`` hands their protocol class to the server."""
+    rt = runtime or Runtime(settings)
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[dict[str, Any]]:
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
         async with asyncio.TaskGroup() as tg:
             tasks = [
                 tg.create_task(rt.node.broker.run()),
                 tg.create_task(rt.node.presence.run()),
                 tg.create_task(rt.presence_loop()),
-                tg.create_task(rt.node.info_loop()),
+                tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
             try:
-                yield {"taskcast": rt}
+                yield
             finally:
                 rt.shutting_down = True
                 for task in tasks:
                     task.cancel()
         await rt.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=_routes(settings, rt), lifespan=lifespan)
     app.state.runtime = rt
     return app
+
+
+def build(settings: Settings, runtime: Runtime | None = None) -> Served:
+    """Everything gateway/server.py serves for these settings.
+
+    Raises:
+        ValueError: the configured engine is not available.
+    """
+    rt = runtime or Runtime(settings)
+    ws = settings.websocket
+    protocol = None
+    if not ws.disabled:
+        protocol = websocket.protocol_class(
+            websocket.WebSocketEndpoint(
+                handler_prefix=ws.handler_prefix,
+                message_size_limit=ws.message_size_limit,
+                allowed_origins=tuple(settings.client.allowed_origins),
+                admit=rt.admit,
+                connect=rt.clients.connect,
+            )
+        )
+    return Served(app=create_app(settings, rt), websocket=protocol, on_shutdown=rt.on_shutdown)
+
+
+__all__ = ["RateLimiter", "Runtime", "build", "build_engine", "create_app"]

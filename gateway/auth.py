@@ -6,7 +6,8 @@ The set of acceptable algorithms comes from the settings (``TokenSettings.algori
 header only picks one of them, and each algorithm family is bound to its own key (so an HS256 token
 can never be checked against an RSA public key). ``exp``/``nbf`` are checked against an injected
 clock. Error messages never contain the token or any key. This module reads no environment and
-imports nothing from the gateway but ``config_schema``.
+imports nothing from the gateway but ``config_schema`` and the pure ``protocol.policy``
+(whose ``Override`` is the claims' ``override`` value).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from jwt.algorithms import Algorithm, get_default_algorithms
 from jwt.exceptions import PyJWTError
 
 from gateway.config_schema import TokenSettings
+from gateway.protocol.policy import Override as SubscriptionOverride
 
 __all__ = [
     "ConnectToken",
@@ -59,17 +61,6 @@ class TokenExpired(TokenError):
 class KeysUnavailable(TokenError):
     """The JWKS endpoint could not be read (network, HTTP status, bad document). Temporary: answer
     an internal error (100) rather than rejecting the token."""
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionOverride:
-    """Per-subscription overrides from a token's ``override`` object; None = not overridden."""
-
-    presence: bool | None = None
-    join_leave: bool | None = None
-    force_push_join_leave: bool | None = None
-    force_recovery: bool | None = None
-    force_positioning: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""``taskcast gateway --config FILE``: load settings, refuse bad ones by name, run uvicorn with
-the gateway's WebSocket protocol. No logic beyond wiring."""
+"""``taskcast gateway --config FILE``: load settings, refuse bad ones by name, build the gateway
+(gateway/app.py) and serve it (gateway/server.py). No logic beyond wiring."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ import logging
 import os
 import sys
 
-import uvicorn
-
-from gateway.app import create_app
+from gateway.app import build
 from gateway.config import ConfigError, load_settings
-from gateway.transports.streaming import GatewayHttpProtocol
-from gateway.transports.websocket import GatewayWebSocketProtocol
-
-LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warning", "error": "error", "none": "critical"}
+from gateway.logging_setup import configure_logging
+from gateway.server import build_server
 
 
 def main(argv: list[str]) -> int:
@@ -33,28 +29,18 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    level = LOG_LEVELS.get(settings.log.level, "info")
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        configure_logging(settings.log)
+    except ConfigError as exc:
+        print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
+        return 2
     log = logging.getLogger("taskcast.gateway")
     for warning in warnings:
         log.warning("config: %s", warning)
     try:
-        app = create_app(settings)
+        served = build(settings)
     except ValueError as exc:
         print(f"taskcast gateway: {exc}", file=sys.stderr)
         return 2
-    config = uvicorn.Config(
-        app,
-        host=settings.http_server.address or "0.0.0.0",
-        port=settings.http_server.port,
-        ws=GatewayWebSocketProtocol,
-        http=GatewayHttpProtocol,
-        lifespan="on",
-        log_level=level,
-        access_log=False,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown.timeout)),
-        server_header=False,
-    )
-    server = uvicorn.Server(config)
-    server.run()
+    build_server(settings, served).run()
     return 0

@@ -1,10 +1,25 @@
-"""One client connection: drives a sans-I/O ``Session`` over a ``Transport`` and carries out its
-commands against the Node (PROTOCOL.md §1–§5).
+"""The single driver of one client connection: I/O, timers and engine calls around a sans-I/O
+``Session`` (gateway/protocol/session.py) and the pure ``policy`` (PROTOCOL.md §1–§5).
+
+The Session decides protocol state (ordering, pings, expiry, subscription table) and encodes
+through the connection's codec; the policy decides permissions, token claims and positioning;
+this module carries their outcomes out against the Node and the Transport. Errors are
+translated to the wire here, once.
 
 Commands of a connection run strictly in order on one task that exists only while commands are
 pending. Outgoing replies and pushes are queued and written with ONE transport write per event
-loop tick; the queue is bounded in bytes (``client.queue_max_size``) and overflow disconnects the
-client with 3008 — a slow client never slows anyone else. Error codes are translated here, once.
+loop tick (``Flusher``: every connection with output in a tick is flushed by one callback, and
+connections that queued the same shared pushes reuse one joined frame); the queue is bounded in
+bytes (``client.queue_max_size``) and overflow disconnects with 3008 — a slow client never slows
+anyone else. One loop timer per connection is armed for ``Session.next_deadline()``.
+
+Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
+publications arriving meanwhile are buffered on the subscription; they are merged with the
+recovered history by offset (``Node.position``), the reply is written, and only then do the
+remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
+and the reply always precedes the channel's publications.
+
+Only the transports and the composition root import this module.
 """
 
 from __future__ import annotations
@@ -17,63 +32,101 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TypeVar
 
-from gateway import commands
-from gateway import subscribe as subscribing
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
+from gateway.channels import ChannelRules, resolve, user_allowed
+from gateway.config import ChannelOptions
 from gateway.engine.base import EngineError
-from gateway.errors import CommandError, DisconnectError
+from gateway.errors import CommandError, DisconnectError, GatewayError, fail
 from gateway.hub import SharedPush
-from gateway.liveness import Liveness
 from gateway.node import VERSION, Node
-from gateway.protocol import codec, codes
+from gateway.outbox import Flusher, Outbox, Transport
+from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
     Command,
     ConnectRequest,
+    EmptyResult,
+    HistoryPage,
     HistoryRequest,
     Method,
+    PresenceResult,
+    PresenceStatsResult,
     Publication,
     PublishRequest,
     RefreshRequest,
+    RefreshResult,
+    Result,
     RPCRequest,
     StreamPosition,
     SubRefreshRequest,
+    SubRefreshResult,
+    SubscribeRecovery,
     SubscribeRequest,
+    SubscribeResult,
     UnsubscribeRequest,
 )
-from gateway.protocol.session import Delivery, Execute, Pong, Session, State, Subscription, SubState
+from gateway.protocol.session import (
+    Delivery,
+    Execute,
+    ExpireSubscription,
+    SendPing,
+    Session,
+    SessionConfig,
+    State,
+    Subscription,
+    SubState,
+)
 
 log = logging.getLogger("taskcast.gateway.client")
 
 MAX_PENDING_COMMANDS = 1024
 """Commands queued on one connection before it is disconnected with 3013."""
 
+T = TypeVar("T")
+Job = Callable[[], Awaitable[object]]
 
-class Transport(Protocol):
-    """What a connection writes to. Adapters live in gateway/transports/."""
 
-    name: str
-    emulation: bool
-    """SSE / HTTP-streaming with the /emulation endpoint: the connect reply carries session+node."""
-    unidirectional: bool
+__all__ = ["Client", "ClientFactory", "Connect", "Flusher", "Transport"]
 
-    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
-        """Write queued messages at once. When ``shared`` is set, its payload is exactly
-        ``b"\\n".join(payloads)`` and its pre-built WebSocket frame may be written as is."""
-        ...
 
-    def buffered_bytes(self) -> int:
-        """Bytes accepted by ``write`` but not yet sent to the peer."""
-        ...
+class ClientFactory:
+    """Builds the connections of one node; ``connect`` is the callable transports get."""
 
-    def close(self, disconnect: codes.Disconnect) -> None: ...
+    def __init__(
+        self,
+        node: Node,
+        *,
+        verifier: TokenVerifier,
+        sub_verifier: TokenVerifier,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.node = node
+        self.verifier = verifier
+        self.sub_verifier = sub_verifier
+        self.clock = clock
+        self.flusher = Flusher()
+
+    def connect(self, transport: Transport) -> Client:
+        """A new connection on an open transport (the stale-connect deadline starts now)."""
+        return Client(
+            self.node,
+            transport,
+            verifier=self.verifier,
+            sub_verifier=self.sub_verifier,
+            clock=self.clock,
+            flusher=self.flusher,
+        )
+
+
+Connect = Callable[[Transport], "Client"]
 
 
 class Client:
-    """A connection. ``feed`` is called by the transport with each incoming frame."""
+    """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
+    node and cluster use it as a ``gateway.hub.Connection``."""
 
     def __init__(
         self,
@@ -83,6 +136,7 @@ class Client:
         verifier: TokenVerifier,
         sub_verifier: TokenVerifier,
         clock: Callable[[], float] = time.time,
+        flusher: Flusher | None = None,
     ) -> None:
         self.node = node
         self.settings = node.settings
@@ -91,49 +145,54 @@ class Client:
         self.sub_verifier = sub_verifier
         self.clock = clock
         self.loop = asyncio.get_running_loop()
-        self.session = Session(channel_limit=self.settings.client.channel_limit)
+        cfg = self.settings.client
+        self.session = Session(
+            node.hub.codec,
+            SessionConfig(
+                channel_limit=cfg.channel_limit,
+                ping_interval=cfg.ping_interval,
+                pong_timeout=cfg.pong_timeout,
+                stale_close_delay=cfg.stale_close_delay,
+                expired_close_delay=cfg.expired_close_delay,
+                expired_sub_close_delay=cfg.expired_sub_close_delay,
+                unidirectional=transport.unidirectional,
+            ),
+            now=clock(),
+        )
         self.client_id = str(uuid.uuid4())
         self.session_id = str(uuid.uuid4()) if transport.emulation or transport.unidirectional else ""
         self.user = ""
         self.conn_info: bytes | None = None
         self.name = ""
-        self.expire_at: float | None = None
-        self.closed = False
+        self._closed = False
         self._registered = False
-        self._inbox: deque[Command | Callable[[], Awaitable[object]]] = deque()
+        self.outbox = Outbox(
+            transport, flusher or Flusher(), limit_bytes=cfg.queue_max_size, on_failure=self.disconnect
+        )
+        self._inbox: deque[Command | Job] = deque()
         self._worker: asyncio.Task[None] | None = None
-        self._pending: list[bytes] = []
-        self._pending_pushes: list[SharedPush] | None = None
-        """The shared pushes behind ``_pending`` while every queued item is one (else None)."""
-        self._pending_bytes = 0
-        self._base_buffered = 0
-        self._queue_limit = self.settings.client.queue_max_size
-        self.liveness = Liveness(self)
         self._after_reply: list[Callable[[], None]] = []
-        self.liveness.start()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
         node.connecting.add(self)
+        self._rearm()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # --- incoming ----------------------------------------------------------------------------
 
-    def feed(self, frame: str | bytes) -> None:
-        """Decode a frame and queue its commands, strictly in order (§1.2)."""
-        if self.closed:
+    def feed(self, frame: bytes | str) -> None:
+        """Decode a frame and queue its commands, strictly in order (§1.2). Never raises."""
+        if self._closed:
             return
-        try:
-            commands = codec.decode_frame(frame)
-        except codec.ProtocolError as exc:
-            log.info("bad frame from client %s: %s", self.client_id, exc)
-            self.disconnect(exc.disconnect)
-            return
-        for cmd in commands:
-            action = self.session.receive(cmd)
-            if action is None:
-                continue
+        for action in self.session.receive_frame(frame):
             if isinstance(action, codes.Disconnect):
+                if self.session.protocol_error is not None:
+                    log.info("bad frame from client %s: %s", self.client_id, self.session.protocol_error)
                 self.disconnect(action)
                 return
-            if isinstance(action, Pong):
-                continue
             if isinstance(action, Execute):
                 if len(self._inbox) >= MAX_PENDING_COMMANDS:
                     # A client that sends faster than its commands can run: bound the memory
@@ -144,24 +203,34 @@ class Client:
         if self._inbox and self._worker is None:
             self._worker = self.loop.create_task(self._run_commands())
 
+    def spawn(self, job: Job) -> None:
+        """Run follow-up work (an unsubscribe after expiry, a presence refresh) in command order."""
+        if self._closed:
+            return
+        self._inbox.append(job)
+        if self._worker is None:
+            self._worker = self.loop.create_task(self._run_commands())
+
     async def _run_commands(self) -> None:
         try:
-            while self._inbox and not self.closed:
+            while self._inbox and not self._closed:
                 job = self._inbox.popleft()
                 if isinstance(job, Command):
                     await self._dispatch(job)
                 else:
                     await self._run_job(job)
+                self._rearm()
         finally:
             self._worker = None
 
-    async def _run_job(self, job: Callable[[], Awaitable[object]]) -> None:
+    async def _run_job(self, job: Job) -> None:
         try:
             await job()
         except asyncio.CancelledError:
             raise
-        except EngineError:
-            log.warning("engine error in background job of client %s", self.client_id, exc_info=True)
+        except EngineError as exc:
+            # The engine logs its failures once per state change; per job: debug, no traceback.
+            log.debug("engine error in background job of client %s: %s", self.client_id, exc)
         except Exception:
             log.exception("internal error in background job of client %s", self.client_id)
             self.disconnect(codes.DISCONNECT_SERVER_ERROR)
@@ -180,14 +249,15 @@ class Client:
                 if self.transport.unidirectional:
                     self.disconnect(codes.uni_connect_disconnect(exc.error))
                     return
-            self.send(codec.encode_error(cmd.id, exc.error))
+            self.send(self.session.error(cmd.id, exc.error))
             return
         except DisconnectError as exc:
             self.disconnect(exc.disconnect)
             return
-        except EngineError:
-            log.warning("engine error on %s for client %s", method.value, self.client_id, exc_info=True)
-            self.send(codec.encode_error(cmd.id, codes.ERROR_INTERNAL))
+        except EngineError as exc:
+            log.debug("engine error on %s for client %s: %s", method.value, self.client_id, exc)
+            self._after_reply.clear()
+            self.send(self.session.error(cmd.id, codes.ERROR_INTERNAL))
             return
         except asyncio.CancelledError:
             raise
@@ -197,76 +267,102 @@ class Client:
             return
         finally:
             self.node.metrics.command_duration.labels(method.value, "").observe(time.perf_counter() - started)
-        if result is not None:
-            self.send(codec.encode_reply(cmd.id, method.value, result))
+        self.send(self.session.reply(cmd.id, method, result))
         after, self._after_reply = self._after_reply, []
         for callback in after:
             callback()
-        if method is Method.CONNECT:
-            self._after_connect_reply()
 
-    def after_reply(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` right after the current command's reply is queued (not on error)."""
-        self._after_reply.append(callback)
-
-    async def _handle(self, cmd: Command) -> dict[str, Any] | None:
+    async def _handle(self, cmd: Command) -> Result:
         req = cmd.request
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
         if isinstance(req, SubscribeRequest):
-            return await subscribing.subscribe(self, req)
+            return await self._subscribe(req)
         if isinstance(req, UnsubscribeRequest):
             await self.unsubscribe(req.channel)
-            return {}
+            return EmptyResult()
         if isinstance(req, PublishRequest):
-            return await commands.publish(self, req)
+            return await self._publish(req)
         if isinstance(req, HistoryRequest):
-            return await commands.history(self, req)
+            return await self._history(req)
         if isinstance(req, ChannelRequest):
-            return await commands.presence(self, req, stats=cmd.method is Method.PRESENCE_STATS)
+            return await self._presence(req, stats=cmd.method is Method.PRESENCE_STATS)
         if isinstance(req, RefreshRequest):
             return await self._refresh(req)
         if isinstance(req, SubRefreshRequest):
-            return await subscribing.sub_refresh(self, req)
+            return await self._sub_refresh(req)
         if isinstance(req, RPCRequest):
-            return commands.rpc(self, req)
+            return self._rpc(req)
         if cmd.method is Method.SEND:
             raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
         raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _who(self) -> policy.Who:
+        return policy.Who(self.user, self.client_id, self.settings.client.insecure)
+
+    def _rules(self, channel: str) -> ChannelRules:
+        rules = resolve(self.settings, channel)
+        if isinstance(rules, codes.Error):
+            raise CommandError(rules)
+        return rules
+
+    def _options(self, channel: str) -> ChannelOptions:
+        """The options of a channel named by publish / history / presence (empty ⇒ 107)."""
+        if not channel:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
+        return self._rules(channel).options
+
+    async def _verify(
+        self, verify: Callable[[str], Awaitable[T]], token: str, use: policy.TokenUse
+    ) -> T | None:
+        """Verify a token; a failure becomes the policy's outcome for this use (None: the
+        failure is not one, e.g. an expired sub_refresh token)."""
+        try:
+            return await verify(token)
+        except TokenExpired:
+            problem = policy.TokenProblem.EXPIRED
+        except KeysUnavailable:
+            problem = policy.TokenProblem.KEYS_UNAVAILABLE
+        except TokenError:
+            problem = policy.TokenProblem.INVALID
+        outcome = policy.token_failure(use, problem)
+        if outcome is None:
+            return None
+        raise fail(outcome)
+
+    def client_info(self, sub: Subscription | None = None) -> ClientInfo:
+        return ClientInfo(self.user, self.client_id, self.conn_info, sub.chan_info if sub else None)
 
     # --- connect / refresh -------------------------------------------------------------------
 
     async def _verify_connect(self, token: str) -> ConnectToken | None:
         cfg = self.settings.client
         if not token:
-            if cfg.insecure or cfg.allow_anonymous_connect_without_token:
-                return None
-            raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
-        try:
-            claims = await self.verifier.verify_connect(token)
-        except TokenExpired:
-            raise CommandError(codes.ERROR_TOKEN_EXPIRED) from None
-        except KeysUnavailable:
-            raise CommandError(codes.ERROR_INTERNAL) from None  # temporary: the SDK retries
-        except TokenError:
-            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
-        if not claims.user and cfg.disallow_anonymous_connection_tokens:
-            raise DisconnectError(codes.DISCONNECT_PERMISSION_DENIED)
+            outcome = policy.missing_connect_token(
+                insecure=cfg.insecure, allow_anonymous=cfg.allow_anonymous_connect_without_token
+            )
+            if outcome is not None:
+                raise fail(outcome)
+            return None
+        claims = await self._verify(self.verifier.verify_connect, token, policy.TokenUse.CONNECT)
+        assert claims is not None
+        outcome = policy.connect_claims(
+            claims, now=self.clock(), disallow_anonymous=cfg.disallow_anonymous_connection_tokens
+        )
+        if outcome is not None:
+            raise fail(outcome)
         return claims
 
-    async def _connect(self, req: ConnectRequest) -> dict[str, Any]:
+    async def _connect(self, req: ConnectRequest) -> Result:
         cfg = self.settings.client
         claims = await self._verify_connect(req.token)
         hub = self.node.hub
-        if cfg.connection_limit and len(hub.clients) >= cfg.connection_limit:
-            raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         if claims is not None:
             self.user = claims.user
             self.conn_info = claims.info
-            if claims.expire_at is not None:
-                if claims.expire_at <= self.clock():
-                    raise CommandError(codes.ERROR_EXPIRED)
-                self.expire_at = float(claims.expire_at)
+            self.session.set_expiry(float(claims.expire_at) if claims.expire_at is not None else None)
         if (
             self.user
             and cfg.user_connection_limit
@@ -277,81 +373,217 @@ class Client:
         server_subs = _server_subs(claims)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
-        self.liveness.cancel("stale")
         self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True
-        self.session.connected()
+        interval = cfg.ping_interval
+        self.session.connected(
+            now=self.clock(),
+            first_ping_delay=random.uniform(interval / 2, interval) if interval > 0 else None,
+        )
         self.node.metrics.connections_accepted.labels(
-            self.transport.name, "json", req.name, req.version
+            self.transport.name, self.session.codec.name, req.name, req.version
         ).inc()
-        subs_result: dict[str, Any] = {}
+        subs: dict[str, SubscribeResult] = {}
         for channel, server_sub in server_subs.items():
-            subs_result[channel] = await subscribing.subscribe_server_side(
-                self, channel, server_sub, req.subs.get(channel)
-            )
-        result: dict[str, Any] = {"client": self.client_id, "version": f"{VERSION} Taskcast"}
-        self._put_expiry(result)
-        if subs_result:
-            result["subs"] = subs_result
-        ping = int(cfg.ping_interval)
-        if ping > 0:
-            result["ping"] = ping
-            if not self.transport.unidirectional:  # a unidirectional client cannot pong
-                result["pong"] = cfg.pong_timeout > 0
-        if self.session_id:
-            result["session"] = self.session_id
-        if self.transport.emulation:  # /emulation POSTs name the node holding the session
-            result["node"] = self.node.uid
-        if cfg.connect_include_server_time:
-            result["time"] = int(self.clock() * 1000)
-        return result
+            subs[channel] = await self._subscribe_server(channel, server_sub, req.subs.get(channel))
+        self._after_reply.append(self._connect_replied)
+        return self.session.connect_result(
+            client=self.client_id,
+            version=f"{VERSION} Taskcast",
+            now=self.clock(),
+            subs=subs,
+            session=self.session_id,
+            node=self.node.uid if self.transport.emulation else "",  # /emulation POSTs name it
+            server_time=cfg.connect_include_server_time,
+        )
 
-    def _after_connect_reply(self) -> None:
-        """Runs once the connect reply is queued: server-side subscriptions go live (their
-        buffered publications follow the reply) and the timers start."""
+    def _connect_replied(self) -> None:
+        """The connect reply is queued: server-side subscriptions go live (their buffered
+        publications follow the reply)."""
         if self.session.state is not State.CONNECTED:
             return
         for sub in list(self.session.subscriptions.values()):
             if sub.server_side and sub.state is SubState.SUBSCRIBING:
-                subscribing.go_live(self, sub)
-        interval = self.settings.client.ping_interval
-        if interval > 0:
-            self.liveness.start_pings(random.uniform(interval / 2, interval))
-        self.liveness.schedule_expiry()
+                self._go_live(sub)
 
-    def _put_expiry(self, result: dict[str, Any]) -> None:
-        if self.expire_at is not None:
-            result["expires"] = True
-            result["ttl"] = max(1, int(self.expire_at - self.clock()))
-
-    async def _refresh(self, req: RefreshRequest) -> dict[str, Any]:
+    async def _refresh(self, req: RefreshRequest) -> RefreshResult:
         if not req.token:
             raise CommandError(codes.ERROR_BAD_REQUEST)
-        try:
-            claims = await self.verifier.verify_connect(req.token)
-        except TokenExpired:
-            raise DisconnectError(codes.DISCONNECT_EXPIRED) from None
-        except KeysUnavailable:
-            raise CommandError(codes.ERROR_INTERNAL) from None
-        except TokenError:
-            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN) from None
-        if claims.user != self.user:
-            raise DisconnectError(codes.DISCONNECT_INVALID_TOKEN)
-        if claims.expire_at is not None and claims.expire_at <= self.clock():
-            raise CommandError(codes.ERROR_EXPIRED)
-        self.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
+        claims = await self._verify(self.verifier.verify_connect, req.token, policy.TokenUse.REFRESH)
+        assert claims is not None
+        now = self.clock()
+        outcome = policy.refresh_claims(claims, user=self.user, now=now)
+        if outcome is not None:
+            raise fail(outcome)
+        self.session.set_expiry(float(claims.expire_at) if claims.expire_at is not None else None)
         if claims.info is not None:
             self.conn_info = claims.info
-        self.liveness.schedule_expiry()
-        result: dict[str, Any] = {"client": "", "version": ""}
-        self._put_expiry(result)
+        return self.session.refresh_result(now)
+
+    # --- subscribe ---------------------------------------------------------------------------
+
+    def _check_limits(self, channel: str, rules: ChannelRules) -> None:
+        error = self.session.check_subscribe(
+            channel, rules.namespace, rules.options.subscription_limit_per_connection
+        )
+        if error is not None:
+            raise CommandError(error)
+
+    async def _subscribe(self, req: SubscribeRequest) -> SubscribeResult:
+        """A client ``subscribe`` (§3)."""
+        channel = req.channel
+        if not channel:
+            raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
+        rules = self._rules(channel)
+        opts = rules.options
+        error = policy.subscription_type(req.type)
+        if error is not None:
+            raise CommandError(error)
+        self._check_limits(channel, rules)
+        who = self._who()
+        claims = None
+        if req.token:
+            claims = await self._verify(
+                self.sub_verifier.verify_subscribe, req.token, policy.TokenUse.SUBSCRIBE
+            )
+            assert claims is not None
+            outcome = policy.subscribe_claims(claims, who, channel=channel, now=self.clock())
+            if outcome is not None:
+                raise fail(outcome)
+            self._check_limits(channel, rules)  # the token check awaited
+        else:
+            error = policy.subscribe_permission(
+                opts, who, private=rules.private, user_listed=user_allowed(self.settings, channel, self.user)
+            )
+            if error is not None:
+                raise CommandError(error)
+        flags = policy.subscription_flags(
+            opts,
+            who,
+            policy.Asks(req.recoverable, req.positioned, req.join_leave),
+            claims.override if claims is not None else None,
+        )
+        sub = _subscription(channel, rules, flags, server_side=False)
+        if claims is not None:
+            sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
+            sub.chan_info = claims.info
+        result = await self._establish(
+            sub,
+            opts,
+            SubscribeRecovery(req.recover, req.offset, req.epoch),
+            reject_unrecovered=bool(req.flag & SubscribeRequest.FLAG_REJECT_UNRECOVERED),
+            data=claims.data if claims is not None else None,
+        )
+        self._after_reply.append(lambda: self._go_live(sub))
         return result
 
-    # --- channel commands ----------------------------------------------------------------------
+    async def _subscribe_server(
+        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
+    ) -> SubscribeResult:
+        """A server-side subscription (connect token ``channels``/``subs``, server API). It stays
+        SUBSCRIBING (buffering) until the caller queued the reply or push and calls ``_go_live``.
+        Unknown channel ⇒ 102, as Centrifugo fails the connect."""
+        rules = self._rules(channel)
+        self._check_limits(channel, rules)
+        flags = policy.subscription_flags(rules.options, self._who(), policy.Asks(), server_sub.override)
+        sub = _subscription(channel, rules, flags, server_side=True)
+        sub.chan_info = server_sub.info
+        return await self._establish(
+            sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
+        )
 
-    def client_info(self, sub: Subscription | None = None) -> ClientInfo:
-        return ClientInfo(self.user, self.client_id, self.conn_info, sub.chan_info if sub else None)
+    async def _establish(
+        self,
+        sub: Subscription,
+        opts: ChannelOptions,
+        wanted: SubscribeRecovery,
+        *,
+        reject_unrecovered: bool,
+        data: bytes | None,
+    ) -> SubscribeResult:
+        node = self.node
+        channel = sub.channel
+        self.session.add_subscription(sub)
+        positioned = None
+        try:
+            await node.add_subscriber(channel, self)
+            if sub.positioned:
+                positioned = await node.position(
+                    channel, opts, wanted if sub.recoverable else None, sub.buffer
+                )
+                if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
+                    raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
+                sub.offset, sub.epoch = positioned.start.offset, positioned.start.epoch
+        except BaseException:
+            if self.session.remove_subscription(channel) is not None:
+                await node.remove_subscriber(channel, self)
+            raise
+        if sub.presence:
+            await node.presence.add(channel, self.client_id, self.client_info(sub))
+        if opts.join_leave:
+            await node.broker.publish_join(channel, self.client_info(sub))
+        node.metrics.subscriptions_accepted.labels(self.name, "").inc()
+        self.session.schedule_sub_expiry(sub)
+        return SubscribeResult(
+            expires=sub.expire_at is not None,
+            ttl=policy.expiry_ttl(sub.expire_at, self.clock()) if sub.expire_at is not None else 0,
+            recoverable=sub.recoverable,
+            positioned=sub.positioned,
+            recovered=positioned is not None and positioned.recovered,
+            epoch=positioned.reply.epoch if positioned else "",
+            offset=positioned.reply.offset if positioned else 0,
+            publications=positioned.publications if positioned else None,
+            was_recovering=wanted.recover,
+            data=data,
+        )
+
+    def _go_live(self, sub: Subscription) -> None:
+        """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""
+        if self.session.subscriptions.get(sub.channel) is not sub:
+            return
+        buffered, sub.buffer = sub.buffer, []
+        sub.state = SubState.SUBSCRIBED
+        for pub, epoch, push in buffered:
+            verdict = sub.check_position(pub.offset, epoch)
+            if verdict is Delivery.DELIVER:
+                self.outbox.put(push.payload, push)
+            elif verdict is Delivery.INSUFFICIENT_STATE:
+                self.insufficient_state(sub)
+                return
+
+    async def _release(self, sub: Subscription) -> None:
+        """Undo a subscription's node-level effects: hub/broker, presence, leave."""
+        node = self.node
+        await node.remove_subscriber(sub.channel, self)
+        opts = self.settings.channel_options(sub.channel)
+        if sub.presence:
+            await node.presence.remove(sub.channel, self.client_id)
+        if opts is not None and opts.join_leave:
+            await node.broker.publish_leave(sub.channel, self.client_info(sub))
+
+    async def _sub_refresh(self, req: SubRefreshRequest) -> SubRefreshResult:
+        """``sub_refresh`` (§5.4). A token whose exp already passed does not extend the
+        subscription: it is answered with the current expiry, and the subscription expires
+        (2501) unless a valid token arrives."""
+        sub = self.session.subscriptions.get(req.channel)
+        if sub is None or sub.server_side:
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        if not req.token:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
+        claims = await self._verify(
+            self.sub_verifier.verify_subscribe, req.token, policy.TokenUse.SUB_REFRESH
+        )
+        now = self.clock()
+        if claims is not None:
+            outcome = policy.subscribe_claims(claims, self._who(), channel=req.channel, now=now)
+            if outcome is not None:
+                raise fail(outcome)
+            sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
+            if claims.info is not None:
+                sub.chan_info = claims.info
+            self.session.schedule_sub_expiry(sub)
+        return self.session.sub_refresh_result(sub, now)
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         """Drop a subscription (client request, server API, expiry, insufficient state)."""
@@ -360,36 +592,83 @@ class Client:
             return
         if push is not None:
             self.node.metrics.server_unsubscribes.labels(str(push.code), "").inc()
-            self.send(codec.encode_push(channel, "unsubscribe", {"code": push.code, "reason": push.reason}))
-        self.liveness.cancel(f"sub:{channel}")
-        await subscribing.release(self, sub)
+            self.send(self.session.unsubscribe_push(channel, push))
+        await self._release(sub)
 
-    # --- publications from the hub -----------------------------------------------------------
+    # --- channel commands without subscription state -------------------------------------------
+
+    async def _publish(self, req: PublishRequest) -> EmptyResult:
+        opts = self._options(req.channel)
+        sub = self.session.subscriptions.get(req.channel)
+        if not policy.can_publish(opts, self._who(), subscribed=sub is not None):
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        await self.node.publish(req.channel, opts, req.data, info=self.client_info(sub))
+        return EmptyResult()
+
+    async def _history(self, req: HistoryRequest) -> HistoryPage:
+        opts = self._options(req.channel)
+        limit = policy.history_request(
+            opts,
+            self._who(),
+            subscribed=req.channel in self.session.subscriptions,
+            limit=req.limit,
+            reverse=req.reverse,
+            since_offset=req.since.offset if req.since is not None else None,
+            cap=self.settings.client.history_max_publication_limit,
+        )
+        if isinstance(limit, codes.Error):
+            raise CommandError(limit)
+        result = await self.node.history(req.channel, opts, since=req.since, limit=limit, reverse=req.reverse)
+        if req.since is not None and req.since.epoch and req.since.epoch != result.position.epoch:
+            raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
+        return HistoryPage(result.publications, result.position.epoch, result.position.offset)
+
+    async def _presence(self, req: ChannelRequest, *, stats: bool) -> PresenceResult | PresenceStatsResult:
+        opts = self._options(req.channel)
+        error = policy.presence_request(
+            opts, self._who(), subscribed=req.channel in self.session.subscriptions
+        )
+        if error is not None:
+            raise CommandError(error)
+        if stats:
+            st = await self.node.presence.stats(req.channel)
+            return PresenceStatsResult(st.num_clients, st.num_users)
+        return PresenceResult(await self.node.presence.presence(req.channel))
+
+    def _rpc(self, req: RPCRequest) -> EmptyResult:
+        ping = self.settings.rpc.ping
+        if not ping.enabled:
+            raise CommandError(codes.ERROR_NOT_AVAILABLE)
+        if req.method != ping.method:
+            raise CommandError(codes.ERROR_METHOD_NOT_FOUND)
+        return EmptyResult()
+
+    # --- gateway.hub.Connection: fan-out and server-side actions -------------------------------
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)
-        if sub is None or self.closed:
+        if sub is None or self._closed:
             return
         if sub.state is SubState.SUBSCRIBED and not sub.positioned:
-            self.enqueue(push.payload, push)  # the common case, kept short: it runs per delivery
+            self.outbox.put(push.payload, push)  # the common case, kept short: it runs per delivery
             return
         if sub.state is SubState.SUBSCRIBING:
             sub.buffer.append((pub, epoch, push))
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
-            self.enqueue(push.payload, push)
+            self.outbox.put(push.payload, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)
         if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
-            self.enqueue(push.payload, push)
+            self.outbox.put(push.payload, push)
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
         sub = self.session.subscriptions.get(channel)
-        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self.closed:
+        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self._closed:
             return
         if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
             self.insufficient_state(sub)
@@ -401,66 +680,37 @@ class Client:
         else:
             self.spawn(lambda: self.unsubscribe(sub.channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
 
-    def spawn(self, job: Callable[[], Awaitable[object]]) -> None:
-        """Run follow-up work (an unsubscribe after expiry, a presence refresh) in command order."""
-        if self.closed:
-            return
-        self._inbox.append(job)
-        if self._worker is None:
-            self._worker = self.loop.create_task(self._run_commands())
+    def subscribe_server_side(
+        self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None
+    ) -> None:
+        if not self._closed and channel not in self.session.subscriptions:
+            self.spawn(functools.partial(self._server_subscribe, channel, sub, recovery))
 
-    # --- outgoing ----------------------------------------------------------------------------
-
-    def send(self, payload: bytes) -> None:
-        """Queue a reply or connection-level push."""
-        self.enqueue(payload, None)
-
-    def enqueue(self, payload: bytes, shared: SharedPush | None) -> None:
-        """Queue one message for the end-of-tick write. The first message of a tick schedules
-        the flush and samples the transport's unsent bytes; the sum of both is bounded by
-        ``client.queue_max_size`` (overflow ⇒ 3008, PROTOCOL.md §2.3)."""
-        if self.closed:
+    async def _server_subscribe(
+        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
+    ) -> None:
+        """Server API ``subscribe``: establish, push ``subscribe``, go live."""
+        if self._closed or channel in self.session.subscriptions:
             return
-        pending = self._pending
-        if not pending:
-            self._base_buffered = self.transport.buffered_bytes()
-            self._pending_pushes = []
-            self.node.schedule_flush(self)
-        self._pending_bytes += len(payload) + 1
-        if self._queue_limit and self._pending_bytes + self._base_buffered > self._queue_limit:
-            self.disconnect(codes.DISCONNECT_SLOW)
-            return
-        pending.append(payload)
-        pushes = self._pending_pushes
-        if pushes is not None:
-            if shared is None:
-                self._pending_pushes = None
-            else:
-                pushes.append(shared)
-
-    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None:
-        """Write everything queued in one transport write. ``frames`` is shared by all
-        connections flushed in the same tick: connections that queued the same sequence of
-        shared pushes (a hot channel) reuse one joined frame instead of building their own."""
-        pending = self._pending
-        if not pending or self.closed:
-            return
-        pushes = self._pending_pushes
-        self._pending, self._pending_pushes, self._pending_bytes = [], None, 0
-        shared: SharedPush | None = None
-        if pushes:
-            if len(pushes) == 1:
-                shared = pushes[0]
-            elif frames is not None:
-                key = tuple(map(id, pushes))
-                shared = frames.get(key)
-                if shared is None:
-                    shared = frames[key] = SharedPush(b"\n".join(pending))
         try:
-            self.transport.write(pending, shared)
-        except Exception:
-            log.debug("write failed for client %s", self.client_id, exc_info=True)
-            self.disconnect(codes.DISCONNECT_WRITE_ERROR)
+            result = await self._subscribe_server(channel, server_sub, wanted)
+        except (GatewayError, EngineError) as exc:
+            log.info("server-side subscribe of %s to %s refused: %s", self.client_id, channel, exc)
+            return
+        self.send(self.session.subscribe_push(channel, result))
+        sub = self.session.subscriptions.get(channel)
+        if sub is not None:
+            self._go_live(sub)
+
+    def unsubscribe_server_side(self, channel: str) -> None:
+        self.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
+
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+        if expired:
+            self.disconnect(codes.DISCONNECT_EXPIRED)
+        elif expire_at:
+            self.session.set_expiry(float(expire_at))
+            self._rearm()
 
     def presence_tick(self) -> None:
         """Re-add this connection to presence of its channels (every presence_update_interval)."""
@@ -472,14 +722,48 @@ class Client:
                     )
                 )
 
+    # --- timers ------------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        """Arm the connection's one timer for the session's next deadline."""
+        if self._closed:
+            return
+        at = self.session.next_deadline()
+        if at == self._timer_at and (at is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = at
+        if at is not None:
+            self._timer = self.loop.call_later(max(0.0, at - self.clock()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, None
+        for action in self.session.on_deadline(self.clock()):
+            if isinstance(action, codes.Disconnect):
+                self.disconnect(action)
+                return
+            if isinstance(action, SendPing):
+                self.send(action.frame)
+            elif isinstance(action, ExpireSubscription):
+                self.spawn(functools.partial(self.unsubscribe, action.channel, codes.UNSUBSCRIBE_EXPIRED))
+        self._rearm()
+
+    # --- outgoing ----------------------------------------------------------------------------
+
+    def send(self, payload: bytes) -> None:
+        """Queue a reply or connection-level push for the end-of-tick write."""
+        self.outbox.put(payload)
+
     # --- closing -----------------------------------------------------------------------------
 
     def disconnect(self, disconnect: codes.Disconnect) -> None:
         """Close the connection with this code (idempotent). Queued output is flushed first."""
-        if self.closed:
+        if self._closed:
             return
-        self.flush()
-        self.closed = True
+        self.outbox.flush()
+        self._closed = True
         self.node.metrics.server_disconnects.labels(str(disconnect.code)).inc()
         try:
             self.transport.close(disconnect)
@@ -489,31 +773,46 @@ class Client:
 
     def connection_lost(self) -> None:
         """The transport is gone: release everything this connection held (idempotent)."""
-        self.closed = True
+        self._closed = True
+        self.outbox.close()
         self.session.closed()
         self.node.connecting.discard(self)
-        self.liveness.cancel_all()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
         if self._registered:
             self._registered = False
             self.node.hub.remove_client(self)
-        subs = list(self.session.subscriptions.values())
-        self.session.subscriptions.clear()
-        self.session.namespace_counts.clear()
+        subs = self.session.clear_subscriptions()
         if subs:
             self.node.background(self._release_all(subs))
 
     async def _release_all(self, subs: list[Subscription]) -> None:
         for sub in subs:
-            await subscribing.release(self, sub)
+            await self._release(sub)
 
 
-def _server_subs(claims: ConnectToken | None) -> dict[str, subscribing.ServerSub]:
+def _subscription(
+    channel: str, rules: ChannelRules, flags: policy.Flags, *, server_side: bool
+) -> Subscription:
+    return Subscription(
+        channel=channel,
+        namespace=rules.namespace,
+        server_side=server_side,
+        positioned=flags.positioned,
+        recoverable=flags.recoverable,
+        push_join_leave=flags.push_join_leave,
+        presence=flags.presence,
+    )
+
+
+def _server_subs(claims: ConnectToken | None) -> dict[str, policy.ServerSub]:
     """Server-side subscriptions from the connection token: ``subs`` wins over ``channels``."""
     if claims is None:
         return {}
     if claims.subs:
-        return {ch: subscribing.ServerSub(s.info, s.data, s.override) for ch, s in claims.subs.items()}
-    return {ch: subscribing.ServerSub() for ch in claims.channels}
+        return {ch: policy.ServerSub(s.info, s.data, s.override) for ch, s in claims.subs.items()}
+    return {ch: policy.ServerSub() for ch in claims.channels}

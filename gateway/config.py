@@ -87,6 +87,7 @@ V5_NAMES: Mapping[str, str] = {
     "address": "http_server.address",
     "name": "node.name",
     "log_level": "log.level",
+    "log_file": "log.file",
     "redis_address": "engine.redis.address",
     "redis_prefix": "engine.redis.prefix",
     "redis_password": "engine.redis.password",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import socket
+from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -23,6 +24,7 @@ from gateway.config_schema import (
     ChannelSettings,
     ClientSettings,
     ConfigError,
+    LogSettings,
     Settings,
     TokenSettings,
 )
@@ -32,7 +34,8 @@ HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
 RSA_ALGORITHMS = ("RS256", "RS384", "RS512")
 ECDSA_ALGORITHMS = ("ES256", "ES384", "ES512")
 JWKS_ALGORITHMS = (*RSA_ALGORITHMS, *ECDSA_ALGORITHMS, "EdDSA")
-LOG_LEVELS = ("debug", "info", "warn", "error", "none")
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "fatal", "none")
+"""Centrifugo's ``log.level`` values (the official SDKs' test configs use trace)."""
 ENGINE_TYPES = ("memory", "redis")
 RECOVERY_MODES = ("stream", "cache")
 
@@ -48,9 +51,9 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     client = _check_client(settings.client, warnings)
     channel = _check_channel(settings.channel)
     _check_transports(settings, warnings)
+    _check_endpoints(settings)
     _check_engine(settings)
-    if settings.log.level not in LOG_LEVELS:
-        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {settings.log.level!r}")
+    log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
     if settings.http_api.error_mode not in ("", "transport"):
@@ -68,7 +71,22 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
             "websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
         )
         websocket = dataclasses.replace(websocket, compression=False)
-    return dataclasses.replace(settings, client=client, channel=channel, node=node, websocket=websocket)
+    return dataclasses.replace(
+        settings, client=client, channel=channel, node=node, websocket=websocket, log=log
+    )
+
+
+def _check_log(log: LogSettings) -> LogSettings:
+    level = log.level.strip().lower()
+    if level not in LOG_LEVELS:
+        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {log.level!r}")
+    if log.file:
+        directory = Path(log.file).expanduser().parent
+        if not directory.is_dir():
+            raise ConfigError("log.file", f"directory {str(directory)!r} does not exist")
+        if Path(log.file).expanduser().is_dir():
+            raise ConfigError("log.file", f"{log.file!r} is a directory")
+    return dataclasses.replace(log, level=level)
 
 
 def _check_client(client: ClientSettings, warnings: list[str]) -> ClientSettings:
@@ -206,13 +224,64 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
 
 
+PREFIXED_SECTIONS = (
+    "http_api",
+    "websocket",
+    "sse",
+    "http_stream",
+    "emulation",
+    "uni_sse",
+    "uni_http_stream",
+    "prometheus",
+    "health",
+)
+
+
 def _check_transports(settings: Settings, warnings: list[str]) -> None:
-    for section in ("http_api", "websocket", "sse", "http_stream", "emulation", "uni_sse", "uni_http_stream"):
+    for section in PREFIXED_SECTIONS:
         prefix: str = getattr(settings, section).handler_prefix
         if not prefix.startswith("/"):
             raise ConfigError(f"{section}.handler_prefix", f'must start with "/", got {prefix!r}')
+        if prefix == "/" or prefix.endswith("/"):
+            # "/" is the gateway's own page; the API adds "/<method>" to its prefix.
+            raise ConfigError(f"{section}.handler_prefix", f'must not end with "/", got {prefix!r}')
     if settings.websocket.disabled and not (settings.sse.enabled or settings.http_stream.enabled):
         warnings.append("websocket.disabled is true and no other bidirectional transport is enabled")
+
+
+def served_endpoints(settings: Settings) -> dict[str, str]:
+    """Option section -> path of every endpoint the settings enable (``http_api`` also serves
+    ``<prefix>/<method>``). Emulation is served when a bidirectional streaming transport is."""
+    enabled = {
+        "http_api": not settings.http_api.disabled,
+        "websocket": not settings.websocket.disabled,
+        "sse": settings.sse.enabled,
+        "http_stream": settings.http_stream.enabled,
+        "emulation": settings.sse.enabled or settings.http_stream.enabled,
+        "uni_sse": settings.uni_sse.enabled,
+        "uni_http_stream": settings.uni_http_stream.enabled,
+        "prometheus": settings.prometheus.enabled,
+        "health": settings.health.enabled,
+    }
+    return {section: getattr(settings, section).handler_prefix for section, on in enabled.items() if on}
+
+
+def _check_endpoints(settings: Settings) -> None:
+    """Two enabled endpoints on one path would shadow each other: refuse to start."""
+    owner: dict[str, str] = {}
+    for section, path in served_endpoints(settings).items():
+        if path in owner:
+            raise ConfigError(
+                f"{section}.handler_prefix", f"{path!r} is already {owner[path]}.handler_prefix"
+            )
+        owner[path] = section
+    api = settings.http_api.handler_prefix
+    if not settings.http_api.disabled:
+        for path, section in owner.items():
+            if section != "http_api" and path.startswith(api + "/"):
+                raise ConfigError(
+                    f"{section}.handler_prefix", f"{path!r} is under http_api.handler_prefix {api!r}"
+                )
 
 
 def _check_engine(settings: Settings) -> None:

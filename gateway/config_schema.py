@@ -168,6 +168,9 @@ class HttpServerSettings:
 
 @dataclass(frozen=True, slots=True)
 class HttpApiSettings:
+    """``disabled`` removes the server API from the listener (``/api*`` answers 404)."""
+
+    disabled: bool = False
     key: str = ""
     insecure: bool = False
     handler_prefix: str = "/api"
@@ -229,10 +232,17 @@ class EngineSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class EnabledSettings:
-    """``prometheus`` and ``health``."""
+class PrometheusSettings:
+    enabled: bool = False
+    handler_prefix: str = "/metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    """``/health`` answers 200 while the engine can publish, else 503."""
 
     enabled: bool = False
+    handler_prefix: str = "/health"
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +259,11 @@ class NodeSettings:
 
 @dataclass(frozen=True, slots=True)
 class LogSettings:
+    """``level``: Centrifugo's names, trace, debug, info, warn, error, fatal or none (lower-cased
+    at load). ``file``: append the log to this file instead of stderr ("" = stderr)."""
+
     level: str = "info"
+    file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,8 +299,8 @@ class Settings:
         default_factory=lambda: _stream("/connection/uni_http_stream")
     )
     engine: EngineSettings = field(default_factory=EngineSettings)
-    prometheus: EnabledSettings = field(default_factory=EnabledSettings)
-    health: EnabledSettings = field(default_factory=EnabledSettings)
+    prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
     shutdown: ShutdownSettings = field(default_factory=ShutdownSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
     log: LogSettings = field(default_factory=LogSettings)

@@ -1,12 +1,26 @@
-"""Control-flow exceptions of a connection's command handlers; translated to the wire once, in
-gateway/client.py (error reply or disconnect)."""
+"""The gateway's exception hierarchy: control flow of command handlers, translated to the wire
+once (error reply or disconnect in gateway/client.py; HTTP status in gateway/api.py).
+
+    GatewayError
+    ├── CommandError      ends one command / API call with a ``codes.Error`` reply
+    └── DisconnectError   ends the connection with a ``codes.Disconnect``
+
+The client-visible values live in ONE catalogue, gateway/protocol/codes.py (frozen values, never
+raised). An exception instance is raised once: always ``raise CommandError(codes.ERROR_X)``,
+never a module-level exception object — re-raising a shared instance chains every traceback
+(and the frames' locals, e.g. request bodies) onto it and keeps them alive.
+"""
 
 from __future__ import annotations
 
 from gateway.protocol import codes
 
 
-class CommandError(Exception):
+class GatewayError(Exception):
+    """Base of the gateway's protocol-level exceptions."""
+
+
+class CommandError(GatewayError):
     """Ends one command with an error reply."""
 
     def __init__(self, error: codes.Error) -> None:
@@ -14,9 +28,16 @@ class CommandError(Exception):
         self.error = error
 
 
-class DisconnectError(Exception):
+class DisconnectError(GatewayError):
     """Ends the connection from inside a command handler."""
 
     def __init__(self, disconnect: codes.Disconnect) -> None:
         super().__init__(disconnect.reason)
         self.disconnect = disconnect
+
+
+def fail(outcome: codes.Error | codes.Disconnect) -> GatewayError:
+    """A fresh exception for a policy outcome: ``raise fail(outcome)``."""
+    if isinstance(outcome, codes.Error):
+        return CommandError(outcome)
+    return DisconnectError(outcome)

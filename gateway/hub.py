@@ -1,9 +1,11 @@
 """This node's connections and channel subscribers, and the fan-out of one publication to them.
 
-A publication is encoded ONCE (``SharedPush``: the push bytes, plus the WebSocket frame built
-lazily once) and handed to every local subscriber; each connection queues it and writes all its
-pending frames in one write per event-loop tick (gateway/client.py). The hub never awaits: a slow
-connection cannot slow a broadcast. Must not import starlette, redis or the transports.
+A publication is encoded ONCE (``SharedPush``: the push bytes of the hub's codec; transports
+cache their wire frame on it, gateway/transports/framing.py) and handed to every local
+subscriber; each connection queues it and writes all its pending messages in one write per
+event-loop tick (gateway/client.py). The hub never awaits: a slow connection cannot slow a
+broadcast. It stores connections as ``Connection`` values (no downcasts) and must not import
+starlette, redis, the transports or gateway/client.py.
 """
 
 from __future__ import annotations
@@ -11,78 +13,89 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from gateway.protocol import codec, codes
-from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
-
-
-def ws_text_frame(payload: bytes) -> bytes:
-    """An unmasked, unfragmented RFC 6455 text frame (server → client, no extensions)."""
-    n = len(payload)
-    if n < 126:
-        header = bytes((0x81, n))
-    elif n < 65536:
-        header = bytes((0x81, 126)) + n.to_bytes(2, "big")
-    else:
-        header = bytes((0x81, 127)) + n.to_bytes(8, "big")
-    return header + payload
+from gateway.protocol import codes
+from gateway.protocol.codec import JSON, Codec
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.protocol.policy import ServerSub
 
 
 class SharedPush:
-    """One encoded push shared by every subscriber of a publication."""
+    """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
+    the transport's wire frame of exactly ``payload`` (built once, by the first writer)."""
 
-    __slots__ = ("_frame", "payload")
+    __slots__ = ("frame", "payload")
 
     def __init__(self, payload: bytes) -> None:
         self.payload = payload
-        self._frame: bytes | None = None
-
-    @property
-    def ws_frame(self) -> bytes:
-        if self._frame is None:
-            self._frame = ws_text_frame(self.payload)
-        return self._frame
+        self.frame: bytes | None = None
 
 
-class HubClient(Protocol):
-    """What the hub needs from a connection (gateway/client.py implements it)."""
+class Connection(Protocol):
+    """What the hub, the node and the cluster may do with a local connection
+    (gateway/client.py implements it). Every method returns at once; work that needs I/O runs
+    later, in the connection's command order."""
 
     client_id: str
     user: str
     session_id: str
 
-    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None: ...
+    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
+        """A live publication of a channel this connection subscribes to (hot path)."""
+        ...
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None: ...
-
-    def disconnect(self, disconnect: codes.Disconnect) -> None: ...
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
         """Compare a positioned subscription with the stream top (lost messages ⇒ insufficient
         state handling)."""
         ...
 
+    def feed(self, frame: bytes | str) -> None:
+        """Incoming commands (an /emulation request routed to this node)."""
+        ...
+
+    def disconnect(self, disconnect: codes.Disconnect) -> None: ...
+
+    def subscribe_server_side(self, channel: str, sub: ServerSub, recovery: SubscribeRecovery | None) -> None:
+        """Server API ``subscribe``: subscribe and push ``subscribe``; a refusal is logged."""
+        ...
+
+    def unsubscribe_server_side(self, channel: str) -> None:
+        """Server API ``unsubscribe``: push unsubscribe 2000."""
+        ...
+
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)."""
+        ...
+
+    def presence_tick(self) -> None:
+        """Re-add this connection to the presence of its channels."""
+        ...
+
 
 class Hub:
     """Registry of connections by client id, by user and by channel."""
 
-    def __init__(self) -> None:
-        self.clients: dict[str, HubClient] = {}
-        self.users: dict[str, dict[str, HubClient]] = {}
-        self.sessions: dict[str, HubClient] = {}
-        self.channels: dict[str, dict[str, HubClient]] = {}
-        self._fanout: dict[str, tuple[HubClient, ...]] = {}
+    def __init__(self, codec: Codec = JSON) -> None:
+        self.codec = codec
+        """The encoding of shared pushes (one per publication)."""
+        self.clients: dict[str, Connection] = {}
+        self.users: dict[str, dict[str, Connection]] = {}
+        self.sessions: dict[str, Connection] = {}
+        self.channels: dict[str, dict[str, Connection]] = {}
+        self._fanout: dict[str, tuple[Connection, ...]] = {}
         """Per channel, a snapshot of its subscribers for fan-out; dropped on every change."""
         self.num_subscriptions = 0
 
     # --- connections -------------------------------------------------------------------------
 
-    def add_client(self, client: HubClient) -> None:
+    def add_client(self, client: Connection) -> None:
         self.clients[client.client_id] = client
         self.users.setdefault(client.user, {})[client.client_id] = client
         if client.session_id:
             self.sessions[client.session_id] = client
 
-    def remove_client(self, client: HubClient) -> None:
+    def remove_client(self, client: Connection) -> None:
         self.clients.pop(client.client_id, None)
         by_user = self.users.get(client.user)
         if by_user is not None:
@@ -92,10 +105,14 @@ class Hub:
         if client.session_id:
             self.sessions.pop(client.session_id, None)
 
+    def session(self, session_id: str) -> Connection | None:
+        """The connection holding an SSE / HTTP-streaming session (for /emulation)."""
+        return self.sessions.get(session_id)
+
     def user_connections(self, user: str) -> int:
         return len(self.users.get(user, ()))
 
-    def select(self, *, user: str = "", client: str = "", session: str = "") -> list[HubClient]:
+    def select(self, *, user: str = "", client: str = "", session: str = "") -> list[Connection]:
         """Connections matching the server API's (user, client, session) filter."""
         if client:
             c = self.clients.get(client)
@@ -109,7 +126,7 @@ class Hub:
 
     # --- channels ----------------------------------------------------------------------------
 
-    def add_subscriber(self, channel: str, client: HubClient) -> bool:
+    def add_subscriber(self, channel: str, client: Connection) -> bool:
         """Returns True when this is the channel's first subscriber on this node."""
         subs = self.channels.get(channel)
         first = subs is None
@@ -121,7 +138,7 @@ class Hub:
             self._fanout.pop(channel, None)
         return first
 
-    def remove_subscriber(self, channel: str, client: HubClient) -> bool:
+    def remove_subscriber(self, channel: str, client: Connection) -> bool:
         """Returns True when the channel has no subscriber left on this node."""
         subs = self.channels.get(channel)
         if subs is None:
@@ -134,7 +151,7 @@ class Hub:
             return True
         return False
 
-    def subscribers(self, channel: str) -> Iterable[HubClient]:
+    def subscribers(self, channel: str) -> Iterable[Connection]:
         return self.channels.get(channel, {}).values()
 
     # --- fan-out -----------------------------------------------------------------------------
@@ -147,7 +164,7 @@ class Hub:
             if not subs:
                 return 0
             targets = self._fanout[channel] = tuple(subs.values())
-        push = SharedPush(codec.encode_pub_push(channel, pub.data, pub.offset, pub.info, pub.tags))
+        push = SharedPush(self.codec.encode_publication(channel, pub))
         for client in targets:
             client.on_publication(channel, pub, epoch, push)
         return len(targets)
@@ -156,6 +173,6 @@ class Hub:
         subs = self.channels.get(channel)
         if not subs:
             return
-        push = SharedPush(codec.encode_push(channel, key, {"info": codec.client_info_obj(info)}))
+        push = SharedPush(self.codec.encode_join_leave(channel, key, info))
         for client in list(subs.values()):
             client.on_join_leave(channel, key, push)

@@ -119,6 +119,14 @@ class Metrics:
             namespace=NS,
             registry=r,
         )
+        self.engine_errors = Counter(
+            "node_engine_errors",
+            "Failed engine (Redis) commands, by operation: one per failure (the log line is once "
+            "per state change).",
+            ["operation"],
+            namespace=NS,
+            registry=r,
+        )
         self._sent_pub = self.messages_sent_count.labels("publication", "")
         self.registry.register(_AsyncioTasks())
 

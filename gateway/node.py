@@ -1,7 +1,14 @@
 """The node: publishes through the Broker, receives the Broker's deliveries and hands them to
 the Hub, and keeps this node's broker subscriptions in step with local subscribers.
 
-Owns no connection logic (gateway/client.py) and no HTTP (gateway/api.py).
+"Hub add + broker subscribe" of a channel is one awaited step that every concurrent joiner
+shares (``add_subscriber``): the first joiner starts the channel's broker subscription, later
+joiners await the same in-flight call, and a failure fails all of them — no subscriber is ever
+told "subscribed" while the broker link of its channel is missing. Broker subscribe and
+unsubscribe of one channel are serialized (an unsubscribe waits for the subscribe in flight, a
+new subscribe waits for the unsubscribe in flight), as centrifuge's per-channel lock does.
+
+Owns no connection logic (gateway/client.py), no output scheduling and no HTTP (gateway/api.py).
 """
 
 from __future__ import annotations
@@ -10,23 +17,43 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from gateway import control
+from gateway import recovery
+from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
-from gateway.engine.base import Broker, HistoryOptions, HistoryResult, PresenceManager, PublishResult
-from gateway.hub import Hub, HubClient, SharedPush
+from gateway.engine.base import (
+    Broker,
+    EngineError,
+    HistoryOptions,
+    HistoryResult,
+    PresenceManager,
+    PublishResult,
+)
+from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
-from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+from gateway.protocol.codec import JSON, Codec
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 
 VERSION = "0.1.0"
 
+
+@dataclass(frozen=True, slots=True)
+class Positioned:
+    """The outcome of ``Node.position``."""
+
+    start: StreamPosition
+    """The position the subscription continues from (live publications are checked against it)."""
+    reply: StreamPosition
+    """The epoch and offset written in the subscribe reply."""
+    recovered: bool = False
+    publications: list[Publication] | None = None
+    """Recovered publications for the reply (None unless recovered)."""
+
+
 log = logging.getLogger("taskcast.gateway.node")
-
-
-class Flushable(Protocol):
-    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None: ...
 
 
 class Node:
@@ -41,42 +68,28 @@ class Node:
         *,
         name: str,
         clock: Callable[[], float] = time.time,
+        codec: Codec = JSON,
     ) -> None:
         self.settings = settings
         self.broker = broker
         self.presence = presence
         self.metrics = metrics
-        self.hub = Hub()
+        self.hub = Hub(codec)
         self.uid = str(uuid.uuid4())
         self.name = name
         self.clock = clock
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._dirty: list[Flushable] = []
+        self._links: dict[str, asyncio.Task[None]] = {}
+        """Per channel with local subscribers: its broker subscription (in flight or done)."""
+        self._unlinks: dict[str, asyncio.Task[None]] = {}
+        """Per channel: a broker unsubscribe in flight."""
         self.last_pub_at: dict[str, float] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
-        self.registry = control.NodeRegistry(clock)
-        self.surveys = control.Surveys()
-        self.on_user_op: Callable[[str, dict[str, Any]], None] | None = None
-        """Set by the server API: applies a connection-targeted action to local connections."""
-        self.on_emulation: Callable[[str, bytes], None] | None = None
-        """Set by the emulation endpoint: feeds commands routed from another node."""
+        self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
+        """The control channel: node registry, surveys, user-ops and routed emulation commands."""
         broker.set_handler(self)
-
-    def schedule_flush(self, client: Flushable) -> None:
-        """Flush ``client`` at the end of this loop tick. All connections that got output in
-        one tick are flushed by ONE callback: a publication to N subscribers costs one loop
-        handle, not N, and each connection still writes once per tick."""
-        if not self._dirty:
-            asyncio.get_running_loop().call_soon(self._flush_dirty)
-        self._dirty.append(client)
-
-    def _flush_dirty(self) -> None:
-        dirty, self._dirty = self._dirty, []
-        frames: dict[tuple[int, ...], SharedPush] = {}
-        for client in dirty:
-            client.flush(frames)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
@@ -86,8 +99,14 @@ class Node:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("background task failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, EngineError):
+            # The engine logs its failures once per state change: no traceback per task.
+            log.debug("background task failed: %s", exc)
+        elif exc is not None:
+            log.warning("background task failed", exc_info=exc)
 
     async def drain(self) -> None:
         """Wait for background cleanup (used at shutdown)."""
@@ -117,25 +136,7 @@ class Node:
         self.hub.broadcast_join_leave(channel, "leave", info)
 
     def on_control(self, data: bytes) -> None:
-        msg = control.decode(data)
-        if msg is None:
-            log.warning("undecodable control message ignored")
-            return
-        op, sender = msg["op"], msg.get("from", "")
-        if op == "node" and isinstance(msg.get("info"), dict):
-            self.registry.update(msg["info"])
-        elif op == "user_op" and self.on_user_op is not None:
-            params = msg.get("params")
-            if isinstance(params, dict):
-                self.on_user_op(str(msg.get("method", "")), params)
-        elif op == "emulation" and self.on_emulation is not None:
-            session, commands = msg.get("session"), msg.get("data")
-            if isinstance(session, str) and isinstance(commands, str):
-                self.on_emulation(session, commands.encode())
-        elif op == "survey" and isinstance(sender, str):
-            self.background(self._answer_survey(sender, msg))
-        elif op == "survey_reply":
-            self.surveys.reply(str(msg.get("id", "")), str(sender), msg.get("payload"))
+        self.cluster.on_control(data)
 
     def on_broker_reconnect(self) -> None:
         """Deliveries may have been lost while PUB/SUB was down: check every positioned
@@ -168,8 +169,8 @@ class Node:
                 continue
             try:
                 top = (await self.history(channel, opts, limit=0)).position
-            except Exception:
-                log.warning("position check of %s failed", channel, exc_info=True)
+            except Exception as exc:
+                log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
                 continue
             checked += 1
@@ -186,40 +187,6 @@ class Node:
         while True:
             await asyncio.sleep(delay)
             await self.check_positions(idle_for=delay)
-
-    async def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
-        payload: Any = None
-        if msg.get("kind") == "channels":
-            payload = {ch: len(subs) for ch, subs in self.hub.channels.items()}
-        reply = control.encode("survey_reply", self.uid, id=msg.get("id"), payload=payload)
-        await self.broker.publish_control(reply, node_id=requester)
-
-    async def survey(self, kind: str) -> dict[str, Any]:
-        """Ask every live node (this one included) and collect the answers by node uid."""
-        expected = {info["uid"] for info in self.registry.live()} | {self.uid}
-
-        async def send(survey_id: str) -> None:
-            await self.broker.publish_control(control.encode("survey", self.uid, id=survey_id, kind=kind))
-
-        return await self.surveys.run(expected, send)
-
-    async def send_user_op(self, method: str, params: dict[str, Any]) -> None:
-        """Have every node apply a server API action to its own matching connections."""
-        await self.broker.publish_control(control.encode("user_op", self.uid, method=method, params=params))
-
-    async def info_loop(self) -> None:
-        """Announce this node to the cluster every NODE_INFO_INTERVAL_SECONDS."""
-        while True:
-            try:
-                await self.broker.publish_control(control.encode("node", self.uid, info=self.info()))
-            except Exception:
-                log.warning("could not announce node info", exc_info=True)
-            await asyncio.sleep(control.NODE_INFO_INTERVAL_SECONDS)
-
-    def nodes(self) -> list[dict[str, Any]]:
-        live = {info["uid"]: info for info in self.registry.live()}
-        live[self.uid] = self.info()
-        return list(live.values())
 
     # --- operations --------------------------------------------------------------------------
 
@@ -254,21 +221,112 @@ class Node:
             channel, self.history_options(opts), since=since, limit=limit, reverse=reverse
         )
 
-    async def add_subscriber(self, channel: str, client: HubClient) -> None:
-        """Register a local subscriber; subscribes the broker when it is the first one.
-        The hub registration comes first, so no publication is missed while the broker
-        subscription is being set up (the client buffers until its reply is written)."""
-        if self.hub.add_subscriber(channel, client):
-            try:
-                await self.broker.subscribe(channel)
-            except BaseException:
-                if self.hub.remove_subscriber(channel, client):
-                    await self.broker.unsubscribe(channel)
-                raise
+    async def position(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        wanted: SubscribeRecovery | None,
+        buffered: Sequence[tuple[Publication, str, object]],
+    ) -> Positioned:
+        """Where a new positioned subscription starts (§3.3): the stream top, or — when
+        ``wanted`` asks to recover — the history since the client's position merged with the
+        live publications ``buffered`` meanwhile (the subscriber is already in the hub, so
+        ``buffered`` keeps growing while history is read; it is read once the read is done).
 
-    async def remove_subscriber(self, channel: str, client: HubClient) -> None:
-        if self.hub.remove_subscriber(channel, client):
+        Raises:
+            EngineError: the history read failed.
+        """
+        if wanted is None or not wanted.recover:
+            top = (await self.history(channel, opts, limit=0)).position
+            return Positioned(top, top)
+        requested = StreamPosition(wanted.offset, wanted.epoch)
+        cache = opts.force_recovery_mode == "cache"
+        outcome: recovery.Recovered | recovery.NotRecovered
+        if cache:
+            hist = await self.history(channel, opts, limit=1, reverse=True)
+            outcome = recovery.recover_cache(requested, hist.publications, hist.position)
+        else:
+            cap = self.settings.client.recovery_max_publication_limit
+            limit = cap if cap > 0 else -1
+            hist = await self.history(channel, opts, since=StreamPosition(wanted.offset, ""), limit=limit)
+            outcome = recovery.recover_stream(
+                requested,
+                hist.publications,
+                hist.position,
+                limit_reached=limit > 0 and len(hist.publications) >= limit,
+            )
+        top = hist.position
+        if isinstance(outcome, recovery.Recovered):
+            live = [pub for pub, epoch, _ in buffered if epoch == top.epoch]
+            merged = recovery.settle(outcome, live, after=wanted.offset, cache=cache)
+            if merged is not None:
+                self.metrics.recover.labels("yes", "", "yes" if merged else "no").inc()
+                start = StreamPosition(
+                    merged[-1].offset if merged else max(wanted.offset, top.offset), top.epoch
+                )
+                reply = StreamPosition(wanted.offset, top.epoch)
+                return Positioned(start, reply, recovered=True, publications=merged[-1:] if cache else merged)
+        self.metrics.recover.labels("no", "", "no").inc()
+        return Positioned(top, top)
+
+    async def add_subscriber(self, channel: str, client: Connection) -> None:
+        """Register a local subscriber and make sure the broker delivers the channel here.
+
+        The hub registration comes first, so no publication is missed while the broker
+        subscription is being set up (the client buffers until its reply is written). Every
+        joiner awaits the channel's one broker subscription: the first joiner starts it,
+        concurrent joiners share it. A joiner that arrives after a failed attempt starts a
+        new one.
+
+        Raises:
+            Exception: the broker subscription failed (every joiner waiting for it gets the
+                error); the joiner is no longer registered when this raises.
+        """
+        self.hub.add_subscriber(channel, client)
+        link = self._links.get(channel)
+        if link is None or (link.done() and (link.cancelled() or link.exception() is not None)):
+            link = self._links[channel] = self._own(self._link(channel, self._unlinks.get(channel)))
+        try:
+            # Shielded: one joiner going away must not cancel the subscription others await.
+            await asyncio.shield(link)
+        except BaseException:
+            await self.remove_subscriber(channel, client)
+            raise
+
+    async def remove_subscriber(self, channel: str, client: Connection) -> None:
+        """Unregister a local subscriber; the last one out unsubscribes the broker (after any
+        subscribe in flight, so the two never reorder)."""
+        if not self.hub.remove_subscriber(channel, client):
+            return
+        unlink = self._unlinks[channel] = self._own(self._unlink(channel, self._links.pop(channel, None)))
+        await asyncio.shield(unlink)
+
+    async def _link(self, channel: str, unlink: asyncio.Task[None] | None) -> None:
+        if unlink is not None:
+            await asyncio.wait({unlink})
+        await self.broker.subscribe(channel)
+
+    async def _unlink(self, channel: str, link: asyncio.Task[None] | None) -> None:
+        try:
+            if link is not None:
+                await asyncio.wait({link})
             await self.broker.unsubscribe(channel)
+        finally:
+            if self._unlinks.get(channel) is asyncio.current_task():
+                del self._unlinks[channel]
+
+    def _own(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A broker (un)subscribe task, owned by the node (awaited by ``drain``); its outcome
+        belongs to whoever awaits it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._link_done)
+        return task
+
+    def _link_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: the joiners that awaited it got (and handled) it
 
     def info(self) -> dict[str, Any]:
         """This node's entry in the server API ``info`` result."""

@@ -162,5 +162,27 @@ def merge(
     return merged, ok
 
 
+def settle(
+    outcome: Recovered, buffered: list[Publication], *, after: int, cache: bool
+) -> list[Publication] | None:
+    """Merge a successful recovery with the live publications buffered while it was read.
+
+    Args:
+        outcome: The recovery decision (``recover_stream`` / ``recover_cache``).
+        buffered: Live publications of the stream's current epoch, in arrival order.
+        after: The offset the client asked to recover from.
+        cache: Cache mode: continuity starts before the latest publication, which the reply
+            alone carries (the caller sends ``merged[-1:]``).
+
+    Returns:
+        The merged publications (oldest first), or None when a publication in between was lost:
+        the recovery then fails like any other.
+    """
+    if cache and outcome.publications:
+        after = outcome.publications[0].offset - 1
+    merged, ok = merge(outcome.publications, buffered, after=after)
+    return merged if ok else None
+
+
 def _contiguous(pubs: list[Publication], first: int) -> bool:
     return all(pub.offset == first + i for i, pub in enumerate(pubs))

@@ -6,7 +6,7 @@ Composition (ARCHITECTURE.md "Embedded default and scale-out"), all bound to ``-
   option names and written to ``<data-dir>/gateway.json`` (namespaces ``task_user``, ``task_detail``,
   ``task_project`` with history + force_recovery, a detail subscription limit, the board's origins,
   SSE + HTTP-streaming, ``/health``, ``/metrics``). Served by its own uvicorn ``Server`` with
-  :class:`~gateway.transports.websocket.GatewayWebSocketProtocol`, like ``taskcast gateway``.
+  ``gateway.server.build_server``, like ``taskcast gateway``.
 * **Status API + task board** on ``--port-api`` (8100): SQLite file ``<data-dir>/taskcast.db``
   (schema and registries applied at startup), realtime secret = the gateway's HMAC secret,
   ``user_auth.mode: dev`` (identity from ``X-Taskcast-Dev-User``; the board's ``?user=`` parameter),
@@ -39,7 +39,6 @@ import signal
 import socket
 import sys
 import webbrowser
-from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +57,7 @@ STARTUP_SECONDS = 30.0
 SHUTDOWN_SECONDS = 10.0
 DRAIN_SECONDS = 2.0
 SERVER_GRACE_SECONDS = 2
+"""The Status API listener's request deadline (the gateway's is its http_server.request_timeout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,14 +161,6 @@ def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
     )
 
 
-class _Server(uvicorn.Server):
-    """A uvicorn server that leaves signals to ``taskcast up`` (two servers share one loop)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -190,10 +182,9 @@ async def _started(server: uvicorn.Server, task: asyncio.Task[None], name: str) 
 
 async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     """Start everything, print the board URL, run until ``stop`` is set, then stop in order."""
-    from gateway.app import Runtime, create_app
+    from gateway.app import build
     from gateway.config import load_settings
-    from gateway.transports.streaming import GatewayHttpProtocol
-    from gateway.transports.websocket import GatewayWebSocketProtocol
+    from gateway.server import GatewayServer, build_server
     from relay.claim import OutboxLeases
     from relay.config import build_config
     from relay.publisher import HttpGatewayPublisher
@@ -208,22 +199,17 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     gw_path = opts.data_dir / "gateway.json"
     _write_private(gw_path, json.dumps(gateway_config(opts, keys), indent=2) + "\n")
     settings, _warnings = load_settings(str(gw_path), {})  # no env: `up` is self-contained
-    gateway = _Server(
-        uvicorn.Config(
-            create_app(settings, Runtime(settings)),
-            host=opts.host,
-            port=opts.port_gateway,
-            ws=GatewayWebSocketProtocol,
-            http=GatewayHttpProtocol,
-            lifespan="on",
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=SERVER_GRACE_SECONDS,
-            server_header=False,
-        )
+    gateway = build_server(
+        settings,
+        build(settings),
+        host=opts.host,
+        port=opts.port_gateway,
+        log_level="warning",
+        handle_signals=False,  # two servers share this loop: `up` handles the signals
+        timeout_graceful_shutdown=SERVER_GRACE_SECONDS,
     )
     sa_cfg = status_api_config(opts, keys)
-    api = _Server(  # the Status API's own listener bounds (1 MiB head -> 431, request deadline)
+    api = GatewayServer(  # the Status API's own listener bounds (1 MiB head -> 431, request deadline)
         status_api_uvicorn_config(
             create_status_app(sa_cfg),
             sa_cfg.http,
@@ -231,7 +217,9 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
             port=opts.port_api,
             access_log=False,
             timeout_graceful_shutdown=SERVER_GRACE_SECONDS,
-        )
+        ),
+        on_shutdown=None,
+        handle_signals=False,
     )
     relay_cfg = build_config(
         {

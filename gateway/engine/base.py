@@ -3,7 +3,7 @@
 A Broker owns both fan-out between nodes and the per-channel history stream, because appending
 a publication to history and publishing it must be one atomic step (PROTOCOL.md §3.5): the
 position a subscriber learns from a live publication is the one history will answer with.
-Implementations: ``memory.MemoryBroker`` (one process) and, later, ``redis.RedisBroker``.
+Implementations: ``memory.MemoryBroker`` (one process) and ``redis_broker.RedisBroker``.
 This module must not import asyncio-specific I/O, starlette or redis.
 """
 
@@ -90,6 +90,9 @@ class Broker(Protocol):
       refreshes the meta TTL. ``since`` selects publications strictly after ``since.offset``
       (forward) or strictly before it (reverse); ``limit`` 0 returns none, -1 all.
       ``since.epoch`` is not checked here; callers compare it with the returned position.
+      Any ints are answered, never an error: an offset past the top selects nothing forward
+      and everything in reverse, a negative one reads like 0, any negative limit reads all
+      (bounding client values is the protocol parsers' job; Redis once failed from 10^14 on).
     * ``remove_history`` drops entries but keeps epoch and top offset.
 
     Raises:
@@ -134,7 +137,9 @@ class Broker(Protocol):
         ...
 
     def healthy(self) -> bool:
-        """False while the underlying store is unreachable (``/health`` then answers 503)."""
+        """Whether a publish can succeed now (``/health`` answers 503 when not): False while the
+        store is unreachable, and after a lost connection until publishing works again (a Redis
+        restarting from disk accepts connections long before it accepts scripts)."""
         ...
 
     async def subscribe(self, channel: str) -> None:

@@ -28,6 +28,7 @@ from gateway.engine.base import (
     PresenceStats,
     PublishResult,
 )
+from gateway.engine.failures import FailureRun
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 logger = logging.getLogger(__name__)
@@ -85,8 +86,9 @@ class MemoryBroker:
 
     ``publish`` delivers synchronously, before it returns and without awaiting in between, so a
     publication's offset and its delivery are one atomic step and handlers see offset order.
-    A handler exception is logged and does not fail the publish (on Redis the handler runs in
-    the PUB/SUB reader, far from the publisher; the publication is stored either way).
+    A handler exception is logged (once per run of failures) and does not fail the publish (on
+    Redis the handler runs in the PUB/SUB reader, far from the publisher; the publication is
+    stored either way).
     A ``meta_ttl_seconds`` of 0 keeps the meta forever; an ``idempotent_result_ttl_seconds`` of 0
     caches no result. Without ``run()``, idle channels are reclaimed only when next used.
 
@@ -115,9 +117,14 @@ class MemoryBroker:
         self._results: dict[tuple[str, str], tuple[PublishResult, float]] = {}
         self._result_expiries: list[tuple[float, str, str]] = []
         self._cursor = _Cursor()
+        self._handling = FailureRun("memory broker: handler", logger, now=now)
 
     def set_handler(self, handler: BrokerEventHandler) -> None:
         self._handler = handler
+
+    def _handler_failed(self, what: str, exc: Exception) -> None:
+        # Logged once per run of failures with the first traceback, not per message (defect 6).
+        self._handling.failed(f"{what}: {type(exc).__name__}: {exc}", exc)
 
     async def run(self) -> None:
         while True:
@@ -180,8 +187,10 @@ class MemoryBroker:
         if handler is not None and channel in self._subscribed:
             try:
                 handler.on_publication(channel, pub, position)
-            except Exception:
-                logger.exception("broker handler failed on publication in %r", channel)
+            except Exception as exc:
+                self._handler_failed(f"publication in {channel!r}", exc)
+            else:
+                self._handling.succeeded()
 
         if idempotency_key and idempotent_result_ttl_seconds > 0:
             expires_at = now + idempotent_result_ttl_seconds
@@ -196,16 +205,16 @@ class MemoryBroker:
         if handler is not None and channel in self._subscribed:
             try:
                 handler.on_join(channel, info)
-            except Exception:
-                logger.exception("broker handler failed on join in %r", channel)
+            except Exception as exc:
+                self._handler_failed(f"join in {channel!r}", exc)
 
     async def publish_leave(self, channel: str, info: ClientInfo) -> None:
         handler = self._handler
         if handler is not None and channel in self._subscribed:
             try:
                 handler.on_leave(channel, info)
-            except Exception:
-                logger.exception("broker handler failed on leave in %r", channel)
+            except Exception as exc:
+                self._handler_failed(f"leave in {channel!r}", exc)
 
     async def history(
         self,
@@ -242,8 +251,8 @@ class MemoryBroker:
         if handler is not None:
             try:
                 handler.on_control(data)
-            except Exception:
-                logger.exception("broker handler failed on a control message")
+            except Exception as exc:
+                self._handler_failed("a control message", exc)
 
     def healthy(self) -> bool:
         return True

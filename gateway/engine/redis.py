@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import ssl
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, TypeVar
@@ -27,9 +27,11 @@ from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
+from redis.maint_notifications import MaintNotificationsConfig
 
 from gateway.config_schema import RedisSettings
 from gateway.engine.base import EngineError
+from gateway.engine.failures import FailureRun
 
 T = TypeVar("T")
 
@@ -53,9 +55,22 @@ class LuaScript:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
 
+ErrorHook = Callable[[str], None]
+"""Called once per failed Redis command with the operation's name (for a metric)."""
+
+_log = logging.getLogger(__name__)
+
+
 class RedisShard:
     """One Redis deployment: a command client, a factory of dedicated PUB/SUB connections, and
-    the health of the last command.
+    whether its data path works.
+
+    ``ok`` turns False on any failed command (and on ``suspect``) and True again only when a
+    command that needs the data path succeeds (``proof=True``: scripts, reads, writes).
+    PUBLISH and SUBSCRIBE are answered while Redis is still LOADING its dataset after a
+    restart, scripts are not, so a successful PUBLISH proves nothing about publishing (issue
+    13, defect 7). Failures are logged once per run by ``failures`` (defect 6); ``on_error``
+    sees every one.
 
     Args:
         index: Position among the shards (channels map to it by ``shard_index``).
@@ -66,6 +81,7 @@ class RedisShard:
         connect_timeout: Bound of a PUB/SUB connect, seconds.
         name: For logs.
         also_close: Clients closed with this shard (the Sentinel connections).
+        on_error: Called with the operation name of every failed command.
     """
 
     def __init__(
@@ -78,6 +94,7 @@ class RedisShard:
         connect_timeout: float,
         name: str,
         also_close: Sequence[Redis] = (),
+        on_error: ErrorHook | None = None,
     ) -> None:
         self.index = index
         self.client = client
@@ -86,12 +103,39 @@ class RedisShard:
         self.connect_timeout = connect_timeout
         self.name = name
         self._also_close = list(also_close)
-        self.ok = True
-        self.failed_at = 0.0
+        self._on_error = on_error
+        self.failures = FailureRun(f"redis {name}", _log)
+        self._proven = True
         self._closed = False
 
-    async def call(self, operation: Callable[[Client], Awaitable[T]]) -> T:
+    def set_role(self, role: str) -> None:
+        """Name the owner (``broker``, ``presence``) in this shard's log lines."""
+        self.failures.subject = f"redis {self.name} ({role})"
+
+    def count_error(self, op: str) -> None:
+        """Report a failure seen outside ``call`` (the PUB/SUB connection) to ``on_error``."""
+        if self._on_error is not None:
+            self._on_error(op)
+
+    def suspect(self) -> None:
+        """Redis may have restarted (the PUB/SUB connection was lost): not ``ok`` until a
+        data-path command succeeds. A new connection may reach a Redis that is still LOADING."""
+        self._proven = False
+
+    @property
+    def ok(self) -> bool:
+        """False from a failed command (or ``suspect``) until a data-path command succeeds."""
+        return self._proven and not self.failures.failing
+
+    async def call(
+        self, operation: Callable[[Client], Awaitable[T]], *, op: str = "command", proof: bool = True
+    ) -> T:
         """Run one command (or script) within ``io_timeout``.
+
+        Args:
+            operation: The command, given the client.
+            op: Its name for ``on_error`` (the metric label).
+            proof: Whether its success shows the data path works (False for PUBLISH).
 
         Raises:
             EngineError: Redis unreachable, stalled or answering an error.
@@ -100,10 +144,13 @@ class RedisShard:
             async with asyncio.timeout(self.io_timeout):
                 result = await operation(self.client)
         except (RedisError, OSError, TimeoutError) as exc:
-            self.ok = False
-            self.failed_at = time.monotonic()
-            raise EngineError(f"redis {self.name}: {type(exc).__name__}: {exc}") from exc
-        self.ok = True
+            cause = f"{type(exc).__name__}: {exc}"
+            self.failures.failed(cause)
+            self.count_error(op)
+            raise EngineError(f"redis {self.name}: {cause}") from exc
+        if proof:
+            self._proven = True
+            self.failures.succeeded()
         return result
 
     async def close(self) -> None:
@@ -125,13 +172,18 @@ def _host_port(address: str) -> tuple[str, int]:
 
 def connection_kwargs(settings: RedisSettings) -> dict[str, Any]:
     """Options shared by every connection: credentials, db, timeouts, TLS. No automatic command
-    retry: a publish whose reply timed out may have run, and running it twice would publish twice."""
+    retry: a publish whose reply timed out may have run, and running it twice would publish twice.
+    Closed idle connections are replaced at checkout instead (redis-py's check)."""
     kwargs: dict[str, Any] = {
         "db": settings.db,
         "socket_connect_timeout": settings.connect_timeout,
         "socket_timeout": settings.io_timeout,
         "socket_keepalive": True,
         "retry": Retry(NoBackoff(), 0),
+        # redis-py 8 skips its check for closed pooled connections while maintenance
+        # notifications are "auto" (the default, a Redis Enterprise feature): after a Redis
+        # restart every idle pooled connection then failed one command with error 100.
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False),
     }
     if settings.user:
         kwargs["username"] = settings.user
@@ -145,9 +197,10 @@ def connection_kwargs(settings: RedisSettings) -> dict[str, Any]:
     return kwargs
 
 
-def build_shards(settings: RedisSettings) -> list[RedisShard]:
+def build_shards(settings: RedisSettings, *, on_error: ErrorHook | None = None) -> list[RedisShard]:
     """The shards described by ``engine.redis``: one Sentinel master, one Cluster, or one
-    standalone shard per ``address`` entry. Nothing connects until the first command."""
+    standalone shard per ``address`` entry. Nothing connects until the first command.
+    ``on_error`` is given to every shard (see ``RedisShard``)."""
     kwargs = connection_kwargs(settings)
     tls = settings.tls.enabled
 
@@ -166,6 +219,7 @@ def build_shards(settings: RedisSettings) -> list[RedisShard]:
             connect_timeout=settings.connect_timeout,
             name=name,
             also_close=also_close,
+            on_error=on_error,
         )
 
     if settings.sentinel_address:

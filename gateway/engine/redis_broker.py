@@ -9,7 +9,10 @@ That connection is watched (reliability-notes §1.5): every ``probe_interval_sec
 publishes a probe to its own node channel on every shard; a connection that hears nothing (no
 probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt. After any rebuild,
 every channel is subscribed again and ``on_broker_reconnect`` tells the node that deliveries may
-have been lost, so it re-checks positions against history. Must not import starlette.
+have been lost, so it re-checks positions against history. The probe also runs the publish
+script on the node's own probe keys: ``healthy()`` follows what publishing needs, so a Redis that
+still LOADs its dataset after a restart (PUBLISH and SUBSCRIBE work, scripts do not) is unhealthy.
+Failures are logged once per state change (``failures.FailureRun``). Must not import starlette.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from gateway.engine.base import (
     HistoryResult,
     PublishResult,
 )
+from gateway.engine.failures import FailureRun
 from gateway.engine.memory import new_epoch
 from gateway.engine.redis import Client, LuaScript, RedisShard
 from gateway.engine.redis_codec import (
@@ -55,6 +59,27 @@ logger = logging.getLogger(__name__)
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
+PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
+
+
+MAX_TOP_OFFSET = 2**63 - 1
+"""No stream's top offset exceeds this: the meta's top is a Redis integer (HINCRBY)."""
+
+
+def history_bounds(since: StreamPosition | None, limit: int, reverse: bool) -> tuple[int, int]:
+    """history.lua's (since offset, limit) for any ints a client may have sent, selecting what
+    the memory engine selects: an offset past every possible top reads nothing forward and
+    everything in reverse; a negative offset reads like 0; a limit past 2^63-1 (Redis' COUNT
+    range) or negative reads all. Both values end in [-1, 2^63-1], where ``since == -1`` means
+    no ``since``."""
+    if limit < 0 or limit > MAX_TOP_OFFSET:
+        limit = -1
+    if since is None:
+        return -1, limit
+    offset = max(since.offset, 0)
+    if offset > MAX_TOP_OFFSET:
+        return (-1, limit) if reverse else (MAX_TOP_OFFSET, 0)
+    return offset, limit
 
 
 def _ms(seconds: float) -> int:
@@ -75,6 +100,7 @@ class _Listener:
         self._unconfirmed = 0
         self._reconnected = False
         self.connects = 0
+        self.failures = FailureRun(f"redis {shard.name} (PUB/SUB)", logger, level=logging.WARNING)
 
     def static_names(self) -> list[bytes]:
         keys = self.broker.keys
@@ -103,7 +129,10 @@ class _Listener:
                 attempt = 0
                 await self._read(conn)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
-                logger.warning("redis %s: PUB/SUB connection lost: %s", self.shard.name, exc)
+                # Once per outage, not per reconnect attempt (defect 6); the metric counts each.
+                self.failures.failed(f"connection lost: {type(exc).__name__}: {exc}")
+                self.shard.count_error("pubsub")
+                self.shard.suspect()
             finally:
                 self.conn = None
                 self.ready = False
@@ -139,6 +168,7 @@ class _Listener:
             self._unconfirmed -= 1
             if self._unconfirmed == 0:
                 self.ready = True
+                self.failures.succeeded()
                 if self._reconnected:
                     self._reconnected = False
                     self.broker.reconnected()
@@ -163,6 +193,7 @@ class _Listener:
                         await conn.send_command("SUBSCRIBE", name)
                 await future
         except TimeoutError as exc:
+            self.shard.count_error("subscribe")
             raise EngineError(f"redis {self.shard.name}: subscribe timed out") from exc
         finally:
             waiting = self.pending.get(name)
@@ -227,7 +258,10 @@ class RedisBroker:
         self.probe_timeout_seconds = probe_timeout_seconds or 3 * probe_interval_seconds
         self._backoff = reconnect_backoff_seconds
         self._handler: BrokerEventHandler | None = None
+        for shard in self.shards:
+            shard.set_role("broker")
         self._listeners = [_Listener(self, shard) for shard in self.shards]
+        self._handling = FailureRun("redis broker: handling PUB/SUB messages", logger)
 
     def set_node_id(self, node_id: str) -> None:
         """Use the node's uid for targeted control messages. Call before ``run``."""
@@ -247,14 +281,34 @@ class RedisBroker:
             group.create_task(self._probe())
 
     async def _probe(self) -> None:
-        node = self.keys.node(self.node_id)
         while True:
-            for shard in self.shards:
-                try:
-                    await shard.call(lambda client: client.publish(node, PROBE))
-                except EngineError as exc:
-                    logger.warning("redis %s: probe failed: %s", shard.name, exc)
+            # Concurrently: a stalled shard must not delay the other shards' keep-alive PUBLISH.
+            await asyncio.gather(*(self._probe_shard(shard) for shard in self.shards))
             await asyncio.sleep(self.probe_interval_seconds)
+
+    async def _probe_shard(self, shard: RedisShard) -> None:
+        """Keep the PUB/SUB connection talking (silence means deaf, §1.5), and run the publish
+        script on this node's probe keys: health follows what publishing needs. A bare PUBLISH
+        is answered while Redis still LOADs after a restart, when every publish fails (defect 7).
+        Failures are logged by the shard's ``FailureRun``."""
+        node = self.keys.node(self.node_id)
+        stream, meta, result, channel = self.keys.probe(self.node_id)
+        ttl = _ms(max(self.probe_timeout_seconds, 1.0))
+        args: list[str | bytes | int] = [PROBE_PUBLICATION, 1, ttl, channel, ttl, self._new_epoch(), 0]
+
+        async def keep_alive() -> None:
+            with contextlib.suppress(EngineError):
+                await shard.call(lambda client: client.publish(node, PROBE), op="probe", proof=False)
+
+        async def run(client: Client) -> Any:
+            return await PUBLISH.run(client, [stream, meta, result], args)
+
+        async def script() -> None:
+            with contextlib.suppress(EngineError):
+                await shard.call(run, op="probe")
+
+        # Side by side: a slow script must not stretch the keep-alive period.
+        await asyncio.gather(keep_alive(), script())
 
     def _shard(self, channel: str) -> RedisShard:
         return self.shards[shard_index(channel, len(self.shards))]
@@ -285,7 +339,7 @@ class RedisBroker:
         async def run(client: Client) -> Any:
             return await PUBLISH.run(client, script_keys, args)
 
-        offset, epoch, suppressed = await self._shard(channel).call(run)
+        offset, epoch, suppressed = await self._shard(channel).call(run, op="publish")
         position = StreamPosition(int(offset), epoch.decode()) if int(offset) > 0 else None
         return PublishResult(position, suppressed=bool(suppressed))
 
@@ -297,7 +351,9 @@ class RedisBroker:
 
     async def _publish(self, channel: str, message: bytes) -> None:
         name = self.keys.client_channel(channel)
-        await self._shard(channel).call(lambda client: client.publish(name, message))
+        await self._shard(channel).call(
+            lambda client: client.publish(name, message), op="join_leave", proof=False
+        )
 
     async def history(
         self,
@@ -310,10 +366,11 @@ class RedisBroker:
     ) -> HistoryResult:
         keys = self.keys
         script_keys = [keys.stream(channel), keys.meta(channel)]
+        since_offset, limit = history_bounds(since, limit, reverse)
         args: list[str | bytes | int] = [
             self._new_epoch(),
             _ms(history.meta_ttl_seconds),
-            -1 if since is None else since.offset,
+            since_offset,
             limit,
             "1" if reverse else "0",
         ]
@@ -321,7 +378,7 @@ class RedisBroker:
         async def run(client: Client) -> Any:
             return await HISTORY.run(client, script_keys, args)
 
-        top, epoch, entries = await self._shard(channel).call(run)
+        top, epoch, entries = await self._shard(channel).call(run, op="history")
         publications = [
             decode_publication(fields[1], int(entry_id.split(b"-", 1)[0])) for entry_id, fields in entries
         ]
@@ -329,11 +386,11 @@ class RedisBroker:
 
     async def remove_history(self, channel: str) -> None:
         stream = self.keys.stream(channel)
-        await self._shard(channel).call(lambda client: client.delete(stream))
+        await self._shard(channel).call(lambda client: client.delete(stream), op="remove_history")
 
     async def publish_control(self, data: bytes, *, node_id: str = "") -> None:
         name = self.keys.node(node_id) if node_id else self.keys.control
-        await self.shards[0].call(lambda client: client.publish(name, data))
+        await self.shards[0].call(lambda client: client.publish(name, data), op="control", proof=False)
 
     def healthy(self) -> bool:
         return all(shard.ok for shard in self.shards) and all(lst.ready for lst in self._listeners)
@@ -371,17 +428,22 @@ class RedisBroker:
             elif message.startswith(LEAVE):
                 handler.on_leave(channel, decode_info(message[len(LEAVE) :]))
             else:
-                logger.warning("unknown PUB/SUB message in %r ignored", channel)
-        except Exception:
-            logger.exception("broker handler failed on a message in %r", channel)
+                self._handling.failed(f"unknown PUB/SUB message in {channel!r} ignored")
+                return
+        except Exception as exc:
+            # Anyone can PUBLISH to these channels: a bad message is logged once per run, not
+            # once per message (defect 6), with the first one's traceback.
+            self._handling.failed(f"a message in {channel!r} failed: {type(exc).__name__}: {exc}", exc)
+            return
+        self._handling.succeeded()
 
     def control(self, data: bytes) -> None:
         handler = self._handler
         if handler is not None:
             try:
                 handler.on_control(data)
-            except Exception:
-                logger.exception("broker handler failed on a control message")
+            except Exception as exc:
+                self._handling.failed(f"a control message failed: {type(exc).__name__}: {exc}", exc)
 
     def reconnected(self) -> None:
         handler = self._handler

@@ -52,3 +52,11 @@ class RedisKeys:
     def node(self, node_id: str) -> str:
         """PUB/SUB channel of one node (targeted control messages and its pub/sub probe)."""
         return f"{self.prefix}.node.{node_id}"
+
+    def probe(self, node_id: str) -> tuple[str, str, str, str]:
+        """Stream, meta, result key and PUB/SUB channel of one node's health probe: the publish
+        script run on them proves publishing works (issue 13, defect 7). Outside every
+        channel's names, so no client channel can collide with them."""
+        tag = f"{{{node_id}}}"
+        base = f"{self.prefix}.probe"
+        return f"{base}.stream.{tag}", f"{base}.meta.{tag}", f"{base}.result.{tag}", f"{base}.{tag}"

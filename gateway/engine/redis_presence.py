@@ -48,6 +48,8 @@ class RedisPresence:
         if not shards:
             raise ValueError("RedisPresence needs at least one shard")
         self.shards = list(shards)
+        for shard in self.shards:
+            shard.set_role("presence")
         self.keys = RedisKeys(prefix)
         self._ttl = ttl_seconds
         self._now = now
@@ -71,7 +73,7 @@ class RedisPresence:
         async def run(client: Client) -> Any:
             return await PRESENCE_ADD.run(client, keys, args)
 
-        await self._shard(channel).call(run)
+        await self._shard(channel).call(run, op="presence")
 
     async def remove(self, channel: str, client_id: str) -> None:
         data, expire = self.keys.presence_data(channel), self.keys.presence_expire(channel)
@@ -82,7 +84,7 @@ class RedisPresence:
                 pipe.zrem(expire, client_id)
                 return await pipe.execute()
 
-        await self._shard(channel).call(run)
+        await self._shard(channel).call(run, op="presence")
 
     async def presence(self, channel: str) -> Mapping[str, ClientInfo]:
         keys = [self.keys.presence_data(channel), self.keys.presence_expire(channel)]
@@ -91,7 +93,7 @@ class RedisPresence:
         async def run(client: Client) -> Any:
             return await PRESENCE_GET.run(client, keys, [now])
 
-        flat = await self._shard(channel).call(run)
+        flat = await self._shard(channel).call(run, op="presence")
         return {flat[i].decode(): decode_info(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     async def stats(self, channel: str) -> PresenceStats:

@@ -1,4 +1,5 @@
-"""JSON codec of client protocol v2 (PROTOCOL.md §1.1–1.2).
+"""Codecs of client protocol v2 (PROTOCOL.md §1.1–1.2): the ``Codec`` interface the Session and
+the hub use, and ``JsonCodec``, the JSON encoding (Protobuf plugs in as a second ``Codec``).
 
 ``decode_frame`` turns one transport frame (newline-delimited commands) into typed commands;
 anything malformed raises ``ProtocolError`` carrying the disconnect to send (3501). The
@@ -9,7 +10,7 @@ fields §1.1 lists as always written.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -19,18 +20,27 @@ from gateway.protocol.messages import (
     ClientInfo,
     Command,
     ConnectRequest,
+    ConnectResult,
     EmptyRequest,
+    EmptyResult,
+    HistoryPage,
     HistoryRequest,
     Method,
+    PresenceResult,
+    PresenceStatsResult,
+    Publication,
     PublishRequest,
     RefreshRequest,
+    RefreshResult,
     Request,
+    Result,
     RPCRequest,
     SendRequest,
     StreamPosition,
     SubRefreshRequest,
     SubscribeRecovery,
     SubscribeRequest,
+    SubscribeResult,
     UnsubscribeRequest,
 )
 
@@ -248,3 +258,139 @@ PING = b"{}"
 
 def disconnect_obj(disconnect: codes.Disconnect) -> dict[str, Any]:
     return {"code": disconnect.code, "reason": disconnect.reason}
+
+
+def history_result_obj(pubs: list[Publication], position: StreamPosition) -> dict[str, Any]:
+    """A history result as a JSON object (client protocol and server API)."""
+    return {
+        "publications": [publication_obj(p.data, p.offset, p.info, p.tags) for p in pubs],
+        "epoch": position.epoch,
+        "offset": position.offset,
+    }
+
+
+def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    if r.expires:
+        obj["expires"] = True
+        obj["ttl"] = r.ttl
+    if r.recoverable:
+        obj["recoverable"] = True
+    if r.positioned:
+        obj["positioned"] = True
+        if r.recovered:
+            obj["recovered"] = True
+        obj["epoch"] = r.epoch
+        obj["offset"] = r.offset
+        if r.publications is not None:
+            obj["publications"] = [publication_obj(p.data, p.offset, p.info, p.tags) for p in r.publications]
+    if r.was_recovering:
+        obj["was_recovering"] = True
+    if r.data is not None:
+        obj["data"] = raw(r.data)
+    return obj
+
+
+def _expiry(obj: dict[str, Any], expires: bool, ttl: int) -> dict[str, Any]:
+    if expires:
+        obj["expires"] = True
+        obj["ttl"] = ttl
+    return obj
+
+
+def result_obj(result: Result) -> dict[str, Any]:
+    """The JSON object of a reply's result (zero values omitted as Centrifugo does)."""
+    if isinstance(result, SubscribeResult):
+        return subscribe_result_obj(result)
+    if isinstance(result, EmptyResult):
+        return {}
+    if isinstance(result, ConnectResult):
+        obj = _expiry({"client": result.client, "version": result.version}, result.expires, result.ttl)
+        if result.subs:
+            obj["subs"] = {ch: subscribe_result_obj(r) for ch, r in result.subs.items()}
+        if result.ping:
+            obj["ping"] = result.ping
+        if result.pong is not None:
+            obj["pong"] = result.pong
+        if result.session:
+            obj["session"] = result.session
+        if result.node:
+            obj["node"] = result.node
+        if result.time:
+            obj["time"] = result.time
+        return obj
+    if isinstance(result, HistoryPage):
+        return history_result_obj(result.publications, StreamPosition(result.offset, result.epoch))
+    if isinstance(result, PresenceResult):
+        return {"presence": {cid: client_info_obj(info) for cid, info in result.presence.items()}}
+    if isinstance(result, PresenceStatsResult):
+        return {"num_clients": result.num_clients, "num_users": result.num_users}
+    if isinstance(result, RefreshResult):
+        return _expiry({"client": "", "version": ""}, result.expires, result.ttl)
+    return _expiry({}, result.expires, result.ttl)  # SubRefreshResult
+
+
+class Codec(Protocol):
+    """One wire encoding of the client protocol. The Session and the hub see only this
+    interface: commands come out of ``decode_frame``, every outgoing message goes through an
+    ``encode_*``. Implementations are stateless and shared by all connections."""
+
+    name: str
+    """The metrics label (``json``, ``protobuf``)."""
+
+    def decode_frame(self, frame: str | bytes) -> list[Command]:
+        """Raises:
+        ProtocolError: the frame cannot be decoded (the connection closes with its disconnect)."""
+        ...
+
+    def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes: ...
+
+    def encode_error(self, cmd_id: int, error: codes.Error) -> bytes: ...
+
+    def encode_ping(self) -> bytes: ...
+
+    def encode_publication(self, channel: str, pub: Publication) -> bytes:
+        """The publication push; built once per publication and shared by every subscriber."""
+        ...
+
+    def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:
+        """``key`` is ``join`` or ``leave``."""
+        ...
+
+    def encode_subscribe_push(self, channel: str, result: SubscribeResult) -> bytes: ...
+
+    def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes: ...
+
+
+class JsonCodec:
+    """The JSON protocol (``centrifuge-json``): newline-delimited commands and replies."""
+
+    name = "json"
+
+    def decode_frame(self, frame: str | bytes) -> list[Command]:
+        return decode_frame(frame)
+
+    def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes:
+        return encode_reply(cmd_id, method.value, result_obj(result))
+
+    def encode_error(self, cmd_id: int, error: codes.Error) -> bytes:
+        return encode_error(cmd_id, error)
+
+    def encode_ping(self) -> bytes:
+        return PING
+
+    def encode_publication(self, channel: str, pub: Publication) -> bytes:
+        return encode_pub_push(channel, pub.data, pub.offset, pub.info, pub.tags)
+
+    def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:
+        return encode_push(channel, key, {"info": client_info_obj(info)})
+
+    def encode_subscribe_push(self, channel: str, result: SubscribeResult) -> bytes:
+        return encode_push(channel, "subscribe", subscribe_result_obj(result))
+
+    def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes:
+        return encode_push(channel, "unsubscribe", {"code": unsubscribe.code, "reason": unsubscribe.reason})
+
+
+JSON: Codec = JsonCodec()
+"""The JSON codec (stateless, shared)."""

@@ -49,6 +49,8 @@ ERROR_UNAUTHORIZED = Error(101, "unauthorized")
 ERROR_UNKNOWN_CHANNEL = Error(102, "unknown channel")
 ERROR_PERMISSION_DENIED = Error(103, "permission denied")
 ERROR_METHOD_NOT_FOUND = Error(104, "method not found")
+ERROR_NOT_FOUND = Error(104, "not found")
+"""The server API's answer to an unknown method (Centrifugo's wording there)."""
 ERROR_ALREADY_SUBSCRIBED = Error(105, "already subscribed")
 ERROR_LIMIT_EXCEEDED = Error(106, "limit exceeded")
 ERROR_BAD_REQUEST = Error(107, "bad request")

@@ -7,6 +7,7 @@ on its way through the gateway.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -172,3 +173,90 @@ class Command:
     id: int
     method: Method | None
     request: Request | None
+
+
+# --- results (replies) and pushes, as values: a codec turns them into one encoding's bytes ---
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeResult:
+    """The subscribe reply, also the payload of a ``subscribe`` push and of a connect ``subs``
+    entry. ``publications`` is None unless recovered. ``epoch``/``offset`` are written when the
+    subscription is positioned (offset 0 included)."""
+
+    expires: bool = False
+    ttl: int = 0
+    recoverable: bool = False
+    positioned: bool = False
+    recovered: bool = False
+    epoch: str = ""
+    offset: int = 0
+    publications: list[Publication] | None = None
+    was_recovering: bool = False
+    data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectResult:
+    client: str
+    version: str
+    expires: bool = False
+    ttl: int = 0
+    subs: dict[str, SubscribeResult] | None = None
+    ping: int = 0
+    pong: bool | None = None
+    """None = not written (no pings, or a unidirectional client that cannot pong)."""
+    session: str = ""
+    node: str = ""
+    time: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshResult:
+    """``client``/``version`` are written empty, as Centrifugo does."""
+
+    expires: bool = False
+    ttl: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubRefreshResult:
+    expires: bool = False
+    ttl: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """The history result: publications, epoch and offset are always written (§1.1)."""
+
+    publications: list[Publication]
+    epoch: str
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceResult:
+    presence: Mapping[str, ClientInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class PresenceStatsResult:
+    num_clients: int
+    num_users: int
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyResult:
+    """``{}``: publish, unsubscribe, rpc."""
+
+
+Result = (
+    ConnectResult
+    | SubscribeResult
+    | RefreshResult
+    | SubRefreshResult
+    | HistoryPage
+    | PresenceResult
+    | PresenceStatsResult
+    | EmptyResult
+)

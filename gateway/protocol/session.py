@@ -1,9 +1,18 @@
 """The per-connection protocol state machine (sans-I/O).
 
-``Session`` enforces command ordering (PROTOCOL.md §1.3), ping/pong bookkeeping (§1.4) and the
-subscription table with its limits (``client.channel_limit``, the per-namespace quota), and
-decides what each live publication means for a positioned subscription (§3.2). It never does
-I/O: the connection driver (gateway/client.py) feeds it commands and carries out the results.
+``Session`` owns the protocol state of one connection: command ordering (PROTOCOL.md §1.3),
+the ping/pong cycle (§1.4), connection and subscription expiry (§5.4), the stale-connect
+deadline, and the subscription table with its limits (``client.channel_limit``, the
+per-namespace quota); it decides what each live publication means for a positioned
+subscription (§3.2).
+
+It does no I/O and reads no clock, in the python-websockets way: frames go in through
+``receive_frame``, encoded replies and pushes come out of the ``reply``/``error``/``*_push``
+methods (through the connection's ``Codec``: the Session never sees one encoding's bytes), and
+time enters only as the ``now`` the driver passes. Timers are deadlines: the driver arms one
+timer for ``next_deadline()`` and calls ``on_deadline(now)`` when it fires, which returns what
+is due (a ping to write, a disconnect, a subscription to expire). A timer that fires a hair
+early finds nothing due and the driver simply re-arms.
 """
 
 from __future__ import annotations
@@ -13,7 +22,18 @@ from enum import IntEnum
 from typing import Any
 
 from gateway.protocol import codes
-from gateway.protocol.messages import Command, Method, Publication
+from gateway.protocol.codec import JSON, Codec, ProtocolError
+from gateway.protocol.messages import (
+    Command,
+    ConnectResult,
+    Method,
+    Publication,
+    RefreshResult,
+    Result,
+    SubRefreshResult,
+    SubscribeResult,
+)
+from gateway.protocol.policy import expiry_ttl
 
 
 class State(IntEnum):
@@ -89,7 +109,39 @@ class Pong:
     """A pong arrived (the empty command)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SendPing:
+    """A ping is due: write ``frame``."""
+
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireSubscription:
+    """A client-side subscription's token expired: unsubscribe it with 2501 (in command order)."""
+
+    channel: str
+
+
 Action = Execute | Pong | codes.Disconnect
+"""What ``receive`` makes of one command."""
+
+TimerAction = SendPing | ExpireSubscription | codes.Disconnect
+"""What ``on_deadline`` reports as due."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """The ``client.*`` options a session applies (seconds; 0 disables pings / pong checks)."""
+
+    channel_limit: int = 128
+    ping_interval: float = 25.0
+    pong_timeout: float = 8.0
+    stale_close_delay: float = 10.0
+    expired_close_delay: float = 25.0
+    expired_sub_close_delay: float = 25.0
+    unidirectional: bool = False
+    """A unidirectional client cannot send: no pong is expected (§4.5)."""
 
 
 class Session:
@@ -101,16 +153,55 @@ class Session:
     * every command except pong (``{}``) and ``send`` must have ``id > 0`` (else 3501);
     * after a connect error reply the connection stops reading: later commands are ignored;
     * a pong with no outstanding ping is tolerated (ignored), unlike Centrifugo's 3501.
+
+    Args:
+        codec: The connection's wire encoding.
+        config: The options to apply.
+        now: The current time (unix seconds); starts the stale-connect deadline.
     """
 
-    def __init__(self, *, channel_limit: int = 128) -> None:
+    def __init__(self, codec: Codec = JSON, config: SessionConfig | None = None, *, now: float = 0.0) -> None:
+        self.codec = codec
+        cfg = config or SessionConfig()
+        self.config = cfg
+        self.channel_limit = cfg.channel_limit
         self.state = State.CONNECTING
-        self.channel_limit = channel_limit
         self.subscriptions: dict[str, Subscription] = {}
         self.namespace_counts: dict[str, int] = {}
         self.ping_outstanding = False
         self.connecting = False
         self.connect_failed = False
+        self.protocol_error: ProtocolError | None = None
+        """Why the last undecodable frame was refused (for logs)."""
+        self.expire_at: float | None = None
+        """Connection expiry (unix seconds); None = never."""
+        self._stale_at: float | None = now + cfg.stale_close_delay if cfg.stale_close_delay > 0 else None
+        self._ping_at: float | None = None
+        self._pong_at: float | None = None
+        self._sub_deadlines: dict[str, float] = {}
+
+    # --- incoming ----------------------------------------------------------------------------
+
+    def receive_frame(self, frame: str | bytes) -> list[Action]:
+        """Decode one transport frame and classify its commands in order. Never raises: an
+        undecodable frame yields ``[Disconnect 3501]`` (cause kept in ``protocol_error``), and
+        classification stops at the first disconnect."""
+        if self.state is State.CLOSED:
+            return []
+        try:
+            commands = self.codec.decode_frame(frame)
+        except ProtocolError as exc:
+            self.protocol_error = exc
+            return [exc.disconnect]
+        actions: list[Action] = []
+        for cmd in commands:
+            action = self.receive(cmd)
+            if action is None:
+                continue
+            actions.append(action)
+            if isinstance(action, codes.Disconnect):
+                break
+        return actions
 
     def receive(self, cmd: Command) -> Action | None:
         """Classify one command. Returns None when it must be ignored."""
@@ -120,6 +211,7 @@ class Session:
             if self.state is State.CONNECTING and not self.connecting:
                 return codes.DISCONNECT_BAD_REQUEST
             self.ping_outstanding = False
+            self._pong_at = None
             return Pong()
         if cmd.id == 0 and cmd.method is not Method.SEND:
             return codes.DISCONNECT_BAD_REQUEST
@@ -132,20 +224,133 @@ class Session:
             return codes.DISCONNECT_BAD_REQUEST
         return Execute(cmd)
 
-    def connected(self) -> None:
+    # --- connect / refresh -------------------------------------------------------------------
+
+    def connected(self, *, now: float = 0.0, first_ping_delay: float | None = None) -> None:
+        """The connect succeeded: pings start ``first_ping_delay`` from ``now`` (the driver
+        draws it in [interval/2, interval] so reconnect storms do not ping in lockstep)."""
         self.state = State.CONNECTED
         self.connecting = False
+        self._stale_at = None
+        interval = self.config.ping_interval
+        if interval > 0:
+            self._ping_at = now + (interval if first_ping_delay is None else first_ping_delay)
+
+    def connect_result(
+        self,
+        *,
+        client: str,
+        version: str,
+        now: float,
+        subs: dict[str, SubscribeResult] | None = None,
+        session: str = "",
+        node: str = "",
+        server_time: bool = False,
+    ) -> ConnectResult:
+        """The connect result: identity from the driver, liveness and expiry from the session."""
+        ping = int(self.config.ping_interval)
+        expires = self.expire_at is not None
+        return ConnectResult(
+            client=client,
+            version=version,
+            expires=expires,
+            ttl=expiry_ttl(self.expire_at, now) if self.expire_at is not None else 0,
+            subs=subs or None,
+            ping=max(ping, 0),
+            pong=(self.config.pong_timeout > 0) if ping > 0 and not self.config.unidirectional else None,
+            session=session,
+            node=node,
+            time=int(now * 1000) if server_time else 0,
+        )
 
     def connect_rejected(self) -> None:
-        """The connect got an error reply: stop reading commands (§1.3)."""
+        """The connect got an error reply: stop reading commands (§1.3). No pings or expiry
+        follow; a connection still CONNECTING keeps its stale deadline (3502)."""
         self.connect_failed = True
         self.connecting = False
+        self._ping_at = self._pong_at = None
+        self.expire_at = None
+
+    def set_expiry(self, expire_at: float | None) -> None:
+        """(Re-)set the connection expiry (connect, refresh, server API refresh)."""
+        self.expire_at = expire_at
+
+    def refresh_result(self, now: float) -> RefreshResult:
+        if self.expire_at is None:
+            return RefreshResult()
+        return RefreshResult(True, expiry_ttl(self.expire_at, now))
 
     def closed(self) -> None:
         self.state = State.CLOSED
+        self._stale_at = self._ping_at = self._pong_at = None
+        self._sub_deadlines.clear()
 
     def ping_sent(self) -> None:
         self.ping_outstanding = True
+
+    # --- outgoing ----------------------------------------------------------------------------
+
+    def reply(self, cmd_id: int, method: Method, result: Result) -> bytes:
+        return self.codec.encode_reply(cmd_id, method, result)
+
+    def error(self, cmd_id: int, error: codes.Error) -> bytes:
+        return self.codec.encode_error(cmd_id, error)
+
+    def subscribe_push(self, channel: str, result: SubscribeResult) -> bytes:
+        return self.codec.encode_subscribe_push(channel, result)
+
+    def unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes:
+        return self.codec.encode_unsubscribe_push(channel, unsubscribe)
+
+    # --- deadlines ---------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """The earliest instant (unix seconds) at which ``on_deadline`` has something to do."""
+        candidates = [t for t in (self._stale_at, self._ping_at, self._pong_at) if t is not None]
+        if self.expire_at is not None and self.state is State.CONNECTED:
+            candidates.append(self.expire_at + self.config.expired_close_delay)
+        if self._sub_deadlines:
+            candidates.append(min(self._sub_deadlines.values()))
+        return min(candidates) if candidates else None
+
+    def on_deadline(self, now: float) -> list[TimerAction]:
+        """Everything due at ``now``, in order; a disconnect ends the list."""
+        if self.state is State.CLOSED:
+            return []
+        if self._stale_at is not None and self._stale_at <= now:
+            self._stale_at = None
+            if self.state is State.CONNECTING:
+                return [codes.DISCONNECT_STALE]
+        if self._pong_at is not None and self._pong_at <= now:
+            self._pong_at = None
+            if self.ping_outstanding:
+                return [codes.DISCONNECT_NO_PONG]
+        expire_at = self.expire_at
+        if (
+            expire_at is not None
+            and self.state is State.CONNECTED
+            and expire_at + self.config.expired_close_delay <= now
+        ):
+            return [codes.DISCONNECT_EXPIRED]
+        due: list[TimerAction] = []
+        for channel, at in list(self._sub_deadlines.items()):
+            if at > now:
+                continue
+            del self._sub_deadlines[channel]
+            sub = self.subscriptions.get(channel)
+            if sub is None:
+                continue
+            if sub.server_side:
+                return [codes.DISCONNECT_SUB_EXPIRED]
+            due.append(ExpireSubscription(channel))
+        if self._ping_at is not None and self._ping_at <= now:
+            cfg = self.config
+            due.append(SendPing(self.codec.encode_ping()))
+            if not cfg.unidirectional and cfg.pong_timeout > 0:
+                self.ping_outstanding = True
+                self._pong_at = now + cfg.pong_timeout
+            self._ping_at = now + cfg.ping_interval
+        return due
 
     # --- subscriptions ----------------------------------------------------------------------
 
@@ -167,6 +372,7 @@ class Session:
 
     def remove_subscription(self, channel: str) -> Subscription | None:
         sub = self.subscriptions.pop(channel, None)
+        self._sub_deadlines.pop(channel, None)
         if sub is not None:
             left = self.namespace_counts.get(sub.namespace, 1) - 1
             if left:
@@ -174,3 +380,23 @@ class Session:
             else:
                 self.namespace_counts.pop(sub.namespace, None)
         return sub
+
+    def clear_subscriptions(self) -> list[Subscription]:
+        """Forget every subscription (the connection closed); returns them for release."""
+        subs = list(self.subscriptions.values())
+        self.subscriptions.clear()
+        self.namespace_counts.clear()
+        self._sub_deadlines.clear()
+        return subs
+
+    def schedule_sub_expiry(self, sub: Subscription) -> None:
+        """(Re-)arm the expiry of an established subscription from ``sub.expire_at``."""
+        if sub.expire_at is None or self.subscriptions.get(sub.channel) is not sub:
+            self._sub_deadlines.pop(sub.channel, None)
+        else:
+            self._sub_deadlines[sub.channel] = sub.expire_at + self.config.expired_sub_close_delay
+
+    def sub_refresh_result(self, sub: Subscription, now: float) -> SubRefreshResult:
+        if sub.expire_at is None:
+            return SubRefreshResult()
+        return SubRefreshResult(True, expiry_ttl(sub.expire_at, now))

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.client import Client
+from gateway.client import Client, Connect
 from gateway.hub import SharedPush
 from gateway.origins import origin_allowed
 from gateway.protocol import codes
-
-if TYPE_CHECKING:
-    from gateway.app import Runtime
 
 log = logging.getLogger("taskcast.gateway.streaming")
 
@@ -39,6 +36,24 @@ NO_CACHE_HEADERS = {
 PUSH_PREFIX = b'{"push":'
 CLOSE_GRACE_SECONDS = 5.0
 """How long a closed stream may take to write its final disconnect push before it is abandoned."""
+
+
+class OpenStreams:
+    """The open streaming connections of this node. Streaming responses never end by
+    themselves, so graceful shutdown (gateway/server.py's hook) ends them all with 3001."""
+
+    def __init__(self) -> None:
+        self.clients: set[Client] = set()
+
+    def add(self, client: Client) -> None:
+        self.clients.add(client)
+
+    def discard(self, client: Client) -> None:
+        self.clients.discard(client)
+
+    def shutdown(self) -> None:
+        for client in list(self.clients):
+            client.disconnect(codes.DISCONNECT_SHUTDOWN)
 
 
 class StreamTransport:
@@ -110,9 +125,9 @@ class StreamResponse:
     away at once (it listens for ``http.disconnect`` while idle)."""
 
     def __init__(
-        self, runtime: Runtime, client: Client, transport: StreamTransport, headers: dict[str, str]
+        self, streams: OpenStreams, client: Client, transport: StreamTransport, headers: dict[str, str]
     ) -> None:
-        self.runtime = runtime
+        self.streams = streams
         self.client = client
         self.transport = transport
         self.headers = headers
@@ -159,7 +174,7 @@ class StreamResponse:
                 transport._abort_handle.cancel()
             transport.writer = None
             transport.closed = True
-            self.runtime.streams.discard(self.client)
+            self.streams.discard(self.client)
             self.client.connection_lost()
 
 
@@ -203,13 +218,26 @@ class StreamEndpoint:
     ``/connection/uni_http_stream``."""
 
     def __init__(
-        self, runtime: Runtime, name: str, *, sse: bool, unidirectional: bool, max_body: int
+        self,
+        name: str,
+        *,
+        sse: bool,
+        unidirectional: bool,
+        max_body: int,
+        allowed_origins: tuple[str, ...],
+        admit: Callable[[], int | None],
+        connect: Connect,
+        streams: OpenStreams,
     ) -> None:
-        self.runtime = runtime
         self.name = name
         self.sse = sse
         self.unidirectional = unidirectional
         self.max_body = max_body
+        self.allowed_origins = allowed_origins
+        self.admit = admit
+        """Handshake admission: None to accept, else the Retry-After seconds of a 503."""
+        self.connect = connect
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -217,12 +245,11 @@ class StreamEndpoint:
         await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Any:
-        settings = self.runtime.settings
         if request.method == "OPTIONS":
             return preflight(request, "GET, POST, OPTIONS" if self.sse else "POST, OPTIONS")
         if request.method not in (("GET", "POST") if self.sse else ("POST",)):
             return Response(status_code=405)
-        if not origin_allowed(request.headers.get("origin"), settings.client.allowed_origins):
+        if not origin_allowed(request.headers.get("origin"), self.allowed_origins):
             return Response("origin not allowed", status_code=403)
         if request.method == "GET":
             data = request.query_params.get("cf_connect", "").encode()
@@ -241,17 +268,17 @@ class StreamEndpoint:
             if command is None:
                 return Response("bad request", status_code=400)
             data = command
-        refusal = self.runtime.admit()
+        refusal = self.admit()
         if refusal is not None:
             return Response("too many connections", status_code=503, headers={"Retry-After": str(refusal)})
         transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional)
-        client = self.runtime.new_client(transport)
-        self.runtime.streams.add(client)
+        client = self.connect(transport)
+        self.streams.add(client)
         client.feed(data)
         headers = dict(NO_CACHE_HEADERS)
         headers.update(cors_headers(request))
         headers["Content-Type"] = "text/event-stream; charset=utf-8" if self.sse else "application/json"
-        return StreamResponse(self.runtime, client, transport, headers)
+        return StreamResponse(self.streams, client, transport, headers)
 
 
 def _uni_command(data: bytes) -> bytes | None:
@@ -264,79 +291,3 @@ def _uni_command(data: bytes) -> bytes | None:
     if not isinstance(request, dict):
         return None
     return orjson.dumps({"id": 1, "connect": request})
-
-
-REQUEST_TIMEOUT_RESPONSE = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 15\r\nconnection: close\r\n\r\nrequest timeout"
-)
-
-
-class GatewayHttpProtocol(HttpToolsProtocol):
-    """uvicorn's HTTP protocol, told about graceful shutdown: streaming responses never end by
-    themselves, so the first connection asked to shut down ends them all with 3001 (the
-    WebSocket protocol does the same for its own connection).
-
-    Slowloris guard: uvicorn has no deadline for receiving a request (its keep-alive timer only
-    runs between requests), so a socket that opens and drips header bytes, or never finishes a
-    body, would be held forever. ``http_server.request_timeout`` arms a deadline when the
-    connection opens and at each request's first byte; it is disarmed when the request is
-    complete (headers and body) or handed to the WebSocket protocol (whose 3502 stale timer
-    then applies). On expiry an unfinished head gets 408 and the connection is closed; a
-    stalled body is closed (the app sees ``http.disconnect``). Long-lived stream responses are
-    not affected: their request is complete before they start.
-    """
-
-    _request_deadline: asyncio.TimerHandle | None = None
-    _head_done = False
-
-    def _arm(self) -> None:
-        runtime = self.app_state.get("taskcast")
-        timeout = runtime.settings.http_server.request_timeout if runtime is not None else 0.0
-        if timeout > 0 and self._request_deadline is None:
-            self._request_deadline = self.loop.call_later(timeout, self._request_timed_out)
-
-    def _disarm(self) -> None:
-        if self._request_deadline is not None:
-            self._request_deadline.cancel()
-            self._request_deadline = None
-
-    def _request_timed_out(self) -> None:
-        self._request_deadline = None
-        transport = self.transport
-        if transport is None or transport.is_closing() or transport.get_protocol() is not self:
-            return
-        if not self._head_done:
-            transport.write(REQUEST_TIMEOUT_RESPONSE)
-        transport.close()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def on_message_begin(self) -> None:
-        self._head_done = False
-        self._arm()
-        super().on_message_begin()
-
-    def on_headers_complete(self) -> None:
-        self._head_done = True
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        self._disarm()
-        super().on_message_complete()
-
-    def handle_websocket_upgrade(self) -> None:
-        self._disarm()
-        super().handle_websocket_upgrade()
-
-    def shutdown(self) -> None:
-        runtime = self.app_state.get("taskcast")
-        if runtime is not None and runtime.streams:
-            runtime.shutdown_streams()
-        super().shutdown()

@@ -1,35 +1,36 @@
-"""Bidirectional WebSocket transport (PROTOCOL.md §4.1) as a uvicorn WebSocket protocol class.
+"""Bidirectional WebSocket transport (PROTOCOL.md §4.1): an adapter between one upgraded socket
+and one ``Client``.
 
-uvicorn parses HTTP and hands every WebSocket upgrade to this ``asyncio.Protocol``; it runs the
-RFC 6455 state machine of ``websockets`` (sans-I/O) and feeds text frames straight into the
-connection's ``Client`` — no ASGI round trip and no task per connection. Outgoing frames are
-written straight to the asyncio transport: a publication's frame is built once per publish and
-the same bytes go to every subscriber whose queue holds only it (gateway/hub.py).
+uvicorn parses the HTTP request (gateway/server.py bounds its head and its deadline) and hands
+every WebSocket upgrade to the protocol class built by ``protocol_class(endpoint)``; it runs the
+RFC 6455 state machine of ``websockets`` (sans-I/O) and feeds each text message into the
+connection's ``Client``: no ASGI round trip and no task per connection. Outgoing frames are
+written straight to the asyncio transport; a publication's frame is built once per publish and
+shared by every subscriber whose queue holds only it (gateway/transports/framing.py).
 
-The gateway's runtime is found in uvicorn's lifespan state (``app_state["taskcast"]``).
+The protocol gets what it needs as narrow callables on ``WebSocketEndpoint`` (``admit``,
+``connect``); it never sees the runtime.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, ClassVar, cast
 
-from websockets.datastructures import Headers
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
-from gateway.client import Client
-from gateway.hub import SharedPush, ws_text_frame
+from gateway.client import Client, Connect
+from gateway.hub import SharedPush
 from gateway.origins import origin_allowed
 from gateway.protocol import codes
-
-if TYPE_CHECKING:
-    from gateway.app import Runtime
+from gateway.transports import framing
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -41,6 +42,21 @@ JSON_SUBPROTOCOL = Subprotocol("centrifuge-json")
 CLOSE_TIMEOUT_SECONDS = 5.0
 """How long to wait for the client's close frame before dropping the TCP connection."""
 
+Admit = Callable[[], int | None]
+"""Handshake admission: None to accept, else the Retry-After seconds of a 503."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketEndpoint:
+    """What the WebSocket endpoint needs, bound by the composition root."""
+
+    handler_prefix: str
+    message_size_limit: int
+    """Largest incoming message in bytes, fragments reassembled (0: no limit)."""
+    allowed_origins: tuple[str, ...]
+    admit: Admit
+    connect: Connect
+
 
 def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
     # JSON is the only format: accept the JSON subprotocol name when offered, else none.
@@ -48,18 +64,23 @@ def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Su
 
 
 class GatewayWebSocketProtocol(asyncio.Protocol):
-    """One WebSocket connection. Constructed by uvicorn (``Config(ws=…)``) for each upgrade."""
+    """One WebSocket connection, built by uvicorn for each upgrade (``Config(ws=<class>)``, with
+    uvicorn's keyword arguments ``config``, ``server_state``, ``app_state``)."""
+
+    endpoint: ClassVar[WebSocketEndpoint]
 
     name = "websocket"
     emulation = False
     unidirectional = False
 
-    def __init__(self, config: Any, server_state: Any, app_state: dict[str, Any], _loop: Any = None) -> None:
-        self.runtime: Runtime = app_state["taskcast"]
-        self.connections: set[Any] = server_state.connections
-        settings = self.runtime.settings
+    def __init__(
+        self, config: Any = None, server_state: Any = None, app_state: Any = None, _loop: Any = None
+    ) -> None:
+        self.connections: set[Any] = server_state.connections if server_state is not None else set()
         self.conn = ServerProtocol(
-            max_size=settings.websocket.message_size_limit or None,
+            # websockets bounds the whole message across its fragments (RFC 6455 §5.4), closing
+            # with 1009 when it grows past the limit.
+            max_size=self.endpoint.message_size_limit or None,
             select_subprotocol=_select_subprotocol,
             logger=protocol_log,
         )
@@ -67,6 +88,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.client: Client | None = None
         self.close_sent = False
         self._close_timer: asyncio.TimerHandle | None = None
+        self._fragments: list[bytes] | None = None
+        """Parts of a fragmented text message received so far (None: no message in progress)."""
 
     # --- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -79,9 +102,9 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if self._close_timer is not None:
             self._close_timer.cancel()
             self._close_timer = None
+        self._fragments = None
         if self.client is not None:
             self.client.connection_lost()
-            self.runtime.connection_closed(self.client)
             self.client = None
 
     def data_received(self, data: bytes) -> None:
@@ -107,33 +130,30 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
 
     # --- handshake and frames ------------------------------------------------------------------
 
-    def _reject(self, status: HTTPStatus, text: str) -> None:
+    def _reject(self, status: HTTPStatus, text: str, retry_after: int | None = None) -> None:
         response = self.conn.reject(status, text)
+        if retry_after is not None:
+            response.headers["Retry-After"] = str(retry_after)
         self.conn.send_response(response)
         self._send_pending()
         if self.transport is not None:
             self.transport.close()
 
     def _handshake(self, request: Request) -> None:
-        runtime = self.runtime
-        settings = runtime.settings
+        endpoint = self.endpoint
         path = request.path.split("?", 1)[0]
-        if settings.websocket.disabled or path != settings.websocket.handler_prefix:
+        if path != endpoint.handler_prefix:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
         origin = request.headers.get("Origin")
-        if not origin_allowed(origin, settings.client.allowed_origins, request.headers.get("Host")):
+        if not origin_allowed(origin, endpoint.allowed_origins, request.headers.get("Host")):
             log.info("websocket origin refused: %s", origin)
             self._reject(HTTPStatus.FORBIDDEN, "origin not allowed")
             return
-        refusal = runtime.admit()
+        refusal = endpoint.admit()
         if refusal is not None:
-            busy = self.conn.reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections")
-            busy.headers["Retry-After"] = str(refusal)
-            self.conn.send_response(busy)
-            self._send_pending()
-            if self.transport is not None:
-                self.transport.close()
+            # 503 at the handshake, as Centrifugo answers: the SDKs retry it with backoff.
+            self._reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections", refusal)
             return
         response: Response = self.conn.accept(request)
         self.conn.send_response(response)
@@ -142,17 +162,30 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
-        self.client = runtime.new_client(self)
+        self.client = endpoint.connect(self)
 
     def _frame(self, frame: Frame) -> None:
         client = self.client
         if client is None:
             return
-        if frame.opcode is Opcode.TEXT:
-            client.feed(bytes(frame.data))
-        elif frame.opcode is Opcode.BINARY:
+        opcode = frame.opcode
+        if opcode is Opcode.TEXT:
+            if frame.fin:
+                client.feed(bytes(frame.data))
+            else:
+                self._fragments = [bytes(frame.data)]
+        elif opcode is Opcode.CONT:
+            # RFC 6455 §5.4: a message may be split into a first frame and continuation frames
+            # (proxies do it); websockets has checked their order and the total size.
+            if self._fragments is None:
+                return  # continuation of a binary message: refused below at its first frame
+            self._fragments.append(bytes(frame.data))
+            if frame.fin:
+                message, self._fragments = b"".join(self._fragments), None
+                client.feed(message)
+        elif opcode is Opcode.BINARY:
             client.disconnect(codes.DISCONNECT_INAPPROPRIATE_PROTOCOL)
-        elif frame.opcode is Opcode.CLOSE:
+        elif opcode is Opcode.CLOSE:
             client.connection_lost()
 
     def _send_pending(self) -> None:
@@ -180,12 +213,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing() or self.close_sent:
             return
-        if shared is not None:
-            transport.write(shared.ws_frame)
-        elif len(payloads) == 1:
-            transport.write(ws_text_frame(payloads[0]))
-        else:
-            transport.write(ws_text_frame(b"\n".join(payloads)))
+        transport.write(framing.ws_frame(payloads, shared))
 
     def buffered_bytes(self) -> int:
         transport = self.transport
@@ -208,4 +236,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self._closing()
 
 
-__all__ = ["GatewayWebSocketProtocol", "Headers"]
+def protocol_class(endpoint: WebSocketEndpoint) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn instantiates per upgrade, bound to ``endpoint``."""
+
+    class BoundWebSocketProtocol(GatewayWebSocketProtocol):
+        pass
+
+    BoundWebSocketProtocol.endpoint = endpoint
+    return BoundWebSocketProtocol

@@ -282,6 +282,47 @@ async def test_history_selection(
     assert result.position == position
 
 
+FAR_OFFSETS = [10**14, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 10**30]
+FAR_LIMITS = [2**31 - 1, 10**14, 2**63 - 1, 2**63, 2**64 - 1, 10**30]
+
+
+@pytest.mark.parametrize("offset", FAR_OFFSETS)
+async def test_history_since_a_far_offset_answers_like_any_offset_past_the_top(
+    broker: Broker, offset: int
+) -> None:
+    # Defect 5: from 10^14 on, Redis answered error 100 (Lua formats such numbers as "1e+14").
+    # Any offset a client sends is a question with an answer: nothing after it, all before it.
+    await publish_many(broker, "ch", 3)
+    position = await top(broker, "ch")
+    far = StreamPosition(offset, position.epoch)
+
+    forward = await broker.history("ch", HISTORY, since=far, limit=-1)
+    backward = await broker.history("ch", HISTORY, since=far, limit=2, reverse=True)
+
+    assert (forward.publications, forward.position) == ([], position)
+    assert [p.offset for p in backward.publications] == [3, 2]
+    assert backward.position == position
+
+
+@pytest.mark.parametrize("limit", FAR_LIMITS)
+async def test_history_with_a_far_limit_reads_everything(broker: Broker, limit: int) -> None:
+    await publish_many(broker, "ch", 3)
+    position = await top(broker, "ch")
+
+    assert await history_offsets(broker, "ch", limit=limit) == [1, 2, 3]
+    assert await history_offsets(broker, "ch", limit=limit, reverse=True) == [3, 2, 1]
+    assert await history_offsets(broker, "ch", since=StreamPosition(1, position.epoch), limit=limit) == [2, 3]
+
+
+async def test_history_with_negative_offset_or_limit_reads_like_zero_offset_and_all(broker: Broker) -> None:
+    await publish_many(broker, "ch", 3)
+    epoch = (await top(broker, "ch")).epoch
+
+    assert await history_offsets(broker, "ch", since=StreamPosition(-5, epoch), limit=-7) == [1, 2, 3]
+    assert await history_offsets(broker, "ch", since=StreamPosition(-5, epoch), reverse=True) == []
+    assert await history_offsets(broker, "ch", limit=-(2**63)) == [1, 2, 3]
+
+
 async def test_history_selection_matches_a_reference_model_after_trimming(broker: Broker) -> None:
     # size 4 after 7 publishes keeps offsets 4..7.
     options = HistoryOptions(size=4, ttl_seconds=60, meta_ttl_seconds=600)
@@ -726,11 +767,14 @@ async def test_memory_handler_failure_does_not_fail_publish(caplog: pytest.LogCa
 
     with caplog.at_level(logging.ERROR):
         result = await broker.publish("ch", pub(), HISTORY)
-        await broker.publish_join("ch", ALICE)
-        await broker.publish_leave("ch", ALICE)
+        for _ in range(100):
+            await broker.publish("ch", pub(), HISTORY)
+            await broker.publish_join("ch", ALICE)
+            await broker.publish_leave("ch", ALICE)
 
     assert result.position is not None and result.position.offset == 1
-    assert len([r for r in caplog.records if r.exc_info]) == 3
+    # One line with the first traceback for the whole run, not one per message (defect 6).
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info
 
 
 async def test_memory_run_sweeps_until_cancelled() -> None:

@@ -1,8 +1,15 @@
-"""Server HTTP API in-process (httpx ASGITransport over the real app and memory engine)."""
+"""Server HTTP API in-process (httpx ASGITransport over the real app and memory engine): typed
+parsing (a wrong type is 107 in every method), error values that retain nothing, and the routes
+(prefixes, ``http_api.disabled``, the root document)."""
 
 from __future__ import annotations
 
+import gc
+import json
+import tracemalloc
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -147,3 +154,119 @@ async def test_legacy_single_endpoint(api):
     r = await api.post("/api", content=body)
     lines = r.text.split("\n")
     assert '"offset":1' in lines[0] and '"nodes"' in lines[1]
+
+
+WRONG_TYPES: list[tuple[str, Any]] = [
+    ("publish", {"channel": 5, "data": 1}),
+    ("publish", {"channel": "c"}),
+    ("publish", {"channel": "c", "data": 1, "skip_history": "yes"}),
+    ("publish", {"channel": "c", "data": 1, "tags": {"a": 1}}),
+    ("publish", {"channel": "c", "data": 1, "idempotency_key": 7}),
+    ("broadcast", {"channels": "c", "data": 1}),
+    ("broadcast", {"channels": [1], "data": 1}),
+    ("subscribe", {"user": 5, "channel": "c"}),
+    ("subscribe", {"user": "u", "channel": "c", "recover_since": {"offset": "1", "epoch": "e"}}),
+    ("subscribe", {"user": "u", "channel": "c", "override": {"presence": True}}),
+    ("unsubscribe", {"user": 5, "channel": "c"}),
+    ("disconnect", {"user": 5}),
+    ("disconnect", {"user": "u", "client": 5}),
+    ("disconnect", {"user": "u", "whitelist": "c1"}),
+    ("disconnect", {"user": "u", "disconnect": {"code": "4000", "reason": "x"}}),
+    ("disconnect", {"user": "u", "disconnect": {"code": True}}),
+    ("refresh", {"user": 5}),
+    ("refresh", {"user": "u", "expired": "no"}),
+    ("refresh", {"user": "u", "expire_at": 1.5}),
+    ("presence", {"channel": 5}),
+    ("presence_stats", {"channel": ["c"]}),
+    ("history", {"channel": "c", "limit": "1"}),
+    ("history", {"channel": "c", "since": {"offset": -1, "epoch": ""}}),
+    ("history", {"channel": "c", "reverse": 1}),
+    ("history_remove", {"channel": None}),
+    ("channels", {"pattern": 5}),
+    ("rpc", {"method": 5}),
+    ("info", []),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "params"), WRONG_TYPES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(WRONG_TYPES)]
+)
+async def test_wrong_types_are_107_in_every_method(api, method, params):
+    r = await api.post(f"/api/{method}", json=params)
+    assert r.json() == {"error": {"code": 107, "message": "bad request"}}, (method, params)
+
+
+async def test_batch_and_legacy_apply_the_same_parser(api):
+    r = (await api.post("/api/batch", json={"commands": [{"disconnect": {"user": 5}}]})).json()
+    assert r["replies"] == [{"error": {"code": 107, "message": "bad request"}}]
+    r2 = await api.post("/api", content=b'{"method":"disconnect","params":{"user":5}}')
+    assert json.loads(r2.text) == {"error": {"code": 107, "message": "bad request"}}
+
+
+async def test_bad_requests_retain_no_memory(api):
+    """Defect 2: a module-level exception raised again and again chains every raise's traceback
+    (and the 100 kB request its frames hold) onto itself. 1,000 bad 100 kB publishes must leave
+    the heap where it was (measured by tracemalloc after a collection, not by time)."""
+    body = json.dumps({"channel": 5, "data": "x" * 100_000})
+    for _ in range(20):  # warm-up: caches, connection pools, first-use allocations
+        await api.post("/api/publish", content=body)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(1000):
+            r = await api.post("/api/publish", content=body)
+            assert r.json()["error"]["code"] == 107
+        gc.collect()
+        retained = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert retained < 10 * 1024 * 1024, f"{retained / 1e6:.1f} MB retained by 1,000 bad requests"
+
+
+# --- routes ---------------------------------------------------------------------------------------
+
+
+async def _client(tmp_path: Path, config: dict[str, Any]) -> httpx.AsyncClient:
+    path = tmp_path / "gateway.json"
+    path.write_text(json.dumps({"http_api": {"key": KEY}, **config}))
+    settings, _ = load_settings(str(path), {})
+    app = create_app(settings, Runtime(settings))
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://gw", headers={"X-API-Key": KEY}
+    )
+
+
+async def test_root_answers_a_short_json_document(tmp_path):
+    async with await _client(tmp_path, {"health": {"enabled": True}}) as http:
+        r = await http.get("/")
+        assert r.status_code == 200
+        doc = r.json()
+        assert doc["name"] and doc["version"]
+        links = doc["links"]
+        assert links["websocket"] == "/connection/websocket"
+        assert links["api"] == "/api" and links["health"] == "/health" and links["docs"]
+
+
+async def test_http_api_disabled_removes_the_api_routes(tmp_path):
+    async with await _client(tmp_path, {"http_api": {"key": KEY, "disabled": True}}) as http:
+        assert (await http.post("/api/publish", json={"channel": "c", "data": 1})).status_code == 404
+        assert (await http.post("/api", content=b"")).status_code == 404
+        assert "api" not in (await http.get("/")).json()["links"]
+
+
+async def test_handler_prefixes_move_the_routes(tmp_path):
+    config = {
+        "http_api": {"key": KEY, "handler_prefix": "/srv"},
+        "health": {"enabled": True, "handler_prefix": "/healthz"},
+        "prometheus": {"enabled": True, "handler_prefix": "/prom"},
+    }
+    async with await _client(tmp_path, config) as http:
+        assert (await http.post("/srv/info", json={})).json()["result"]["nodes"]
+        assert (await http.post("/api/info", json={})).status_code == 404
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/health")).status_code == 404
+        assert "centrifugo_node_num_clients" in (await http.get("/prom")).text
+        assert (await http.get("/metrics")).status_code == 404
+        links = (await http.get("/")).json()["links"]
+        assert links["api"] == "/srv" and links["health"] == "/healthz" and links["metrics"] == "/prom"

@@ -13,6 +13,7 @@ from gateway.app import Runtime
 from gateway.config import load_settings
 from gateway.hub import SharedPush
 from gateway.protocol import codes
+from gateway.protocol.policy import ServerSub
 
 ENV = {
     "TASKCAST_CLIENT_INSECURE": "true",
@@ -51,7 +52,7 @@ class Recorder:
 
 async def _subscribed(runtime: Runtime, channel: str) -> Recorder:
     rec = Recorder()
-    client = runtime.new_client(rec)
+    client = runtime.clients.connect(rec)
     client.feed(b'{"id":1,"connect":{}}\n{"id":2,"subscribe":{"channel":"%s"}}' % channel.encode())
     await rec.next("connect")
     reply = await rec.next("subscribe")
@@ -100,14 +101,11 @@ async def test_server_side_subscription_gap_disconnects_3010():
     runtime = Runtime(settings)
     node = runtime.node
     rec = Recorder()
-    client = runtime.new_client(rec)
+    client = runtime.clients.connect(rec)
     client.feed(b'{"id":1,"connect":{}}')
     await rec.next("connect")
-    from gateway import subscribe as subscribing
-
-    await subscribing.subscribe_server_side(client, "srv", subscribing.ServerSub(), None)
-    sub = client.session.subscriptions["srv"]
-    subscribing.go_live(client, sub)
+    client.subscribe_server_side("srv", ServerSub(), None)
+    await rec.next("subscribe")
     opts = settings.channel_options("srv")
     assert opts is not None
     await node.broker.unsubscribe("srv")

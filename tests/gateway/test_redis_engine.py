@@ -334,7 +334,7 @@ async def test_silent_pubsub_is_detected_by_the_probe(server: RedisServer) -> No
     proxy = await BlackholeProxy(server.port).start()
     events = Recorder()
     config = redis_engine.settings(f"redis://127.0.0.1:{proxy.port}/0", prefix="p")
-    broker = redis_engine.broker(config, probe_interval_seconds=0.1)
+    broker = redis_engine.broker(config, probe_interval_seconds=0.1, probe_timeout_seconds=0.3)
     broker.set_handler(events)
     try:
         async with running(broker):
@@ -434,7 +434,7 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> Non
         connect_timeout=0.5,
     )
     events = Recorder()
-    broker = redis_engine.broker(config, probe_interval_seconds=0.2)
+    broker = redis_engine.broker(config, probe_interval_seconds=0.2, probe_timeout_seconds=0.6)
     broker.set_handler(events)
     try:
         async with admin_of(f"redis://127.0.0.1:{sentinel_port}") as sentinel_admin, asyncio.timeout(15):

@@ -1,10 +1,26 @@
-"""The sans-I/O session: command ordering, pongs, subscription limits, positions."""
+"""The sans-I/O session without an event loop: frames in, encoded replies and deadlines out;
+command ordering, pings/pongs, expiry, subscription limits, positions."""
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
+import orjson
+
 from gateway.protocol import codes
 from gateway.protocol.messages import Command, ConnectRequest, Method, SendRequest, SubscribeRequest
-from gateway.protocol.session import Delivery, Execute, Pong, Session, State, Subscription
+from gateway.protocol.session import (
+    Delivery,
+    Execute,
+    ExpireSubscription,
+    Pong,
+    SendPing,
+    Session,
+    SessionConfig,
+    State,
+    Subscription,
+)
 
 CONNECT = Command(1, Method.CONNECT, ConnectRequest())
 SUBSCRIBE = Command(2, Method.SUBSCRIBE, SubscribeRequest("c"))
@@ -59,7 +75,7 @@ def test_pong_clears_outstanding_ping():
 
 
 def test_limits_count_all_subscriptions_and_namespace_quota():
-    s = Session(channel_limit=3)
+    s = Session(config=SessionConfig(channel_limit=3))
     s.add_subscription(Subscription("task_detail:t/1", "task_detail"))
     s.add_subscription(Subscription("task_detail:t/2", "task_detail"))
     assert s.check_subscribe("task_detail:t/1", "task_detail", 0) == codes.ERROR_ALREADY_SUBSCRIBED
@@ -81,3 +97,135 @@ def test_positioned_subscription_classifies_live_publications():
     assert sub.check_position(7, "other") is Delivery.INSUFFICIENT_STATE
     plain = Subscription("c", "")
     assert plain.check_position(100, "x") is Delivery.DELIVER
+
+
+# --- frames in, frames out (no event loop) --------------------------------------------------
+
+CFG = SessionConfig(
+    ping_interval=10, pong_timeout=3, stale_close_delay=5, expired_close_delay=2, expired_sub_close_delay=1
+)
+
+
+def _connected(now: float = 100.0, **config: Any) -> Session:
+    s = Session(config=dataclasses.replace(CFG, **config), now=now)
+    (action,) = s.receive_frame(b'{"id":1,"connect":{}}')
+    assert isinstance(action, Execute)
+    s.connected(now=now, first_ping_delay=10)
+    return s
+
+
+def test_frame_in_commands_out_in_order_and_bad_frames_become_3501():
+    s = Session()
+    actions = s.receive_frame(b'{"id":1,"connect":{}}\n{"id":2,"subscribe":{"channel":"c"}}')
+    assert [a.command.id for a in actions if isinstance(a, Execute)] == [1, 2]
+    bad = Session()
+    assert bad.receive_frame(b"{nope") == [codes.DISCONNECT_BAD_REQUEST]
+    assert bad.protocol_error is not None
+    # classification stops at the first disconnect: nothing after it runs
+    s2 = Session()
+    actions = s2.receive_frame(b'{"id":1,"connect":{}}\n{"id":2,"connect":{}}\n{"id":3,"rpc":{}}')
+    assert actions[1:] == [codes.DISCONNECT_BAD_REQUEST]
+
+
+def test_replies_are_encoded_through_the_codec():
+    s = _connected()
+    result = s.connect_result(client="c1", version="v", now=100.0, session="s1")
+    assert orjson.loads(s.reply(1, Method.CONNECT, result)) == {
+        "id": 1,
+        "connect": {"client": "c1", "version": "v", "ping": 10, "pong": True, "session": "s1"},
+    }
+    assert orjson.loads(s.error(2, codes.ERROR_INTERNAL)) == {
+        "id": 2,
+        "error": {"code": 100, "message": "internal server error", "temporary": True},
+    }
+
+
+def test_unidirectional_connect_result_has_ping_but_no_pong():
+    s = _connected(unidirectional=True)
+    result = s.connect_result(client="c", version="v", now=100.0)
+    assert result.ping == 10 and result.pong is None
+
+
+def test_expiry_is_in_connect_result_and_refresh():
+    s = Session(config=CFG, now=100.0)
+    s.set_expiry(130.5)
+    s.connected(now=100.0)
+    result = s.connect_result(client="c", version="v", now=100.0)
+    assert (result.expires, result.ttl) == (True, 30)
+    assert s.refresh_result(now=130.4).ttl == 1  # never 0 while not expired
+
+
+def test_stale_deadline_closes_3502_unless_connected():
+    s = Session(config=CFG, now=100.0)
+    assert s.next_deadline() == 105.0
+    assert s.on_deadline(104.9) == []
+    assert s.on_deadline(105.0) == [codes.DISCONNECT_STALE]
+    ok = _connected()
+    assert ok.on_deadline(105.0) == []
+
+
+def test_ping_pong_cycle_and_no_pong_3012():
+    s = _connected()
+    assert s.next_deadline() == 110.0
+    (ping,) = s.on_deadline(110.0)
+    assert ping == SendPing(b"{}") and s.ping_outstanding
+    assert s.next_deadline() == 113.0  # the pong deadline
+    assert s.receive(PONG) == Pong() and not s.ping_outstanding
+    assert s.next_deadline() == 120.0  # next ping; the pong deadline is gone
+    assert s.on_deadline(120.0) == [SendPing(b"{}")]
+    assert s.on_deadline(123.0) == [codes.DISCONNECT_NO_PONG]
+
+
+def test_unidirectional_pings_expect_no_pong():
+    s = _connected(unidirectional=True)
+    assert s.on_deadline(110.0) == [SendPing(b"{}")]
+    assert not s.ping_outstanding and s.next_deadline() == 120.0
+
+
+def test_connection_expiry_3005_after_the_close_delay_and_refresh_moves_it():
+    s = _connected(ping_interval=0)
+    s.set_expiry(150.0)
+    assert s.next_deadline() == 152.0
+    assert s.on_deadline(151.9) == []
+    s.set_expiry(200.0)  # refreshed meanwhile
+    assert s.on_deadline(152.0) == []
+    assert s.on_deadline(202.0) == [codes.DISCONNECT_EXPIRED]
+
+
+def test_subscription_expiry_client_side_unsubscribes_server_side_disconnects():
+    s = _connected(ping_interval=0)
+    client_sub = Subscription("a", "", expire_at=120.0)
+    server_sub = Subscription("b", "", server_side=True, expire_at=130.0)
+    for sub in (client_sub, server_sub):
+        s.add_subscription(sub)
+        s.schedule_sub_expiry(sub)
+    assert s.next_deadline() == 121.0
+    assert s.on_deadline(121.0) == [ExpireSubscription("a")]
+    assert s.on_deadline(121.0) == []  # reported once
+    assert s.on_deadline(131.0) == [codes.DISCONNECT_SUB_EXPIRED]
+
+
+def test_removed_or_refreshed_subscription_does_not_expire():
+    s = _connected(ping_interval=0)
+    sub = Subscription("a", "", expire_at=120.0)
+    s.add_subscription(sub)
+    s.schedule_sub_expiry(sub)
+    sub.expire_at = 500.0
+    s.schedule_sub_expiry(sub)
+    assert s.on_deadline(121.0) == []
+    s.remove_subscription("a")
+    assert s.next_deadline() is None
+
+
+def test_connect_error_stops_reading_and_pinging():
+    s = Session(config=CFG, now=100.0)
+    s.receive_frame(b'{"id":1,"connect":{}}')
+    s.connect_rejected()
+    assert s.receive_frame(b'{"id":2,"subscribe":{"channel":"c"}}') == []
+    assert s.next_deadline() == 105.0  # only the stale deadline remains
+
+
+def test_closed_session_has_no_deadlines():
+    s = _connected()
+    s.closed()
+    assert s.next_deadline() is None and s.on_deadline(1e12) == []

@@ -72,7 +72,8 @@ async def _close_code(ws: ClientConnection, within: float = 10.0) -> int | None:
 
 
 async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
-    gw = gateway({"client": {"queue_max_size": 1048576}})  # a busy test loop may lag a few messages
+    # A busy test loop may lag a few messages: the queue bound is generous.
+    gw = gateway({"client": {"queue_max_size": 1048576}, "prometheus": {"enabled": True}})
     async with connect(gw.ws_url, max_queue=1) as slow_ws, connect(gw.ws_url) as fast_ws:
         fast = await _connected(gw, fast_ws, "fast")
         await fast.call("subscribe", {"channel": "hot"})
@@ -95,7 +96,13 @@ async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
                 if "push" in msg:
                     got.append(msg["push"]["pub"]["data"]["n"])
         assert got == list(range(300))
-        assert await _close_code(slow_ws) == 3008
+        # The 3008 close frame queues behind what the slow peer never read; when this test reads
+        # it later than the gateway's close timeout (a loaded machine), the socket was dropped
+        # instead. Either way the server disconnected it with 3008, once, which its metric shows.
+        assert await _close_code(slow_ws) in (3008, None)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"{gw.url}/metrics")).text
+        assert 'centrifugo_client_num_server_disconnects_total{code="3008"} 1.0' in text, text[-2000:]
     assert gw.health_ok()
 
 
@@ -134,6 +141,29 @@ async def test_user_connection_limit_3504(gateway):
         await _connected(gw, a, "same")
         await b.send(json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "same")}}))
         assert await _close_code(b) == 3504
+
+
+async def test_connection_limit_is_503_at_the_handshake_and_a_retry_gets_in(gateway):
+    """Defect 8: ``client.connection_limit`` answers the handshake with 503 + Retry-After (the
+    SDKs retry it) instead of accepting and closing with the terminal 3504 after connect."""
+    gw = gateway({"client": {"connection_limit": 2}})
+    async with connect(gw.ws_url) as a, connect(gw.ws_url) as b:
+        await _connected(gw, a, "a")
+        await _connected(gw, b, "b")
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(gw.ws_url):
+                pass
+        assert info.value.response.status_code == 503
+        assert int(info.value.response.headers["Retry-After"]) >= 1
+    async with asyncio.timeout(10):  # both left: a retry is admitted once the node counted them out
+        while True:
+            try:
+                async with connect(gw.ws_url) as ws:
+                    await _connected(gw, ws, "c")
+                    return
+            except InvalidStatus as exc:
+                assert exc.response.status_code == 503
+                await asyncio.sleep(0.05)  # the SDK's retry backoff, shortened
 
 
 async def test_connection_rate_limit_answers_503_with_retry_after(gateway):
@@ -228,7 +258,8 @@ async def test_subscribe_with_recovery_while_publishing_loses_and_duplicates_not
             sub = reply["subscribe"]
             assert sub["recovered"] is True
             offsets = [p["offset"] for p in sub.get("publications", [])]
-            async with asyncio.timeout(10):
+            # A generous bound: on a loaded machine 300 sequential API publishes take seconds.
+            async with asyncio.timeout(60):
                 while len(offsets) < 300:
                     msg = await raw.messages.get()
                     if "pub" in msg.get("push", {}):

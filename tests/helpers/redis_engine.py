@@ -32,6 +32,9 @@ def settings(*addresses: str, prefix: str, io_timeout: float = 2.0, **options: o
 
 def broker(config: RedisSettings, **options: object) -> RedisBroker:
     options.setdefault("probe_interval_seconds", 0.5)
+    # Generous: a loaded machine can leave a healthy PUB/SUB connection unread for seconds, and a
+    # needless rebuild loses the publications sent meanwhile. Tests of silence detection pass theirs.
+    options.setdefault("probe_timeout_seconds", 10.0)
     options.setdefault("reconnect_backoff_seconds", (0.02, 0.2))
     return RedisBroker(build_shards(config), prefix=config.prefix, **options)  # type: ignore[arg-type]
 

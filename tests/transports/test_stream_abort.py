@@ -10,12 +10,7 @@ import pytest
 
 from gateway.protocol import codes
 from gateway.transports import streaming
-from gateway.transports.streaming import StreamResponse, StreamTransport
-
-
-class _Runtime:
-    def __init__(self) -> None:
-        self.streams: set[Any] = set()
+from gateway.transports.streaming import OpenStreams, StreamResponse, StreamTransport
 
 
 class _Client:
@@ -30,7 +25,7 @@ async def test_a_stuck_write_is_abandoned_after_close(monkeypatch: pytest.Monkey
     monkeypatch.setattr(streaming, "CLOSE_GRACE_SECONDS", 0.05)
     transport = StreamTransport("uni_http_stream", sse=False, unidirectional=True)
     client = _Client()
-    response = StreamResponse(_Runtime(), client, transport, {})  # type: ignore[arg-type]
+    response = StreamResponse(OpenStreams(), client, transport, {})  # type: ignore[arg-type]
     stuck = asyncio.Event()
     sent: list[dict[str, Any]] = []
 

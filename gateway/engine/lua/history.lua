@@ -5,6 +5,9 @@
 -- ARGV[1] epoch to use if the meta is missing, ARGV[2] meta ttl ms (0 = no expiry),
 -- ARGV[3] since offset (-1 = none), ARGV[4] limit (-1 = all, 0 = none), ARGV[5] "1" = reverse
 -- Returns {top, epoch, entries}; entries as XRANGE returns them (id "<offset>-0", {"d", payload}).
+-- ARGV[3] and ARGV[4] are decimal integers in [-1, 2^63-1] (the broker clamps them). They go
+-- into the stream ids and COUNT as the strings they came as: a Lua number would be formatted
+-- as "1e+14" from 10^14 on, which Redis refuses (far offsets from clients, defect 5).
 
 local meta = redis.call("HMGET", KEYS[2], "e", "s")
 local epoch = meta[1]
@@ -37,20 +40,20 @@ if ARGV[5] == "1" then
     if since <= 1 then
       return {top, epoch, {}}
     end
-    upper = "(" .. since .. "-0"
+    upper = "(" .. ARGV[3] .. "-0"
   end
   if limit > 0 then
-    entries = redis.call("XREVRANGE", KEYS[1], upper, "-", "COUNT", limit)
+    entries = redis.call("XREVRANGE", KEYS[1], upper, "-", "COUNT", ARGV[4])
   else
     entries = redis.call("XREVRANGE", KEYS[1], upper, "-")
   end
 else
   local lower = "-"
   if since >= 0 then
-    lower = "(" .. since .. "-0"
+    lower = "(" .. ARGV[3] .. "-0"
   end
   if limit > 0 then
-    entries = redis.call("XRANGE", KEYS[1], lower, "+", "COUNT", limit)
+    entries = redis.call("XRANGE", KEYS[1], lower, "+", "COUNT", ARGV[4])
   else
     entries = redis.call("XRANGE", KEYS[1], lower, "+")
   end

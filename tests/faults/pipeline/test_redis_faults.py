@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from redis.asyncio import Redis
 
@@ -63,7 +64,7 @@ class Publisher:
             for i, channel in enumerate(CHANNELS):
                 for task in (f"a{i}", f"b{i}"):
                     reply = await self.publish(channel, task)
-                    assert "result" in reply, reply
+                    assert "result" in reply, (reply, self.gw.log_text()[-4000:])
 
     async def snapshot(self, channel: str) -> dict[str, int]:
         return dict(self.truth[channel])
@@ -218,6 +219,38 @@ async def test_stalled_redis_link_fails_publishes_fast_and_heals(
             healed = await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
             _assert_converged(Checker(streams=await _streams(redis_url, prefix)), [client.log], pub)
     print(f"healed {healed:.2f}s")
+
+
+async def test_redis_outage_is_logged_once_per_state_change_not_per_publish(
+    gateways: Callable[..., GatewayProcess],
+) -> None:
+    """Issue 13, defect 6: every failed publish during an outage logged a traceback (~3,300 in
+    3 s while the relay retried). Now the log tells the outage once, and its end with a count."""
+    server = await RedisServer(None).start()
+    try:
+        gw = gateways(**redis_engine(server.url, unique_prefix()))
+        pub = Publisher(gw)
+        await pub.round(1)
+        server.kill()
+        await wait_for(lambda: not gw.health_ok(), 15, "gateway unhealthy")
+        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=10) as http:
+            for n in range(200):  # a relay retrying through the outage
+                body = {"channel": CHANNELS[0], "data": {"taskId": "a0", "version": 100 + n}}
+                reply = (await http.post(f"{gw.api_url}/publish", json=body)).json()
+                assert reply["error"]["code"] == 100, reply
+        server.spawn()
+        await server.wait_up()
+        await wait_for(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
+        await pub.round(1)
+    finally:
+        server.stop()
+
+    log = gw.log_text()
+    engine_lines = [line for line in log.splitlines() if "gateway.engine" in line]
+    assert "Traceback" not in log, log[-3000:]
+    assert len(engine_lines) <= 8, "\n".join(engine_lines)
+    assert any("(broker): failing" in line for line in engine_lines), engine_lines
+    assert any("(broker): recovered after" in line for line in engine_lines), engine_lines
 
 
 def test_history_ttl_longer_than_meta_ttl_is_refused_at_startup(tmp_path: Path) -> None:

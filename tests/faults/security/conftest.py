@@ -243,6 +243,9 @@ class Control:
     async def _receive(self) -> None:
         while True:
             msg = await self.session.raw.messages.get()
+            if not msg:  # a server ping (§1.4): answer it, as SDKs do, or a long test ends in 3012
+                await self.session.ws.send("{}")
+                continue
             pub = msg.get("push", {}).get("pub")
             if pub is not None:
                 self.received.append(pub["data"]["n"])
@@ -291,9 +294,10 @@ HANDSHAKE = (
 MASK = b"\x01\x02\x03\x04"
 
 
-def ws_frame(payload: bytes, opcode: int = 1) -> bytes:
-    """One final, masked client frame (RFC 6455 §5.2)."""
-    head = bytes([0x80 | opcode])
+def ws_frame(payload: bytes, opcode: int = 1, *, fin: bool = True) -> bytes:
+    """One masked client frame (RFC 6455 §5.2); ``fin=False`` for all but the last fragment of a
+    message, whose later fragments have opcode 0 (continuation, §5.4)."""
+    head = bytes([(0x80 if fin else 0) | opcode])
     n = len(payload)
     if n < 126:
         head += bytes([0x80 | n])

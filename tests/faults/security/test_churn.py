@@ -4,8 +4,9 @@ bare FIN, a reset), while a control client receives every publication of its cha
 the node's counters (clients, subscriptions, channels), the event loop's tasks and the process's
 open fds are back at their baseline and RSS grew by less than RSS_GROWTH_KIB.
 
-CYCLES is 20,000 (issue 10); ``TASKCAST_CHURN_CYCLES`` lowers or raises it. On 2 shared cores
-the run takes ~25-40 s; the test fails rather than hangs past CHURN_BUDGET.
+CYCLES is 20,000 (issue 10); ``TASKCAST_CHURN_CYCLES`` lowers or raises it. On 2 idle cores the
+run takes ~25-40 s, on a loaded machine (other suites beside it) ~90 s: CHURN_BUDGET is a hang
+guard, generous enough for load, not a speed requirement.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from tests.faults.security.conftest import (
 )
 from tests.helpers.gateway_proc import GatewayProcess
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(300)
 
 CYCLES = int(os.environ.get("TASKCAST_CHURN_CYCLES", "20000"))
 WORKERS = 50
 WARMUP = 500
-CHURN_BUDGET = 55.0
+CHURN_BUDGET = 240.0
 RSS_GROWTH_KIB = 16 * 1024
 COUNTERS = (
     "centrifugo_node_num_clients",

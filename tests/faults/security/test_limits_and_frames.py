@@ -9,6 +9,7 @@ subscription_limit_per_connection 2, user_connection_limit 2, message_size_limit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -20,6 +21,7 @@ from tests.faults.security.conftest import (
     metrics,
     raw_ws_open,
     read_until_close,
+    read_ws_frame,
     uid,
     wait_until,
     ws_frame,
@@ -29,6 +31,12 @@ from tests.faults.security.test_tokens import subscribe_outcome
 from tests.helpers.gateway_proc import GatewayProcess
 
 pytestmark = pytest.mark.timeout(60)
+
+
+UPGRADE_HEADERS = (
+    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+)
 
 
 def _connect(secrets: Secrets, user: str = "", cmd_id: int = 1) -> bytes:
@@ -175,3 +183,127 @@ async def test_every_abuse_leaves_no_client_behind(security_gateway: GatewayProc
         return m["centrifugo_node_num_clients"] == 0 and m["centrifugo_node_num_subscriptions"] == 0
 
     await wait_until(clean, 15, "node counters back to zero")
+
+
+def _fragments(message: bytes, parts: int, *, ping_between: bool = False) -> bytes:
+    """``message`` as one text frame + continuation frames (RFC 6455 §5.4), optionally with a
+    ping (a control frame, allowed between fragments) after the first one."""
+    size = -(-len(message) // parts)
+    chunks = [message[i : i + size] for i in range(0, len(message), size)]
+    frames = []
+    for n, chunk in enumerate(chunks):
+        frames.append(ws_frame(chunk, opcode=1 if n == 0 else 0, fin=n == len(chunks) - 1))
+        if n == 0 and ping_between:
+            frames.append(ws_frame(b"p", opcode=9))
+    return b"".join(frames)
+
+
+async def _next_message(reader: asyncio.StreamReader) -> dict:
+    """The next data frame's first message (pongs skipped)."""
+    async with asyncio.timeout(10):
+        while True:
+            opcode, payload = await read_ws_frame(reader)
+            assert opcode != 8, f"closed: {payload!r}"
+            if opcode == 1:
+                return json.loads(payload.split(b"\n")[0])
+
+
+async def test_fragmented_messages_are_reassembled(
+    security_gateway: GatewayProcess, secrets: Secrets, control: Control
+):
+    """A connect split in three frames and a subscribe split in two (with a ping between the
+    fragments) both run whole; the replies come back as for unfragmented messages."""
+    reader, writer = await raw_ws_open(security_gateway.port)
+    try:
+        writer.write(_fragments(_connect(secrets), 3))
+        reply = await _next_message(reader)
+        assert reply.get("id") == 1 and "connect" in reply, reply
+        channel = f"ctl:{uid()}"
+        subscribe = json.dumps({"id": 2, "subscribe": {"channel": channel}}).encode()
+        writer.write(_fragments(subscribe, 2, ping_between=True))
+        reply = await _next_message(reader)
+        assert reply.get("id") == 2 and "subscribe" in reply, reply
+    finally:
+        writer.close()
+    await control.finish()
+
+
+async def test_fragmented_message_over_the_size_limit_closes_1009(
+    security_gateway: GatewayProcess, secrets: Secrets, control: Control
+):
+    """The bound is on the reassembled message (websocket.message_size_limit 4096), not on each
+    fragment: three 2,000-byte fragments are refused."""
+    reader, writer = await raw_ws_open(security_gateway.port)
+    try:
+        writer.write(ws_frame(_connect(secrets)))
+        await _next_message(reader)
+        big = b'{"id":2,"publish":{"channel":"ctl:x","data":"' + b"x" * 5950 + b'"}}'
+        writer.write(_fragments(big, 3))
+        assert await read_until_close(reader) == 1009
+    finally:
+        writer.close()
+    await control.finish()
+
+
+HEAD_PATHS = {
+    "websocket-upgrade": ("GET", "/connection/websocket", UPGRADE_HEADERS),
+    "server-api": ("POST", "/api/publish", ""),
+    "sse": ("GET", "/connection/sse?cf_connect=%7B%7D", ""),
+    "http-stream": ("POST", "/connection/http_stream", ""),
+    "uni-sse": ("GET", "/connection/uni_sse", ""),
+    "emulation": ("POST", "/emulation", ""),
+    "health": ("GET", "/health", ""),
+    "metrics": ("GET", "/metrics", ""),
+    "root": ("GET", "/", ""),
+}
+
+
+async def _send_head(port: int, method: str, path: str, extra: str, padding: int) -> bytes:
+    """Send a request whose head carries a ``padding``-byte header (in 64 KiB writes, stopping
+    when the server hangs up); return what the server answered before closing."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}X-Padding: ".encode())
+        chunk = b"a" * 65536
+        sent = 0
+        try:
+            while sent < padding:
+                writer.write(chunk[: padding - sent])
+                sent += min(len(chunk), padding - sent)
+                await writer.drain()
+            writer.write(b"\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # refused before the end of the head: what it answered is read below
+        received = b""
+        async with asyncio.timeout(10):
+            while len(received) < 12:
+                data = await reader.read(65536)
+                if not data:
+                    break
+                received += data
+        return received
+    except ConnectionResetError:
+        return b""
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+@pytest.mark.parametrize("case", list(HEAD_PATHS))
+async def test_request_head_over_1_mib_is_431_on_every_endpoint(
+    security_gateway: GatewayProcess, control: Control, case: str
+):
+    """Centrifugo's Go server refuses heads over 1 MiB; so does every gateway endpoint, before
+    buffering the rest (a 4 MiB header is cut off after about 1 MiB)."""
+    method, path, extra = HEAD_PATHS[case]
+    answer = await _send_head(security_gateway.port, method, path, extra, 4 << 20)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    await control.finish()
+    assert security_gateway.health_ok()
+
+
+async def test_request_head_under_1_mib_is_served(security_gateway: GatewayProcess):
+    answer = await _send_head(security_gateway.port, "GET", "/health", "", (1 << 20) - 65536)
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:80]

@@ -1,0 +1,293 @@
+"""Typed requests of the server HTTP API (PROTOCOL.md §6) and the one parser that builds them.
+
+Every method's params object is parsed by ``parse(RequestType, params)``: each field is checked
+against its annotation, so a wrong type is error 107 in every method and every field alike
+(``disconnect {"user": 5}`` included), never a silent default. The rules follow Centrifugo's
+JSON decoding: unknown keys are ignored, ``null`` means absent, integers must be JSON integers
+in range (booleans are not integers), and ``data``-like fields keep any JSON value.
+
+The same types are the cluster's user operations (gateway/cluster.py sends them between nodes
+and re-parses them on arrival). Imports nothing from the gateway but the error catalogue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
+
+from gateway.protocol import codes
+
+Json: TypeAlias = object
+"""Any JSON value, kept as parsed (``data``, ``info``, ``params``): the parser checks nothing."""
+
+REQUIRED = {"required": True}
+"""Field metadata: the key must be present (and, for strings and lists, non-empty)."""
+
+INT64 = (-(2**63), 2**63 - 1)
+UINT64 = {"range": (0, 2**64 - 1)}
+
+
+class ApiError(Exception):
+    """A server API failure with a code from the catalogue (gateway/protocol/codes.py). Raise a
+    fresh instance every time: a shared instance would chain every raise's traceback (and the
+    request bodies its frames hold) onto itself forever."""
+
+    def __init__(self, error: codes.Error, detail: str = "") -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.detail = detail
+        """Which field was wrong (for logs only; the reply carries the catalogue message)."""
+
+    @property
+    def code(self) -> int:
+        return self.error.code
+
+    @property
+    def message(self) -> str:
+        return self.error.message
+
+
+def bad_request(detail: str) -> ApiError:
+    return ApiError(codes.ERROR_BAD_REQUEST, detail)
+
+
+# --- request types ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    offset: int = field(default=0, metadata=UINT64)
+    epoch: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BoolValue:
+    """Centrifugo's ``{"value": bool}`` wrapper of subscribe overrides."""
+
+    value: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    presence: BoolValue | None = None
+    join_leave: BoolValue | None = None
+    force_push_join_leave: BoolValue | None = None
+    force_recovery: BoolValue | None = None
+    force_positioning: BoolValue | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRequest:
+    channel: str = field(default="", metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=REQUIRED)
+    b64data: str = ""
+    skip_history: bool = False
+    tags: dict[str, str] | None = None
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BroadcastRequest:
+    channels: list[str] = field(default_factory=list, metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=REQUIRED)
+    b64data: str = ""
+    skip_history: bool = False
+    tags: dict[str, str] | None = None
+    idempotency_key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRequest:
+    user: str = ""
+    channel: str = field(default="", metadata=REQUIRED)
+    info: Json | None = None
+    b64info: str = ""
+    client: str = ""
+    session: str = ""
+    data: Json | None = None
+    b64data: str = ""
+    recover_since: Position | None = None
+    override: Override | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnsubscribeRequest:
+    user: str = ""
+    channel: str = field(default="", metadata=REQUIRED)
+    client: str = ""
+    session: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DisconnectReason:
+    code: int = field(default=0, metadata={"range": (0, 2**32 - 1)})
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DisconnectRequest:
+    user: str = ""
+    client: str = ""
+    session: str = ""
+    whitelist: list[str] = field(default_factory=list)
+    disconnect: DisconnectReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRequest:
+    user: str = ""
+    client: str = ""
+    session: str = ""
+    expired: bool = False
+    expire_at: int = 0
+    info: Json | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRequest:
+    """``presence``, ``presence_stats``, ``history_remove``."""
+
+    channel: str = field(default="", metadata=REQUIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRequest:
+    channel: str = field(default="", metadata=REQUIRED)
+    limit: int = field(default=0, metadata={"range": (-(2**31), 2**31 - 1)})  # int32, as Centrifugo
+    since: Position | None = None
+    reverse: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelsRequest:
+    pattern: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InfoRequest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class RpcRequest:
+    method: str = ""
+    params: Json | None = None
+
+
+# --- the parser --------------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    kind: Any
+    required: bool
+    range: tuple[int, int]
+    default: Any
+
+
+_FIELDS: dict[type[Any], tuple[_Field, ...]] = {}
+
+
+def _fields(cls: type[Any]) -> tuple[_Field, ...]:
+    """The fields of a request type, resolved once per type."""
+    cached = _FIELDS.get(cls)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.append(
+            _Field(
+                f.name,
+                hints[f.name],
+                bool(f.metadata.get("required")),
+                f.metadata.get("range", INT64),
+                default,
+            )
+        )
+    cached = _FIELDS[cls] = tuple(out)
+    return cached
+
+
+def parse(cls: type[T], params: object, where: str = "") -> T:
+    """Build ``cls`` (a request dataclass) from a JSON object.
+
+    Raises:
+        ApiError: 107 when ``params`` is not an object, a required field is missing or empty, or
+            a field has the wrong type or is out of range.
+    """
+    if not isinstance(params, dict):
+        raise bad_request(f"{where or 'params'}: expected an object")
+    values: dict[str, Any] = {}
+    for f in _fields(cls):
+        name = f"{where}.{f.name}" if where else f.name
+        raw = params.get(f.name)
+        if raw is None:
+            # A required JSON value may be null (``"data": null`` publishes null).
+            if f.required and not (f.name in params and _is_json(f.kind)):
+                raise bad_request(f"{name}: required")
+            continue
+        value = _value(f.kind, raw, name, f.range)
+        if f.required and isinstance(value, str | list) and not value:
+            raise bad_request(f"{name}: required")
+        values[f.name] = value
+    return cls(**values)
+
+
+def _is_json(kind: Any) -> bool:
+    return kind is Json or (get_origin(kind) in (Union, types.UnionType) and Json in get_args(kind))
+
+
+def _value(kind: Any, raw: object, name: str, bounds: tuple[int, int]) -> Any:
+    origin = get_origin(kind)
+    if origin in (Union, types.UnionType):
+        (inner,) = [a for a in get_args(kind) if a is not type(None)]
+        return _value(inner, raw, name, bounds)
+    if kind is Json:
+        return raw
+    if kind is str:
+        if not isinstance(raw, str):
+            raise bad_request(f"{name}: expected a string")
+        return raw
+    if kind is bool:
+        if not isinstance(raw, bool):
+            raise bad_request(f"{name}: expected a boolean")
+        return raw
+    if kind is int:
+        if not isinstance(raw, int) or isinstance(raw, bool):
+            raise bad_request(f"{name}: expected an integer")
+        if not bounds[0] <= raw <= bounds[1]:
+            raise bad_request(f"{name}: out of range")
+        return raw
+    if origin is list:
+        (item,) = get_args(kind)
+        if not isinstance(raw, list):
+            raise bad_request(f"{name}: expected an array")
+        return [_value(item, v, f"{name}[{i}]", INT64) for i, v in enumerate(raw)]
+    if origin is dict:
+        _, item = get_args(kind)
+        if not isinstance(raw, dict):
+            raise bad_request(f"{name}: expected an object")
+        return {k: _value(item, v, f"{name}.{k}", INT64) for k, v in raw.items()}
+    if dataclasses.is_dataclass(kind):
+        return parse(kind, raw, name)  # type: ignore[arg-type]
+    raise TypeError(f"unsupported request field type {kind!r}")  # a programming error, not input
+
+
+def to_params(request: Any) -> dict[str, Any]:
+    """The JSON object ``parse`` reads back into the same request (fields at their default are
+    left out)."""
+    out: dict[str, Any] = {}
+    for f in _fields(type(request)):
+        value = getattr(request, f.name)
+        if value == f.default:
+            continue
+        out[f.name] = to_params(value) if dataclasses.is_dataclass(value) else value
+    return out

@@ -1,0 +1,273 @@
+"""Builds the gateway's uvicorn server from settings: the one place that knows uvicorn.
+
+``build_server(settings, served)`` is used by ``taskcast gateway`` (gateway/cli.py), ``taskcast
+up`` (taskcast_up.py) and the benchmarks (which run ``taskcast gateway``). It wires:
+
+* ``GatewayHttpProtocol``: uvicorn's httptools protocol with the two guards every listener needs
+  (Centrifugo's Go server has both): request heads over ``MAX_HEAD_BYTES`` (1 MiB) are refused
+  with 431 before they are buffered, and ``http_server.request_timeout`` bounds how long a
+  connection may take to deliver one whole request (slowloris). WebSocket upgrades pass through
+  it first, so both guards cover the WebSocket handshake too.
+* the WebSocket protocol class and the shutdown hook handed over by the composition root
+  (gateway/app.py builds them; this module never imports it).
+
+uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
+ws=<class>)``). The head bound and the request deadline have no public hook, so
+``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
+uvicorn's version range for that reason. Imports nothing from the gateway but config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.config import Settings
+from gateway.logging_setup import uvicorn_log_level
+
+MAX_HEAD_BYTES = 1 << 20
+"""Largest request head (request line + headers) accepted: Go's ``http.DefaultMaxHeaderBytes``,
+which Centrifugo's HTTP server uses."""
+
+LINGER_SECONDS = 0.5
+"""After refusing a head: how long input is still read (and discarded) before the close."""
+
+
+def _canned(status: bytes, text: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: "
+        + str(len(text)).encode()
+        + b"\r\nconnection: close\r\n\r\n"
+        + text
+    )
+
+
+REQUEST_TIMEOUT_RESPONSE = _canned(b"408 Request Timeout", b"request timeout")
+HEAD_TOO_LARGE_RESPONSE = _canned(b"431 Request Header Fields Too Large", b"request header fields too large")
+
+
+class GatewayHttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol with a head bound and a request deadline.
+
+    Head bound: httptools buffers a header until its end, and uvicorn keeps every header, so a
+    request with a 512 MiB header would be held whole. The bytes received while a head is
+    incomplete are counted; once they pass ``max_head_bytes`` the request is answered 431 and the
+    connection closed, without feeding the parser further. (A head that ends inside the chunk that
+    crosses the bound is also checked exactly, from the parsed URL and headers.)
+
+    Request deadline: uvicorn has no deadline for receiving a request (its keep-alive timer only
+    runs between requests), so a socket that drips header bytes, or never finishes a body, would
+    be held forever. ``request_timeout`` arms a deadline when the connection opens and at each
+    request's first byte; it is disarmed when the request is complete (head and body) or handed to
+    the WebSocket protocol (whose own stale timer then applies). On expiry an unfinished head gets
+    408 and the connection is closed; a stalled body is closed (the app sees ``http.disconnect``).
+    Long-lived stream responses are not affected: their request is complete before they start.
+    """
+
+    max_head_bytes: ClassVar[int] = MAX_HEAD_BYTES
+    request_timeout: ClassVar[float] = 0.0
+
+    _request_deadline: asyncio.TimerHandle | None = None
+    _head_done = True
+    _head_bytes = 0
+    _head_exact = 0
+    _refused = False
+    _linger: asyncio.TimerHandle | None = None
+
+    def _arm(self) -> None:
+        if self.request_timeout > 0 and self._request_deadline is None:
+            self._request_deadline = self.loop.call_later(self.request_timeout, self._request_timed_out)
+
+    def _disarm(self) -> None:
+        if self._request_deadline is not None:
+            self._request_deadline.cancel()
+            self._request_deadline = None
+
+    def _mine(self) -> bool:
+        transport = self.transport
+        return not (transport is None or transport.is_closing() or transport.get_protocol() is not self)
+
+    def _request_timed_out(self) -> None:
+        self._request_deadline = None
+        if not self._mine():
+            return
+        if not self._head_done:
+            self.transport.write(REQUEST_TIMEOUT_RESPONSE)
+        self.transport.close()
+
+    def _refuse_head(self) -> None:
+        self._refused = True
+        self._disarm()
+        if not self._mine():
+            return
+        transport = self.transport
+        transport.write(HEAD_TOO_LARGE_RESPONSE)
+        if transport.can_write_eof():
+            # Closing with unread input makes the kernel send RST, which can destroy the 431
+            # before the peer reads it: half-close, discard the rest for a moment, then close
+            # (what Go's server does for the same reason).
+            transport.write_eof()
+            self._linger = self.loop.call_later(LINGER_SECONDS, transport.close)
+        else:
+            transport.close()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_done = False  # a new connection's first request head is pending
+        self._head_bytes = 0
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if not self._head_done:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if not self._refused and not self._head_done and self._head_bytes > self.max_head_bytes:
+            self._refuse_head()
+
+    def on_message_begin(self) -> None:
+        if self._refused:
+            return
+        self._head_done = False
+        self._head_bytes = 0
+        self._head_exact = 0
+        self._arm()
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        if not self._refused:
+            self._head_exact += len(url)
+            super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._refused:
+            self._head_exact += len(name) + len(value) + 4
+            super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._refused:
+            return
+        self._head_done = True
+        if self._head_exact > self.max_head_bytes:
+            self._refuse_head()  # no ASGI task starts; the parser's later callbacks are ignored
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._refused:
+            return
+        self._disarm()
+        super().on_message_complete()
+
+    def handle_websocket_upgrade(self) -> None:
+        if self._refused:
+            return
+        self._disarm()
+        super().handle_websocket_upgrade()
+
+
+def http_protocol(
+    *, request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES
+) -> type[GatewayHttpProtocol]:
+    """A ``GatewayHttpProtocol`` class bound to these limits (uvicorn builds one per connection)."""
+
+    class BoundHttpProtocol(GatewayHttpProtocol):
+        pass
+
+    BoundHttpProtocol.request_timeout = request_timeout
+    BoundHttpProtocol.max_head_bytes = max_head_bytes
+    return BoundHttpProtocol
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the composition root hands to the server: the ASGI app, the WebSocket protocol class
+    (None: no WebSocket endpoint) and a hook run when graceful shutdown begins."""
+
+    app: Any
+    websocket: type[asyncio.Protocol] | None = None
+    on_shutdown: Callable[[], None] | None = None
+
+
+class GatewayServer(uvicorn.Server):
+    """``uvicorn.Server`` that runs ``on_shutdown`` when graceful shutdown begins (streaming
+    responses never end by themselves: the hook ends them with 3001 before uvicorn waits for
+    connections) and, with ``handle_signals=False``, leaves signals to its owner (``taskcast
+    up`` runs two servers in one loop)."""
+
+    def __init__(
+        self, config: uvicorn.Config, *, on_shutdown: Callable[[], None] | None, handle_signals: bool
+    ) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+        self.handle_signals = handle_signals
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_shutdown is not None:
+            self.on_shutdown()
+        await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if not self.handle_signals:
+            yield
+            return
+        with super().capture_signals():
+            yield
+
+
+def build_server(
+    settings: Settings,
+    served: Served,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    log_level: int | str | None = None,
+    handle_signals: bool = True,
+    timeout_graceful_shutdown: int | None = None,
+) -> GatewayServer:
+    """The uvicorn server of one gateway: ``http_server.address``/``port`` unless overridden,
+    ``http_server.request_timeout``, ``shutdown.timeout``, the head bound, no access log and no
+    ``server`` header."""
+    http = settings.http_server
+    config = uvicorn.Config(
+        served.app,
+        host=host if host is not None else (http.address or "0.0.0.0"),
+        port=port if port is not None else http.port,
+        http=http_protocol(request_timeout=http.request_timeout),
+        ws=served.websocket if served.websocket is not None else "none",
+        lifespan="on",
+        log_level=log_level if log_level is not None else uvicorn_log_level(settings.log.level),
+        # uvicorn's loggers propagate to the root handler (gateway/logging_setup.py), so
+        # ``log.file`` gets them too; uvicorn installs no handlers of its own.
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=(
+            timeout_graceful_shutdown
+            if timeout_graceful_shutdown is not None
+            else max(1, int(settings.shutdown.timeout))
+        ),
+        server_header=False,
+    )
+    return GatewayServer(config, on_shutdown=served.on_shutdown, handle_signals=handle_signals)
