@@ -113,14 +113,14 @@ export function milestone(task) {
     case 'RUNNING':
       return { verb: 'Started', at: task.startedAt || task.createdAt || null };
     default:
-      return { verb: 'Queued', at: task.createdAt || null };
+      return { verb: 'Created', at: task.createdAt || null };
   }
 }
 
 /** The board's state filters: which lifecycle statuses each one shows. */
 export const FILTERS = {
   all: { label: 'All', match: () => true },
-  active: { label: 'In progress', match: (s) => s === 'PENDING' || s === 'RUNNING' },
+  active: { label: 'Active', match: (s) => s === 'PENDING' || s === 'RUNNING' },
   succeeded: { label: 'Succeeded', match: (s) => s === 'SUCCEEDED' },
   failed: { label: 'Failed', match: (s) => s === 'FAILED' },
   cancelled: { label: 'Cancelled', match: (s) => s === 'CANCELLED' },

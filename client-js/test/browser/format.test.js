@@ -50,7 +50,7 @@ test('a finished task shows when it finished, not when it was created', () => {
   const task = { lifecycleStatus: 'SUCCEEDED', createdAt: '2026-12-01T08:06:19Z', startedAt: '2026-12-01T08:06:19.5Z', finishedAt: '2026-12-01T08:06:23.7Z' };
   assert.deepEqual(milestone(task), { verb: 'Finished', at: '2026-12-01T08:06:23.7Z' });
   assert.equal(milestone({ ...task, lifecycleStatus: 'RUNNING', finishedAt: null }).at, task.startedAt);
-  assert.equal(milestone({ ...task, lifecycleStatus: 'PENDING', startedAt: null, finishedAt: null }).verb, 'Queued');
+  assert.equal(milestone({ ...task, lifecycleStatus: 'PENDING', startedAt: null, finishedAt: null }).verb, 'Created');
 });
 
 test('state filter and title search', () => {
