@@ -66,7 +66,7 @@ function renderChooseUser() {
     <p>The board shows one user's tasks. Sign in with a user token (<code>?token=…</code>), or, with the Status API in
       development mode (<code>user_auth.mode: dev</code>, as in <code>taskcast up</code>), pick a user:</p>
     <form id="choose-form" class="choose-form">
-      <input name="user" placeholder="tenant/user" aria-label="tenant/user" pattern="[^/]+/[^/]+" required>
+      <input name="user" placeholder="tenant/user" aria-label="tenant/user" pattern="[^\\/]+\\/[^\\/]+" required>
       <button class="btn primary" type="submit">Open board</button>
     </form>
     <p class="demo-users">Demo users: ${DEMO_USERS.map((u) => `<a href="${esc(urlFor({ user: u }))}">${esc(u)}</a>`).join(' · ')}</p>
@@ -313,6 +313,10 @@ function main() {
         $('#layout').innerHTML = `<section class="choose" data-field="signin-failed"><h1>Could not sign in</h1><p>${esc(
           err.message || 'The Status API refused this user.',
         )}</p><p><a href="${esc(urlFor({ user: null, token: null, task: null }))}">Choose another user</a></p></section>`;
+      } else {
+        const banner = $('#stale-banner');
+        banner.hidden = false;
+        banner.innerHTML = `<strong>The board could not start.</strong> ${esc(err?.message || String(err))}`;
       }
     });
 }

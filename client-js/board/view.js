@@ -161,9 +161,9 @@ export function detailPane(state, taskId, { now, wallNow, detail, behind: behind
   const note = stale
     ? `<div class="notice-box" data-field="detail-unconfirmed">Running, status unconfirmed: live updates are paused. This is the last confirmed state (version ${esc(d.version)}).</div>`
     : d.health === 'DEGRADED'
-      ? `<div class="notice-box DEGRADED" data-field="detail-health">Degraded: ${esc(HEALTH_TEXT.DEGRADED[1].split(': ')[1])}.</div>`
+      ? `<div class="notice-box DEGRADED" data-field="detail-health"><b>Degraded.</b> ${esc(HEALTH_TEXT.DEGRADED[1])}.</div>`
       : d.health === 'STALE'
-        ? `<div class="notice-box STALE" data-field="detail-health">No heartbeat: ${esc(HEALTH_TEXT.STALE[1].split(': ')[1])}.</div>`
+        ? `<div class="notice-box STALE" data-field="detail-health"><b>No heartbeat.</b> ${esc(HEALTH_TEXT.STALE[1])}.</div>`
         : '';
   return `<button class="back" data-action="back">← All tasks</button>
     <div class="detail-head" data-detail-id="${esc(taskId)}" data-version="${esc(d.version)}" data-status="${esc(d.lifecycleStatus)}" data-health="${esc(d.health)}">

@@ -3,10 +3,11 @@
 // API's internal endpoints like a coordinator and workers would.
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { DOCUMENT_STEPS, Relay, ROOT, devUser, startStack } from '../support/services.js';
+import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, startStack } from '../support/services.js';
 import { PHONE, assertClean, boardRows, boardUrl, horizontalOverflow, launch, newPage, openBoard } from './browser.js';
 
 let stack;
@@ -120,6 +121,38 @@ describe('task board', () => {
     await page.close();
   });
 
+  test('health: a STALE step and a DEGRADED task are marked in the list, the detail header and on the step', async () => {
+    const user = 'health';
+    const co = stack.coordinator;
+    const admin = hs256({ sub: 'ops-oncall', roles: ['admin'], exp: Math.floor(Date.now() / 1000) + 600 }, SERVICE_SECRET);
+    const silent = await co.createTask({ owner: user, title: 'Worker went quiet' });
+    await co.step(silent, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    // What the reconciler does when heartbeats stop (seed §7): the running step becomes STALE.
+    const correction = { reason: 'heartbeat timeout (test)', stepId: '01_prepare', businessStatus: 'PREPARING', health: 'STALE' };
+    await co.post(`/admin/v1/tasks/${silent.id}/corrections`, correction, admin);
+    const degraded = await co.createTask({ owner: user, title: 'Indexed without search' });
+    await co.step(degraded, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await co.step(degraded, '01_prepare', 'STEP_COMPLETED', 'PREPARED', { durationMs: 800 });
+    await co.step(degraded, '02_parse', 'STEP_STARTED', 'PARSING');
+    await co.step(degraded, '02_parse', 'STEP_COMPLETED', 'PARSE_COMPLETED', { durationMs: 1500 });
+    await co.step(degraded, '03_store', 'STEP_STARTED', 'PERSISTING');
+    await co.step(degraded, '03_store', 'STEP_FAILED', 'PERSIST_FAILED', {
+      error: { category: 'DEPENDENCY', code: 'SEARCH_INDEX_UNAVAILABLE', retryable: false, userMessage: 'Not added to search yet' },
+    });
+    await co.finish(degraded, 'TASK_COMPLETED', 'COMPLETED', { durationMs: 4000 });
+    const page = await openBoard(browser, boardUrl(stack, user, `&task=${encodeURIComponent(silent.id)}`));
+    await page.waitForSelector(`[data-task-id="${silent.id}"] .health.STALE`);
+    await page.waitForSelector('.detail-head[data-health="STALE"] [data-field="detail-health-chip"]');
+    await page.waitForSelector('[data-step-id="01_prepare"] [data-field="step-health"].STALE');
+    assert.match(await page.textContent('[data-field="detail-health"]'), /status is unconfirmed/);
+    await page.waitForSelector(`[data-task-id="${degraded.id}"][data-status="SUCCEEDED"] .health.DEGRADED`);
+    await page.click(`[data-task-id="${degraded.id}"]`);
+    await page.waitForSelector('.detail-head[data-health="DEGRADED"] [data-field="detail-health-chip"] >> text=Degraded');
+    assert.match(await page.textContent('[data-field="detail-health"]'), /optional step failed/);
+    assertClean(assert, page);
+    await page.close();
+  });
+
   test('deep links: the selected task, filter and search survive a reload; back returns to the list', async () => {
     const user = 'deeplink';
     const co = stack.coordinator;
@@ -172,6 +205,7 @@ describe('task board', () => {
     const page = await newPage(browser);
     await page.goto(`${stack.api.url}/board/?gateway=${encodeURIComponent(stack.gateway.url)}`);
     await page.waitForSelector('[data-field="choose-user"]');
+    await page.screenshot({ path: join(tmpdir(), 'taskcast-board-choose-user.png') });
     assert.equal(await page.getAttribute('#connection-badge', 'data-status'), 'IDLE');
     assert.equal(await page.textContent('#connection-badge .label'), 'Not connected');
     await page.fill('#choose-form input', 't1/chooser');
@@ -182,6 +216,7 @@ describe('task board', () => {
     // The Status API's own root is a landing page pointing here, with the same favicon.
     await page.goto(`${stack.api.url}/`);
     await page.waitForSelector('a[href="/board/"]');
+    await page.screenshot({ path: join(tmpdir(), 'taskcast-landing.png') });
     assertClean(assert, page);
     await page.close();
   });

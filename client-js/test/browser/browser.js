@@ -49,8 +49,9 @@ export async function newPage(browser, viewport = DESKTOP) {
 export async function openBoard(browser, url, { viewport = DESKTOP, waitFor = '#connection-badge[data-status="LIVE"]' } = {}) {
   const page = await newPage(browser, viewport);
   let navigations = 0;
-  page.on('framenavigated', (frame) => {
-    if (frame === page.mainFrame()) navigations += 1;
+  // Document loads only: selecting a task is a same-document navigation (history.pushState).
+  page.on('load', () => {
+    navigations += 1;
   });
   page.navigations = () => navigations;
   await page.goto(url);
