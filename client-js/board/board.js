@@ -130,8 +130,9 @@ function renderDetail(state) {
     }
     return;
   }
+  const entry = state.details?.[ui.selected];
   if (!state.tasks[ui.selected] && !detailOf(state, ui.selected)) {
-    const gone = listLoaded(state) && !hasMore(state);
+    const gone = (listLoaded(state) && !hasMore(state)) || /NOT_FOUND|HTTP_404/.test(entry?.error?.code || '');
     pane.innerHTML = `<button class="back" data-action="back">← All tasks</button><div class="placeholder" data-field="detail-missing"><p>${
       gone ? 'This task is not among your tasks.' : 'Loading the task…'
     }</p></div>`;

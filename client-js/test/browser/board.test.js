@@ -184,6 +184,13 @@ describe('task board', () => {
     await page.close();
   });
 
+  test('a deep link to a task that is not yours says so instead of loading forever', async () => {
+    const page = await openBoard(browser, boardUrl(stack, 'nobody', '&task=not-a-task-of-mine'));
+    await page.waitForSelector('[data-field="detail-missing"] >> text=not among your tasks', { timeout: 15000 });
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
   test('paging: older tasks load when the list is scrolled to its end', async () => {
     const user = 'many';
     const ids = [];
