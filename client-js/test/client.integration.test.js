@@ -201,7 +201,7 @@ for (const transport of ['websocket', 'sse']) {
         timelineOf(feed.state, task.id).map((e) => e.eventType),
         ['TASK_CREATED', 'STEP_STARTED', 'STEP_COMPLETED', 'STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED', 'STEP_STARTED', 'STEP_COMPLETED', 'TASK_COMPLETED'],
       );
-      assert.deepEqual(feed.state.notices.queue.map((x) => x.type), ['TASK_SUCCEEDED']);
+      assert.deepEqual(feed.state.notices.map((x) => x.type), ['TASK_SUCCEEDED']);
       assert.equal(taskList(feed.state).length, 2);
       feed.stop();
     });
