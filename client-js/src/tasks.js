@@ -13,11 +13,12 @@
 // backoff until it succeeds or the feed stops.
 
 import { StatusApi, ApiError } from './api.js';
-import { backoffMs, jittered } from './backoff.js';
+import { jittered } from './backoff.js';
 import { Client, ConfigurationError, UnauthorizedError } from './client.js';
 import { ClientCode } from './codes.js';
 import { Emitter } from './emitter.js';
 import { activeTaskIds, compareVersions, hasTicking, initialState, knownVersions, lruTouch, reduce, timelineGap } from './store.js';
+import { Retries, retryable } from './retry.js';
 import { viewProjector } from './view.js';
 
 const DEFAULTS = {
@@ -31,11 +32,6 @@ const DEFAULTS = {
   retryMaxMs: 30000,
 };
 const BATCH = 100; // status:batchGet accepts at most 100 ids
-
-/** Retry a failed read unless the answer is final (400, 403, 404, ...: retrying cannot help). */
-function retryable(err) {
-  return !(err instanceof ApiError) || err.retryable || err.status === 401 || err.status === 408;
-}
 
 const chunks = (ids) => Array.from({ length: Math.ceil(ids.length / BATCH) }, (_, i) => ids.slice(i * BATCH, (i + 1) * BATCH));
 
@@ -70,7 +66,7 @@ export class TaskFeed extends Emitter {
     this.detailAsked = new Map();
     this.detailOrder = [];
     this.detailSubs = new Map();
-    this.retries = new Map();
+    this.retries = new Retries(this.options, this.random);
     this.ticker = null;
     this.staleTimer = null;
     this.checkTimer = null;
@@ -156,7 +152,6 @@ export class TaskFeed extends Emitter {
     this.ticker = null;
     for (const t of [this.staleTimer, this.checkTimer, this.snapshotTimer]) clearTimeout(t);
     this.staleTimer = this.checkTimer = this.snapshotTimer = null;
-    for (const r of this.retries.values()) clearTimeout(r.timer);
     this.retries.clear();
     this.document?.removeEventListener?.('visibilitychange', this._onVisibility);
     for (const taskId of this.detailSubs.keys()) this.api.releaseSubscription(taskId, this.sessionId).catch(() => {});
@@ -245,25 +240,9 @@ export class TaskFeed extends Emitter {
     }
   }
 
-  // --- retries ------------------------------------------------------------------------------
-
   /** Run `fn` again after a full-jitter backoff (per key: list, detail:<id>, events:<id>, ...). */
   _retry(key, fn, err) {
-    if (!this.running || !retryable(err)) return;
-    const r = this.retries.get(key) || { attempt: 0, timer: null };
-    clearTimeout(r.timer);
-    r.timer = setTimeout(() => {
-      r.timer = null;
-      if (this.running) fn();
-    }, backoffMs(r.attempt++, this.options.retryMinMs, this.options.retryMaxMs, this.random));
-    this.retries.set(key, r);
-  }
-
-  _retryDone(key) {
-    const r = this.retries.get(key);
-    if (!r) return;
-    clearTimeout(r.timer);
-    this.retries.delete(key);
+    if (this.running) this.retries.schedule(key, () => this.running && fn(), err);
   }
 
   // --- list ---------------------------------------------------------------------------------
@@ -272,9 +251,9 @@ export class TaskFeed extends Emitter {
   _realtimeUnavailable() {
     if (!this.running) return;
     clearTimeout(this.snapshotTimer);
-    if (!this.store.list.loaded && !this.listLoad && !this.retries.get('list')?.timer) this._loadList();
+    if (!this.store.list.loaded && !this.listLoad && !this.retries.waiting('list')) this._loadList();
     for (const [taskId, entry] of Object.entries(this.store.details)) {
-      if (!entry.detail && !this.detailLoads.has(taskId) && !this.retries.get(`detail:${taskId}`)?.timer) this._loadDetail(taskId);
+      if (!entry.detail && !this.detailLoads.has(taskId) && !this.retries.waiting(`detail:${taskId}`)) this._loadDetail(taskId);
     }
   }
 
@@ -284,8 +263,7 @@ export class TaskFeed extends Emitter {
       this.listLoad.again = true;
       return this.listLoad.promise;
     }
-    const r = this.retries.get('list');
-    if (r) clearTimeout(r.timer);
+    this.retries.pause('list');
     const subGen = this.userSubscribed ? this.userSubGen : -1;
     const load = { again: false, promise: null };
     this.listLoad = load;
@@ -299,7 +277,7 @@ export class TaskFeed extends Emitter {
         const extra = [];
         for (const ids of chunks(rest)) extra.push(...(await this.api.batchGet({ knownVersions: knownVersions(this.store, ids) })).tasks);
         this.dispatch({ type: 'list/snapshot', tasks: [...page.items, ...extra], at: this.now(), nextCursor: page.nextCursor });
-        this._retryDone('list');
+        this.retries.done('list');
         if (subGen !== -1 && subGen === this.userSubGen && this.userSubscribed) {
           this.listSynced = true;
           this.userReady = true;
@@ -346,7 +324,7 @@ export class TaskFeed extends Emitter {
   async recalibrate() {
     try {
       await this.check({ recalibrate: true });
-      this._retryDone('recalibrate');
+      this.retries.done('recalibrate');
       for (const taskId of Object.keys(this.store.details)) this._loadDetail(taskId);
     } catch (err) {
       this.emit('error', err);
@@ -370,7 +348,7 @@ export class TaskFeed extends Emitter {
   }
 
   _updateConnection() {
-    const live = this.running && this.client?.state === 'connected' && this.userReady && !this.listLoad && !this.retries.has('list');
+    const live = this.running && this.client?.state === 'connected' && this.userReady && !this.listLoad && !this.retries.failing('list');
     if (live) {
       clearTimeout(this.staleTimer);
       this.staleTimer = null;
@@ -459,7 +437,7 @@ export class TaskFeed extends Emitter {
 
   closeDetail(taskId) {
     this.detailOrder = this.detailOrder.filter((x) => x !== taskId);
-    for (const key of [`detail:${taskId}`, `events:${taskId}`]) this._retryDone(key);
+    for (const key of [`detail:${taskId}`, `events:${taskId}`]) this.retries.done(key);
     this.detailAsked.delete(taskId);
     const sub = this.detailSubs.get(taskId);
     if (sub) {
@@ -478,8 +456,7 @@ export class TaskFeed extends Emitter {
       return cur.promise;
     }
     const key = `detail:${taskId}`;
-    const r = this.retries.get(key);
-    if (r) clearTimeout(r.timer);
+    this.retries.pause(key);
     const load = { again: false, promise: null };
     this.detailLoads.set(taskId, load);
     this.dispatch({ type: 'detail/loading', taskId });
@@ -487,7 +464,7 @@ export class TaskFeed extends Emitter {
       try {
         const detail = await this.api.getTask(taskId);
         this.dispatch({ type: 'detail/snapshot', detail, at: this.now() });
-        this._retryDone(key);
+        this.retries.done(key);
       } catch (err) {
         if (!this.store.details[taskId]) return;
         this.dispatch({ type: 'detail/failed', taskId, error: err, retrying: this.running && retryable(err) });
@@ -506,7 +483,7 @@ export class TaskFeed extends Emitter {
     try {
       const page = await this.api.events(taskId, after);
       this.dispatch({ type: 'detail/events', taskId, page });
-      this._retryDone(`events:${taskId}`);
+      this.retries.done(`events:${taskId}`);
     } catch (err) {
       this.dispatch({ type: 'detail/eventsFailed', taskId });
       this.emit('error', err);
