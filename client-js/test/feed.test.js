@@ -39,6 +39,24 @@ describe('failed snapshot reads are retried with backoff (defect 1)', () => {
     feed.stop();
   });
 
+  test('the Status API is unreachable while the gateway restarts: the re-read is retried, then LIVE', async () => {
+    const { api, gw, feed } = setup();
+    await feed.start();
+    await until(() => feed.state.connection === 'LIVE', 'LIVE');
+    const reads = api.count(LIST);
+    api.down = true;
+    gw.dropAll(); // the new gateway does not recover the stream: the list must be read again
+    await until(() => api.count(LIST) >= reads + 3, 'retries while the Status API is down');
+    assert.notEqual(feed.state.connection, 'LIVE');
+    assert.ok(feed.state.tasks.a, 'the last confirmed state stays');
+    api.set('n', 1, 9); // created during the outage: only the snapshot knows it
+    api.down = false;
+    await until(() => feed.state.connection === 'LIVE' && feed.state.tasks.n, 'LIVE with the new task');
+    gw.publish(api.channel, summaryMessage('n', 2, 9));
+    await until(() => feed.state.tasks.n.version === '2', 'pushes apply again');
+    feed.stop();
+  });
+
   test('while the list read fails the state says so and stays not LIVE', async () => {
     const { api, feed } = setup();
     api.failNext(LIST, 1000);
