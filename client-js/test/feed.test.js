@@ -226,6 +226,18 @@ describe('lifecycle (defect 4)', () => {
     assert.equal(feed.running, false);
   });
 
+  test('a 401 from /api/realtime/session rejects start() with UnauthorizedError and stops', async () => {
+    const { api, feed, errors } = setup();
+    api.sessionStatus = 401;
+    await assert.rejects(feed.start(), { name: 'UnauthorizedError' });
+    assert.equal(errors[0].name, 'UnauthorizedError');
+    assert.equal(feed.running, false);
+    assert.equal(feed.state.connection, 'STALE');
+    const calls = api.calls.length;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(api.calls.length, calls, 'no retry loop');
+  });
+
   test('one missing fallback implementation is reported once; the others are used', async () => {
     const api = fakeStatusApi();
     api.set('a', 3, 9);

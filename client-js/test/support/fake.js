@@ -18,6 +18,7 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
     details: { ...details },
     calls: [],
     down: false,
+    sessionStatus: 200,
     failures: [],
     channel: 'task_user:t1/u1',
     failNext(re, n = 1) {
@@ -44,6 +45,7 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
       const body = init.body ? JSON.parse(init.body) : null;
       const p = u.pathname;
       if (p === '/api/realtime/session') {
+        if (api.sessionStatus !== 200) return json(api.sessionStatus, { error: { code: 'UNAUTHENTICATED', message: 'sign in again' } });
         return json(200, { token: 'conn-token', expiresAt: 0, sessionId: 's1', channels: [api.channel] });
       }
       if (p === '/api/realtime/subscription-token') return json(200, { token: `sub-${body.taskId}`, channel: '', expiresAt: 0 });
