@@ -12,7 +12,7 @@
  *   ],
  *   clientOptions: { emulationEndpoint: 'https://rt.example.com/emulation' },
  * });
- * feed.on('change', (state) => render(state));
+ * const stop = feed.subscribe(() => render(feed.getSnapshot()));
  * await feed.start();
  */
 
@@ -116,11 +116,19 @@ export interface ClientEvents {
 }
 
 export declare class UnauthorizedError extends Error {}
+/** No usable transport implementation (e.g. Node 20 without `ws`): reported once, never retried. */
+export declare class ConfigurationError extends Error {
+  readonly code: 'NO_TRANSPORT';
+}
 
 export declare class Client extends Emitter<ClientEvents> {
   constructor(endpoints: string | TransportEndpoint[], options?: ClientOptions);
   readonly state: ClientState;
   readonly transportName: TransportName | '';
+  /** Endpoints whose transport has an implementation here (tried in order). */
+  readonly endpoints: TransportEndpoint[];
+  /** Endpoints skipped for a missing implementation (reported as an `error` of type 'configuration'). */
+  readonly unusable: TransportEndpoint[];
   connect(): void;
   disconnect(): void;
   ready(timeoutMs?: number): Promise<void>;
@@ -338,6 +346,9 @@ export interface DetailEntry {
   floor: string;
   fetching: string | null;
   checkedVersion: string | null;
+  timelineFailed: boolean;
+  syncing: boolean;
+  error: FeedError | null;
 }
 export interface TimelineEntry {
   taskVersion: string;
@@ -352,7 +363,15 @@ export interface TimelineEntry {
 }
 export interface StoreState {
   connection: ConnectionStatus;
-  list: { phase: 'idle' | 'buffering' | 'ready'; buffer: { message: SummaryMessage; at: number }[] };
+  list: {
+    phase: 'idle' | 'buffering' | 'ready';
+    buffer: { message: SummaryMessage; at: number }[];
+    loaded: boolean;
+    syncing: boolean;
+    nextCursor: string | null;
+    loadingMore: boolean;
+    error: FeedError | null;
+  };
   tasks: Record<string, SummaryTask>;
   clocks: Record<string, { elapsedMs: number | null; receivedAt: number }>;
   baseline: Record<string, string>;
@@ -364,7 +383,14 @@ export type StoreAction =
   | { type: 'connection'; status: ConnectionStatus }
   | { type: 'list/subscribed' }
   | { type: 'summary'; message: SummaryMessage; at: number }
-  | { type: 'list/snapshot'; tasks: SummaryTask[]; at: number; final?: boolean }
+  | { type: 'list/snapshot'; tasks: SummaryTask[]; at: number; final?: boolean; nextCursor?: string | null }
+  | { type: 'list/loading' }
+  | { type: 'list/failed'; error: unknown; retrying?: boolean }
+  | { type: 'list/moreLoading'; loading: boolean }
+  | { type: 'list/page'; tasks: SummaryTask[]; nextCursor: string | null; at: number }
+  | { type: 'detail/loading'; taskId: string }
+  | { type: 'detail/failed'; taskId: string; error: unknown; retrying?: boolean }
+  | { type: 'detail/eventsRetry'; taskId: string }
   | { type: 'task/remove'; taskId: string }
   | { type: 'detail/open'; taskId: string }
   | { type: 'detail/close'; taskId: string }
@@ -382,19 +408,90 @@ export declare function initialState(): StoreState;
 export declare function reduce(state: StoreState, action: StoreAction): StoreState;
 export declare function compareVersions(a: string | null | undefined, b: string | null | undefined): -1 | 0 | 1;
 export declare function isTerminal(status: string): boolean;
-export declare function taskList(state: StoreState): SummaryTask[];
+/** What the task selectors read: the reducer's StoreState or TaskFeed's public FeedState. */
+export type TasksState = Pick<StoreState, 'tasks' | 'clocks'>;
+/** Newest first (createdAt, then id). */
+export declare function taskList(state: TasksState): SummaryTask[];
 /** Backend final value at terminal states; elapsedMs + (now − receivedAt) while RUNNING. */
-export declare function displayElapsedMs(state: StoreState, taskId: string, now: number): number | null;
-export declare function hasTicking(state: StoreState): boolean;
-export declare function activeTaskIds(state: StoreState): string[];
-export declare function knownVersions(state: StoreState, ids: string[]): Record<string, string>;
-export declare function timelineOf(state: StoreState, taskId: string): TimelineEntry[];
+export declare function displayElapsedMs(state: TasksState, taskId: string, now: number): number | null;
+export declare function hasTicking(state: TasksState): boolean;
+export declare function activeTaskIds(state: TasksState): string[];
+export declare function knownVersions(state: TasksState, ids: string[]): Record<string, string>;
+/** An open detail's timeline, oldest first. */
+export declare function timelineOf(state: StoreState | FeedState, taskId: string): readonly TimelineEntry[];
 export declare function timelineEntry(taskVersion: string, e: TriggerEvent): TimelineEntry;
 /** Version after which /events must be read, or null. */
 export declare function timelineGap(state: StoreState, taskId: string): string | null;
 export type CardKind = 'document-parse' | 'video-transcode' | 'file-prepare' | 'result-persist' | 'review' | 'generic';
 export declare function cardKind(step: { operationCode: string; data?: DataBody | null }): CardKind;
 export declare function lruTouch(order: string[], id: string, cap: number): { order: string[]; evicted: string[] };
+
+// --- the public view (what TaskFeed hands out) ---------------------------------------------------
+
+/** A failed read, as the state shows it. */
+export interface FeedError {
+  code: string;
+  message: string;
+}
+/** One open detail in the public state. */
+export interface FeedDetail {
+  /** 'ready' once a detail snapshot was applied. */
+  readonly phase: 'loading' | 'ready';
+  /** The detail gate (seed §8.2): render the detail header and steps from here, never mixed with state.tasks. */
+  readonly detail: Omit<DetailMessage, 'triggerEvent'> | null;
+  /** Oldest first. */
+  readonly timeline: readonly TimelineEntry[];
+  /** Contiguous from the oldest available version to detail.version (holes are being read from /events). */
+  readonly timelineComplete: boolean;
+  /** The summary gate has a higher version: a detail snapshot is being read (when not LIVE). */
+  readonly behind: boolean;
+  /** A read of this detail is in flight, waiting for a retry, or the detail is behind. */
+  readonly syncing: boolean;
+  /** The last failed read (cleared by the next snapshot). */
+  readonly error: FeedError | null;
+}
+/**
+ * TaskFeed's public state: immutable, and the same object while nothing changed (so it can be
+ * returned by useSyncExternalStore's getSnapshot). Unchanged tasks and details keep their identity.
+ */
+export interface FeedState {
+  readonly connection: ConnectionStatus;
+  readonly list: {
+    /** 'ready' once any list snapshot was applied: `tasks` is then the last confirmed state. */
+    readonly phase: 'idle' | 'loading' | 'ready';
+    /** A list (re-)read is in flight or waiting for its retry. */
+    readonly syncing: boolean;
+    /** GET /api/tasks has more pages: call feed.loadMore(). */
+    readonly hasMore: boolean;
+    readonly loadingMore: boolean;
+    /** The last failed list read (cleared on success); it is retried with backoff. */
+    readonly error: FeedError | null;
+  };
+  /** taskId → the summary gate's task. */
+  readonly tasks: Readonly<Record<string, SummaryTask>>;
+  /** taskId → base of the locally ticking elapsed time (for displayElapsedMs / taskTimes). */
+  readonly clocks: Readonly<Record<string, { elapsedMs: number | null; receivedAt: number }>>;
+  /** Open details only (feed.openDetail). */
+  readonly details: Readonly<Record<string, FeedDetail>>;
+  /** Notices to show (toasts), oldest first; dismiss with feed.dismissNotice(id). */
+  readonly notices: readonly ShownNotice[];
+}
+/** The durations of seed §9.3 for one task. */
+export interface TaskTimes {
+  /** When the task was queued (created). */
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  /** startedAt − createdAt; null until the task started. */
+  queueMs: number | null;
+  /** Start → authoritative terminal state: the backend's durationMs at terminal states, locally ticking while RUNNING; null before the start. */
+  durationMs: number | null;
+  running: boolean;
+}
+/** @param now performance.now() (the `tick` event's argument) */
+export declare function taskTimes(state: TasksState, taskId: string, now: number): TaskTimes | null;
+/** A memoizing StoreState → FeedState projection (what TaskFeed uses; for your own reducer wiring). */
+export declare function viewProjector(): (state: StoreState) => FeedState;
 
 // --- TaskFeed (effects) ---------------------------------------------------------------------------
 
@@ -410,14 +507,20 @@ export interface TaskFeedOptions {
   staleAfterMs?: number;
   /** Shared elapsed-time ticker period (default 1000). */
   tickMs?: number;
+  /** Page size of GET /api/tasks (first page and feed.loadMore()). Default 50. */
   listLimit?: number;
+  /** Read the list snapshot without a subscription when none is established this long after start (default 3000). */
+  snapshotWaitMs?: number;
+  /** Backoff of failed snapshot reads (list, batchGet, detail, timeline): full jitter between these (default 1000, 30000). */
+  retryMinMs?: number;
+  retryMaxMs?: number;
   now?: () => number;
   random?: () => number;
   /** For visibilitychange recalibration; null to disable (Node). */
   document?: { visibilityState: string; addEventListener: Function; removeEventListener: Function } | null;
 }
 export interface TaskFeedEvents {
-  change: (state: StoreState, action: StoreAction) => void;
+  change: (state: FeedState, action: StoreAction) => void;
   /** The shared timer: re-render elapsed times with displayElapsedMs(state, id, now). */
   tick: (now: number) => void;
   error: (err: unknown) => void;
@@ -425,14 +528,33 @@ export interface TaskFeedEvents {
 }
 export declare class TaskFeed extends Emitter<TaskFeedEvents> {
   constructor(options: TaskFeedOptions);
-  readonly state: StoreState;
+  /** The public state (memoized). */
+  readonly state: FeedState;
+  /** The reducer's internal state (buffers, baselines): for debugging, not for rendering. */
+  readonly store: StoreState;
   readonly client: Client | null;
   readonly api: StatusApi;
+  /** True between start() and stop(). */
+  readonly running: boolean;
+  /**
+   * Start following the user's tasks. Resolves once started (not once LIVE: the list snapshot also
+   * loads while realtime is down); rejects with ConfigurationError (no usable transport) or
+   * UnauthorizedError (401 from /api/realtime/session). Idempotent; start() after stop() works.
+   */
   start(): Promise<void>;
+  /** Stop network activity and timers; keeps the state and emits no change. */
   stop(): void;
+  /** For useSyncExternalStore: calls `fn` after every change; returns the unsubscribe function. Pre-bound. */
+  readonly subscribe: (fn: () => void) => () => void;
+  /** For useSyncExternalStore: the current FeedState (same object until a change). Pre-bound. */
+  readonly getSnapshot: () => FeedState;
   dispatch(action: StoreAction): void;
+  /** Follow one task's detail (subscription + snapshot); past maxDetailSubscriptions the least recently opened closes. */
   openDetail(taskId: string): void;
   closeDetail(taskId: string): void;
+  /** Read the next page of GET /api/tasks (no-op when !state.list.hasMore or already loading). */
+  loadMore(): Promise<void>;
+  dismissNotice(id: string): void;
   /** One status:batchGet of the non-terminal tasks. */
   check(options?: { recalibrate?: boolean }): Promise<void>;
   recalibrate(): Promise<void>;

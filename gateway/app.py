@@ -3,7 +3,7 @@ API, transports and routes, and owns every background task (lifespan). The only 
 knows which engine is used and the only one that wires parts together.
 
 NOTHING in the gateway imports this module (tests/test_layering.py): entry points (gateway/cli.py,
-taskcast_up.py) and tests call ``build(settings)`` and hand the result to gateway/server.py.
+taskcast/up.py) and tests call ``build(settings)`` and hand the result to gateway/server.py.
 Transports get narrow callables (``admit``, ``connect``, ``route``), never this module's objects.
 """
 

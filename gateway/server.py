@@ -1,7 +1,7 @@
 """Builds the gateway's uvicorn server from settings: the one place that knows uvicorn.
 
 ``build_server(settings, served)`` is used by ``taskcast gateway`` (gateway/cli.py), ``taskcast
-up`` (taskcast_up.py) and the benchmarks (which run ``taskcast gateway``). It wires:
+up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wires:
 
 * ``GatewayHttpProtocol``: uvicorn's httptools protocol with the two guards every listener needs
   (Centrifugo's Go server has both): request heads over ``MAX_HEAD_BYTES`` (1 MiB) are refused

@@ -16,7 +16,8 @@ Composition (ARCHITECTURE.md "Embedded default and scale-out"), all bound to ``-
   (``relay.publisher.HttpGatewayPublisher``) — the same path as production, nothing in-process
   special, so ``up`` exercises the real contract.
 * **demo** (unless ``--no-demo``): ``taskcast.demo.run_demo`` talking HTTP to the Status API's
-  internal endpoints with a service JWT, creating tasks until stopped.
+  internal endpoints with a service JWT, creating tasks until stopped and keeping
+  ``DEMO_KEEP_RUNNING`` unfinished tasks per demo user at any time.
 
 Secrets (gateway HMAC key, gateway API key, internal service JWT key, executionToken key) are
 generated once per data dir into ``<data-dir>/secrets.json`` (mode 0600) and never logged.
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("taskcast.up")
 
 DEMO_USERS = ("demo/alice", "demo/bob", "demo/carol")
+DEMO_KEEP_RUNNING = 2  # unfinished demo tasks per user at any time (the board never looks idle)
 SECRET_NAMES = ("gateway_hmac_secret", "gateway_api_key", "service_jwt_secret", "execution_token_secret")
 STARTUP_SECONDS = 30.0
 SHUTDOWN_SECONDS = 10.0
@@ -253,6 +255,7 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
                 stale_after=opts.heartbeat_timeout,
                 reconcile_interval=opts.reconcile_interval,
                 users=DEMO_USERS,
+                keep_running=DEMO_KEEP_RUNNING,
                 stop=demo_stop,
             )
             background.append(asyncio.create_task(demo, name="demo"))
@@ -320,12 +323,17 @@ def _banner(opts: UpOptions) -> None:
         "",
         "Taskcast is up (gateway + Status API + relay in one process).",
         f"  Task board:   {opts.board_url()}",
+        f"  Start page:   {opts.api_url}/   (the board, the API's endpoints, the docs)",
         "  Other users:  " + "  ".join(opts.board_url(u) for u in DEMO_USERS[1:]),
         f"  Gateway:      {opts.gateway_url}   (health {opts.gateway_url}/health)",
         f"  Status API:   {opts.api_url}   (health {opts.api_url}/healthz)",
         f"  Data:         {opts.data_dir.resolve()}   (delete it to start over)",
         "  Demo:         "
-        + ("creating tasks for " + ", ".join(DEMO_USERS) if opts.demo else "off (--no-demo)"),
+        + (
+            f"{DEMO_KEEP_RUNNING} tasks in progress at any time for " + ", ".join(DEMO_USERS)
+            if opts.demo
+            else "off (--no-demo)"
+        ),
         "Press Ctrl-C to stop.",
         "",
     ]

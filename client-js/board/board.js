@@ -1,13 +1,19 @@
-// The demo task board: a TaskFeed rendered with plain DOM. Query parameters:
-//   gateway=http://host:8000   the gateway (default: this host, port 8000)
+// The Taskcast task board: a TaskFeed rendered with plain DOM (markup in view.js, formatting in
+// format.js). Everything the board shows lives in the URL, so a link or a reload opens the same view:
 //   user=tenant/user           dev-mode identity (Status API user_auth.mode: dev), or
 //   token=<JWT>                a user bearer token
+//   task=<taskId>              the selected task (detail pane)
+//   state=all|active|succeeded|failed|cancelled   the state filter;  q=<text>  title search
+//   gateway=http://host:8000   the gateway (default: this host, port 8000)
 //   transports=websocket,sse,http_stream   transport order (fallback on handshake failure)
-import { TaskFeed, cardKind, displayElapsedMs, isTerminal, taskList, timelineOf } from '../src/index.js';
+// Without user or token the board asks who you are instead of connecting.
+import { TaskFeed, displayElapsedMs, taskList } from '../src/index.js';
+import { FILTERS, filterTasks, formatDuration, relativeTime } from './format.js';
+import { detailPane, esc, taskRow } from './view.js';
 
 const params = new URLSearchParams(location.search);
 const gateway = (params.get('gateway') || `${location.protocol}//${location.hostname}:8000`).replace(/\/$/, '');
-const user = params.get('user') || 't1/u1';
+const user = (params.get('user') || '').trim();
 const bearer = params.get('token');
 const order = (params.get('transports') || 'websocket,sse,http_stream').split(',');
 const wsBase = gateway.replace(/^http/, 'ws');
@@ -16,218 +22,304 @@ const ENDPOINTS = {
   sse: { transport: 'sse', endpoint: `${gateway}/connection/sse` },
   http_stream: { transport: 'http_stream', endpoint: `${gateway}/connection/http_stream` },
 };
-
-const OPS = {
-  'FILE.PREPARE': 'Prepare file',
-  'DOCUMENT.PARSE': 'Parse document',
-  'RESULT.PERSIST': 'Save results',
-  'REVIEW.MANUAL': 'Manual review',
-  'VIDEO.TRANSCODE': 'Transcode video',
-};
-const BADGE = { LIVE: 'Live', RECOVERING: 'Reconnecting…', STALE: 'Updates paused' };
+const DEMO_USERS = ['demo/alice', 'demo/bob', 'demo/carol'];
+const BADGE = { IDLE: 'Not connected', LIVE: 'Live', RECOVERING: 'Reconnecting…', STALE: 'Updates paused' };
 const TOAST_MS = 8000;
+const REL_REFRESH_MS = 10000;
 
-const feed = new TaskFeed({
-  api: { baseUrl: '', headers: () => (bearer ? { Authorization: `Bearer ${bearer}` } : { 'X-Taskcast-Dev-User': user }) },
-  endpoints: order.map((t) => ENDPOINTS[t]).filter(Boolean),
-  clientOptions: { emulationEndpoint: `${gateway}/emulation` },
-});
-// For tests and the curious: window.taskcast.feed.state is the store.
-window.taskcast = { feed, shownNotices: [] };
-
-let selected = null;
-let filter = 'all';
+const ui = {
+  selected: params.get('task') || null,
+  filter: FILTERS[params.get('state')] ? params.get('state') : 'all',
+  query: params.get('q') || '',
+};
 const $ = (sel) => document.querySelector(sel);
-const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
-const label = (code) => (code ? code.charAt(0) + code.slice(1).toLowerCase().replace(/_/g, ' ') : '');
-const opName = (code) => OPS[code] || label((code || '').replace(/\./g, ' '));
+// For tests and the curious: window.taskcast.feed is the TaskFeed.
+window.taskcast = { feed: null, shownNotices: [], badgeHistory: [] };
 
-export function formatDuration(ms) {
-  if (ms == null) return '—';
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  const s = ms / 1000;
-  if (s < 60) return `${s.toFixed(1)} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${String(Math.floor(s % 60)).padStart(2, '0')} s`;
-  return `${Math.floor(m / 60)} h ${String(m % 60).padStart(2, '0')} min`;
-}
-const clock = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }) : '');
+// --- URL ------------------------------------------------------------------------------------
 
-function progressOf(task) {
-  if (task.lifecycleStatus === 'SUCCEEDED') return 100;
-  const p = task.currentOperation?.progress;
-  if (p && p.total) return Math.min(100, Math.round((p.current / p.total) * 100));
-  return null;
+function urlFor(changes) {
+  const q = new URLSearchParams(location.search);
+  for (const [k, v] of Object.entries(changes)) {
+    if (v == null || v === '' || (k === 'state' && v === 'all')) q.delete(k);
+    else q.set(k, v);
+  }
+  const s = q.toString();
+  return `${location.pathname}${s ? `?${s}` : ''}`;
 }
 
-function bar(pct, status) {
-  if (pct == null) return status === 'RUNNING' ? `<div class="bar indeterminate"><span></span></div>` : `<div class="bar ${status}"><span style="width:${status === 'FAILED' ? 100 : 0}%"></span></div>`;
-  return `<div class="bar ${status}"><span style="width:${pct}%"></span></div>`;
+/** Selection is a navigation (back returns to the list); filter and search replace the entry. */
+function pushUrl(changes) {
+  history.pushState(null, '', urlFor(changes));
+}
+function replaceUrl(changes) {
+  history.replaceState(null, '', urlFor(changes));
+}
+
+// --- the no-user state ----------------------------------------------------------------------
+
+function renderChooseUser() {
+  document.body.dataset.view = 'choose';
+  $('#layout').innerHTML = `<section class="choose" data-field="choose-user">
+    <div class="empty-art" aria-hidden="true"></div>
+    <h1>Whose tasks?</h1>
+    <p>The board shows one user's tasks. Sign in with a user token (<code>?token=…</code>), or, with the Status API in
+      development mode (<code>user_auth.mode: dev</code>, as in <code>taskcast up</code>), pick a user:</p>
+    <form id="choose-form" class="choose-form">
+      <input name="user" placeholder="tenant/user" aria-label="tenant/user" pattern="[^\\/]+\\/[^\\/]+" required>
+      <button class="btn primary" type="submit">Open board</button>
+    </form>
+    <p class="demo-users">Demo users: ${DEMO_USERS.map((u) => `<a href="${esc(urlFor({ user: u }))}">${esc(u)}</a>`).join(' · ')}</p>
+  </section>`;
+  $('#choose-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const u = new FormData(ev.target).get('user').trim();
+    if (u) location.assign(urlFor({ user: u }));
+  });
+}
+
+// --- rendering --------------------------------------------------------------------------------
+
+let feed = null;
+let started = false; // openDetail/closeDetail only once start() resolved
+const snapshot = () => (typeof feed.getSnapshot === 'function' ? feed.getSnapshot() : feed.state);
+const detailOf = (state, id) => state.details?.[id]?.detail || null;
+const listLoaded = (state) => state.list?.phase === 'ready' || state.list?.loaded === true;
+const hasMore = (state) => Boolean(state.list?.hasMore);
+
+function renderFilters(all) {
+  const counts = Object.fromEntries(Object.keys(FILTERS).map((k) => [k, filterTasks(all, k, '').length]));
+  $('#filters').innerHTML = Object.entries(FILTERS)
+    .map(([k, f]) => `<button data-filter="${k}" class="${k === ui.filter ? 'active' : ''}" aria-pressed="${k === ui.filter}">${f.label}<span class="n">${counts[k]}</span></button>`)
+    .join('');
 }
 
 function renderList(state) {
   const now = performance.now();
+  const wallNow = Date.now();
   const all = taskList(state);
-  const tasks = all.filter((t) => (filter === 'all' ? true : filter === 'active' ? !isTerminal(t.lifecycleStatus) : isTerminal(t.lifecycleStatus)));
-  const running = all.filter((t) => !isTerminal(t.lifecycleStatus)).length;
-  $('#counts').textContent = `${all.length} tasks · ${running} in progress`;
-  $('#empty').hidden = all.length > 0;
-  $('#task-list').innerHTML = tasks
-    .map((t) => {
-      const op = t.currentOperation ? opName(t.currentOperation.operationCode) : label(t.businessStatus);
-      const health = t.health !== 'HEALTHY' ? `<span class="health ${t.health}">${t.health === 'STALE' ? 'Status unconfirmed' : 'Degraded'}</span>` : '';
-      const failure = t.lifecycleStatus === 'FAILED' && t.failureMessage ? `<div class="failure">${esc(t.failureMessage)}</div>` : '';
-      return `<li class="task ${t.id === selected ? 'selected' : ''}" data-task-id="${esc(t.id)}" data-version="${esc(t.version)}" data-status="${t.lifecycleStatus}">
-        <div class="row"><span class="title">${esc(t.title)}</span>${health}<span class="pill ${t.lifecycleStatus}" data-field="status">${t.lifecycleStatus.toLowerCase()}</span></div>
-        ${bar(progressOf(t), t.lifecycleStatus)}
-        <div class="meta"><span>${esc(op)}</span><span>${esc(clock(t.createdAt))}</span><span class="elapsed" data-field="elapsed">${formatDuration(displayElapsedMs(state, t.id, now))}</span></div>
-        ${failure}
-      </li>`;
-    })
-    .join('');
-}
-
-function stepData(step) {
-  const v = step.data?.value || {};
-  switch (cardKind(step)) {
-    case 'document-parse':
-      if (v.totalPages) return `<span>Page <b>${v.currentPage}</b> of <b>${v.totalPages}</b></span>`;
-      if (v.pageCount) return `<span><b>${v.pageCount}</b> pages</span>${v.language ? `<span>Language <b>${esc(v.language)}</b></span>` : ''}`;
-      return '';
-    case 'video-transcode':
-      return v.totalFrames
-        ? `<span>Frame <b>${v.frame}</b> / <b>${v.totalFrames}</b></span>${v.fps != null ? `<span><b>${v.fps}</b> fps</span>` : ''}${v.preset ? `<span>Preset <b>${esc(v.preset)}</b></span>` : ''}`
-        : '';
-    case 'file-prepare':
-      return v.fileName ? `<span><b>${esc(v.fileName)}</b></span>${v.sizeBytes ? `<span>${(v.sizeBytes / 1024).toFixed(0)} KB</span>` : ''}` : '';
-    default:
-      return '';
+  const shown = filterTasks(all, ui.filter, ui.query);
+  const running = all.filter((t) => t.lifecycleStatus === 'RUNNING' || t.lifecycleStatus === 'PENDING').length;
+  const loaded = listLoaded(state);
+  $('#counts').textContent = loaded || all.length ? `${all.length}${hasMore(state) ? '+' : ''} tasks · ${running} in progress` : '';
+  renderFilters(all);
+  $('#task-list').innerHTML = shown.map((t) => taskRow(state, t, { selected: ui.selected, now, wallNow })).join('');
+  let foot = '';
+  if (!loaded && !all.length) {
+    foot = state.list?.error || state.connection === 'STALE'
+      ? `<div class="empty" data-field="list-unavailable"><p>Tasks could not be loaded yet. Retrying…</p></div>`
+      : `<div class="empty loading" data-field="list-loading"><p>Loading tasks…</p></div>`;
+  } else if (!all.length) {
+    foot = `<div class="empty" data-field="list-empty"><div class="empty-art" aria-hidden="true"></div><p>No tasks yet. New tasks appear here the moment they are created.</p></div>`;
+  } else if (!shown.length) {
+    foot = `<div class="empty" data-field="no-match"><p>No ${ui.filter === 'all' ? '' : `${esc(FILTERS[ui.filter].label.toLowerCase())} `}tasks${ui.query ? ` matching “${esc(ui.query)}”` : ''}${hasMore(state) ? ' among those loaded' : ''}.</p></div>`;
   }
-}
-
-function renderStep(step, i) {
-  const kind = cardKind(step);
-  const pct = step.progress?.total ? Math.round((step.progress.current / step.progress.total) * 100) : step.lifecycleStatus === 'SUCCEEDED' ? 100 : null;
-  const data = stepData(step);
-  const err = step.error
-    ? `<div class="error-box" data-field="step-error"><span>${esc(step.error.userMessage)}</span><code>${esc(step.error.code)}</code>${step.error.retryable ? '<span>· will retry</span>' : ''}</div>`
-    : '';
-  const showBar = step.lifecycleStatus === 'RUNNING' || pct != null;
-  return `<div class="step ${step.lifecycleStatus}" data-step-id="${esc(step.id)}" data-card="${kind}">
-    <div class="row"><span class="num">${i + 1}</span><span class="name">${esc(opName(step.operationCode))}</span>
-      <span class="op">${esc(step.operationCode)}${step.attempt > 1 ? ` · attempt ${step.attempt}` : ''}</span>
-      <span class="pill ${step.lifecycleStatus}">${esc(label(step.businessStatus))}</span>
-      <span class="dur">${step.durationMs != null ? formatDuration(step.durationMs) : ''}</span></div>
-    ${showBar ? bar(pct, step.lifecycleStatus) : ''}
-    ${data ? `<div class="data">${data}</div>` : ''}
-    ${err}
-  </div>`;
+  if (hasMore(state)) {
+    foot += `<button class="btn more" data-action="more" ${state.list?.loadingMore ? 'disabled' : ''}>${state.list?.loadingMore ? 'Loading…' : 'Load older tasks'}</button>`;
+  }
+  $('#list-foot').innerHTML = foot;
+  observeFoot();
 }
 
 function renderDetail(state) {
   const pane = $('#detail');
-  if (!selected || !state.tasks[selected]) {
-    if (!pane.querySelector('.placeholder')) pane.innerHTML = `<div class="placeholder"><div class="empty-art"></div><p>Select a task to see its steps, progress and timeline.</p></div>`;
+  document.body.dataset.view = ui.selected ? 'detail' : 'list';
+  if (!ui.selected) {
+    if (!pane.querySelector('.placeholder')) {
+      pane.innerHTML = `<div class="placeholder"><div class="empty-art"></div><p>Select a task to see its steps, progress and timeline.</p></div>`;
+    }
     return;
   }
-  const task = state.tasks[selected];
-  const entry = state.details[selected];
-  const d = entry?.detail;
-  const now = performance.now();
-  const durations = d?.durations || {};
-  const steps = d ? d.steps.map(renderStep).join('') : '<p class="sub">Loading…</p>';
-  const actions =
-    task.lifecycleStatus === 'FAILED' ? `<div class="actions"><button class="btn primary">Retry task</button><button class="btn">Download report</button></div>` : '';
-  const timeline = timelineOf(state, selected)
-    .slice()
-    .reverse()
-    .map(
-      (e) => `<li class="${e.eventType}"><span class="t">${esc(clock(e.committedAt))}</span><span>${esc(label(e.eventType))}${e.operationCode ? ` · ${esc(opName(e.operationCode))}` : ''}${e.error ? ` — ${esc(e.error.userMessage)}` : ''}</span><span class="v">v${esc(e.taskVersion)}</span></li>`,
-    )
-    .join('');
-  pane.innerHTML = `<div class="detail-head" data-detail-id="${esc(task.id)}">
-      <div style="flex:1"><h2>${esc(task.title)}</h2><div class="sub">${esc(task.product)} · ${esc(label(task.taskType))} · version ${esc(task.version)}</div></div>
-      <span class="pill ${task.lifecycleStatus}">${esc(label(task.businessStatus))}</span>
-    </div>
-    <div class="stats">
-      <div class="stat"><div class="k">Elapsed</div><div class="v" data-field="detail-elapsed">${formatDuration(displayElapsedMs(state, task.id, now))}</div></div>
-      <div class="stat"><div class="k">Queued</div><div class="v">${formatDuration(durations.queueMs)}</div></div>
-      <div class="stat"><div class="k">Run time</div><div class="v">${formatDuration(durations.runMs)}</div></div>
-      <div class="stat"><div class="k">Total</div><div class="v">${formatDuration(durations.totalMs)}</div></div>
-    </div>
-    ${task.failureMessage ? `<div class="error-box" style="margin-bottom:16px"><span>${esc(task.failureMessage)}</span><code>${esc(task.failureCode || '')}</code></div>` : ''}
-    ${actions}
-    <h3>Steps</h3><div class="steps">${steps}</div>
-    <h3>Timeline</h3><ul class="timeline">${timeline}</ul>`;
+  const entry = state.details?.[ui.selected];
+  if (!state.tasks[ui.selected] && !detailOf(state, ui.selected)) {
+    const gone = (listLoaded(state) && !hasMore(state)) || /NOT_FOUND|HTTP_404/.test(entry?.error?.code || '');
+    pane.innerHTML = `<button class="back" data-action="back">← All tasks</button><div class="placeholder" data-field="detail-missing"><p>${
+      gone ? 'This task is not among your tasks.' : 'Loading the task…'
+    }</p></div>`;
+    return;
+  }
+  pane.innerHTML = detailPane(state, ui.selected, { now: performance.now(), wallNow: Date.now(), detail: detailOf(state, ui.selected), behind: state.details?.[ui.selected]?.behind });
 }
 
 function renderBadge(state) {
   const badge = $('#connection-badge');
   if (badge.dataset.status !== state.connection) {
     badge.dataset.status = state.connection;
-    badge.querySelector('.label').textContent = BADGE[state.connection];
-    (window.taskcast.badgeHistory ||= []).push(state.connection);
+    badge.querySelector('.label').textContent = BADGE[state.connection] || state.connection;
+    window.taskcast.badgeHistory.push(state.connection);
+  }
+  const banner = $('#stale-banner');
+  const stale = state.connection === 'STALE';
+  banner.hidden = !stale;
+  if (stale) {
+    banner.innerHTML = `<strong>Live updates paused.</strong> Showing the last confirmed state: tasks marked
+      <em>Unconfirmed</em> are running, status unconfirmed. The board keeps retrying and catches up by itself.`;
   }
 }
 
 const toastTimers = new Map();
+const dismiss = (id) => (typeof feed.dismissNotice === 'function' ? feed.dismissNotice(id) : feed.dispatch({ type: 'notice/dismiss', id }));
 function renderToasts(state) {
   const box = $('#toasts');
-  const ids = new Set(state.notices.queue.map((n) => n.id));
+  const queue = Array.isArray(state.notices) ? state.notices : state.notices?.queue || [];
+  const ids = new Set(queue.map((n) => n.id));
   for (const el of [...box.children]) if (!ids.has(el.dataset.noticeId)) el.remove();
-  for (const n of state.notices.queue) {
+  for (const n of queue) {
     if (box.querySelector(`[data-notice-id="${CSS.escape(n.id)}"]`)) continue;
     window.taskcast.shownNotices.push(n.id);
     const el = document.createElement('div');
     el.className = `toast ${n.level}`;
     el.dataset.noticeId = n.id;
-    el.innerHTML = `<div class="tt">${esc(n.title)}<button aria-label="Dismiss">×</button></div><div class="msg">${esc(n.message)}</div>`;
-    el.querySelector('button').onclick = () => feed.dispatch({ type: 'notice/dismiss', id: n.id });
+    el.innerHTML = `<div class="tt"><span>${esc(n.title)}</span><button aria-label="Dismiss">×</button></div>${n.message ? `<div class="msg">${esc(n.message)}</div>` : ''}${
+      n.taskId ? `<a class="open" href="${esc(urlFor({ task: n.taskId }))}" data-open-task="${esc(n.taskId)}">View task</a>` : ''
+    }`;
+    el.querySelector('button').onclick = () => dismiss(n.id);
     box.appendChild(el);
-    toastTimers.set(n.id, setTimeout(() => feed.dispatch({ type: 'notice/dismiss', id: n.id }), TOAST_MS));
+    toastTimers.set(n.id, setTimeout(() => dismiss(n.id), TOAST_MS));
   }
 }
 
-function render(state) {
+function render(state = snapshot()) {
   renderBadge(state);
   renderList(state);
   renderDetail(state);
   renderToasts(state);
 }
 
-function select(taskId) {
-  if (selected && selected !== taskId) feed.closeDetail(selected);
-  selected = taskId;
-  feed.openDetail(taskId);
-  render(feed.state);
+// --- paging: infinite scroll over the list snapshot -----------------------------------------
+
+let observer = null;
+function observeFoot() {
+  if (!('IntersectionObserver' in window) || typeof feed.loadMore !== 'function') return;
+  observer ||= new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) loadMore();
+  });
+  observer.disconnect();
+  const more = $('#list-foot [data-action="more"]');
+  if (more) observer.observe(more);
 }
 
-$('#task-list').addEventListener('click', (ev) => {
-  const li = ev.target.closest('[data-task-id]');
-  if (li) select(li.dataset.taskId);
-});
-$('#filters').addEventListener('click', (ev) => {
-  const b = ev.target.closest('button[data-filter]');
-  if (!b) return;
-  filter = b.dataset.filter;
-  for (const x of $('#filters').children) x.classList.toggle('active', x === b);
-  renderList(feed.state);
-});
-$('#user').innerHTML = `<span class="avatar">${esc(user.split('/').pop().slice(0, 2).toUpperCase())}</span><span>${esc(bearer ? 'Signed in' : user)}</span>`;
+let loadingMore = false;
+async function loadMore() {
+  if (loadingMore || typeof feed.loadMore !== 'function' || !hasMore(snapshot())) return;
+  loadingMore = true;
+  try {
+    await feed.loadMore();
+  } catch (err) {
+    console.warn('taskcast: loading more tasks failed', err);
+  } finally {
+    loadingMore = false;
+  }
+}
 
-feed.on('change', render);
-feed.on('tick', () => {
+// --- interaction ----------------------------------------------------------------------------
+
+function select(taskId, { push = true } = {}) {
+  if (ui.selected === taskId) return;
+  if (ui.selected && started) feed.closeDetail(ui.selected);
+  ui.selected = taskId;
+  if (taskId && started) feed.openDetail(taskId);
+  if (push) pushUrl({ task: taskId });
+  render();
+  if (taskId && window.matchMedia('(max-width: 760px)').matches) window.scrollTo(0, 0);
+}
+
+function wire() {
+  $('#task-list').addEventListener('click', (ev) => {
+    const li = ev.target.closest('[data-task-id]');
+    if (li) select(li.dataset.taskId);
+  });
+  $('#task-list').addEventListener('keydown', (ev) => {
+    const li = ev.target.closest('[data-task-id]');
+    if (li && (ev.key === 'Enter' || ev.key === ' ')) {
+      ev.preventDefault();
+      select(li.dataset.taskId);
+    }
+  });
+  $('#filters').addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-filter]');
+    if (!b) return;
+    ui.filter = b.dataset.filter;
+    replaceUrl({ state: ui.filter });
+    renderList(snapshot());
+  });
+  const search = $('#search');
+  search.value = ui.query;
+  search.addEventListener('input', () => {
+    ui.query = search.value;
+    replaceUrl({ q: ui.query.trim() });
+    renderList(snapshot());
+  });
+  document.addEventListener('click', (ev) => {
+    const t = ev.target.closest('[data-action], [data-open-task]');
+    if (!t) return;
+    if (t.dataset.openTask) {
+      ev.preventDefault();
+      select(t.dataset.openTask);
+    } else if (t.dataset.action === 'back') {
+      select(null);
+    } else if (t.dataset.action === 'more') {
+      loadMore();
+    }
+  });
+  window.addEventListener('popstate', () => {
+    const q = new URLSearchParams(location.search);
+    select(q.get('task') || null, { push: false });
+  });
+  // Relative times ("2 min ago") age in place; exact times stay in the tooltips.
+  setInterval(() => {
+    const wallNow = Date.now();
+    for (const el of document.querySelectorAll('time[data-rel]')) el.textContent = el.dataset.rel + relativeTime(el.getAttribute('datetime'), wallNow);
+  }, REL_REFRESH_MS);
+}
+
+function onTick() {
+  const state = snapshot();
   const now = performance.now();
   for (const el of document.querySelectorAll('[data-task-id] [data-field="elapsed"]')) {
-    const id = el.closest('[data-task-id]').dataset.taskId;
-    el.textContent = formatDuration(displayElapsedMs(feed.state, id, now));
+    el.textContent = formatDuration(displayElapsedMs(state, el.closest('[data-task-id]').dataset.taskId, now));
   }
-  const de = document.querySelector('[data-field="detail-elapsed"]');
-  if (de && selected) de.textContent = formatDuration(displayElapsedMs(feed.state, selected, now));
-});
-feed.on('error', (err) => console.warn('taskcast:', err));
-render(feed.state);
-feed.start().catch((err) => {
-  console.error(err);
-  feed.dispatch({ type: 'connection', status: 'STALE' });
-});
+  const de = document.querySelector('.detail-head:not([data-status="SUCCEEDED"]):not([data-status="FAILED"]):not([data-status="CANCELLED"])');
+  const field = document.querySelector('[data-field="detail-elapsed"]');
+  if (de && field && ui.selected) field.textContent = formatDuration(displayElapsedMs(state, ui.selected, now));
+}
+
+function main() {
+  if (!user && !bearer) {
+    renderChooseUser();
+    return;
+  }
+  $('#user').innerHTML = `<span class="avatar">${esc((bearer ? 'me' : user.split('/').pop()).slice(0, 2).toUpperCase())}</span><span class="user-name">${esc(bearer ? 'Signed in' : user)}</span>`;
+  feed = new TaskFeed({
+    api: { baseUrl: '', headers: () => (bearer ? { Authorization: `Bearer ${bearer}` } : { 'X-Taskcast-Dev-User': user }) },
+    endpoints: order.map((t) => ENDPOINTS[t]).filter(Boolean),
+    clientOptions: { emulationEndpoint: `${gateway}/emulation` },
+  });
+  window.taskcast.feed = feed;
+  wire();
+  if (typeof feed.subscribe === 'function') feed.subscribe(() => render());
+  else feed.on('change', () => render());
+  feed.on('tick', onTick);
+  feed.on('error', (err) => console.warn('taskcast:', err?.message || err));
+  render();
+  feed
+    .start()
+    .then(() => {
+      started = true;
+      if (ui.selected) feed.openDetail(ui.selected);
+    })
+    .catch((err) => {
+      console.warn('taskcast: could not start', err?.message || err);
+      if (err?.name === 'UnauthorizedError' || err?.unauthorized) {
+        $('#layout').innerHTML = `<section class="choose" data-field="signin-failed"><h1>Could not sign in</h1><p>${esc(
+          err.message || 'The Status API refused this user.',
+        )}</p><p><a href="${esc(urlFor({ user: null, token: null, task: null }))}">Choose another user</a></p></section>`;
+      } else {
+        const banner = $('#stale-banner');
+        banner.hidden = false;
+        banner.innerHTML = `<strong>The board could not start.</strong> ${esc(err?.message || String(err))}`;
+      }
+    });
+}
+
+main();

@@ -2,7 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 
-const BUDGET = { raw: 36 * 1024, gzip: 11 * 1024 };
+// 36/11 KiB until issue 15; the snapshot retries, the public view, paging and the transport
+// configuration checks added ~7 KB raw (~2 KB after mangling private members).
+const BUDGET = { raw: 40 * 1024, gzip: 12 * 1024 };
 const buf = readFileSync(new URL('../dist/taskcast.js', import.meta.url));
 const sizes = { raw: buf.length, gzip: gzipSync(buf, { level: 9 }).length };
 console.log(`dist/taskcast.js: ${sizes.raw} B raw (budget ${BUDGET.raw}), ${sizes.gzip} B gzip (budget ${BUDGET.gzip})`);

@@ -12,6 +12,19 @@ import { Subscription } from './subscription.js';
 import { HttpStreamTransport, SseTransport } from './transport-sse.js';
 import { WebSocketTransport } from './transport-ws.js';
 
+/**
+ * No usable transport: the endpoints name transports whose implementation is missing (Node 20 has
+ * no WebSocket or EventSource: pass `websocket: WebSocket` from `ws`, `eventsource`), or an
+ * unknown transport. Reported once as an `error` event; the client never retries it.
+ */
+export class ConfigurationError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'ConfigurationError';
+    this.code = 'NO_TRANSPORT';
+  }
+}
+
 /** Thrown by a getToken callback to stop reconnecting: the client goes `disconnected` with code 1. */
 export class UnauthorizedError extends Error {
   constructor(message = 'unauthorized') {
@@ -35,8 +48,8 @@ export class Client extends Emitter {
    */
   constructor(endpoints, options = {}) {
     super();
-    this.endpoints = typeof endpoints === 'string' ? [{ transport: 'websocket', endpoint: endpoints }] : endpoints;
-    if (!this.endpoints.length) throw new Error('taskcast: no endpoints');
+    const all = typeof endpoints === 'string' ? [{ transport: 'websocket', endpoint: endpoints }] : endpoints;
+    if (!all.length) throw new Error('taskcast: no endpoints');
     this.options = { ...DEFAULTS, ...options };
     this.token = options.token || '';
     this.getToken = options.getToken;
@@ -45,6 +58,9 @@ export class Client extends Emitter {
     this.EventSource = options.eventsource || globalThis.EventSource;
     this.fetch = options.fetch || globalThis.fetch?.bind(globalThis);
     this.emulationEndpoint = options.emulationEndpoint || '/emulation';
+    /** Endpoints whose transport has an implementation here; the others are configuration errors. */
+    this.endpoints = all.filter((ep) => this._implemented(ep.transport));
+    this.unusable = all.filter((ep) => !this.endpoints.includes(ep));
     this.state = 'disconnected';
     this.transport = null;
     this.transportIndex = 0;
@@ -71,6 +87,14 @@ export class Client extends Emitter {
 
   connect() {
     if (this.state !== 'disconnected') return;
+    if (this.unusable.length) {
+      const names = this.unusable.map((ep) => ep.transport).join(', ');
+      this.emit('error', { type: 'configuration', error: { code: 0, message: `no implementation for transport ${names} (pass options.websocket / options.eventsource / options.fetch)` } });
+    }
+    if (!this.endpoints.length) {
+      this._setState('disconnected', { code: ClientCode.CONFIGURATION, reason: 'no usable transport' });
+      return;
+    }
     this._setState('connecting', { code: ClientCode.CONNECT_CALLED, reason: 'connect called' });
     this._open();
   }
@@ -123,6 +147,12 @@ export class Client extends Emitter {
 
   // --- connection -------------------------------------------------------------------------
 
+  _implemented(transport) {
+    if (transport === 'websocket') return !!this.WebSocket;
+    if (transport === 'sse') return !!this.EventSource && !!this.fetch;
+    return transport === 'http_stream' && !!this.fetch;
+  }
+
   _makeTransport(ep) {
     switch (ep.transport) {
       case 'websocket':
@@ -159,8 +189,10 @@ export class Client extends Emitter {
     try {
       transport = this._makeTransport(ep);
     } catch (err) {
-      this.emit('error', { type: 'configuration', error: { code: 12, message: String(err.message || err) } });
-      this._transportClosed(null, { code: ClientCode.TRANSPORT_CLOSED, reason: 'no implementation', opened: false });
+      // A configuration error is not retried (it would fail the same way forever).
+      this.emit('error', { type: 'configuration', error: { code: 0, message: String(err.message || err) } });
+      this._teardown();
+      this._setState('disconnected', { code: ClientCode.CONFIGURATION, reason: 'no usable transport' });
       return;
     }
     this.transport = transport;

@@ -62,6 +62,8 @@ export const ClientCode = Object.freeze({
   UNAUTHORIZED: 1,
   BAD_PROTOCOL: 2,
   MESSAGE_SIZE_LIMIT: 3,
+  /** disconnected: no endpoint has a transport implementation (never retried) */
+  CONFIGURATION: 4,
 });
 
 /**

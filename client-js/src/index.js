@@ -1,5 +1,5 @@
 // Public entry point of the Taskcast client (zero runtime dependencies).
-export { Client, UnauthorizedError } from './client.js';
+export { Client, ConfigurationError, UnauthorizedError } from './client.js';
 export { Subscription } from './subscription.js';
 export { ClientCode, DisconnectCode, ErrorCode, UnsubscribeCode, isTemporaryError, isTerminalDisconnect } from './codes.js';
 export { Emitter } from './emitter.js';
@@ -25,3 +25,4 @@ export {
   timelineGap,
   timelineOf,
 } from './store.js';
+export { taskTimes, viewProjector } from './view.js';

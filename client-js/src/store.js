@@ -31,14 +31,15 @@ export function isTerminal(status) {
 export function initialState() {
   return {
     connection: 'RECOVERING',
-    list: { phase: 'idle', buffer: [] },
+    /** phase: idle → buffering (subscribed, snapshot pending) → ready; `loaded` once any snapshot applied */
+    list: { phase: 'idle', buffer: [], loaded: false, syncing: false, nextCursor: null, loadingMore: false, error: null },
     /** taskId -> task.summary `task` object (the summary gate) */
     tasks: {},
     /** taskId -> {elapsedMs, receivedAt}: base of the locally ticking elapsed time */
     clocks: {},
     /** taskId -> highest version learned from a snapshot (list, batchGet or detail) */
     baseline: {},
-    /** taskId -> open detail: {phase, buffer, detail, timeline, floor, fetching, checkedVersion} */
+    /** taskId -> open detail: {phase, buffer, detail, timeline, floor, fetching, checkedVersion, syncing, error} */
     details: {},
     notices: { seen: {}, queue: [] },
   };
@@ -104,7 +105,7 @@ export function timelineEntry(taskVersion, e) {
 }
 
 function emptyDetail() {
-  return { phase: 'buffering', buffer: [], detail: null, timeline: {}, floor: '0', fetching: null, checkedVersion: null };
+  return { phase: 'buffering', buffer: [], detail: null, timeline: {}, floor: '0', fetching: null, checkedVersion: null, timelineFailed: false, syncing: false, error: null };
 }
 
 function mergeDetail(entry, message) {
@@ -125,6 +126,11 @@ function withDetail(state, taskId, entry) {
   return { ...state, details: { ...state.details, [taskId]: entry } };
 }
 
+/** {code, message} of a failed read, for the public state (never the raw error object). */
+function publicError(err) {
+  return { code: String(err?.code ?? err?.name ?? 'ERROR'), message: String(err?.message ?? err) };
+}
+
 // --- the reducer --------------------------------------------------------------------------------
 
 /**
@@ -138,7 +144,24 @@ export function reduce(state, action) {
 
     case 'list/subscribed':
       // Subscribed (again) before reading the snapshot: buffer until it arrives.
-      return state.list.phase === 'buffering' ? state : { ...state, list: { phase: 'buffering', buffer: [] } };
+      return state.list.phase === 'buffering' ? state : { ...state, list: { ...state.list, phase: 'buffering', buffer: [] } };
+
+    case 'list/loading':
+      return state.list.syncing ? state : { ...state, list: { ...state.list, syncing: true } };
+
+    case 'list/failed':
+      // A failed read keeps the last confirmed tasks (seed §13.1); the feed retries with backoff.
+      return { ...state, list: { ...state.list, syncing: action.retrying !== false, error: publicError(action.error) } };
+
+    case 'list/moreLoading':
+      return state.list.loadingMore === action.loading ? state : { ...state, list: { ...state.list, loadingMore: action.loading } };
+
+    case 'list/page': {
+      // A further page (cursor): merged like a snapshot, it never changes the buffering phase.
+      let next = state;
+      for (const task of action.tasks) next = mergeSummary(next, task, action.at, true);
+      return { ...next, list: { ...next.list, nextCursor: action.nextCursor ?? null, loadingMore: false } };
+    }
 
     case 'summary': {
       if (action.message?.kind !== 'task.summary') return state;
@@ -152,9 +175,12 @@ export function reduce(state, action) {
       // Snapshot items (GET /api/tasks, status:batchGet) carry no notices and set the baseline.
       let next = state;
       for (const task of action.tasks) next = mergeSummary(next, task, action.at, true);
-      if (action.final === false || next.list.phase === 'ready') return next;
+      if (action.final === false) return next;
+      const list = { ...next.list, loaded: true, syncing: false, error: null };
+      if ('nextCursor' in action) list.nextCursor = action.nextCursor ?? null;
+      if (next.list.phase === 'ready') return { ...next, list };
       const buffered = [...next.list.buffer].sort((a, b) => byVersion(a.message.task, b.message.task));
-      next = { ...next, list: { phase: 'ready', buffer: [] } };
+      next = { ...next, list: { ...list, phase: 'ready', buffer: [] } };
       for (const item of buffered) next = applySummaryPush(next, item.message, item.at);
       return next;
     }
@@ -196,13 +222,29 @@ export function reduce(state, action) {
       if (!entry) return state;
       let next = mergeDetail(entry, { ...snap, triggerEvent: null });
       const buffered = [...entry.buffer].sort(byVersion);
-      next = { ...next, phase: 'ready', buffer: [] };
+      next = { ...next, phase: 'ready', buffer: [], syncing: false, error: null };
       for (const m of buffered) next = mergeDetail(next, m);
       let out = withDetail(state, snap.taskId, next);
       if (compareVersions(snap.version, out.baseline[snap.taskId]) > 0) {
         out = { ...out, baseline: { ...out.baseline, [snap.taskId]: snap.version } };
       }
       return out;
+    }
+
+    case 'detail/loading':
+    case 'detail/failed': {
+      const entry = state.details[action.taskId];
+      if (!entry) return state;
+      const failed = action.type === 'detail/failed';
+      const error = failed ? publicError(action.error) : entry.error;
+      return withDetail(state, action.taskId, { ...entry, syncing: !failed || action.retrying !== false, error });
+    }
+
+    case 'detail/eventsRetry': {
+      // The retry timer of a failed /events read: forget the check so timelineGap reports the hole again.
+      const entry = state.details[action.taskId];
+      if (!entry || entry.fetching !== null) return state;
+      return withDetail(state, action.taskId, { ...entry, checkedVersion: null });
     }
 
     case 'detail/eventsRequested': {
@@ -225,13 +267,14 @@ export function reduce(state, action) {
         if (compareVersions(f, floor) > 0) floor = f;
       }
       const checkedVersion = page.hasMore ? entry.checkedVersion : String(page.taskVersion ?? entry.checkedVersion);
-      return withDetail(state, action.taskId, { ...entry, timeline, floor, fetching: null, checkedVersion });
+      return withDetail(state, action.taskId, { ...entry, timeline, floor, fetching: null, checkedVersion, timelineFailed: false });
     }
 
     case 'detail/eventsFailed': {
       const entry = state.details[action.taskId];
       if (!entry) return state;
-      return withDetail(state, action.taskId, { ...entry, fetching: null, checkedVersion: entry.detail?.version ?? null });
+      // Marked checked so the hole is not re-read in a loop; the feed's retry timer clears it (eventsRetry).
+      return withDetail(state, action.taskId, { ...entry, fetching: null, checkedVersion: entry.detail?.version ?? null, timelineFailed: true });
     }
 
     case 'notice/dismiss':
@@ -292,6 +335,7 @@ export function knownVersions(state, ids) {
 export function timelineOf(state, taskId) {
   const entry = state.details[taskId];
   if (!entry) return [];
+  if (Array.isArray(entry.timeline)) return entry.timeline; // the public FeedState keeps it sorted
   return Object.values(entry.timeline).sort((a, b) => compareVersions(a.taskVersion, b.taskVersion));
 }
 

@@ -111,6 +111,45 @@ describe('client with a fake server', () => {
   });
 });
 
+describe('configuration errors', () => {
+  test('no WebSocket implementation: one configuration error, disconnected, never retried', () => {
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const c = new Client('ws://x/connection/websocket', { token: 't' }); // Node 20: no globalThis.WebSocket
+      const errors = [];
+      const states = [];
+      c.on('error', (ctx) => errors.push(ctx));
+      c.on('state', (s) => states.push(s));
+      c.connect();
+      assert.equal(c.state, 'disconnected');
+      assert.equal(errors.length, 1);
+      assert.equal(errors[0].type, 'configuration');
+      assert.match(errors[0].error.message, /websocket/);
+      mock.timers.tick(60000);
+      assert.deepEqual(states, ['disconnected'], 'no connecting loop');
+    } finally {
+      mock.timers.reset();
+    }
+  });
+
+  test('a missing fallback implementation is skipped; the usable transport connects', () => {
+    const { FakeWebSocket, sockets } = fakeSocketClass();
+    const c = new Client(
+      [
+        { transport: 'sse', endpoint: 'http://x/connection/sse' },
+        { transport: 'websocket', endpoint: 'ws://x/connection/websocket' },
+      ],
+      { websocket: FakeWebSocket, eventsource: null, fetch: null, token: 't' },
+    );
+    const errors = [];
+    c.on('error', (ctx) => errors.push(ctx.type));
+    c.connect();
+    assert.deepEqual(errors, ['configuration']);
+    assert.equal(sockets.length, 1);
+    c.disconnect();
+  });
+});
+
 describe('backoff, codes, emitter', () => {
   test('full-jitter backoff stays within [min, min(max, min*2^n)]', () => {
     for (let attempt = 0; attempt < 20; attempt++) {

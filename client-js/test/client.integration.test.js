@@ -8,7 +8,7 @@ import { EventSource } from 'eventsource';
 import WebSocket from 'ws';
 
 import { Client, StatusApi, TaskFeed, taskList, timelineOf } from '../src/index.js';
-import { GATEWAY_SECRET, devUser, hs256, startStack, waitFor } from './support/services.js';
+import { GATEWAY_SECRET, devUser, freePort, hs256, startStack, waitFor } from './support/services.js';
 
 let stack;
 let n = 0;
@@ -201,7 +201,7 @@ for (const transport of ['websocket', 'sse']) {
         timelineOf(feed.state, task.id).map((e) => e.eventType),
         ['TASK_CREATED', 'STEP_STARTED', 'STEP_COMPLETED', 'STEP_STARTED', 'STEP_PROGRESS', 'STEP_COMPLETED', 'STEP_STARTED', 'STEP_COMPLETED', 'TASK_COMPLETED'],
       );
-      assert.deepEqual(feed.state.notices.queue.map((x) => x.type), ['TASK_SUCCEEDED']);
+      assert.deepEqual(feed.state.notices.map((x) => x.type), ['TASK_SUCCEEDED']);
       assert.equal(taskList(feed.state).length, 2);
       feed.stop();
     });
@@ -257,5 +257,30 @@ describe('the task store on top of the official centrifuge-js', () => {
     });
     assert.equal(state.tasks[task.id].durationMs, 1234);
     centrifuge.disconnect();
+  });
+});
+
+describe('TaskFeed with realtime unavailable (real Status API)', () => {
+  test('cold start with the gateway unreachable: the snapshot is shown and the feed says STALE', async () => {
+    const user = uniq();
+    const task = await stack.coordinator.createTask({ owner: user, title: 'Before the outage' });
+    const closed = await freePort(); // nothing listens here
+    const feed = new TaskFeed({
+      api: { baseUrl: stack.api.url, headers: devUser('t1', user) },
+      endpoints: [{ transport: 'websocket', endpoint: `ws://127.0.0.1:${closed}/connection/websocket` }],
+      clientOptions: { websocket: WebSocket, minReconnectDelay: 50, maxReconnectDelay: 200 },
+      staleAfterMs: 200,
+      document: null,
+    });
+    try {
+      await feed.start();
+      await waitFor(() => feed.state.list.phase === 'ready' && feed.state.tasks[task.id], { what: 'snapshot without realtime' });
+      await waitFor(() => feed.state.connection === 'STALE', { what: 'STALE' });
+      feed.openDetail(task.id);
+      await waitFor(() => feed.state.details[task.id]?.phase === 'ready', { what: 'detail snapshot without realtime' });
+      assert.equal(feed.state.details[task.id].detail.title, 'Before the outage');
+    } finally {
+      feed.stop();
+    }
   });
 });

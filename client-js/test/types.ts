@@ -20,3 +20,25 @@ reduce(state, { type: 'nope' });
 // @ts-expect-error versions are decimal strings
 const bad: SummaryMessage['task']['version'] = 12;
 void bad;
+
+// The public state and the React binding.
+import { taskTimes, type FeedState } from '../index.js';
+const snap: FeedState = feed.getSnapshot();
+const unsubscribe: () => void = feed.subscribe(() => undefined);
+unsubscribe();
+feed.on('change', (s) => s.notices.map((n) => n.id));
+const times = taskTimes(snap, 'a', 0);
+if (times) void times.queueMs;
+void snap.list.hasMore;
+// @ts-expect-error internals are not in the public state
+void snap.list.buffer;
+// @ts-expect-error the public state is read-only
+snap.connection = 'LIVE';
+void feed.loadMore();
+
+// @taskcast/client/store is the pure store only.
+import * as store from '../store.js';
+const s2: store.StoreState = store.reduce(store.initialState(), { type: 'list/subscribed' });
+void s2;
+// @ts-expect-error TaskFeed is not exported by the store entry
+void store.TaskFeed;

@@ -35,7 +35,7 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -364,12 +364,16 @@ async def run_demo(
     reconcile_interval: float = 10.0,
     users: Sequence[str] = DEFAULT_USERS,
     interval: float = 20.0,
+    keep_running: int = 0,
     stop: asyncio.Event | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> DemoResult:
     """Start ``tasks`` tasks (0 = until ``stop``): the first round one second apart, later ones every
-    ``interval`` seconds (both divided by ``speed``). Returns when every started task finished, or when
-    ``stop`` is set — then unfinished tasks are cancelled by the coordinator within a bound."""
+    ``interval`` seconds (both divided by ``speed``). With ``tasks=0`` and ``keep_running`` > 0, every
+    owner instead always has ``keep_running`` unfinished tasks: when one ends the next scenario starts
+    for that owner (one second apart, divided by ``speed``), so someone opening the board at any time
+    sees tasks in progress. Returns when every started task finished, or when ``stop`` is set — then
+    unfinished tasks are cancelled by the coordinator within a bound."""
     pace = Pace(speed, stale_after, reconcile_interval)
     stop = stop or asyncio.Event()
     result = DemoResult()
@@ -390,16 +394,23 @@ async def run_demo(
                 outcome = f"crashed: {type(exc).__name__}"
             result.outcomes.append((run.plan.scenario, owner, run.task_id, outcome))
 
-        for n, (name, owner) in enumerate(schedule(tasks, users)):
-            if n:
-                gap = (1.0 if n < len(SCENARIOS) else interval) / speed
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), gap)
-            if stop.is_set():
-                break
+        def launch(name: str, owner: str) -> asyncio.Task[None]:
             run = TaskRun(api, SCENARIOS[name](f"{name.split('_')[0]}-{uuid.uuid4().hex[:12]}"), owner, pace)
             task = asyncio.create_task(one(run), name=f"demo-{run.task_id}")
             running[task] = run
+            return task
+
+        if tasks == 0 and keep_running > 0:
+            await _keep_running(launch, running, users, keep_running, 1.0 / speed, stop)
+        else:
+            for n, (name, owner) in enumerate(schedule(tasks, users)):
+                if n:
+                    gap = (1.0 if n < len(SCENARIOS) else interval) / speed
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), gap)
+                if stop.is_set():
+                    break
+                launch(name, owner)
         pending = set(running)
         waiter = asyncio.create_task(stop.wait())
         while pending and not stop.is_set():
@@ -409,6 +420,32 @@ async def run_demo(
         if stop.is_set():
             await _cancel_unfinished(running)
     return result
+
+
+async def _keep_running(
+    launch: Callable[[str, str], asyncio.Task[None]],
+    running: dict[asyncio.Task[None], TaskRun],
+    users: Sequence[str],
+    keep: int,
+    gap: float,
+    stop: asyncio.Event,
+) -> None:
+    """Until ``stop``: top every owner up to ``keep`` unfinished tasks (scenarios in turn, ``gap``
+    seconds between starts), then wait for one to end. Ended tasks leave ``running`` (bounded)."""
+    names = itertools.cycle(SCENARIOS)
+    live: dict[str, set[asyncio.Task[None]]] = {owner: set() for owner in users}
+    while not stop.is_set():
+        for owner in users:
+            live[owner] = {t for t in live[owner] if not t.done()}
+            while len(live[owner]) < keep and not stop.is_set():
+                live[owner].add(launch(next(names), owner))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), gap)
+        for task in [t for t in running if t.done()]:
+            del running[task]
+        waiter = asyncio.create_task(stop.wait())
+        await asyncio.wait({waiter, *running}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
 
 
 async def _cancel_unfinished(running: dict[asyncio.Task[None], TaskRun]) -> None:
@@ -437,6 +474,12 @@ def _parser() -> argparse.ArgumentParser:
         "--reconcile-interval", type=float, default=10.0, help="the API's reconciler.interval_seconds"
     )
     p.add_argument("--users", default=",".join(DEFAULT_USERS), help="comma-separated tenant/user owners")
+    p.add_argument(
+        "--keep-running",
+        type=int,
+        default=0,
+        help="with --tasks 0: keep this many unfinished tasks per user (a new one starts when one ends)",
+    )
     return p
 
 
@@ -447,8 +490,8 @@ def main(argv: list[str]) -> int:
     if not secret:
         print(f"taskcast demo: --service-secret or ${SERVICE_SECRET_ENV} is required", file=sys.stderr)
         return 2
-    if args.speed <= 0 or args.tasks < 0:
-        print("taskcast demo: --speed must be > 0 and --tasks >= 0", file=sys.stderr)
+    if args.speed <= 0 or args.tasks < 0 or args.keep_running < 0:
+        print("taskcast demo: --speed must be > 0, --tasks and --keep-running >= 0", file=sys.stderr)
         return 2
     users = [u.strip() for u in args.users.split(",") if "/" in u]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -467,6 +510,7 @@ def main(argv: list[str]) -> int:
             stale_after=args.stale_after,
             reconcile_interval=args.reconcile_interval,
             users=users or DEFAULT_USERS,
+            keep_running=args.keep_running,
             stop=stop,
         )
 

@@ -270,3 +270,46 @@ async def test_stopping_the_demo_cancels_unfinished_tasks(tmp_path: Path) -> Non
         tasks = listing["items"]
         assert tasks and {t["lifecycleStatus"] for t in tasks} <= {"CANCELLED", "SUCCEEDED", "FAILED"}
         assert "CANCELLED" in {t["lifecycleStatus"] for t in tasks}
+
+
+async def test_keep_running_tops_every_owner_up_to_n_unfinished_tasks(tmp_path: Path) -> None:
+    """``taskcast up``'s demo: someone opening the board at any time sees tasks in progress, and
+    never more than ``keep_running`` unfinished ones per user (a new one starts when one ends)."""
+    owners = ["demo/kim", "demo/lee"]
+    async with _status_api(tmp_path) as (transport, _app):
+        stop = asyncio.Event()
+        run = asyncio.create_task(
+            demo.run_demo(
+                "http://api",
+                SERVICE_SECRET,
+                tasks=0,
+                keep_running=2,
+                speed=50.0,
+                stale_after=HEARTBEAT_TIMEOUT,
+                reconcile_interval=RECONCILE_INTERVAL,
+                users=owners,
+                stop=stop,
+                transport=transport,
+            )
+        )
+        seen_unfinished: dict[str, int] = dict.fromkeys(owners, 0)
+        async with asyncio.timeout(60):
+            while True:
+                listings = {
+                    o: (await _user_get(transport, o, "/api/tasks?limit=100"))["items"] for o in owners
+                }
+                for owner, items in listings.items():
+                    unfinished = [t for t in items if t["lifecycleStatus"] in ("PENDING", "RUNNING")]
+                    assert len(unfinished) <= 2, (owner, unfinished)
+                    seen_unfinished[owner] = max(seen_unfinished[owner], len(unfinished))
+                done = [
+                    [t for t in items if t["lifecycleStatus"] in ("SUCCEEDED", "FAILED")]
+                    for items in listings.values()
+                ]
+                if all(len(d) >= 3 for d in done):  # finished ones were replaced by new ones
+                    break
+                await asyncio.sleep(0.05)
+            stop.set()
+            result = await run
+        assert seen_unfinished == dict.fromkeys(owners, 2)
+        assert {o for _, o, _, _ in result.outcomes} == set(owners)

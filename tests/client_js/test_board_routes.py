@@ -24,6 +24,32 @@ def test_board_page_and_bundle_are_served(tmp_path: Path) -> None:
         assert client.get("/board/../status_api/app.py").status_code == 404
 
 
+def test_landing_page_points_to_the_board_the_endpoints_and_the_docs(tmp_path: Path) -> None:
+    (tmp_path / "board").mkdir()
+    with TestClient(Starlette(routes=board.routes(tmp_path))) as client:
+        page = client.get("/", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        for link in (
+            'href="/board/"',
+            'href="/board/?user=demo/alice"',
+            'href="/openapi.json"',
+            "docs/quickstart.md",
+        ):
+            assert link in page.text
+        index = client.get("/", headers={"Accept": "application/json"})
+        assert index.json()["board"] == "/board/" and "docs/client-js.md" in index.json()["docs"]
+
+
+def test_favicon_is_served_and_a_missing_one_is_a_plain_404(tmp_path: Path) -> None:
+    (tmp_path / "board").mkdir()
+    with TestClient(Starlette(routes=board.routes(tmp_path))) as client:
+        assert client.get("/favicon.ico").status_code == 404
+        (tmp_path / "board" / "favicon.svg").write_text("<svg/>")
+        r = client.get("/favicon.ico")
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml"
+    assert (board.CLIENT_JS / "board" / "favicon.svg").is_file()
+
+
 def test_missing_build_is_a_404_not_a_startup_error(tmp_path: Path) -> None:
     (tmp_path / "board").mkdir()
     with TestClient(Starlette(routes=board.routes(tmp_path))) as client:
@@ -45,5 +71,5 @@ def test_the_status_api_app_mounts_the_board() -> None:
         }
     )
     paths = {getattr(r, "path", "") for r in create_app(cfg).routes}
-    assert {"/board", "/board/dist"} <= paths
+    assert {"/", "/favicon.ico", "/board", "/board/dist"} <= paths
     assert (board.CLIENT_JS / "board" / "index.html").is_file()

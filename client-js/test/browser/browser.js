@@ -23,19 +23,39 @@ export function boardUrl(stack, user, extra = '') {
   return `${stack.api.url}/board/?gateway=${encodeURIComponent(stack.gateway.url)}&user=${encodeURIComponent(`t1/${user}`)}${extra}`;
 }
 
-/** Open the board and wait until the badge says LIVE. */
-export async function openBoard(browser, url) {
-  const page = await browser.newPage({ viewport: { width: 1360, height: 860 } });
-  const errors = [];
-  page.on('pageerror', (err) => errors.push(String(err)));
-  page.errors = errors;
+export const DESKTOP = { width: 1360, height: 860 };
+export const PHONE = { width: 390, height: 844 };
+
+/**
+ * A page that records uncaught errors (`page.errors`), console errors (`page.consoleErrors`) and
+ * HTTP responses >= 400 (`page.badResponses`, e.g. a missing favicon), and counts navigations.
+ */
+export async function newPage(browser, viewport = DESKTOP) {
+  const page = await browser.newPage({ viewport });
+  page.errors = [];
+  page.consoleErrors = [];
+  page.badResponses = [];
+  page.on('pageerror', (err) => page.errors.push(String(err)));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') page.consoleErrors.push(msg.text());
+  });
+  page.on('response', (res) => {
+    if (res.status() >= 400) page.badResponses.push(`${res.status()} ${res.url()}`);
+  });
+  return page;
+}
+
+/** Open the board and wait until the badge says LIVE (or `waitFor`, a selector). */
+export async function openBoard(browser, url, { viewport = DESKTOP, waitFor = '#connection-badge[data-status="LIVE"]' } = {}) {
+  const page = await newPage(browser, viewport);
   let navigations = 0;
-  page.on('framenavigated', (frame) => {
-    if (frame === page.mainFrame()) navigations += 1;
+  // Document loads only: selecting a task is a same-document navigation (history.pushState).
+  page.on('load', () => {
+    navigations += 1;
   });
   page.navigations = () => navigations;
   await page.goto(url);
-  await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 20000 });
+  if (waitFor) await page.waitForSelector(waitFor, { timeout: 20000 });
   return page;
 }
 
@@ -44,4 +64,16 @@ export function boardRows(page) {
   return page.$$eval('[data-task-id]', (els) =>
     els.map((el) => ({ id: el.dataset.taskId, version: el.dataset.version, status: el.dataset.status })).sort((a, b) => (a.id < b.id ? -1 : 1)),
   );
+}
+
+/** Nothing went wrong in the page: no uncaught error, no console error, no HTTP error response. */
+export function assertClean(assert, page) {
+  assert.deepEqual(page.errors, [], 'uncaught errors');
+  assert.deepEqual(page.consoleErrors, [], 'console errors');
+  assert.deepEqual(page.badResponses, [], 'HTTP error responses');
+}
+
+/** The page does not scroll sideways (nothing wider than the viewport). */
+export function horizontalOverflow(page) {
+  return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
 }

@@ -150,7 +150,7 @@ export class StatusApiProcess {
   }
 
   async start() {
-    this.port = await freePort();
+    this.port ??= await freePort(); // kept across stop()/start(): the board is served from this origin
     this.url = `http://127.0.0.1:${this.port}`;
     this.dbUrl = `sqlite+aiosqlite:///${join(this.dir, 'status.db')}`;
     const cfg = join(this.dir, 'status-api.json');
