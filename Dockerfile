@@ -10,7 +10,8 @@ RUN npm ci --no-audit --no-fund
 COPY client-js/src ./src
 COPY client-js/board ./board
 COPY client-js/scripts ./scripts
-RUN npm run build
+# --no-pack: the image serves the bundles; the npm tarball is built from a checkout (docs/client-js.md).
+RUN npm run build -- --no-pack
 
 # Stage 2: the services. Installed editable so the code runs from /app and finds the files next to
 # it (schema/, client-js/board, client-js/dist) exactly as in a source checkout.

@@ -15,6 +15,8 @@ whether or not the route reads its body. The head bound and the request deadline
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from status_api.domain.errors import DomainError, ErrorKind
@@ -73,6 +75,11 @@ class BodyLimitMiddleware:
                 if not message.get("more_body", False):
                     body_done = True
                 if received > limit:
+                    if started:
+                        # The answer is already on its way from a route that did not want the body
+                        # (a file response listening for a disconnect): read no more and let the
+                        # answer finish; the connection closes after it (``Connection: close``).
+                        await asyncio.Event().wait()
                     raise BodyTooLarge(limit)
             elif message["type"] == "http.disconnect":
                 body_done = True
@@ -91,7 +98,7 @@ class BodyLimitMiddleware:
             await self.app(scope, limited_receive, closing_send)
         except BodyTooLarge:
             if started:
-                raise
+                return  # cut mid-answer by the bound: the server closes the connection after it
             await _send_413(send, limit)
 
 

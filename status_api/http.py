@@ -64,7 +64,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 #: The database is down, unreachable or the pool is exhausted: the request may be retried as is.
 _STORAGE_UNREACHABLE = (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError, OSError)
-STORAGE_UNAVAILABLE = DomainError(ErrorKind.UNAVAILABLE, "STORAGE_UNAVAILABLE", "storage unavailable; retry")
+
+
+def storage_unavailable() -> DomainError:
+    """A fresh error per answer (an exception instance is never shared: its traceback would grow)."""
+    return DomainError(ErrorKind.UNAVAILABLE, "STORAGE_UNAVAILABLE", "storage unavailable; retry")
 
 
 def _guard(fn: Handler) -> Handler:
@@ -80,7 +84,7 @@ def _guard(fn: Handler) -> Handler:
             # A coded 503, not a 500. Even if a commit landed before the link broke, a retry with the
             # same eventId is answered from the dedup row (seed §10): retrying is always safe.
             log.warning("storage unavailable: %s", type(exc.__cause__ or exc).__name__)
-            return error_response(STORAGE_UNAVAILABLE)
+            return error_response(storage_unavailable())
 
     return wrapped
 

@@ -256,10 +256,6 @@ PING = b"{}"
 """A server ping is an empty reply (§1.4)."""
 
 
-def disconnect_obj(disconnect: codes.Disconnect) -> dict[str, Any]:
-    return {"code": disconnect.code, "reason": disconnect.reason}
-
-
 def history_result_obj(pubs: list[Publication], position: StreamPosition) -> dict[str, Any]:
     """A history result as a JSON object (client protocol and server API)."""
     return {

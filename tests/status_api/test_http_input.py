@@ -303,7 +303,9 @@ async def test_no_route_reads_a_chunked_body_past_the_bound(h: Harness) -> None:
         headers = [(b"authorization", f"Bearer {token}".encode()), (b"transfer-encoding", b"chunked")]
         status, resp_headers = await _call(h, method, path, headers, body)
         assert body.pulled <= limit + CHUNK, (method, path, body.pulled)
-        if body.pulled > limit:
+        if body.pulled > limit and method != "GET":
+            # A route that reads its body answers 413; a GET that never wanted one (a file response
+            # only listens for a disconnect) may finish its answer: the bytes pulled stay bounded.
             assert status == 413, (method, path, status)
         # the rest of an unread body is not drained for keep-alive
         assert (b"connection", b"close") in resp_headers, (method, path)
