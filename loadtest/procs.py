@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from taskcast.dev.procs import Proc, free_port  # noqa: E402
+from taskcast.dev.procs import Proc, free_port, start_services  # noqa: E402
 
 
 @dataclass
@@ -36,19 +36,10 @@ class Services:
         self.mysql_url = self.mysql_url or os.environ.get("TASKCAST_TEST_MYSQL_URL", "")
         if self.redis_url and (self.mysql_url or not self.need_mysql):
             return self
-        out = subprocess.run(
-            ["bash", str(ROOT / "scripts/services.sh"), "start", str(self.workdir)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        redis_url, mysql_url = start_services(self.workdir)
         self.owned = True
-        for line in out.splitlines():
-            key, _, value = line.removeprefix("export ").partition("=")
-            if key == "TASKCAST_TEST_REDIS_URL":
-                self.redis_url = value
-            elif key == "TASKCAST_TEST_MYSQL_URL":
-                self.mysql_url = value
+        self.redis_url = self.redis_url or redis_url
+        self.mysql_url = self.mysql_url or mysql_url
         return self
 
     def stop(self) -> None:

@@ -45,6 +45,19 @@ def service_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "taskcast", *args]
 
 
+def start_services(state_dir: Path) -> tuple[str, str]:
+    """Start a throwaway Redis + MariaDB (``scripts/services.sh start``) keeping their state in
+    ``state_dir``; returns ``(redis_url, mysql_url)``. Stop with ``scripts/services.sh stop``."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts/services.sh"), "start", str(state_dir)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    urls = dict(line.removeprefix("export ").partition("=")[::2] for line in out.splitlines())
+    return urls.get("TASKCAST_TEST_REDIS_URL", ""), urls.get("TASKCAST_TEST_MYSQL_URL", "")
+
+
 @dataclass
 class Proc:
     """One managed child process with its log file; ready when ``health_url`` answers 200 (or at

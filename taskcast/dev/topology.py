@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from taskcast.dev.procs import ROOT, Proc, free_port, service_argv
+from taskcast.dev.procs import ROOT, Proc, free_port, service_argv, start_services
 
 DEPLOY = ROOT / "deploy"
 
@@ -85,19 +85,10 @@ class Topology:
     def _services(self) -> None:
         if self.redis_url and self.mysql_url:
             return
-        out = subprocess.run(
-            ["bash", str(ROOT / "scripts/services.sh"), "start", str(self.workdir / "services")],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        redis_url, mysql_url = start_services(self.workdir / "services")
         self.own_services = True
-        for line in out.splitlines():
-            key, _, value = line.removeprefix("export ").partition("=")
-            if key == "TASKCAST_TEST_REDIS_URL":
-                self.redis_url = value
-            elif key == "TASKCAST_TEST_MYSQL_URL":
-                self.mysql_url = value
+        self.redis_url = self.redis_url or redis_url
+        self.mysql_url = self.mysql_url or mysql_url
 
     def _database(self) -> str:
         """A database of its own on the MariaDB server, so runs never see each other's rows."""
