@@ -194,7 +194,14 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         for chunk in self.conn.data_to_send():
             if chunk:
                 self.transport.write(chunk)
-            else:  # websockets signals "close the TCP connection" with an empty chunk
+            elif self.transport.can_write_eof():
+                # websockets' empty chunk means "half-close" (its sans-I/O contract): send FIN and
+                # let the peer read our close frame and close; its remaining bytes are discarded.
+                # A full close here would drop unread input and reset the connection (RST), and
+                # the peer would never see the close code (e.g. 1009 after an oversized frame).
+                self.transport.write_eof()
+                self._closing()
+            else:
                 self.transport.close()
 
     def _closing(self) -> None:
