@@ -16,6 +16,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, TypeVar, get_args, get_origin
 
 import yaml
@@ -124,7 +125,6 @@ UNSUPPORTED: frozenset[str] = frozenset(
         "client.concurrency",
         "client.channel_position_max_time_lag",
         "client.subscribe_to_user_personal_channel",
-        "client.proxy",
         "client.connect_proxy_name",
         "client.refresh_proxy_name",
         "http_server.internal_port",
@@ -140,7 +140,6 @@ UNSUPPORTED: frozenset[str] = frozenset(
         "admin",
         "broker",
         "presence_manager",
-        "proxies",
         "consumers",
         "opentelemetry",
         "graphite",
@@ -161,14 +160,6 @@ UNSUPPORTED_CHANNEL_OPTIONS: frozenset[str] = frozenset(
         "subscription_type",
         "map",
         "shared_poll",
-        "subscribe_proxy_enabled",
-        "subscribe_proxy_name",
-        "publish_proxy_enabled",
-        "publish_proxy_name",
-        "sub_refresh_proxy_enabled",
-        "sub_refresh_proxy_name",
-        "subscribe_stream_proxy_enabled",
-        "subscribe_stream_proxy_name",
         "subscribe_stream_bidirectional",
     }
 )
@@ -390,7 +381,7 @@ def _build(default: D, raw: object, path: str, ctx: _Context) -> D:
         key = str(key_obj)
         key_path = _join(path, key)
         if key not in fields:
-            if not (namespace_option and key == "name" and path.endswith("]")):
+            if not (key == "name" and path.endswith("]")):
                 ctx.unknown(key_path, key, namespace_option=namespace_option)
             continue
         changes[key] = _convert(getattr(default, key), hints[key], value, key_path, ctx)
@@ -411,7 +402,12 @@ def _convert(default: object, hint: object, value: object, path: str, ctx: _Cont
     if get_origin(hint) is tuple:
         if get_args(hint) == (ChannelOptions, Ellipsis):
             return _build_namespaces(value, path, ctx)
+        item = get_args(hint)[0]
+        if dataclasses.is_dataclass(item):
+            return _build_named_list(item, value, path, ctx)
         return _to_str_tuple(value, path)
+    if get_origin(hint) is Mapping:
+        return _to_str_map(value, path)
     if dataclasses.is_dataclass(default) and not isinstance(default, type):
         if not isinstance(value, Mapping) and path in V5_NAMES:
             raise ConfigError(path, f"expected an object, got {_describe(value)} (Centrifugo v5 style? "
@@ -458,6 +454,45 @@ def _to_str_tuple(value: object, path: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ConfigError(path, f"expected a list of strings, got {_describe(value)}")
     return tuple(value)
+
+
+def _from_env_json(value: object, path: str) -> object:
+    """A list or object option given in the environment is JSON (as Centrifugo's decoders)."""
+    if not isinstance(value, _EnvValue):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(path, f"environment value is not valid JSON: {exc}") from None
+
+
+def _to_str_map(value: object, path: str) -> Mapping[str, str]:
+    value = _from_env_json(value, path)
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ConfigError(path, f"expected an object of strings, got {_describe(value)}")
+    return MappingProxyType(dict(value))
+
+
+def _build_named_list(item: type, value: object, path: str, ctx: _Context) -> tuple[object, ...]:
+    """``proxies`` / ``rpc.namespaces``: a list of objects, each with a unique string ``name``."""
+    value = _from_env_json(value, path)
+    if not isinstance(value, list):
+        raise ConfigError(path, f"expected a list of objects, got {_describe(value)}")
+    result: list[object] = []
+    seen: set[str] = set()
+    for index, entry in enumerate(value):
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{path}[{index}]", f"expected an object, got {_describe(entry)}")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}[{index}].name", f"expected a non-empty string, got {_describe(name)}")
+        if name in seen:
+            raise ConfigError(f"{path}[{name}]", "duplicate name")
+        seen.add(name)
+        result.append(_build(item(name=name), entry, f"{path}[{name}]", ctx))
+    return tuple(result)
 
 
 def _build_namespaces(value: object, path: str, ctx: _Context) -> tuple[ChannelOptions, ...]:

@@ -25,8 +25,10 @@ from gateway.config_schema import (
     ClientSettings,
     ConfigError,
     LogSettings,
+    ProxySettings,
     Settings,
     TokenSettings,
+    named_proxy,
 )
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
@@ -53,6 +55,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_transports(settings, warnings)
     _check_endpoints(settings)
     _check_engine(settings)
+    _check_proxies(settings, channel)
     log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
@@ -74,6 +77,50 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     return dataclasses.replace(
         settings, client=client, channel=channel, node=node, websocket=websocket, log=log
     )
+
+
+_PROXY_SCHEMES = ("http://", "https://", "grpc://")
+
+
+def _check_proxy_endpoint(proxy: ProxySettings, path: str) -> None:
+    if not proxy.endpoint.startswith(_PROXY_SCHEMES):
+        raise ConfigError(
+            f"{path}.endpoint",
+            f"must be an http://, https:// or grpc:// address, got {proxy.endpoint!r}",
+        )
+    if proxy.timeout <= 0:
+        raise ConfigError(f"{path}.timeout", "must be positive")
+
+
+def _check_proxies(settings: Settings, channel: ChannelSettings) -> None:
+    """Every enabled proxy resolves to a configured endpoint (Centrifugo fails to start too)."""
+    for named in settings.proxies:
+        _check_proxy_endpoint(named, f"proxies[{named.name}]")
+    for kind, cp in (("connect", settings.client.proxy.connect), ("refresh", settings.client.proxy.refresh)):
+        if cp.enabled:
+            _check_proxy_endpoint(cp, f"client.proxy.{kind}")
+    kinds = ("subscribe", "publish", "sub_refresh", "subscribe_stream")
+    for opts in (channel.without_namespace, *channel.namespaces):
+        where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
+        for kind in kinds:
+            if not getattr(opts, f"{kind}_proxy_enabled"):
+                continue
+            name = getattr(opts, f"{kind}_proxy_name")
+            proxy = named_proxy(settings.proxies, getattr(channel.proxy, kind), name)
+            if proxy is None:
+                raise ConfigError(f"{where}.{kind}_proxy_name", f"no proxy named {name!r} in proxies")
+            if proxy is getattr(channel.proxy, kind):
+                _check_proxy_endpoint(proxy, f"channel.proxy.{kind}")
+    rpc = settings.rpc
+    for ropts in (rpc.without_namespace, *rpc.namespaces):
+        if not ropts.proxy_enabled:
+            continue
+        where = f"rpc.namespaces[{ropts.name}]" if ropts.name else "rpc.without_namespace"
+        proxy = named_proxy(settings.proxies, rpc.proxy, ropts.proxy_name)
+        if proxy is None:
+            raise ConfigError(f"{where}.proxy_name", f"no proxy named {ropts.proxy_name!r} in proxies")
+        if proxy is rpc.proxy:
+            _check_proxy_endpoint(proxy, "rpc.proxy")
 
 
 def _check_log(log: LogSettings) -> LogSettings:

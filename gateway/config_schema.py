@@ -21,7 +21,15 @@ DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
 
 SECRET_OPTIONS = frozenset(
-    {"hmac_secret_key", "hmac_previous_secret_key", "password", "sentinel_password", "key"}
+    {
+        "hmac_secret_key",
+        "hmac_previous_secret_key",
+        "password",
+        "sentinel_password",
+        "key",
+        "credentials_value",
+        "static_headers",
+    }
 )
 """Option names whose values ``Settings.redacted`` replaces by ``"***"``."""
 
@@ -94,6 +102,79 @@ class ClientSettings:
     history_max_publication_limit: int = 300
     recovery_max_publication_limit: int = 300
     user_id_http_header: str = ""
+    proxy: ClientProxySettings = field(default_factory=lambda: ClientProxySettings())
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTlsSettings:
+    """``…http.tls`` / ``…grpc.tls`` of a proxy (a subset of Centrifugo's TLSConfig)."""
+
+    enabled: bool = False
+    cert_pem_file: str = ""
+    key_pem_file: str = ""
+    server_ca_pem_file: str = ""
+    insecure_skip_verify: bool = False
+    server_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyHttpSettings:
+    tls: ProxyTlsSettings = field(default_factory=ProxyTlsSettings)
+    static_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyGrpcSettings:
+    tls: ProxyTlsSettings = field(default_factory=ProxyTlsSettings)
+    credentials_key: str = ""
+    credentials_value: str = ""
+    compression: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProxySettings:
+    """One proxy (Centrifugo's ``Proxy``): ``endpoint`` is ``http(s)://…`` or ``grpc://host:port``.
+    ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64)."""
+
+    endpoint: str = ""
+    timeout: float = 1.0
+    http_headers: tuple[str, ...] = ()
+    grpc_metadata: tuple[str, ...] = ()
+    binary_encoding: bool = False
+    include_connection_meta: bool = False
+    http: ProxyHttpSettings = field(default_factory=ProxyHttpSettings)
+    grpc: ProxyGrpcSettings = field(default_factory=ProxyGrpcSettings)
+    max_concurrency: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NamedProxySettings(ProxySettings):
+    """An entry of the top-level ``proxies`` list, referenced by ``*_proxy_name``."""
+
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EnabledProxySettings(ProxySettings):
+    """``client.proxy.connect`` / ``client.proxy.refresh``: used only when ``enabled``."""
+
+    enabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProxySettings:
+    connect: EnabledProxySettings = field(default_factory=EnabledProxySettings)
+    refresh: EnabledProxySettings = field(default_factory=EnabledProxySettings)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelProxySettings:
+    """``channel.proxy``: each can be referenced by the proxy name ``default``."""
+
+    subscribe: ProxySettings = field(default_factory=ProxySettings)
+    publish: ProxySettings = field(default_factory=ProxySettings)
+    sub_refresh: ProxySettings = field(default_factory=ProxySettings)
+    subscribe_stream: ProxySettings = field(default_factory=ProxySettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +213,14 @@ class ChannelOptions:
     allow_user_limited_channels: bool = False
     channel_regex: str = ""
     subscription_limit_per_connection: int = 0
+    subscribe_proxy_enabled: bool = False
+    subscribe_proxy_name: str = ""
+    publish_proxy_enabled: bool = False
+    publish_proxy_name: str = ""
+    sub_refresh_proxy_enabled: bool = False
+    sub_refresh_proxy_name: str = ""
+    subscribe_stream_proxy_enabled: bool = False
+    subscribe_stream_proxy_name: str = ""
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 
@@ -150,6 +239,7 @@ class ChannelSettings:
     user_separator: str = ","
     without_namespace: ChannelOptions = field(default_factory=ChannelOptions)
     namespaces: tuple[ChannelOptions, ...] = ()
+    proxy: ChannelProxySettings = field(default_factory=ChannelProxySettings)
     by_name: Mapping[str, ChannelOptions] = field(
         default_factory=lambda: MappingProxyType({}), metadata=DERIVED, compare=False, repr=False
     )
@@ -273,8 +363,43 @@ class RpcPingSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RpcOptions:
+    """``rpc.without_namespace`` (``name == ""``) or an entry of ``rpc.namespaces``."""
+
+    name: str = field(default="", metadata=DERIVED)
+    proxy_enabled: bool = False
+    proxy_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RpcSettings:
     ping: RpcPingSettings = field(default_factory=RpcPingSettings)
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    without_namespace: RpcOptions = field(default_factory=RpcOptions)
+    namespaces: tuple[RpcOptions, ...] = ()
+    namespace_boundary: str = ":"
+
+    def options(self, method: str) -> RpcOptions | None:
+        """The options of an RPC method: the part before ``namespace_boundary`` names the
+        namespace; no boundary ⇒ ``without_namespace``; unknown namespace ⇒ None."""
+        name, sep, _ = method.partition(self.namespace_boundary) if self.namespace_boundary else ("", "", "")
+        if not sep:
+            return self.without_namespace
+        return next((ns for ns in self.namespaces if ns.name == name), None)
+
+
+DEFAULT_PROXY_NAME = "default"
+"""``*_proxy_name`` value (or empty) that selects the proxy configured in place
+(``channel.proxy.<kind>``, ``rpc.proxy``) instead of an entry of ``proxies``."""
+
+
+def named_proxy(
+    proxies: tuple[NamedProxySettings, ...], default: ProxySettings, name: str
+) -> ProxySettings | None:
+    """The proxy a ``*_proxy_name`` selects; None when no ``proxies`` entry has that name."""
+    if not name or name == DEFAULT_PROXY_NAME:
+        return default
+    return next((p for p in proxies if p.name == name), None)
 
 
 def _stream(prefix: str) -> StreamTransportSettings:
@@ -305,6 +430,7 @@ class Settings:
     node: NodeSettings = field(default_factory=NodeSettings)
     log: LogSettings = field(default_factory=LogSettings)
     rpc: RpcSettings = field(default_factory=RpcSettings)
+    proxies: tuple[NamedProxySettings, ...] = ()
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading
@@ -337,6 +463,8 @@ def _redact(value: object, name: str = "") -> object:
         }
     if isinstance(value, tuple):
         return [_redact(item, name) for item in value]
+    if isinstance(value, Mapping):  # static_headers: header values may carry credentials
+        return {k: "***" if name in SECRET_OPTIONS and v else v for k, v in value.items()}
     if isinstance(value, str):
         if name in SECRET_OPTIONS and value:
             return "***"
