@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from gateway.api import ApiEndpoint, ServerApi
 from gateway.auth import TokenVerifier
+from gateway.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.client import ClientFactory
 from gateway.config import Settings
 from gateway.engine.base import Broker, PresenceManager
@@ -32,6 +33,7 @@ from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
+from gateway.proxy.caller import Proxies
 from gateway.server import Served
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
@@ -125,7 +127,13 @@ class Runtime:
             if cfg.subscription_token.enabled
             else verifier
         )
-        self.clients = ClientFactory(self.node, verifier=verifier, sub_verifier=sub_verifier)
+        # Proxies to the application backend, when configured (gateway/authorization.py).
+        self.proxies = Proxies(settings, self.metrics)
+        tokens = TokenAuthorizer(settings, verifier, sub_verifier)
+        authorizer = ProxyAuthorizer(tokens, self.proxies) if self.proxies.any else tokens
+        self.clients = ClientFactory(
+            self.node, verifier=verifier, sub_verifier=sub_verifier, authorizer=authorizer
+        )
         self.api = ServerApi(self.node, settings)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
@@ -167,6 +175,7 @@ class Runtime:
         await self.node.drain()
         await self.node.broker.close()
         await self.node.presence.close()
+        await self.proxies.close()
         await self.http.aclose()
 
 

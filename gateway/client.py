@@ -25,6 +25,7 @@ Only the transports and the composition root import this module.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import random
@@ -32,13 +33,13 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
-from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
-from gateway.channels import ChannelRules, resolve, user_allowed
+from gateway.auth import TokenVerifier
+from gateway.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.channels import ChannelRules, resolve
 from gateway.config import ChannelOptions
 from gateway.engine.base import EngineError
-from gateway.errors import CommandError, DisconnectError, GatewayError, fail
+from gateway.errors import CommandError, DisconnectError, GatewayError
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
@@ -85,7 +86,6 @@ log = logging.getLogger("taskcast.gateway.client")
 MAX_PENDING_COMMANDS = 1024
 """Commands queued on one connection before it is disconnected with 3013."""
 
-T = TypeVar("T")
 Job = Callable[[], Awaitable[object]]
 
 
@@ -102,11 +102,13 @@ class ClientFactory:
         verifier: TokenVerifier,
         sub_verifier: TokenVerifier,
         clock: Callable[[], float] = time.time,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.node = node
         self.verifier = verifier
         self.sub_verifier = sub_verifier
         self.clock = clock
+        self.authorizer = authorizer or TokenAuthorizer(node.settings, verifier, sub_verifier, clock)
         self.flusher = Flusher()
 
     def connect(self, transport: Transport) -> Client:
@@ -118,6 +120,7 @@ class ClientFactory:
             sub_verifier=self.sub_verifier,
             clock=self.clock,
             flusher=self.flusher,
+            authorizer=self.authorizer,
         )
 
 
@@ -137,6 +140,7 @@ class Client:
         sub_verifier: TokenVerifier,
         clock: Callable[[], float] = time.time,
         flusher: Flusher | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.node = node
         self.settings = node.settings
@@ -144,6 +148,7 @@ class Client:
         self.verifier = verifier
         self.sub_verifier = sub_verifier
         self.clock = clock
+        self.authorizer = authorizer or TokenAuthorizer(node.settings, verifier, sub_verifier, clock)
         self.loop = asyncio.get_running_loop()
         cfg = self.settings.client
         self.session = Session(
@@ -163,6 +168,8 @@ class Client:
         self.session_id = str(uuid.uuid4()) if transport.emulation or transport.unidirectional else ""
         self.user = ""
         self.conn_info: bytes | None = None
+        self.conn_meta: bytes | None = None
+        self._refresh_timer: asyncio.TimerHandle | None = None
         self.name = ""
         self._closed = False
         self._registered = False
@@ -292,7 +299,7 @@ class Client:
         if isinstance(req, SubRefreshRequest):
             return await self._sub_refresh(req)
         if isinstance(req, RPCRequest):
-            return self._rpc(req)
+            return await self._rpc(req)
         if cmd.method is Method.SEND:
             raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
         raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
@@ -314,55 +321,32 @@ class Client:
             raise CommandError(codes.ERROR_BAD_REQUEST)
         return self._rules(channel).options
 
-    async def _verify(
-        self, verify: Callable[[str], Awaitable[T]], token: str, use: policy.TokenUse
-    ) -> T | None:
-        """Verify a token; a failure becomes the policy's outcome for this use (None: the
-        failure is not one, e.g. an expired sub_refresh token)."""
-        try:
-            return await verify(token)
-        except TokenExpired:
-            problem = policy.TokenProblem.EXPIRED
-        except KeysUnavailable:
-            problem = policy.TokenProblem.KEYS_UNAVAILABLE
-        except TokenError:
-            problem = policy.TokenProblem.INVALID
-        outcome = policy.token_failure(use, problem)
-        if outcome is None:
-            return None
-        raise fail(outcome)
+    def _caller(self) -> Caller:
+        return Caller(
+            self._who(),
+            self.transport.name,
+            self.session.codec.name,
+            getattr(self.transport, "request_headers", {}),
+            self.conn_meta,
+        )
 
     def client_info(self, sub: Subscription | None = None) -> ClientInfo:
         return ClientInfo(self.user, self.client_id, self.conn_info, sub.chan_info if sub else None)
 
     # --- connect / refresh -------------------------------------------------------------------
 
-    async def _verify_connect(self, token: str) -> ConnectToken | None:
-        cfg = self.settings.client
-        if not token:
-            outcome = policy.missing_connect_token(
-                insecure=cfg.insecure, allow_anonymous=cfg.allow_anonymous_connect_without_token
-            )
-            if outcome is not None:
-                raise fail(outcome)
-            return None
-        claims = await self._verify(self.verifier.verify_connect, token, policy.TokenUse.CONNECT)
-        assert claims is not None
-        outcome = policy.connect_claims(
-            claims, now=self.clock(), disallow_anonymous=cfg.disallow_anonymous_connection_tokens
-        )
-        if outcome is not None:
-            raise fail(outcome)
-        return claims
-
     async def _connect(self, req: ConnectRequest) -> Result:
         cfg = self.settings.client
-        claims = await self._verify_connect(req.token)
+        grant = await self.authorizer.connect(self._caller(), req)
         hub = self.node.hub
-        if claims is not None:
-            self.user = claims.user
-            self.conn_info = claims.info
-            self.session.set_expiry(float(claims.expire_at) if claims.expire_at is not None else None)
+        if grant is not None:
+            self.user = grant.user
+            self.conn_info = grant.info
+            self.conn_meta = grant.meta
+            if self.authorizer.server_side_refresh:
+                self._schedule_refresh(grant.expire_at)
+            else:
+                self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
         if (
             self.user
             and cfg.user_connection_limit
@@ -370,7 +354,7 @@ class Client:
         ):
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
-        server_subs = _server_subs(claims)
+        server_subs = grant.subs if grant is not None else {}
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self.node.connecting.discard(self)
@@ -388,7 +372,7 @@ class Client:
         for channel, server_sub in server_subs.items():
             subs[channel] = await self._subscribe_server(channel, server_sub, req.subs.get(channel))
         self._after_reply.append(self._connect_replied)
-        return self.session.connect_result(
+        result = self.session.connect_result(
             client=self.client_id,
             version=f"{VERSION} Taskcast",
             now=self.clock(),
@@ -397,6 +381,7 @@ class Client:
             node=self.node.uid if self.transport.emulation else "",  # /emulation POSTs name it
             server_time=cfg.connect_include_server_time,
         )
+        return dataclasses.replace(result, data=grant.data) if grant is not None and grant.data else result
 
     def _connect_replied(self) -> None:
         """The connect reply is queued: server-side subscriptions go live (their buffered
@@ -408,18 +393,32 @@ class Client:
                 self._go_live(sub)
 
     async def _refresh(self, req: RefreshRequest) -> RefreshResult:
-        if not req.token:
-            raise CommandError(codes.ERROR_BAD_REQUEST)
-        claims = await self._verify(self.verifier.verify_connect, req.token, policy.TokenUse.REFRESH)
-        assert claims is not None
-        now = self.clock()
-        outcome = policy.refresh_claims(claims, user=self.user, now=now)
-        if outcome is not None:
-            raise fail(outcome)
-        self.session.set_expiry(float(claims.expire_at) if claims.expire_at is not None else None)
-        if claims.info is not None:
-            self.conn_info = claims.info
-        return self.session.refresh_result(now)
+        grant = await self.authorizer.refresh(self._caller(), req)
+        self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
+        if grant.info is not None:
+            self.conn_info = grant.info
+        return self.session.refresh_result(self.clock())
+
+    def _schedule_refresh(self, expire_at: int | None) -> None:
+        """Server-side refresh (refresh proxy): ask the backend when the connection expires."""
+        if self._refresh_timer is not None:
+            self._refresh_timer.cancel()
+            self._refresh_timer = None
+        if expire_at is not None and not self._closed:
+            delay = max(0.0, expire_at - self.clock())
+            self._refresh_timer = self.loop.call_later(delay, self.spawn, self._server_refresh)
+
+    async def _server_refresh(self) -> None:
+        self._refresh_timer = None
+        grant = await self.authorizer.refresh(self._caller(), None)
+        if grant.expired:
+            self.disconnect(codes.DISCONNECT_EXPIRED)
+            return
+        if grant.info is not None:
+            self.conn_info = grant.info
+        if grant.meta is not None:
+            self.conn_meta = grant.meta
+        self._schedule_refresh(grant.expire_at)
 
     # --- subscribe ---------------------------------------------------------------------------
 
@@ -441,39 +440,20 @@ class Client:
         if error is not None:
             raise CommandError(error)
         self._check_limits(channel, rules)
-        who = self._who()
-        claims = None
-        if req.token:
-            claims = await self._verify(
-                self.sub_verifier.verify_subscribe, req.token, policy.TokenUse.SUBSCRIBE
-            )
-            assert claims is not None
-            outcome = policy.subscribe_claims(claims, who, channel=channel, now=self.clock())
-            if outcome is not None:
-                raise fail(outcome)
-            self._check_limits(channel, rules)  # the token check awaited
-        else:
-            error = policy.subscribe_permission(
-                opts, who, private=rules.private, user_listed=user_allowed(self.settings, channel, self.user)
-            )
-            if error is not None:
-                raise CommandError(error)
+        grant = await self.authorizer.subscribe(self._caller(), req, rules)
+        self._check_limits(channel, rules)  # the authorisation awaited
         flags = policy.subscription_flags(
-            opts,
-            who,
-            policy.Asks(req.recoverable, req.positioned, req.join_leave),
-            claims.override if claims is not None else None,
+            opts, self._who(), policy.Asks(req.recoverable, req.positioned, req.join_leave), grant.override
         )
         sub = _subscription(channel, rules, flags, server_side=False)
-        if claims is not None:
-            sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
-            sub.chan_info = claims.info
+        sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        sub.chan_info = grant.info
         result = await self._establish(
             sub,
             opts,
             SubscribeRecovery(req.recover, req.offset, req.epoch),
             reject_unrecovered=bool(req.flag & SubscribeRequest.FLAG_REJECT_UNRECOVERED),
-            data=claims.data if claims is not None else None,
+            data=grant.data,
         )
         self._after_reply.append(lambda: self._go_live(sub))
         return result
@@ -569,21 +549,13 @@ class Client:
         sub = self.session.subscriptions.get(req.channel)
         if sub is None or sub.server_side:
             raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        if not req.token:
-            raise CommandError(codes.ERROR_BAD_REQUEST)
-        claims = await self._verify(
-            self.sub_verifier.verify_subscribe, req.token, policy.TokenUse.SUB_REFRESH
-        )
-        now = self.clock()
-        if claims is not None:
-            outcome = policy.subscribe_claims(claims, self._who(), channel=req.channel, now=now)
-            if outcome is not None:
-                raise fail(outcome)
-            sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
-            if claims.info is not None:
-                sub.chan_info = claims.info
+        grant = await self.authorizer.sub_refresh(self._caller(), req)
+        if grant is not None and not grant.expired:
+            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+            if grant.info is not None:
+                sub.chan_info = grant.info
             self.session.schedule_sub_expiry(sub)
-        return self.session.sub_refresh_result(sub, now)
+        return self.session.sub_refresh_result(sub, self.clock())
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         """Drop a subscription (client request, server API, expiry, insufficient state)."""
@@ -600,9 +572,11 @@ class Client:
     async def _publish(self, req: PublishRequest) -> EmptyResult:
         opts = self._options(req.channel)
         sub = self.session.subscriptions.get(req.channel)
-        if not policy.can_publish(opts, self._who(), subscribed=sub is not None):
-            raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        await self.node.publish(req.channel, opts, req.data, info=self.client_info(sub))
+        grant = await self.authorizer.publish(self._caller(), req, opts, subscribed=sub is not None)
+        data = grant.data if grant.data is not None else req.data
+        await self.node.publish(
+            req.channel, opts, data, info=self.client_info(sub), skip_history=grant.skip_history
+        )
         return EmptyResult()
 
     async def _history(self, req: HistoryRequest) -> HistoryPage:
@@ -635,13 +609,8 @@ class Client:
             return PresenceStatsResult(st.num_clients, st.num_users)
         return PresenceResult(await self.node.presence.presence(req.channel))
 
-    def _rpc(self, req: RPCRequest) -> EmptyResult:
-        ping = self.settings.rpc.ping
-        if not ping.enabled:
-            raise CommandError(codes.ERROR_NOT_AVAILABLE)
-        if req.method != ping.method:
-            raise CommandError(codes.ERROR_METHOD_NOT_FOUND)
-        return EmptyResult()
+    async def _rpc(self, req: RPCRequest) -> Result:
+        return await self.authorizer.rpc(self._caller(), req)
 
     # --- gateway.hub.Connection: fan-out and server-side actions -------------------------------
 
@@ -780,6 +749,9 @@ class Client:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._refresh_timer is not None:
+            self._refresh_timer.cancel()
+            self._refresh_timer = None
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
@@ -807,12 +779,3 @@ def _subscription(
         push_join_leave=flags.push_join_leave,
         presence=flags.presence,
     )
-
-
-def _server_subs(claims: ConnectToken | None) -> dict[str, policy.ServerSub]:
-    """Server-side subscriptions from the connection token: ``subs`` wins over ``channels``."""
-    if claims is None:
-        return {}
-    if claims.subs:
-        return {ch: policy.ServerSub(s.info, s.data, s.override) for ch, s in claims.subs.items()}
-    return {ch: policy.ServerSub() for ch in claims.channels}

@@ -127,6 +127,24 @@ class Metrics:
             namespace=NS,
             registry=r,
         )
+        # Centrifugo's proxy metrics (internal/proxy/metrics.go), labels protocol/type/name.
+        self.proxy_duration = Histogram(
+            "proxy_duration_seconds_histogram",
+            "Duration of proxy call.",
+            ["protocol", "type", "name"],
+            namespace=NS,
+            registry=r,
+        )
+        self.proxy_errors = Counter(
+            "proxy_errors", "Proxy call error count.", ["protocol", "type", "name"], namespace=NS, registry=r
+        )
+        self.proxy_inflight = Gauge(
+            "proxy_inflight_requests",
+            "Proxy calls in flight.",
+            ["protocol", "type", "name"],
+            namespace=NS,
+            registry=r,
+        )
         self._sent_pub = self.messages_sent_count.labels("publication", "")
         self.registry.register(_AsyncioTasks())
 

@@ -35,6 +35,7 @@ from gateway.protocol.messages import (
     Request,
     Result,
     RPCRequest,
+    RPCResult,
     SendRequest,
     StreamPosition,
     SubRefreshRequest,
@@ -294,6 +295,25 @@ def _expiry(obj: dict[str, Any], expires: bool, ttl: int) -> dict[str, Any]:
     return obj
 
 
+def connect_result_obj(result: ConnectResult) -> dict[str, Any]:
+    obj = _expiry({"client": result.client, "version": result.version}, result.expires, result.ttl)
+    if result.subs:
+        obj["subs"] = {ch: subscribe_result_obj(r) for ch, r in result.subs.items()}
+    if result.ping:
+        obj["ping"] = result.ping
+    if result.pong is not None:
+        obj["pong"] = result.pong
+    if result.session:
+        obj["session"] = result.session
+    if result.node:
+        obj["node"] = result.node
+    if result.time:
+        obj["time"] = result.time
+    if result.data is not None:
+        obj["data"] = raw(result.data)
+    return obj
+
+
 def result_obj(result: Result) -> dict[str, Any]:
     """The JSON object of a reply's result (zero values omitted as Centrifugo does)."""
     if isinstance(result, SubscribeResult):
@@ -301,20 +321,9 @@ def result_obj(result: Result) -> dict[str, Any]:
     if isinstance(result, EmptyResult):
         return {}
     if isinstance(result, ConnectResult):
-        obj = _expiry({"client": result.client, "version": result.version}, result.expires, result.ttl)
-        if result.subs:
-            obj["subs"] = {ch: subscribe_result_obj(r) for ch, r in result.subs.items()}
-        if result.ping:
-            obj["ping"] = result.ping
-        if result.pong is not None:
-            obj["pong"] = result.pong
-        if result.session:
-            obj["session"] = result.session
-        if result.node:
-            obj["node"] = result.node
-        if result.time:
-            obj["time"] = result.time
-        return obj
+        return connect_result_obj(result)
+    if isinstance(result, RPCResult):
+        return {"data": raw(result.data)} if result.data is not None else {}
     if isinstance(result, HistoryPage):
         return history_result_obj(result.publications, StreamPosition(result.offset, result.epoch))
     if isinstance(result, PresenceResult):

@@ -209,6 +209,8 @@ class ConnectResult:
     session: str = ""
     node: str = ""
     time: int = 0
+    data: bytes | None = None
+    """Raw JSON the connect proxy returned as ``data`` (written as the result's ``data``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +252,13 @@ class EmptyResult:
     """``{}``: publish, unsubscribe, rpc."""
 
 
+@dataclass(frozen=True, slots=True)
+class RPCResult:
+    """An RPC answered by the RPC proxy: ``data`` is raw JSON (None: ``{}``)."""
+
+    data: bytes | None = None
+
+
 Result = (
     ConnectResult
     | SubscribeResult
@@ -259,4 +268,5 @@ Result = (
     | PresenceResult
     | PresenceStatsResult
     | EmptyResult
+    | RPCResult
 )

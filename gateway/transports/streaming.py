@@ -70,6 +70,7 @@ class StreamTransport:
         self.writer: asyncio.Task[None] | None = None
         """The task writing the response (set by StreamResponse)."""
         self.aborted = False
+        self.request_headers: dict[str, str] = {}
         self._abort_handle: asyncio.TimerHandle | None = None
 
     def _frame(self, payload: bytes) -> bytes:
@@ -272,6 +273,7 @@ class StreamEndpoint:
         if refusal is not None:
             return Response("too many connections", status_code=503, headers={"Retry-After": str(refusal)})
         transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional)
+        transport.request_headers = dict(request.headers)  # forwarded by proxies (allow-list)
         client = self.connect(transport)
         self.streams.add(client)
         client.feed(data)

@@ -89,6 +89,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.close_sent = False
         self._close_timer: asyncio.TimerHandle | None = None
         self._fragments: list[bytes] | None = None
+        self.request_headers: dict[str, str] = {}
         """Parts of a fragmented text message received so far (None: no message in progress)."""
 
     # --- asyncio.Protocol ----------------------------------------------------------------------
@@ -162,6 +163,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        # Proxies forward allow-listed headers of the upgrade request (cookies, auth).
+        self.request_headers = {k.lower(): v for k, v in request.headers.raw_items()}
         self.client = endpoint.connect(self)
 
     def _frame(self, frame: Frame) -> None:

@@ -1,0 +1,162 @@
+"""Calling a proxy: the request body of each kind, bounded concurrency, the per-proxy timeout and
+the metrics, over one transport per configured proxy (``Proxies`` builds them once from the
+settings and closes them at shutdown).
+
+``Proxy.call`` never hangs (acquiring a slot and the call share ``timeout``) and never raises
+anything but ``ProxyFailure`` for a failed call; the caller (``gateway.authorization``) maps
+that to Centrifugo's answer per command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from gateway.config_schema import ProxySettings, Settings, named_proxy
+from gateway.metrics import Metrics
+from gateway.proxy.grpc import GrpcProxyTransport
+from gateway.proxy.http import HttpProxyTransport
+from gateway.proxy.replies import ProxyFailure, ProxyReply, parse_reply
+
+log = logging.getLogger("taskcast.gateway.proxy")
+
+DEFAULT_MAX_CONCURRENCY = 64
+KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc")
+
+
+class ProxyTransport(Protocol):
+    """One backend connection pool: HTTP (``HttpProxyTransport``) or gRPC (``GrpcProxyTransport``)."""
+
+    protocol: str
+
+    async def call(self, kind: str, request: Mapping[str, Any], headers: Mapping[str, str]) -> object:
+        """The decoded answer (bytes fields as bytes). Raises ProxyFailure."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Proxy:
+    """One configured proxy (``name``: its ``proxies`` entry, or ``default``)."""
+
+    def __init__(self, name: str, settings: ProxySettings, metrics: Metrics) -> None:
+        self.name = name
+        self.settings = settings
+        limit = settings.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        self.transport: ProxyTransport = (
+            GrpcProxyTransport(settings)
+            if settings.endpoint.startswith("grpc://")
+            else HttpProxyTransport(settings, max_connections=limit)
+        )
+        self.slots = asyncio.Semaphore(limit)
+        self.metrics = metrics
+        self.forwarded = tuple(h.lower() for h in (*settings.http_headers, *settings.grpc_metadata))
+
+    def base(self, kind: str, *, client: str, transport: str, protocol: str) -> dict[str, Any]:
+        return {
+            "client": client,
+            "transport": transport,
+            "protocol": protocol,
+            "encoding": "binary" if self.settings.binary_encoding else "json",
+        }
+
+    def put_data(self, request: dict[str, Any], data: bytes | None, key: str = "data") -> None:
+        """The client's payload: raw JSON, or base64 in ``b64data`` with binary_encoding."""
+        if data is None:
+            return
+        if self.settings.binary_encoding:
+            request["b64" + key] = base64.b64encode(data).decode()
+        else:
+            request[key] = data
+
+    def headers(self, request_headers: Mapping[str, str]) -> dict[str, str]:
+        """The allow-listed headers of the client's HTTP request (``http_headers``/``grpc_metadata``)."""
+        return {k: v for k, v in request_headers.items() if k.lower() in self.forwarded}
+
+    async def call(
+        self, kind: str, request: Mapping[str, Any], request_headers: Mapping[str, str]
+    ) -> ProxyReply:
+        """Ask the backend. Raises ProxyFailure (timeout, unavailable, status, malformed)."""
+        protocol = self.transport.protocol
+        labels = (protocol, kind, self.name)
+        inflight = self.metrics.proxy_inflight.labels(*labels)
+        started = time.perf_counter()
+        inflight.inc()
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                async with self.slots:
+                    answer = await self.transport.call(kind, request, self.headers(request_headers))
+            return parse_reply(answer)
+        except TimeoutError:
+            self.metrics.proxy_errors.labels(*labels).inc()
+            log.warning("%s proxy %s (%s): timeout", kind, self.name, protocol)
+            raise ProxyFailure("timeout") from None
+        except ProxyFailure as exc:
+            self.metrics.proxy_errors.labels(*labels).inc()
+            log.warning("%s proxy %s (%s): %s", kind, self.name, protocol, exc)
+            raise
+        finally:
+            inflight.dec()
+            self.metrics.proxy_duration.labels(*labels).observe(time.perf_counter() - started)
+
+
+class Proxies:
+    """Every proxy the settings enable, built once; lookups by command and channel/method."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self._built: dict[tuple[str, str], Proxy] = {}
+        cp = settings.client.proxy
+        self.connect = self._proxy("connect", "default", cp.connect) if cp.connect.enabled else None
+        self.refresh = self._proxy("refresh", "default", cp.refresh) if cp.refresh.enabled else None
+
+    def _proxy(self, kind: str, name: str, settings: ProxySettings) -> Proxy:
+        key = (kind if name == "default" else "", name)
+        found = self._built.get(key)
+        if found is None:
+            found = self._built[key] = Proxy(name, settings, self.metrics)
+        return found
+
+    @property
+    def any(self) -> bool:
+        """True when some proxy is configured (the app builds ``ProxyAuthorizer`` then)."""
+        s = self.settings
+        kinds = ("subscribe", "publish", "sub_refresh")
+        return bool(
+            self.connect
+            or self.refresh
+            or any(
+                getattr(o, f"{k}_proxy_enabled")
+                for o in (s.channel.without_namespace, *s.channel.namespaces)
+                for k in kinds
+            )
+            or any(o.proxy_enabled for o in (s.rpc.without_namespace, *s.rpc.namespaces))
+        )
+
+    def for_channel(self, kind: str, channel: str) -> Proxy | None:
+        """The ``subscribe`` / ``publish`` / ``sub_refresh`` proxy of a channel's namespace."""
+        opts = self.settings.channel_options(channel)
+        if opts is None or not getattr(opts, f"{kind}_proxy_enabled"):
+            return None
+        name = getattr(opts, f"{kind}_proxy_name") or "default"
+        proxy = named_proxy(self.settings.proxies, getattr(self.settings.channel.proxy, kind), name)
+        return None if proxy is None else self._proxy(kind, name, proxy)
+
+    def for_rpc(self, method: str) -> Proxy | None:
+        rpc = self.settings.rpc
+        opts = rpc.options(method)
+        if opts is None or not opts.proxy_enabled:
+            return None
+        name = opts.proxy_name or "default"
+        proxy = named_proxy(self.settings.proxies, rpc.proxy, name)
+        return None if proxy is None else self._proxy("rpc", name, proxy)
+
+    async def close(self) -> None:
+        for proxy in self._built.values():
+            await proxy.transport.close()
+        self._built.clear()
