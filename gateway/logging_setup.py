@@ -70,4 +70,7 @@ def configure_logging(log: LogSettings, *, stream: TextIO | None = None) -> logg
         old.close()
     root.addHandler(handler)
     root.setLevel(level)
+    # httpx logs every request at INFO: one line per proxy call / JWKS fetch is noise (and the
+    # URL may be sensitive); its warnings still show.
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     return handler

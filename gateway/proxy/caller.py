@@ -46,15 +46,32 @@ class Proxy:
     def __init__(self, name: str, settings: ProxySettings, metrics: Metrics) -> None:
         self.name = name
         self.settings = settings
-        limit = settings.max_concurrency or DEFAULT_MAX_CONCURRENCY
-        self.transport: ProxyTransport = (
-            GrpcProxyTransport(settings)
-            if settings.endpoint.startswith("grpc://")
-            else HttpProxyTransport(settings, max_connections=limit)
-        )
-        self.slots = asyncio.Semaphore(limit)
+        self.limit = settings.max_concurrency or DEFAULT_MAX_CONCURRENCY
+        self._transport: ProxyTransport | None = None
+        self.slots = asyncio.Semaphore(self.limit)
         self.metrics = metrics
         self.forwarded = tuple(h.lower() for h in (*settings.http_headers, *settings.grpc_metadata))
+
+    @property
+    def protocol(self) -> str:
+        return "grpc" if self.settings.endpoint.startswith("grpc://") else "http"
+
+    @property
+    def transport(self) -> ProxyTransport:
+        """Built on first use, inside the serving event loop (a grpcio aio channel is bound to
+        the loop it was created in)."""
+        if self._transport is None:
+            self._transport = (
+                GrpcProxyTransport(self.settings)
+                if self.protocol == "grpc"
+                else HttpProxyTransport(self.settings, max_connections=self.limit)
+            )
+        return self._transport
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            await self._transport.close()
+            self._transport = None
 
     def base(self, kind: str, *, client: str, transport: str, protocol: str) -> dict[str, Any]:
         return {
@@ -81,7 +98,7 @@ class Proxy:
         self, kind: str, request: Mapping[str, Any], request_headers: Mapping[str, str]
     ) -> ProxyReply:
         """Ask the backend. Raises ProxyFailure (timeout, unavailable, status, malformed)."""
-        protocol = self.transport.protocol
+        protocol = self.protocol
         labels = (protocol, kind, self.name)
         inflight = self.metrics.proxy_inflight.labels(*labels)
         started = time.perf_counter()
@@ -99,6 +116,12 @@ class Proxy:
             self.metrics.proxy_errors.labels(*labels).inc()
             log.warning("%s proxy %s (%s): %s", kind, self.name, protocol, exc)
             raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a transport bug must not take the connection down
+            self.metrics.proxy_errors.labels(*labels).inc()
+            log.error("%s proxy %s (%s): unexpected failure", kind, self.name, protocol, exc_info=True)
+            raise ProxyFailure("internal", type(exc).__name__) from exc
         finally:
             inflight.dec()
             self.metrics.proxy_duration.labels(*labels).observe(time.perf_counter() - started)
@@ -158,5 +181,5 @@ class Proxies:
 
     async def close(self) -> None:
         for proxy in self._built.values():
-            await proxy.transport.close()
+            await proxy.close()
         self._built.clear()

@@ -1,0 +1,239 @@
+"""A real application backend implementing every Centrifugo proxy, over HTTP (a Starlette app
+served by uvicorn on a free port) and gRPC (a grpcio aio ``CentrifugoProxy`` server), with one
+decision function behind both. Tests pick a per-kind behaviour (``Backend.mode``) and read the
+recorded requests.
+
+Behaviours: ``ok`` (the contract below), ``error`` (an ``error`` reply, code 1000), ``disconnect``
+(a ``disconnect`` reply, code 4501), ``status`` (HTTP 500 / gRPC INTERNAL), ``garbage`` (a body
+that is not JSON / an unreadable result), ``hang`` (never answers until the test ends).
+
+``ok``: connect needs a ``session=<user>`` cookie (else disconnect 4501) and answers the user,
+info, data, meta and (for user ``subs``) a server-side subscription; subscribe answers info/data
+and an override; publish replaces data by ``{"modified": true, "original": <data>}``; rpc echoes;
+refresh / sub_refresh extend by ``refresh_ttl`` seconds (``expired`` when ``expire`` is set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import orjson
+import uvicorn
+from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.proxy import proxy_pb2 as pb
+from gateway.proxy import proxy_pb2_grpc as pb_grpc
+from tests.support.procs import free_port
+from tests.support.waiting import wait_until
+
+KINDS = ("connect", "refresh", "subscribe", "publish", "rpc", "sub_refresh")
+
+
+@dataclass
+class Call:
+    kind: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass
+class Backend:
+    mode: dict[str, str] = field(default_factory=lambda: dict.fromkeys(KINDS, "ok"))
+    calls: list[Call] = field(default_factory=list)
+    refresh_ttl: int = 3600
+    connect_ttl: int = 0
+    expire: bool = False
+    hang: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def of(self, kind: str) -> list[Call]:
+        return [c for c in self.calls if c.kind == kind]
+
+    def decide(self, kind: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | None:
+        """The response object (data/info/meta as JSON values); None = answer garbage."""
+        self.calls.append(Call(kind, body, headers))
+        mode = self.mode[kind]
+        if mode == "error":
+            return {"error": {"code": 1000, "message": "custom error", "temporary": False}}
+        if mode == "disconnect":
+            return {"disconnect": {"code": 4501, "reason": "backend says no"}}
+        if mode == "garbage":
+            return None
+        return {"result": getattr(self, f"_ok_{kind}")(body, headers)}
+
+    def _ok_connect(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        cookie = headers.get("cookie", "")
+        user = cookie.removeprefix("session=") if cookie.startswith("session=") else ""
+        if not user:
+            raise Unauthorized
+        result: dict[str, Any] = {
+            "user": user,
+            "info": {"name": user},
+            "data": {"welcome": user},
+            "meta": {"tenant": "t1"},
+        }
+        if self.connect_ttl:
+            result["expire_at"] = int(time.time()) + self.connect_ttl
+        if user.startswith("subs"):
+            result["subs"] = {"feed:" + user: {"data": {"server_side": True}}}
+        return result
+
+    def _ok_refresh(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        if self.expire:
+            return {"expired": True}
+        return {"expire_at": int(time.time()) + self.refresh_ttl, "info": {"refreshed": True}}
+
+    def _ok_sub_refresh(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        return self._ok_refresh(body, headers)
+
+    def _ok_subscribe(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        return {"info": {"channel_info": body["channel"]}, "data": {"subscribed": body["channel"]}}
+
+    def _ok_publish(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        return {"data": {"modified": True, "original": body.get("data")}, "skip_history": False}
+
+    def _ok_rpc(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        return {"data": {"method": body["method"], "echo": body.get("data")}}
+
+
+class Unauthorized(Exception):
+    """The connect contract's missing-cookie case: a disconnect reply."""
+
+
+def _answer(backend: Backend, kind: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        return backend.decide(kind, body, headers)
+    except Unauthorized:
+        return {"disconnect": {"code": 4501, "reason": "unauthorized"}}
+
+
+def http_app(backend: Backend) -> Starlette:
+    async def handle(request: Request) -> Response:
+        kind = request.path_params["kind"]
+        body = orjson.loads(await request.body())
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if backend.mode[kind] == "hang":
+            backend.calls.append(Call(kind, body, headers))
+            await backend.hang.wait()
+        if backend.mode[kind] == "status":
+            backend.calls.append(Call(kind, body, headers))
+            return Response("boom", status_code=500)
+        answer = _answer(backend, kind, body, headers)
+        if answer is None:
+            return Response(b"<html>not json", media_type="text/html")
+        return Response(orjson.dumps(answer), media_type="application/json")
+
+    return Starlette(routes=[Route("/{kind}", handle, methods=["POST"])])
+
+
+# --- gRPC ----------------------------------------------------------------------------------
+
+_RESPONSES = {
+    "connect": pb.ConnectResponse,
+    "refresh": pb.RefreshResponse,
+    "subscribe": pb.SubscribeResponse,
+    "publish": pb.PublishResponse,
+    "rpc": pb.RPCResponse,
+    "sub_refresh": pb.SubRefreshResponse,
+}
+
+
+def _b64_json(obj: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if key in obj:
+            obj[key] = base64.b64encode(orjson.dumps(obj[key])).decode()
+
+
+def _from_grpc(request: Any) -> dict[str, Any]:
+    body: dict[str, Any] = json_format.MessageToDict(request, preserving_proto_field_name=True)
+    for key in ("data", "meta"):
+        if key in body:
+            body[key] = orjson.loads(base64.b64decode(body[key]))
+    return body
+
+
+class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    async def _handle(self, kind: str, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        backend = self.backend
+        body = _from_grpc(request)
+        headers = {k: v for k, v in context.invocation_metadata()}
+        if backend.mode[kind] == "hang":
+            backend.calls.append(Call(kind, body, headers))
+            await backend.hang.wait()
+        if backend.mode[kind] == "status":
+            backend.calls.append(Call(kind, body, headers))
+            await context.abort(grpc.StatusCode.INTERNAL, "boom")
+        answer = _answer(backend, kind, body, headers)
+        if answer is None:  # an unreadable result: base64 that is not base64
+            key = "b64data" if kind in ("publish", "rpc") else "b64info"
+            answer = {"result": {key: "***not base64***"}}
+        result = answer.get("result")
+        if isinstance(result, dict):
+            _b64_json(result, ("data", "info", "meta"))
+            for entry in result.get("subs", {}).values():
+                _b64_json(entry, ("data", "info"))
+        return json_format.ParseDict(answer, _RESPONSES[kind]())
+
+    async def Connect(self, request: Any, context: Any) -> Any:
+        return await self._handle("connect", request, context)
+
+    async def Refresh(self, request: Any, context: Any) -> Any:
+        return await self._handle("refresh", request, context)
+
+    async def Subscribe(self, request: Any, context: Any) -> Any:
+        return await self._handle("subscribe", request, context)
+
+    async def Publish(self, request: Any, context: Any) -> Any:
+        return await self._handle("publish", request, context)
+
+    async def RPC(self, request: Any, context: Any) -> Any:
+        return await self._handle("rpc", request, context)
+
+    async def SubRefresh(self, request: Any, context: Any) -> Any:
+        return await self._handle("sub_refresh", request, context)
+
+
+@dataclass
+class Served:
+    backend: Backend
+    http_url: str
+    grpc_url: str
+
+    def endpoint(self, protocol: str, kind: str) -> str:
+        return f"{self.http_url}/{kind}" if protocol == "http" else self.grpc_url
+
+
+@contextlib.asynccontextmanager
+async def serve_backend() -> AsyncIterator[Served]:
+    """The HTTP and the gRPC backend on free ports, for the duration of the block."""
+    backend = Backend()
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(http_app(backend), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    task = asyncio.create_task(server.serve())
+    grpc_server = grpc.aio.server()
+    pb_grpc.add_CentrifugoProxyServicer_to_server(GrpcServicer(backend), grpc_server)
+    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+    await grpc_server.start()
+    try:
+        await wait_until(lambda: server.started, within=10, what="backend started")
+        yield Served(backend, f"http://127.0.0.1:{port}", f"grpc://127.0.0.1:{grpc_port}")
+    finally:
+        backend.hang.set()
+        await grpc_server.stop(None)
+        server.should_exit = True
+        await task
