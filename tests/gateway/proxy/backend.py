@@ -110,7 +110,9 @@ class Unauthorized(Exception):
     """The connect contract's missing-cookie case: a disconnect reply."""
 
 
-def _answer(backend: Backend, kind: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any] | None:
+def _answer(
+    backend: Backend, kind: str, body: dict[str, Any], headers: dict[str, str]
+) -> dict[str, Any] | None:
     try:
         return backend.decide(kind, body, headers)
     except Unauthorized:

@@ -136,7 +136,9 @@ async def test_refresh_proxy_extends_then_expires(
 async def test_two_nodes_on_redis(
     protocol: str, served: Served, start_gateway: GatewayStarter, redis_url: str, clients: list[Client]
 ) -> None:
-    engine = {"engine": {"type": "redis", "redis": {"address": redis_url, "prefix": f"px-{uuid.uuid4().hex[:8]}"}}}
+    engine = {
+        "engine": {"type": "redis", "redis": {"address": redis_url, "prefix": f"px-{uuid.uuid4().hex[:8]}"}}
+    }
     config = merge(proxy_config(lambda k: served.endpoint(protocol, k)), engine)
     gw1, gw2 = start_gateway(config), start_gateway(config)
     reader, reader_events = await _client(gw1.ws_url, "carol")
