@@ -104,7 +104,13 @@ class Authorizer(Protocol):
     async def subscribe(self, who: Caller, req: SubscribeRequest, rules: ChannelRules) -> SubscribeGrant: ...
 
     async def sub_refresh(self, who: Caller, req: SubRefreshRequest) -> RefreshGrant | None:
-        """None: the subscription keeps its expiry (an expired sub_refresh token)."""
+        """A client ``sub_refresh``, or a server-side one at expiry (``req.token`` empty).
+        None: the subscription keeps its expiry (an expired sub_refresh token)."""
+        ...
+
+    def server_side_sub_refresh(self, channel: str) -> bool:
+        """True: subscriptions to ``channel`` are extended from a server timer (sub_refresh
+        proxy) and the subscribe reply announces no client-side expiry."""
         ...
 
     async def publish(
@@ -212,6 +218,9 @@ class TokenAuthorizer:
             raise fail(outcome)
         return RefreshGrant(expired=False, expire_at=claims.expire_at, info=claims.info)
 
+    def server_side_sub_refresh(self, channel: str) -> bool:
+        return False
+
     async def publish(
         self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool
     ) -> PublishGrant:
@@ -301,10 +310,19 @@ class ProxyAuthorizer:
         proxy = self.proxies.for_channel("sub_refresh", req.channel)
         if proxy is None or req.token:
             return await self.tokens.sub_refresh(who, req)
-        reply = _outcome(
-            await self._ask(proxy, "sub_refresh", who, {"user": who.who.user, "channel": req.channel})
-        )
+        fields: dict[str, object] = {"user": who.who.user, "channel": req.channel}
+        try:
+            reply = await self._ask(proxy, "sub_refresh", who, fields)
+        except CommandError:  # as for refresh: a failing backend extends, it does not unsubscribe
+            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
+        if reply.disconnect is not None:
+            raise DisconnectError(reply.disconnect)
+        if reply.error is not None:
+            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
         return self._read(refresh_grant, reply.result)  # type: ignore[arg-type]
+
+    def server_side_sub_refresh(self, channel: str) -> bool:
+        return self.proxies.for_channel("sub_refresh", channel) is not None
 
     async def publish(
         self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool

@@ -170,6 +170,7 @@ class Client:
         self.conn_info: bytes | None = None
         self.conn_meta: bytes | None = None
         self._refresh_timer: asyncio.TimerHandle | None = None
+        self._sub_refresh_timers: dict[str, asyncio.TimerHandle] = {}
         self.name = ""
         self._closed = False
         self._registered = False
@@ -410,7 +411,11 @@ class Client:
 
     async def _server_refresh(self) -> None:
         self._refresh_timer = None
-        grant = await self.authorizer.refresh(self._caller(), None)
+        try:
+            grant = await self.authorizer.refresh(self._caller(), None)
+        except DisconnectError as exc:
+            self.disconnect(exc.disconnect)
+            return
         if grant.expired:
             self.disconnect(codes.DISCONNECT_EXPIRED)
             return
@@ -446,7 +451,10 @@ class Client:
             opts, self._who(), policy.Asks(req.recoverable, req.positioned, req.join_leave), grant.override
         )
         sub = _subscription(channel, rules, flags, server_side=False)
-        sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        if grant.expire_at is not None and self.authorizer.server_side_sub_refresh(channel):
+            self._schedule_sub_refresh(channel, grant.expire_at)
+        else:
+            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
         sub.chan_info = grant.info
         result = await self._establish(
             sub,
@@ -557,8 +565,38 @@ class Client:
             self.session.schedule_sub_expiry(sub)
         return self.session.sub_refresh_result(sub, self.clock())
 
+    def _schedule_sub_refresh(self, channel: str, expire_at: int | None) -> None:
+        """Server-side sub_refresh (sub_refresh proxy): ask the backend when it expires."""
+        old = self._sub_refresh_timers.pop(channel, None)
+        if old is not None:
+            old.cancel()
+        if expire_at is not None and not self._closed:
+            delay = max(0.0, expire_at - self.clock())
+            job = functools.partial(self._server_sub_refresh, channel)
+            self._sub_refresh_timers[channel] = self.loop.call_later(delay, self.spawn, job)
+
+    async def _server_sub_refresh(self, channel: str) -> None:
+        self._sub_refresh_timers.pop(channel, None)
+        sub = self.session.subscriptions.get(channel)
+        if sub is None:
+            return
+        try:
+            grant = await self.authorizer.sub_refresh(self._caller(), SubRefreshRequest(channel, ""))
+        except DisconnectError as exc:
+            self.disconnect(exc.disconnect)
+            return
+        if grant is None or grant.expired:
+            await self.unsubscribe(channel, codes.UNSUBSCRIBE_EXPIRED)
+            return
+        if grant.info is not None:
+            sub.chan_info = grant.info
+        self._schedule_sub_refresh(channel, grant.expire_at)
+
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         """Drop a subscription (client request, server API, expiry, insufficient state)."""
+        timer = self._sub_refresh_timers.pop(channel, None)
+        if timer is not None:
+            timer.cancel()
         sub = self.session.remove_subscription(channel)
         if sub is None:
             return
@@ -752,6 +790,9 @@ class Client:
         if self._refresh_timer is not None:
             self._refresh_timer.cancel()
             self._refresh_timer = None
+        for timer in self._sub_refresh_timers.values():
+            timer.cancel()
+        self._sub_refresh_timers.clear()
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()

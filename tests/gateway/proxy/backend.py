@@ -53,6 +53,7 @@ class Backend:
     calls: list[Call] = field(default_factory=list)
     refresh_ttl: int = 3600
     connect_ttl: int = 0
+    sub_ttl: int = 0
     expire: bool = False
     hang: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -97,7 +98,13 @@ class Backend:
         return self._ok_refresh(body, headers)
 
     def _ok_subscribe(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
-        return {"info": {"channel_info": body["channel"]}, "data": {"subscribed": body["channel"]}}
+        result: dict[str, Any] = {
+            "info": {"channel_info": body["channel"]},
+            "data": {"subscribed": body["channel"]},
+        }
+        if self.sub_ttl:
+            result["expire_at"] = int(time.time()) + self.sub_ttl
+        return result
 
     def _ok_publish(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         return {"data": {"modified": True, "original": body.get("data")}, "skip_history": False}

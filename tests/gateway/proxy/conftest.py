@@ -39,6 +39,7 @@ def proxy_config(
                     "name": "px",
                     "subscribe_proxy_enabled": True,
                     "publish_proxy_enabled": True,
+                    "sub_refresh_proxy_enabled": True,
                     "history_size": 10,
                     "history_ttl": "300s",
                 },

@@ -131,6 +131,35 @@ async def test_refresh_proxy_extends_then_expires(
     await wait_until(lambda: 3005 in events.connecting, within=20, what="expired")
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_sub_refresh_proxy_extends_then_expires(
+    protocol: str, served: Served, start_gateway: GatewayStarter, clients: list[Client]
+) -> None:
+    """A subscription the subscribe proxy granted until ``expire_at`` is extended server-side by
+    the sub_refresh proxy; ``expired`` unsubscribes it (2501) and the SDK resubscribes."""
+    served.backend.sub_ttl = 1
+    served.backend.refresh_ttl = 1
+    gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k)))
+    client, events = await _client(gw.ws_url, "erin")
+    clients.append(client)
+    channel = f"px:{uuid.uuid4().hex[:8]}"
+    sub = client.new_subscription(channel, events=events)
+    await sub.subscribe()
+    await sub.ready(timeout=scaled(10))
+    await wait_until(lambda: len(served.backend.of("sub_refresh")) >= 2, within=20, what="two sub refreshes")
+    assert len(served.backend.of("subscribe")) == 1  # extended, never dropped
+    assert served.backend.of("sub_refresh")[0].body == {
+        "client": served.backend.of("sub_refresh")[0].body["client"],
+        "transport": "websocket",
+        "protocol": "json",
+        "encoding": "json",
+        "user": "erin",
+        "channel": channel,
+    }
+    served.backend.expire = True
+    await wait_until(lambda: len(served.backend.of("subscribe")) >= 2, within=20, what="resubscribe")
+
+
 @pytest.mark.redis
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_two_nodes_on_redis(
