@@ -55,7 +55,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_transports(settings, warnings)
     _check_endpoints(settings)
     _check_engine(settings)
-    _check_proxies(settings, channel)
+    _check_proxies(settings, channel, warnings)
     log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
@@ -92,7 +92,7 @@ def _check_proxy_endpoint(proxy: ProxySettings, path: str) -> None:
         raise ConfigError(f"{path}.timeout", "must be positive")
 
 
-def _check_proxies(settings: Settings, channel: ChannelSettings) -> None:
+def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[str]) -> None:
     """Every enabled proxy resolves to a configured endpoint (Centrifugo fails to start too)."""
     for named in settings.proxies:
         _check_proxy_endpoint(named, f"proxies[{named.name}]")
@@ -104,6 +104,12 @@ def _check_proxies(settings: Settings, channel: ChannelSettings) -> None:
         where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
         for kind in kinds:
             if not getattr(opts, f"{kind}_proxy_enabled"):
+                continue
+            if kind == "subscribe_stream":
+                warnings.append(
+                    f"{where}.subscribe_stream_proxy_enabled: stream proxies are not supported by "
+                    "Taskcast, ignored (subscriptions use the subscribe proxy or the permissions)"
+                )
                 continue
             name = getattr(opts, f"{kind}_proxy_name")
             proxy = named_proxy(settings.proxies, getattr(channel.proxy, kind), name)

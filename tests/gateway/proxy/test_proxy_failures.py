@@ -8,6 +8,7 @@ case hangs, none crashes the connection or logs a traceback, and failures are co
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import urllib.request
 from typing import Any
@@ -125,3 +126,34 @@ async def test_connect_result_subs_and_data(served: Served, start_gateway: Gatew
         assert reply["connect"]["data"] == {"welcome": "subsalice"}
     finally:
         await ws.close()
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_binary_encoding_static_headers_and_credentials(
+    protocol: str, served: Served, start_gateway: GatewayStarter
+) -> None:
+    """``binary_encoding`` sends ``b64data``; static headers (HTTP) and the per-RPC credentials
+    pair (gRPC) reach the backend; headers not in ``http_headers`` do not."""
+    extra = {
+        "binary_encoding": True,
+        "http": {"static_headers": {"X-Static": "s1"}},
+        "grpc": {"credentials_key": "authorization", "credentials_value": "Bearer k"},
+    }
+    gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k), **extra))
+    ws = await websockets.connect(
+        gw.ws_url, additional_headers={**COOKIE, "X-Private": "p"}, open_timeout=scaled(10)
+    )
+    try:
+        reply = await _ask(ws, {"id": 1, "connect": {"data": {"hello": 1}}})
+        assert isinstance(reply, dict) and "connect" in reply, reply
+    finally:
+        await ws.close()
+    call = served.backend.of("connect")[0]
+    assert call.body["encoding"] == "binary"
+    assert base64.b64decode(call.body["b64data"]) == b'{"hello":1}' and "data" not in call.body
+    assert "x-private" not in call.headers
+    if protocol == "http":
+        assert call.headers["x-static"] == "s1"
+    else:
+        assert call.headers["authorization"] == "Bearer k"
+    assert "Bearer k" not in gw.log_text() and "session=alice" not in gw.log_text()

@@ -164,3 +164,10 @@ def test_generated_code_has_no_drift(tmp_path: Path) -> None:
     for name in ("proxy_pb2.py", "proxy_pb2.pyi", "proxy_pb2_grpc.py"):
         generated = (out / "gateway" / "proxy" / name).read_text()
         assert generated == (ROOT / "gateway" / "proxy" / name).read_text(), name
+
+
+def test_subscribe_stream_proxy_warns(tmp_path: Path) -> None:
+    _, warnings = _load(
+        tmp_path, {"channel": {"namespaces": [{"name": "nn", "subscribe_stream_proxy_enabled": True}]}}
+    )
+    assert len(warnings) == 1 and "subscribe_stream_proxy_enabled" in warnings[0]
