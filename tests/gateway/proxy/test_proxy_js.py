@@ -1,0 +1,53 @@
+"""The official centrifuge-js SDK (Node, tests/conformance/js/proxy_cookie.mjs) through the
+connect, subscribe, publish and RPC proxies with a cookie and no token, over HTTP and gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.conformance.conftest import JS_DIR
+from tests.gateway.proxy.backend import Served
+from tests.gateway.proxy.conftest import GatewayStarter, proxy_config
+from tests.support.waiting import scaled
+
+pytestmark = pytest.mark.node
+
+
+async def _run(script: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    node = shutil.which("node")
+    assert node is not None and (JS_DIR / "node_modules" / "centrifuge").is_dir()
+    # Not subprocess.run: the backend answering the gateway runs on this event loop.
+    proc = await asyncio.create_subprocess_exec(
+        node,
+        script,
+        json.dumps(payload),
+        cwd=JS_DIR,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(scaled(40)):
+        out, err = await proc.communicate()
+    events = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and events[-1]["event"] == "done", (out.decode(), err.decode())
+    return events
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_js_sdk_through_proxies(protocol: str, served: Served, start_gateway: GatewayStarter) -> None:
+    gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k)))
+    channel = f"px:{uuid.uuid4().hex[:8]}"
+    events = await _run(
+        "proxy_cookie.mjs", {"url": gw.ws_url, "cookie": "session=jsuser", "channel": channel}
+    )
+    by = {e["event"]: e for e in events}
+    assert by["connect_data"]["data"] == {"welcome": "jsuser"}
+    assert by["subscribe_data"]["data"] == {"subscribed": channel}
+    assert by["publication"]["data"] == {"modified": True, "original": {"text": "from js"}}
+    assert by["rpc"]["data"] == {"method": "echo", "echo": {"js": True}}
+    assert served.backend.of("connect")[0].headers["cookie"] == "session=jsuser"
