@@ -80,6 +80,7 @@ from gateway.protocol.session import (
     Subscription,
     SubState,
 )
+from gateway.server_refresh import ServerRefresher
 
 log = logging.getLogger("taskcast.gateway.client")
 
@@ -169,8 +170,7 @@ class Client:
         self.user = ""
         self.conn_info: bytes | None = None
         self.conn_meta: bytes | None = None
-        self._refresh_timer: asyncio.TimerHandle | None = None
-        self._sub_refresh_timers: dict[str, asyncio.TimerHandle] = {}
+        self.refresher = ServerRefresher(self, self.loop, clock)
         self.name = ""
         self._closed = False
         self._registered = False
@@ -322,7 +322,11 @@ class Client:
             raise CommandError(codes.ERROR_BAD_REQUEST)
         return self._rules(channel).options
 
-    def _caller(self) -> Caller:
+    def subscription(self, channel: str) -> Subscription | None:
+        return self.session.subscriptions.get(channel)
+
+    def caller(self) -> Caller:
+        """The connection as ``gateway.authorization`` sees it."""
         return Caller(
             self._who(),
             self.transport.name,
@@ -338,14 +342,14 @@ class Client:
 
     async def _connect(self, req: ConnectRequest) -> Result:
         cfg = self.settings.client
-        grant = await self.authorizer.connect(self._caller(), req)
+        grant = await self.authorizer.connect(self.caller(), req)
         hub = self.node.hub
         if grant is not None:
             self.user = grant.user
             self.conn_info = grant.info
             self.conn_meta = grant.meta
             if self.authorizer.server_side_refresh:
-                self._schedule_refresh(grant.expire_at)
+                self.refresher.connection(grant.expire_at)
             else:
                 self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
         if (
@@ -394,36 +398,11 @@ class Client:
                 self._go_live(sub)
 
     async def _refresh(self, req: RefreshRequest) -> RefreshResult:
-        grant = await self.authorizer.refresh(self._caller(), req)
+        grant = await self.authorizer.refresh(self.caller(), req)
         self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
         if grant.info is not None:
             self.conn_info = grant.info
         return self.session.refresh_result(self.clock())
-
-    def _schedule_refresh(self, expire_at: int | None) -> None:
-        """Server-side refresh (refresh proxy): ask the backend when the connection expires."""
-        if self._refresh_timer is not None:
-            self._refresh_timer.cancel()
-            self._refresh_timer = None
-        if expire_at is not None and not self._closed:
-            delay = max(0.0, expire_at - self.clock())
-            self._refresh_timer = self.loop.call_later(delay, self.spawn, self._server_refresh)
-
-    async def _server_refresh(self) -> None:
-        self._refresh_timer = None
-        try:
-            grant = await self.authorizer.refresh(self._caller(), None)
-        except DisconnectError as exc:
-            self.disconnect(exc.disconnect)
-            return
-        if grant.expired:
-            self.disconnect(codes.DISCONNECT_EXPIRED)
-            return
-        if grant.info is not None:
-            self.conn_info = grant.info
-        if grant.meta is not None:
-            self.conn_meta = grant.meta
-        self._schedule_refresh(grant.expire_at)
 
     # --- subscribe ---------------------------------------------------------------------------
 
@@ -445,14 +424,14 @@ class Client:
         if error is not None:
             raise CommandError(error)
         self._check_limits(channel, rules)
-        grant = await self.authorizer.subscribe(self._caller(), req, rules)
+        grant = await self.authorizer.subscribe(self.caller(), req, rules)
         self._check_limits(channel, rules)  # the authorisation awaited
         flags = policy.subscription_flags(
             opts, self._who(), policy.Asks(req.recoverable, req.positioned, req.join_leave), grant.override
         )
         sub = _subscription(channel, rules, flags, server_side=False)
         if grant.expire_at is not None and self.authorizer.server_side_sub_refresh(channel):
-            self._schedule_sub_refresh(channel, grant.expire_at)
+            self.refresher.subscription(channel, grant.expire_at)
         else:
             sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
         sub.chan_info = grant.info
@@ -557,7 +536,7 @@ class Client:
         sub = self.session.subscriptions.get(req.channel)
         if sub is None or sub.server_side:
             raise CommandError(codes.ERROR_PERMISSION_DENIED)
-        grant = await self.authorizer.sub_refresh(self._caller(), req)
+        grant = await self.authorizer.sub_refresh(self.caller(), req)
         if grant is not None and not grant.expired:
             sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
             if grant.info is not None:
@@ -565,38 +544,9 @@ class Client:
             self.session.schedule_sub_expiry(sub)
         return self.session.sub_refresh_result(sub, self.clock())
 
-    def _schedule_sub_refresh(self, channel: str, expire_at: int | None) -> None:
-        """Server-side sub_refresh (sub_refresh proxy): ask the backend when it expires."""
-        old = self._sub_refresh_timers.pop(channel, None)
-        if old is not None:
-            old.cancel()
-        if expire_at is not None and not self._closed:
-            delay = max(0.0, expire_at - self.clock())
-            job = functools.partial(self._server_sub_refresh, channel)
-            self._sub_refresh_timers[channel] = self.loop.call_later(delay, self.spawn, job)
-
-    async def _server_sub_refresh(self, channel: str) -> None:
-        self._sub_refresh_timers.pop(channel, None)
-        sub = self.session.subscriptions.get(channel)
-        if sub is None:
-            return
-        try:
-            grant = await self.authorizer.sub_refresh(self._caller(), SubRefreshRequest(channel, ""))
-        except DisconnectError as exc:
-            self.disconnect(exc.disconnect)
-            return
-        if grant is None or grant.expired:
-            await self.unsubscribe(channel, codes.UNSUBSCRIBE_EXPIRED)
-            return
-        if grant.info is not None:
-            sub.chan_info = grant.info
-        self._schedule_sub_refresh(channel, grant.expire_at)
-
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         """Drop a subscription (client request, server API, expiry, insufficient state)."""
-        timer = self._sub_refresh_timers.pop(channel, None)
-        if timer is not None:
-            timer.cancel()
+        self.refresher.subscription(channel, None)
         sub = self.session.remove_subscription(channel)
         if sub is None:
             return
@@ -610,7 +560,7 @@ class Client:
     async def _publish(self, req: PublishRequest) -> EmptyResult:
         opts = self._options(req.channel)
         sub = self.session.subscriptions.get(req.channel)
-        grant = await self.authorizer.publish(self._caller(), req, opts, subscribed=sub is not None)
+        grant = await self.authorizer.publish(self.caller(), req, opts, subscribed=sub is not None)
         data = grant.data if grant.data is not None else req.data
         await self.node.publish(
             req.channel, opts, data, info=self.client_info(sub), skip_history=grant.skip_history
@@ -648,7 +598,7 @@ class Client:
         return PresenceResult(await self.node.presence.presence(req.channel))
 
     async def _rpc(self, req: RPCRequest) -> Result:
-        return await self.authorizer.rpc(self._caller(), req)
+        return await self.authorizer.rpc(self.caller(), req)
 
     # --- gateway.hub.Connection: fan-out and server-side actions -------------------------------
 
@@ -787,12 +737,7 @@ class Client:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._refresh_timer is not None:
-            self._refresh_timer.cancel()
-            self._refresh_timer = None
-        for timer in self._sub_refresh_timers.values():
-            timer.cancel()
-        self._sub_refresh_timers.clear()
+        self.refresher.close()
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
