@@ -1,7 +1,9 @@
 """The HTTP transport of a proxy: ``POST <endpoint>`` with a JSON body shaped like Centrifugo's
-proxy.proto request (raw JSON ``data``/``meta`` embedded unchanged), one keep-alive httpx pool per
-proxy, TLS from ``http.tls``, ``http.static_headers`` and the forwarded headers. A non-200 status,
-a connection failure or a body that is not JSON raise ``ProxyFailure``; the caller bounds time.
+proxy.proto request (raw JSON ``data``/``meta`` embedded unchanged), one keep-alive aiohttp pool
+per proxy, TLS from ``http.tls``, ``http.static_headers`` and the forwarded headers. A non-200
+status, a connection failure or a body that is not JSON raise ``ProxyFailure``; the caller bounds
+time. aiohttp, not httpx: a proxy call is on every connect/subscribe, and httpx cost ~10x the CPU
+per request here (docs/PERFORMANCE.md, proxy section).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 
 from gateway.config_schema import ProxySettings, ProxyTlsSettings
@@ -65,31 +67,34 @@ class HttpProxyTransport:
     protocol = "http"
 
     def __init__(self, settings: ProxySettings, *, max_connections: int) -> None:
+        """Build inside the running event loop (aiohttp binds the session to it)."""
         self.endpoint = settings.endpoint
         self.static_headers = dict(settings.http.static_headers)
         tls = settings.http.tls
-        verify: ssl.SSLContext | bool = ssl_context(tls) if tls.enabled else True
-        self.http = httpx.AsyncClient(
-            verify=verify,
-            timeout=settings.timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        self.http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=max_connections, ssl=ssl_context(tls) if tls.enabled else True
+            ),
+            timeout=aiohttp.ClientTimeout(total=settings.timeout),
+            skip_auto_headers=("User-Agent",),
         )
 
     async def call(self, kind: str, request: Mapping[str, Any], headers: Mapping[str, str]) -> object:
         body = orjson.dumps({k: _to_json(v) for k, v in request.items()})
         sent = {**headers, **self.static_headers, "Content-Type": "application/json"}
         try:
-            response = await self.http.post(self.endpoint, content=body, headers=sent)
-        except httpx.TimeoutException as exc:
-            raise ProxyFailure("timeout", type(exc).__name__) from None
-        except httpx.HTTPError as exc:
+            async with self.http.post(self.endpoint, data=body, headers=sent) as response:
+                if response.status != 200:
+                    raise ProxyFailure("status", f"unexpected HTTP status code: {response.status}")
+                content = await response.read()
+        except TimeoutError:
+            raise ProxyFailure("timeout") from None
+        except aiohttp.ClientError as exc:
             raise ProxyFailure("unavailable", type(exc).__name__) from None
-        if response.status_code != 200:
-            raise ProxyFailure("status", f"unexpected HTTP status code: {response.status_code}")
         try:
-            return normalise(orjson.loads(response.content))
+            return normalise(orjson.loads(content))
         except orjson.JSONDecodeError:
             raise ProxyFailure("malformed", "body is not JSON") from None
 
     async def close(self) -> None:
-        await self.http.aclose()
+        await self.http.close()
