@@ -203,8 +203,9 @@ def render(results: list[dict[str, Any]], note: str) -> str:
 One gateway (memory engine); each client opens a WebSocket, sends `connect` (a JWT, or a session
 cookie the connect proxy checks) and `subscribe` (namespace permission, or the subscribe proxy).
 The backend is a separate process (uvicorn HTTP / grpcio gRPC) answering the minimal result.
-Machine: {note}. **Shared, loaded machine** (2 cores, ~8 helpers running tests): absolute numbers
-are low and noisy; compare the rows of one run, not across runs.
+Machine: {note}. **Shared, loaded machine** (2 cores,
+~8 helpers running tests): absolute numbers are low and noisy; compare the rows of one run, not
+across runs.
 
 | auth | clients | conc. | conn/s | connect p50 ms | connect p99 ms | sub p50 ms | sub p99 ms |
 |---|---|---|---|---|---|---|---|
