@@ -403,7 +403,7 @@ def _convert(default: object, hint: object, value: object, path: str, ctx: _Cont
         if get_args(hint) == (ChannelOptions, Ellipsis):
             return _build_namespaces(value, path, ctx)
         item = get_args(hint)[0]
-        if dataclasses.is_dataclass(item):
+        if isinstance(item, type) and dataclasses.is_dataclass(item):
             return _build_named_list(item, value, path, ctx)
         return _to_str_tuple(value, path)
     if get_origin(hint) is Mapping:
