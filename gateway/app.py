@@ -14,6 +14,7 @@ import contextlib
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -30,6 +31,7 @@ from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
+from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.server import Served
@@ -64,10 +66,17 @@ class RateLimiter:
 
 
 def build_engine(
-    settings: Settings, *, on_error: Callable[[str], None] | None = None
+    settings: Settings,
+    *,
+    on_error: Callable[[str], None] | None = None,
+    shared_engine: Path | None = None,
 ) -> tuple[Broker, PresenceManager]:
     """The configured engine; ``on_error`` is called once per failed engine command with the
-    operation name (the engine logs outages once per state change; the metric counts each)."""
+    operation name (the engine logs outages once per state change; the metric counts each).
+    ``shared_engine``: in a worker of ``--workers N``, the supervisor's memory engine socket
+    (gateway/workers.py); the memory engine is then that one, shared by all workers."""
+    if settings.engine.type == "memory" and shared_engine is not None:
+        return SharedMemoryBroker(shared_engine), SharedMemoryPresence(shared_engine)
     if settings.engine.type == "memory":
         return MemoryBroker(), MemoryPresence(ttl_seconds=settings.engine.redis.presence_ttl)
     if settings.engine.type == "redis":
@@ -87,16 +96,23 @@ class Runtime:
     (with an injected engine) and pass it to ``create_app``."""
 
     def __init__(
-        self, settings: Settings, *, broker: Broker | None = None, presence: PresenceManager | None = None
+        self,
+        settings: Settings,
+        *,
+        broker: Broker | None = None,
+        presence: PresenceManager | None = None,
+        shared_engine: Path | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
             engine_errors = self.metrics.engine_errors
-            broker, presence = build_engine(settings, on_error=lambda op: engine_errors.labels(op).inc())
+            broker, presence = build_engine(
+                settings, on_error=lambda op: engine_errors.labels(op).inc(), shared_engine=shared_engine
+            )
         name = settings.node.name or f"{socket.gethostname()}_{settings.http_server.port}"
         self.node = Node(settings, broker, presence, self.metrics, name=name)
-        if isinstance(broker, RedisBroker):
+        if isinstance(broker, RedisBroker | SharedMemoryBroker):
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
         hub = self.node.hub
         self.metrics.register_node_gauges(

@@ -56,6 +56,8 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
+    if settings.http_server.workers < 1:
+        raise ConfigError("http_server.workers", f"must be at least 1, got {settings.http_server.workers}")
     if settings.http_api.error_mode not in ("", "transport"):
         raise ConfigError(
             "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'

@@ -159,11 +159,13 @@ class ChannelSettings:
 class HttpServerSettings:
     """``request_timeout`` is a Taskcast extension: a connection must deliver a whole request
     (headers, and the body if any) within that many seconds of opening or of the request's first
-    byte, else it is closed (slowloris); 0 disables the deadline."""
+    byte, else it is closed (slowloris); 0 disables the deadline. ``workers`` is a Taskcast
+    extension too: that many gateway processes on one port (gateway/workers.py, docs/scaling.md)."""
 
     address: str = ""
     port: int = 8000
     request_timeout: float = 10.0
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
