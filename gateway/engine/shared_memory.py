@@ -132,10 +132,14 @@ class _Link:
                 if writer is None:
                     raise EngineError("shared engine: link down")
                 rid = next(self._ids)
+                frame = wire.encode([rid, op, *args])
                 future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
                 self._pending[rid] = future
-                writer.write(wire.encode([rid, op, *args]))
-                return await future
+                writer.write(frame)
+                try:
+                    return await future
+                finally:
+                    self._pending.pop(rid, None)
         except TimeoutError as exc:
             raise EngineError(f"shared engine: {op} timed out") from exc
 
@@ -263,6 +267,10 @@ class SharedMemoryPresence:
 
     async def run(self) -> None:
         await self._link.run()
+
+    def healthy(self) -> bool:
+        """Whether the link to the broker is up."""
+        return self._link.up.is_set()
 
     async def add(self, channel: str, client_id: str, info: ClientInfo) -> None:
         await self._link.call("presence_add", channel, client_id, info)

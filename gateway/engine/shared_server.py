@@ -21,7 +21,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,15 @@ class BrokerServer:
     Args:
         path: The Unix socket (created in a directory only this user can enter).
         presence_ttl_seconds: ``engine.redis.presence_ttl``, as for one process.
+        now: Monotonic clock of the engine's expiries (tests inject one).
     """
 
-    def __init__(self, path: Path, *, presence_ttl_seconds: float) -> None:
+    def __init__(
+        self, path: Path, *, presence_ttl_seconds: float, now: Callable[[], float] = time.monotonic
+    ) -> None:
         self.path = path
-        self.broker = MemoryBroker()
-        self.presence = MemoryPresence(ttl_seconds=presence_ttl_seconds)
+        self.broker = MemoryBroker(now=now)
+        self.presence = MemoryPresence(ttl_seconds=presence_ttl_seconds, now=now)
         self.broker.set_handler(self)
         self._subs: dict[str, set[_Peer]] = {}
         self._peers: set[_Peer] = set()

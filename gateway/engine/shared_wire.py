@@ -46,8 +46,15 @@ class WireError(ValueError):
     """A frame that is not a message of this protocol (a broken or foreign peer)."""
 
 
+_BIG_INT = 100
+"""Extension code of an int past msgpack's 64 bits, as decimal text (the engine answers any int,
+gateway/engine/base.py)."""
+
+
 def _default(obj: Any) -> msgpack.ExtType:
     cls = type(obj)
+    if cls is int:
+        return msgpack.ExtType(_BIG_INT, str(obj).encode())
     code = _CODES.get(cls)
     if code is None:
         raise TypeError(f"cannot send {cls.__name__} over the shared engine socket")
@@ -56,6 +63,11 @@ def _default(obj: Any) -> msgpack.ExtType:
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
+    if code == _BIG_INT:
+        try:
+            return int(data.decode())
+        except ValueError as exc:
+            raise WireError("bad big int") from exc
     if not 1 <= code <= len(_TYPES):
         raise WireError(f"unknown extension type {code}")
     cls = _TYPES[code - 1]

@@ -1,7 +1,9 @@
 """Contract suite for the engine seam: every Broker and PresenceManager must pass it.
 
-The ``broker`` and ``presence`` fixtures are parametrized over implementations: "memory" and
-"redis" (a real Redis, marker ``redis``). The Redis branch runs each test under its own key
+The ``broker`` and ``presence`` fixtures are parametrized over implementations: "memory",
+"shared" (the memory engine of ``--workers N``: a ``BrokerServer`` on a real Unix socket and the
+worker-side ``SharedMemoryBroker``/``SharedMemoryPresence``) and "redis" (a real Redis, marker
+``redis``). The Redis branch runs each test under its own key
 prefix, binds a ``TimeMachine`` advancer that lowers the PTTL of every key under it (presence
 scores follow a fake clock), and deletes the prefix on teardown. Tests never sleep: they advance
 time, and they wait for deliveries with ``Recorder.wait`` (immediate in memory, asynchronous
@@ -14,20 +16,27 @@ A section at the end tests memory-only behaviour (sweeps, handler failures).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 
 from gateway.engine.base import Broker, HistoryOptions, PresenceManager, PresenceStats
 from gateway.engine.memory import MemoryBroker, MemoryPresence, new_epoch
+from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
+from gateway.engine.shared_server import BrokerServer
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from tests.helpers import redis_engine
+from tests.support import wait_until
 
-BROKERS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
-PRESENCES = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+BROKERS = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
+PRESENCES = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
 
 HISTORY = HistoryOptions(size=10, ttl_seconds=60, meta_ttl_seconds=600)
 NO_HISTORY = HistoryOptions()
@@ -120,6 +129,31 @@ def events() -> Recorder:
     return Recorder()
 
 
+@contextlib.asynccontextmanager
+async def shared_engine(clock: FakeClock) -> AsyncIterator[tuple[SharedMemoryBroker, SharedMemoryPresence]]:
+    """A ``BrokerServer`` on a Unix socket (a short path: sun_path holds 107 bytes) and one
+    worker's broker and presence connected to it, with every task owned here."""
+    workdir = Path(tempfile.mkdtemp(prefix="tc-shared-"))
+    server = BrokerServer(workdir / "engine.sock", presence_ttl_seconds=60, now=clock)
+    broker = SharedMemoryBroker(server.path)
+    presence = SharedMemoryPresence(server.path)
+    try:
+        async with asyncio.TaskGroup() as tg:
+            serving = tg.create_task(server.run())
+            await server.ready.wait()
+            links = [tg.create_task(broker.run()), tg.create_task(presence.run())]
+            await wait_until(lambda: broker.healthy() and presence.healthy(), 10, "shared engine links")
+            try:
+                yield broker, presence
+            finally:
+                await broker.close()
+                await presence.close()
+                for task in [*links, serving]:
+                    task.cancel()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(params=BROKERS)
 async def broker(
     request: pytest.FixtureRequest, time_machine: TimeMachine, events: Recorder
@@ -129,6 +163,13 @@ async def broker(
         clock = FakeClock()
         engine = MemoryBroker(now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "shared":
+        clock = FakeClock()
+        time_machine.bind(clock.advance)
+        async with shared_engine(clock) as (shared, _):
+            shared.set_handler(events)
+            yield shared
+        return
     elif request.param == "redis":
         url: str = request.getfixturevalue("redis_url")
         prefix = redis_engine.unique_prefix()
@@ -161,6 +202,12 @@ async def presence(
         clock = FakeClock()
         engine = MemoryPresence(ttl_seconds=60, now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "shared":
+        clock = FakeClock()
+        time_machine.bind(clock.advance)
+        async with shared_engine(clock) as (_, shared_presence):
+            yield shared_presence
+        return
     elif request.param == "redis":
         url: str = request.getfixturevalue("redis_url")
         prefix = redis_engine.unique_prefix()
