@@ -32,7 +32,7 @@ from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
-from gateway.metrics import Metrics, NodeGauges
+from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.server import Served
 from gateway.transports import websocket
@@ -142,6 +142,8 @@ class Runtime:
             else verifier
         )
         self.clients = ClientFactory(self.node, verifier=verifier, sub_verifier=sub_verifier)
+        held = self.clients.flusher.stats
+        self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False

@@ -167,7 +167,11 @@ class Client:
         self._closed = False
         self._registered = False
         self.outbox = Outbox(
-            transport, flusher or Flusher(), limit_bytes=cfg.queue_max_size, on_failure=self.disconnect
+            transport,
+            flusher or Flusher(),
+            limit_bytes=cfg.queue_max_size,
+            hold_bytes=cfg.queue_conflate_size,
+            on_failure=self.disconnect,
         )
         self._inbox: deque[Command | Job] = deque()
         self._worker: asyncio.Task[None] | None = None

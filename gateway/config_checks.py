@@ -56,6 +56,15 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
+    if settings.client.queue_conflate_size < 0:
+        raise ConfigError(
+            "client.queue_conflate_size", f"must be 0 or more, got {settings.client.queue_conflate_size}"
+        )
+    if 0 < settings.client.queue_max_size <= settings.client.queue_conflate_size:
+        warnings.append(
+            "client.queue_conflate_size: not below client.queue_max_size, so a backed-up connection is "
+            "disconnected (3008) before its output is conflated"
+        )
     if settings.http_server.workers < 1:
         raise ConfigError("http_server.workers", f"must be at least 1, got {settings.http_server.workers}")
     if settings.http_api.error_mode not in ("", "transport"):

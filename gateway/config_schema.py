@@ -84,6 +84,7 @@ class ClientSettings:
     stale_close_delay: float = 10.0
     channel_limit: int = 128
     queue_max_size: int = 1048576
+    queue_conflate_size: int = 262144
     presence_update_interval: float = 27.0
     channel_position_check_delay: float = 40.0
     connection_limit: int = 0
@@ -103,7 +104,9 @@ class ChannelOptions:
     ``history_meta_ttl == 0`` inherits ``channel.history_meta_ttl``; ``history_meta_ttl_resolved``
     is the value to use. ``channel_pattern`` is ``channel_regex`` compiled (None when unset).
     ``subscription_limit_per_connection`` is a Taskcast extension: at most that many subscriptions
-    to channels of this namespace per connection (0 = unlimited).
+    to channels of this namespace per connection (0 = unlimited). ``conflation_tag`` too: the
+    publication tag whose value is a conflation key while a connection is backed up
+    (gateway/conflation.py; "" = never conflate).
     """
 
     name: str = field(default="", metadata=DERIVED)
@@ -132,6 +135,7 @@ class ChannelOptions:
     allow_user_limited_channels: bool = False
     channel_regex: str = ""
     subscription_limit_per_connection: int = 0
+    conflation_tag: str = ""
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 

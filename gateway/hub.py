@@ -21,13 +21,16 @@ from gateway.protocol.policy import ServerSub
 
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
-    the transport's wire frame of exactly ``payload`` (built once, by the first writer)."""
+    the transport's wire frame of exactly ``payload`` (built once, by the first writer).
+    ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
+    dropped by a backed-up connection)."""
 
-    __slots__ = ("frame", "payload")
+    __slots__ = ("conflation", "frame", "payload")
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, conflation: str | None = None) -> None:
         self.payload = payload
         self.frame: bytes | None = None
+        self.conflation = conflation
 
 
 class Connection(Protocol):
@@ -156,15 +159,18 @@ class Hub:
 
     # --- fan-out -----------------------------------------------------------------------------
 
-    def broadcast_publication(self, channel: str, pub: Publication, epoch: str) -> int:
-        """Hand one publication to every local subscriber; returns how many got it."""
+    def broadcast_publication(
+        self, channel: str, pub: Publication, epoch: str, conflation: str | None = None
+    ) -> int:
+        """Hand one publication to every local subscriber; returns how many got it.
+        ``conflation``: its conflation key (gateway/conflation.py)."""
         targets = self._fanout.get(channel)
         if targets is None:
             subs = self.channels.get(channel)
             if not subs:
                 return 0
             targets = self._fanout[channel] = tuple(subs.values())
-        push = SharedPush(self.codec.encode_publication(channel, pub))
+        push = SharedPush(self.codec.encode_publication(channel, pub), conflation)
         for client in targets:
             client.on_publication(channel, pub, epoch, push)
         return len(targets)

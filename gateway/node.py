@@ -24,6 +24,7 @@ from typing import Any
 from gateway import recovery
 from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
+from gateway.conflation import conflation_key
 from gateway.engine.base import (
     Broker,
     EngineError,
@@ -124,7 +125,12 @@ class Node:
     def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
         if position is not None:
             self.last_pub_at[channel] = self.clock()
-        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "")
+        conflation = None
+        if pub.tags:
+            opts = self.settings.channel_options(channel)
+            if opts is not None and opts.conflation_tag:
+                conflation = conflation_key(channel, pub.tags, opts.conflation_tag)
+        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "", conflation)
         self.metrics.messages_sent(channel, n)
         if pub.time:
             self.metrics.observe_pub_lag(max(0.0, self.clock() - pub.time / 1000.0))

@@ -11,7 +11,9 @@ Wire contract (docs/gateway.md "Server API", Centrifugo-compatible): ``POST {api
 message}}`` each. ``idempotency_key = {aggregateId}:{aggregateVersion}:{channel}`` so a re-publish
 after a crash (or by a second replica) inside the gateway's idempotency window is answered with the
 first result and not delivered twice. ``tags.committed_at_ms`` carries the row's commit time to
-clients (the task.summary/detail schemas forbid extra envelope fields).
+clients (the task.summary/detail schemas forbid extra envelope fields); ``tags.task`` and
+``tags.conflate`` (``publication_tags``) let a backed-up connection keep only each task's newest
+state and never drop a notice or terminal state (seed §13.3).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
-from status_api.storage.outbox import OutboxRow
+from status_api.storage.outbox import OutboxRow, publication_tags
 
 log = logging.getLogger("taskcast.relay.publisher")
 
@@ -90,7 +92,7 @@ def publish_params(row: OutboxRow) -> dict[str, Any]:
         "channel": row.channel,
         "data": row.payload,
         "idempotency_key": idempotency_key(row),
-        "tags": {COMMITTED_AT_TAG: str(committed_at_ms(row.created_at))},
+        "tags": {**publication_tags(row), COMMITTED_AT_TAG: str(committed_at_ms(row.created_at))},
     }
 
 

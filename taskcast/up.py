@@ -129,9 +129,14 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
         "channel": {
             "history_meta_ttl": "720h",
             "namespaces": [
-                {"name": "task_user", **history},
-                {"name": "task_detail", **history, "subscription_limit_per_connection": 20},
-                {"name": "task_project", **history},
+                {"name": "task_user", **history, "conflation_tag": "task"},
+                {
+                    "name": "task_detail",
+                    **history,
+                    "subscription_limit_per_connection": 20,
+                    "conflation_tag": "task",
+                },
+                {"name": "task_project", **history, "conflation_tag": "task"},
             ],
         },
     }

@@ -121,6 +121,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         return None
 
+    def resume_writing(self) -> None:
+        """The socket drained below asyncio's low-water mark: held output goes now (§13.3)."""
+        if self.client is not None:
+            self.client.outbox.writable()
+
     def shutdown(self) -> None:
         """uvicorn's graceful shutdown: disconnect with 3001 so SDKs reconnect elsewhere."""
         if self.client is not None and not self.client.closed:

@@ -137,9 +137,18 @@ def test_publish_params_carry_idempotency_key_and_commit_time_tag() -> None:
     r = row(1, 12)
     params = publish_params(r)
     assert params["idempotency_key"] == idempotency_key(r) == "a:12:task_user:t1/u1"
-    assert params["tags"] == {"committed_at_ms": str(committed_at_ms(r.created_at))}
+    assert params["tags"] == {"task": "a", "committed_at_ms": str(committed_at_ms(r.created_at))}
     assert committed_at_ms(datetime(1970, 1, 1, 0, 0, 1, 500000)) == 1500
     assert params["data"] == {"v": 12} and params["channel"] == "task_user:t1/u1"
+
+
+def test_publications_are_tagged_with_their_task_and_never_conflate_unless_supersedable() -> None:
+    # seed §13.3: the gateway keeps only a task's newest progress, never a notice/terminal/new task.
+    assert publish_params(row(1, 3))["tags"]["task"] == "a"
+    assert "conflate" not in publish_params(row(1, 3))["tags"]
+    for priority in (5, 10):  # NEW_AGGREGATE (a task's first version), NOTICE (notice, terminal, attempt)
+        tags = publish_params(row(1, 3, priority=priority))["tags"]
+        assert tags["task"] == "a" and tags["conflate"] == "never"
 
 
 def test_split_superseded_keeps_newest_and_every_priority_row() -> None:
