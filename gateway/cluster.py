@@ -20,6 +20,7 @@ api.py or app.py. Every task it starts runs inside ``run()``, which its owner (a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -81,10 +82,14 @@ class NodeRegistry:
     clock: Callable[[], float]
     nodes: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
 
-    def update(self, info: dict[str, Any]) -> None:
+    def update(self, info: dict[str, Any]) -> bool:
+        """Record a heartbeat; True when it is from a node not known until now."""
         uid = info.get("uid")
-        if isinstance(uid, str):
-            self.nodes[uid] = (info, self.clock() + NODE_EXPIRE_SECONDS)
+        if not isinstance(uid, str):
+            return False
+        new = uid not in self.nodes
+        self.nodes[uid] = (info, self.clock() + NODE_EXPIRE_SECONDS)
+        return new
 
     def live(self) -> list[dict[str, Any]]:
         now = self.clock()
@@ -172,7 +177,11 @@ class Cluster:
             return
         op, sender = msg["op"], msg.get("from")
         if op == "node" and isinstance(msg.get("info"), dict):
-            self.registry.update(msg["info"])
+            if self.registry.update(msg["info"]) and sender != self.uid:
+                # A node we did not know (just started, e.g. a restarted worker): beat back now,
+                # so it knows this node at once instead of at our next heartbeat.
+                with contextlib.suppress(asyncio.QueueFull):
+                    self._outbox.put_nowait((encode("node", self.uid, info=self.info()), ""))
         elif op == "user_op":
             self._apply_user_op(msg.get("method"), msg.get("params"))
         elif op == "emulation":

@@ -79,7 +79,7 @@ def test_cent_broadcast(cent: Client):
 
 def test_cent_info_channels_presence_batch(cent: Client, gateway: GatewayProcess):
     info = cent.info(InfoRequest())
-    assert len(info.nodes) == 1
+    assert len(info.nodes) == gateway.workers  # one node per worker of --workers N
     node = info.nodes[0]
     assert node.uid and node.name and node.version
 

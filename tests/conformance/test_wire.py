@@ -16,6 +16,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
 from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import wait_until
 
 TIMEOUT = 5.0
 
@@ -151,9 +152,14 @@ async def test_allowed_origins(gateway_factory: GatewayFactory, origin, allowed)
 async def test_metrics_use_centrifugo_names(gateway):
     ws = await connected(gateway)
     async with ws:
-        body = await asyncio.to_thread(http_get, gateway.url + "/metrics")
-    clients = re.search(r"^centrifugo_node_num_clients (\S+)$", body, re.MULTILINE)
-    assert clients is not None and float(clients.group(1)) >= 1
+        # With --workers N a scrape answers for the worker it lands on: scrape (each a new
+        # connection, spread by the kernel) until the one holding this client answers.
+        async def scrape() -> str | None:
+            text = await asyncio.to_thread(http_get, gateway.url + "/metrics")
+            found = re.search(r"^centrifugo_node_num_clients (\S+)$", text, re.MULTILINE)
+            return text if found is not None and float(found.group(1)) >= 1 else None
+
+        body = await wait_until(scrape, 30, "a /metrics answer counting this client")
     for name in (
         "centrifugo_node_num_users",
         "centrifugo_node_num_channels",

@@ -25,6 +25,7 @@ from gateway.engine.memory import MemoryBroker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import SubscribeRecovery
+from tests.support import wait_until
 
 
 @dataclass
@@ -177,3 +178,18 @@ async def test_emulation_reaches_the_session_or_reports_an_unknown_node():
     assert await b.route_emulation("node1", "missing", "{}") is True  # the session closed: dropped
     assert conn.calls == [("feed", '{"id":2,"ping":{}}')]
     assert orjson.loads(encode("emulation", "a", session="s", data="d"))["op"] == "emulation"
+
+
+async def test_a_new_node_is_answered_with_a_heartbeat_so_both_know_each_other_at_once():
+    # A node (or a restarted worker) that starts after the others must not wait for their next
+    # heartbeat to see them in `info`: a heartbeat from an unknown node is answered at once.
+    _, [(a, _), (b, _)] = _two_nodes()
+    async with asyncio.TaskGroup() as tg:
+        outbox = tg.create_task(a._send_outbox())  # a's control sender; no heartbeat loop runs
+        await b.broker.publish_control(encode("node", b.uid, info=b.info()))  # b's first beat
+        await wait_until(lambda: {n["uid"] for n in b.registry.live()} == {"node0", "node1"}, 10, "b knows a")
+        assert {n["uid"] for n in a.registry.live()} == {"node0", "node1"}
+        outbox.cancel()
+    # A known node's heartbeat is not answered (no ping-pong between nodes).
+    a.on_control(encode("node", b.uid, info=b.info()))
+    assert a._outbox.empty()
