@@ -214,6 +214,8 @@ class Outbox:
     def writable(self) -> None:
         """The transport drained below its low-water mark: write held output now."""
         if self._held is not None and not self._closed:
+            if self._retry is not None:
+                self._retry.cancel()
             self._check_held()
 
     def _start_holding(self, base: int) -> None:

@@ -14,6 +14,7 @@ from gateway.conflation import HeldQueue, conflation_key
 from gateway.hub import SharedPush
 from gateway.outbox import Flusher, Outbox
 from gateway.protocol import codes
+from tests.support import wait_until
 
 # --- the rule ---------------------------------------------------------------------------------
 
@@ -192,3 +193,17 @@ async def test_a_disconnect_flush_writes_held_output_before_the_close() -> None:
     box.put(*_push("terminal", None)[:2])
     box.flush()
     assert transport.received() == [b"terminal"]
+
+
+async def test_held_output_goes_out_when_the_transport_drains_without_telling() -> None:
+    # Transports that never call writable() (streaming responses): the hold polls.
+    transport = SlowTransport()
+    box, _ = _outbox(transport)
+    transport.unsent = 5_000
+    box.put(*_push("progress-1", "a")[:2])
+    box.put(*_push("progress-2", "a")[:2])
+    await _tick()
+    assert transport.writes == []
+    transport.unsent = 0
+    await wait_until(lambda: transport.writes, 10, "held output written after the poll")
+    assert transport.writes == [[b"progress-2"]]
