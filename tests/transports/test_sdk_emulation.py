@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.gateway_proc import mint_token
+from tests.support import mint_token
 from tests.transports.conftest import SECRET, of, run_js, uid
 
 pytestmark = pytest.mark.node
@@ -78,7 +78,7 @@ def test_js_expiring_token_refreshed_through_emulation(node_bin, gateway, transp
         gateway,
         transport=transport,
         token=mint_token(SECRET, "42", exp_in=-10),
-        tokens=[mint_token(SECRET, "42", exp_in=3), mint_token(SECRET, "42", exp_in=120)],
+        mint={"secret": SECRET, "sub": "42", "expIn": [3, 120]},
         channel=f"js-{uid()}",
     )
     assert [e["call"] for e in of(events, "get_token")] == [1, 2]
