@@ -179,7 +179,7 @@ def test_js_expired_token_refreshed_through_get_token(node_bin, gateway):
         "refresh.mjs",
         gateway,
         token=mint_token(SECRET, "42", exp_in=-10),
-        mint={"secret": SECRET, "sub": "42", "expIn": [3, 120]},
+        tokens=[mint_token(SECRET, "42", exp_in=3), mint_token(SECRET, "42", exp_in=120)],
         channel=channel,
     )
     assert [e["call"] for e in of(events, "get_token")] == [1, 2]

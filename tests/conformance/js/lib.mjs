@@ -4,7 +4,6 @@
 import { Centrifuge } from 'centrifuge';
 import WebSocket from 'ws';
 import { EventSource } from 'eventsource';
-import { createHmac } from 'node:crypto';
 
 export const args = JSON.parse(process.argv[2] || '{}');
 const waiters = [];
@@ -23,20 +22,8 @@ export function emit(event, fields = {}) {
   }
 }
 
-// The test suite's one time factor (TASKCAST_TEST_TIME_SCALE, as in tests/support/waiting.py).
-export const SCALE = Number(process.env.TASKCAST_TEST_TIME_SCALE) > 0 ? Number(process.env.TASKCAST_TEST_TIME_SCALE) : 1;
-
-// An HS256 JWT for ``sub`` expiring ``expIn`` seconds from NOW: a token minted when the SDK asks
-// for it, so a short-lived token cannot expire while a loaded machine starts the script.
-export function mintToken(secret, sub, expIn) {
-  const b64 = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url');
-  const body = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub, exp: Math.floor(Date.now() / 1000) + expIn })}`;
-  return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
-}
-
-// Resolves with the first event (already seen or future) matching pred; rejects after ms * SCALE.
+// Resolves with the first event (already seen or future) matching pred; rejects after ms.
 export function until(pred, ms = 5000, what = 'event') {
-  ms *= SCALE;
   const found = seen.find(pred);
   if (found) return Promise.resolve(found);
   return new Promise((resolve, reject) => {

@@ -1,17 +1,13 @@
 // Connects with an expired token (server: 109 -> getToken), then with a token expiring in a few
 // seconds; the SDK refreshes it through getToken at ttl. Proves the connection still works after.
-// args.tokens: fixed tokens, or args.mint = {secret, sub, expIn: [seconds...]}: each getToken call
-// mints a token expiring expIn[call] seconds from that moment (no window while the script starts).
-import { args, emit, until, count, api, newClient, watch, run, mintToken } from './lib.mjs';
+import { args, emit, until, count, api, newClient, watch, run } from './lib.mjs';
 
 run(async () => {
   let calls = 0;
   const c = newClient({
     token: args.token,
     getToken: async () => {
-      const token = args.mint
-        ? mintToken(args.mint.secret, args.mint.sub, args.mint.expIn[Math.min(calls, args.mint.expIn.length - 1)])
-        : args.tokens[Math.min(calls, args.tokens.length - 1)];
+      const token = args.tokens[Math.min(calls, args.tokens.length - 1)];
       calls += 1;
       emit('get_token', { call: calls });
       return token;
