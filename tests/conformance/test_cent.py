@@ -29,7 +29,7 @@ from cent import (
 )
 
 from tests.conformance.conftest import SECRET
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled
 
 
 def uid() -> str:
@@ -38,7 +38,7 @@ def uid() -> str:
 
 @pytest.fixture
 def cent(gateway: GatewayProcess) -> Iterator[Client]:
-    client = Client(gateway.api_url, gateway.api_key, timeout=5.0)
+    client = Client(gateway.api_url, gateway.api_key, timeout=scaled(5.0))
     yield client
     client.close()
 
@@ -107,7 +107,7 @@ def test_cent_info_channels_presence_batch(cent: Client, gateway: GatewayProcess
 async def test_cent_with_a_live_connection(gateway: GatewayProcess):
     """presence, channels, unsubscribe, subscribe, refresh, disconnect against a real connection."""
     channel, other = f"cent-{uid()}", f"cent-{uid()}"
-    api = Client(gateway.api_url, gateway.api_key, timeout=5.0)
+    api = Client(gateway.api_url, gateway.api_key, timeout=scaled(5.0))
     try:
         async with websockets.connect(gateway.ws_url) as ws:
             await ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "42")}}))
@@ -150,7 +150,7 @@ def test_cent_errors(cent: Client, gateway: GatewayProcess):
     with pytest.raises(CentApiResponseError) as exc:
         cent.presence(PresenceRequest(channel="feed:x"))  # presence off in this namespace
     assert exc.value.code == 108
-    wrong = Client(gateway.api_url, "wrong-key", timeout=5.0)
+    wrong = Client(gateway.api_url, "wrong-key", timeout=scaled(5.0))
     try:
         with pytest.raises(CentUnauthorizedError):
             wrong.publish(PublishRequest(channel="x", data={}))

@@ -15,9 +15,9 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled
 
-TIMEOUT = 5.0
+TIMEOUT = scaled(5.0)
 
 
 def http_get(url: str) -> str:
@@ -219,7 +219,7 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
                 gw.api_url + "/publish", data=payload, headers={"X-API-Key": gw.api_key}, method="POST"
             )
             assert await asyncio.to_thread(http_status, request) == 200
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(30)):  # a generous bound: 12 MB through a loaded loop
             assert await reader == list(range(1, count + 1))
             code, reason = await closed_with(slow)
         assert (code, reason) == (3008, "slow")
