@@ -24,6 +24,7 @@ from gateway.cluster import Cluster, encode
 from gateway.engine.memory import MemoryBroker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import SubscribeRecovery
 
 
@@ -34,6 +35,7 @@ class Recording:
     client_id: str
     user: str
     session_id: str = ""
+    codec: Codec = JSON
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
     def on_publication(self, *args: Any) -> None: ...
