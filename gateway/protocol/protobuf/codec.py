@@ -8,9 +8,12 @@ no separator (``separator = b""``). Payload fields (``data``, ``info``) are byte
 and travel unchanged: JSON payloads stay JSON bytes, binary payloads stay binary.
 
 Decoding is all-or-nothing per frame, like the JSON codec: a truncated varint, a length past
-the end of the frame, a message the Protobuf parser rejects (wrong wire type, invalid UTF-8 in
-a string, bad nesting) or an empty frame raises ``ProtocolError`` (3501 bad request) and no
-command of that frame runs. Unknown fields are skipped, as proto3 (and Centrifugo) do.
+the end of the frame, a message the Protobuf parser rejects (corrupt wire format, invalid UTF-8
+in a string, too deep nesting), a known field sent with the wrong wire type (Centrifugo's
+vtprotobuf decoder refuses it; upb would keep it as an unknown field) or an empty frame raises
+``ProtocolError`` (3501 bad request) and no command of that frame runs. Unknown fields are
+skipped, as proto3 (and Centrifugo) do. Where Centrifugo ends a frame silently at a truncated
+length prefix, this codec refuses the frame (3501) like any other malformed input.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from gateway.protocol import codes
 from gateway.protocol.codec import ProtocolError
@@ -130,6 +134,7 @@ def decode_command(body: bytes) -> Command:
         cmd.ParseFromString(body)
     except (DecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"malformed Protobuf command: {exc}") from exc
+    _check_wire_types(cmd)
     cmd_id = int(cmd.id)
     for method in _METHODS:
         if cmd.HasField(method.value):
@@ -138,6 +143,34 @@ def decode_command(body: bytes) -> Command:
         # As the JSON codec: an id but no known method is answered 108, never taken for a pong.
         return Command(cmd_id, Method.PING, EmptyRequest())
     return Command(0, None, None)
+
+
+def _check_wire_types(msg: Any) -> None:
+    """Refuse a known field that arrived with another wire type (the parser kept it as an
+    unknown field), in ``msg`` and every message it holds.
+
+    Raises:
+        ProtocolError: such a field was found.
+    """
+    unknown = UnknownFieldSet(msg)
+    if len(unknown):
+        known = msg.DESCRIPTOR.fields_by_number
+        for field in unknown:
+            if field.field_number in known:
+                raise ProtocolError(f"wrong wire type for {msg.DESCRIPTOR.name} field {field.field_number}")
+    for fd, value in msg.ListFields():
+        entry = fd.message_type
+        if entry is None:
+            continue
+        if entry.GetOptions().map_entry:
+            if entry.fields_by_name["value"].message_type is not None:
+                for item in value.values():
+                    _check_wire_types(item)
+        elif fd.is_repeated:
+            for item in value:
+                _check_wire_types(item)
+        else:
+            _check_wire_types(value)
 
 
 def _data(value: bytes) -> bytes | None:
