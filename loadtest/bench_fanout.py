@@ -903,9 +903,10 @@ def render(res: dict[str, Any]) -> str:
         "### Reproduce",
         "",
         "```",
-        "make bench-fanout                                              # full run, ≈15–20 min, writes this section",
+        "make bench-fanout                                              # full run (JSON + Protobuf), ≈25–30 min, writes this section",
         ".venv/bin/python loadtest/bench_fanout.py --quick --out /tmp/perf.md   # N=1000, short rungs",
         ".venv/bin/python loadtest/bench_fanout.py --with-nchan --out docs/PERFORMANCE.md   # also apt-get nginx+nchan",
+        ".venv/bin/python loadtest/bench_fanout.py --protobuf-block --out docs/PERFORMANCE.md   # only the Protobuf block",
         ".venv/bin/python loadtest/bench_fanout.py --redis-block --ns 5000 --servers baseline,gateway,gateway-redis-2nodes "
         "--out docs/PERFORMANCE.md   # only the Redis block",
         "```",
@@ -1407,7 +1408,7 @@ def main() -> int:
     ap.add_argument(
         "--profile-rate", type=int, default=200_000, help="offered deliveries/s of the py-spy rung (0 = none)"
     )
-    ap.add_argument("--budget-s", type=float, default=1100)
+    ap.add_argument("--budget-s", type=float, default=1800, help="global deadline (JSON + Protobuf runs)")
     ap.add_argument(
         "--keep-tmp", action="store_true", help="keep the temp dir (configs, server logs, client binary)"
     )
