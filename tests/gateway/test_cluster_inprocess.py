@@ -179,3 +179,6 @@ async def test_emulation_reaches_the_session_or_reports_an_unknown_node():
     assert await b.route_emulation("node1", "missing", "{}") is True  # the session closed: dropped
     assert conn.calls == [("feed", '{"id":2,"ping":{}}')]
     assert orjson.loads(encode("emulation", "a", session="s", data="d"))["op"] == "emulation"
+    # A Protobuf session's commands are bytes: they cross the control channel as base64.
+    assert await a.route_emulation("node1", "s1", b"\x00\xff\n") is True
+    assert conn.calls[-1] == ("feed", b"\x00\xff\n")

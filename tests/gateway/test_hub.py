@@ -114,3 +114,46 @@ def test_mixed_protocols_one_encoded_push_per_codec_in_subscription_order():
     assert clients[1].pushes[0][1].payload == PROTOBUF.encode_publication("ch", Publication(b'{"n":1}', 1))
     hub.broadcast_join_leave("ch", "join", ClientInfo("u", "c"))
     assert len({id(c.pushes[1][1]) for c in clients}) == 2
+
+
+async def test_per_tick_join_and_frames_per_protocol():
+    """Outboxes of both protocols flushed in one tick: each protocol's pushes are joined with its
+    separator, once per identical sequence, and framed as text (JSON) or binary (Protobuf)."""
+    from gateway.outbox import Flusher, Outbox
+    from gateway.protocol.protobuf.codec import PROTOBUF
+
+    class Wire:
+        name, emulation, unidirectional = "websocket", False, False
+
+        def __init__(self, codec: Codec) -> None:
+            self.codec, self.frames, self.shared = codec, [], []
+
+        def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+            self.shared.append(shared)
+            self.frames.append(
+                framing.ws_frame(payloads, shared, binary=self.codec.binary, separator=self.codec.separator)
+            )
+
+        def buffered_bytes(self) -> int:
+            return 0
+
+        def close(self, disconnect: codes.Disconnect) -> None: ...
+
+    flusher = Flusher()
+    pubs = [Publication(b'{"n":1}', 1), Publication(b'{"n":2}', 2)]
+    pushes = {c.name: [SharedPush(c.encode_publication("ch", p)) for p in pubs] for c in (JSON, PROTOBUF)}
+    wires = [Wire(c) for c in (JSON, PROTOBUF, JSON, PROTOBUF)]
+    for wire in wires:
+        outbox = Outbox(
+            wire, flusher, limit_bytes=0, on_failure=lambda d: None, separator=wire.codec.separator
+        )
+        for push in pushes[wire.codec.name]:
+            outbox.put(push.payload, push)
+    flusher._flush()
+    json_a, pb_a, json_b, pb_b = wires
+    assert json_a.shared[0] is json_b.shared[0] and pb_a.shared[0] is pb_b.shared[0]
+    assert json_a.shared[0] is not pb_a.shared[0]
+    assert json_a.shared[0].payload == b"\n".join(p.payload for p in pushes["json"])
+    assert pb_a.shared[0].payload == b"".join(p.payload for p in pushes["protobuf"])
+    assert json_a.frames[0][0] == 0x81 and pb_a.frames[0][0] == 0x82
+    assert json_a.frames[0] is json_b.frames[0]  # one frame built per protocol

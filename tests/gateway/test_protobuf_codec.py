@@ -271,3 +271,13 @@ def test_generated_module_matches_client_proto(tmp_path: Path):
     out = tmp_path / "gateway" / "protocol" / "protobuf"
     for name in ("client_pb2.py", "client_pb2.pyi"):
         assert (out / name).read_text() == (PKG / name).read_text(), f"{name} is stale: regenerate it"
+
+
+def test_server_api_data_required_unless_b64data():
+    from gateway.api_requests import ApiError, BroadcastRequest, PublishRequest, parse
+
+    assert parse(PublishRequest, {"channel": "c", "b64data": "AA=="}).b64data == "AA=="
+    assert parse(BroadcastRequest, {"channels": ["c"], "b64data": "AA=="}).channels == ["c"]
+    assert parse(PublishRequest, {"channel": "c", "data": None}).data is None  # publishes null
+    with pytest.raises(ApiError):
+        parse(PublishRequest, {"channel": "c"})
