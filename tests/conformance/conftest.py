@@ -27,6 +27,8 @@ HISTORY = {"history_size": 10, "history_ttl": "300s", "force_recovery": True}
 STANDARD_CONFIG: dict[str, Any] = {
     "client": {"token": {"hmac_secret_key": SECRET}},
     "prometheus": {"enabled": True},
+    # centrifuge-js's Protobuf build also runs over HTTP-streaming (+ /emulation) (``js_wire``).
+    "http_stream": {"enabled": True},
     "channel": {
         "without_namespace": {
             **HISTORY,

@@ -5,6 +5,7 @@
 // args.protocol 'protobuf' loads the SDK's Protobuf build (`centrifuge/build/protobuf`): there
 // payloads are bytes, so scripts publish enc(value) and every emitted data/info is dec()oded back
 // to the JSON value. args.timeScale (TASKCAST_TEST_TIME_SCALE) multiplies every bound: ms(n).
+import { createHmac } from 'node:crypto';
 import WebSocket from 'ws';
 import { EventSource } from 'eventsource';
 
@@ -78,6 +79,14 @@ export async function api(method, body) {
   const json = await resp.json();
   if (json.error) throw new Error(`api ${method}: ${JSON.stringify(json.error)}`);
   return method === 'batch' ? json : json.result;
+}
+
+// An HS256 connection token for args.secret minted now, expiring in expIn seconds: scripts that
+// test expiry mint when the SDK asks, so a loaded machine can't expire a short token early.
+export function mintToken(sub, expIn) {
+  const b64 = (obj) => Buffer.from(JSON.stringify(obj)).toString('base64url');
+  const body = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub, exp: Math.floor(Date.now() / 1000) + expIn })}`;
+  return `${body}.${createHmac('sha256', args.secret).update(body).digest('base64url')}`;
 }
 
 // A Centrifuge client whose client-level events are all emitted. args.url is the WebSocket URL,
