@@ -156,12 +156,17 @@ def _with_engine(config: dict[str, Any], engine: dict[str, Any]) -> dict[str, An
 @pytest.fixture
 def gateway_factory(tmp_path: Path, engine: dict[str, Any]) -> Iterator[GatewayFactory]:
     """``gateway_factory(config)`` starts a gateway process on the parametrized engine; all are
-    stopped at teardown."""
+    stopped at teardown. On Redis each gets its own key prefix, so a factory gateway (or one still
+    listed in the node registry after its test) never shows up in the shared gateway's ``info``,
+    ``channels`` or presence."""
     started: list[GatewayProcess] = []
 
     def start(config: dict[str, Any] | None = None) -> GatewayProcess:
         base = config if config is not None else standard_config()
-        gw = GatewayProcess(_with_engine(base, engine), tmp_path / "gw").start()
+        own = copy.deepcopy(engine)
+        if "engine" in own:  # its own Redis prefix: not a node of the shared gateway's cluster
+            own["engine"]["redis"]["prefix"] += f"-{uuid.uuid4().hex[:6]}"
+        gw = GatewayProcess(_with_engine(base, own), tmp_path / "gw").start()
         started.append(gw)
         return gw
 

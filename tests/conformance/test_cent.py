@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -111,9 +112,9 @@ async def test_cent_with_a_live_connection(gateway: GatewayProcess):
     try:
         async with websockets.connect(gateway.ws_url) as ws:
             await ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "42")}}))
-            client_id = json.loads(await ws.recv())["connect"]["client"]
+            client_id = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))["connect"]["client"]
             await ws.send(json.dumps({"id": 2, "subscribe": {"channel": channel}}))
-            reply = json.loads(await ws.recv())
+            reply = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert reply["id"] == 2 and reply["subscribe"]["recoverable"] is True
 
             presence = api.presence(PresenceRequest(channel=channel)).presence
@@ -126,17 +127,17 @@ async def test_cent_with_a_live_connection(gateway: GatewayProcess):
             assert {name: c.num_clients for name, c in channels.items()} == {channel: 1}
 
             api.subscribe(SubscribeRequest(user="42", channel=other))
-            push = json.loads(await ws.recv())
+            push = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert push["push"]["channel"] == other and "subscribe" in push["push"]
             api.unsubscribe(UnsubscribeRequest(user="42", channel=channel))
-            push = json.loads(await ws.recv())
+            push = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert push == {
                 "push": {"channel": channel, "unsubscribe": {"code": 2000, "reason": "server unsubscribe"}}
             }
             api.refresh(RefreshRequest(user="42", client=client_id))
             api.disconnect(DisconnectRequest(user="42"))
             with pytest.raises(websockets.ConnectionClosed) as closed:
-                await ws.recv()
+                await asyncio.wait_for(ws.recv(), scaled(5.0))
             assert closed.value.rcvd is not None
             assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (3503, "force disconnect")
     finally:
