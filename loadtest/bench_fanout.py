@@ -1073,6 +1073,10 @@ def protobuf_pairs(res: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, 
     return pairs
 
 
+def ceiling(delivered: int) -> str:
+    return f"{delivered:,}/s" if delivered else "no rung sustained"
+
+
 def render_protobuf_block(res: dict[str, Any]) -> list[str]:
     """The JSON-vs-Protobuf subscribers subsection (issue 17), between its own markers so that a
     ``--protobuf-block`` run can replace it alone."""
@@ -1092,14 +1096,17 @@ def render_protobuf_block(res: dict[str, Any]) -> list[str]:
         "failed connection), sends connect + subscribe as varint-delimited `Command`s in one binary frame, and walks "
         "each varint-delimited `Reply` just enough (`push` → `pub` → `data`) to count the publication and read the "
         "send time at the start of its JSON `data` bytes. Server pings (empty `Reply`) are answered with an empty `Command`.",
-        "- Ratio = Protobuf deliveries per server-CPU-second / JSON's at the same offered rate, pooled over the rungs "
-        "both sustain (all deliveries / all CPU-seconds of those rungs).",
+        "- Ratio = Protobuf deliveries per server-CPU-second / JSON's at the same offered rate; pooled over the rungs "
+        "both sustain (all deliveries / all CPU-seconds of those rungs), or, when there are none, over every rung "
+        "both measured. Deliveries per CPU-second stays a cost measure on a saturated rung (CPU the server got, "
+        "per delivery), but a server starved of CPU 0 by other work (`server CPU %` far below the `busy` 100 %) "
+        "saturates early, so on a loaded machine the ceilings say little.",
         "",
     ]
     for js, pb in protobuf_pairs(res):
         n = js["N"]
-        jsteps = {s["offered_per_s"]: s for s in ok_steps(js)}
-        rows = [(jsteps[s["offered_per_s"]], s) for s in ok_steps(pb) if s["offered_per_s"] in jsteps]
+        jsteps = {s["offered_per_s"]: s for s in js["steps"]}
+        psteps = {s["offered_per_s"]: s for s in pb["steps"]}
         L += [
             f"{LABEL[js['server']]}, N = {n:,} (connected: JSON {js.get('connected', '–')}, Protobuf "
             f"{pb.get('connected', '–')}; idle RSS/conn {js.get('rss_per_conn_kib', '–')} vs "
@@ -1109,37 +1116,44 @@ def render_protobuf_block(res: dict[str, Any]) -> list[str]:
             "Protobuf: delivered/s, p50/p99 ms, server CPU %, deliveries/CPU-s, µs/delivery | ratio |",
             "|---|---|---|---|",
         ]
-        for j, b in rows:
-            ratio = (
-                f"{b['deliveries_per_cpu_s'] / j['deliveries_per_cpu_s']:.2f}×"
-                if j["deliveries_per_cpu_s"] and b["deliveries_per_cpu_s"]
-                else "–"
+
+        def cell(s: dict[str, Any] | None) -> str:
+            if s is None:
+                return "–"
+            return (
+                f"{s['delivered_per_s']:,}{' ⚠' if s.get('saturated') else ''}, {f_ms(s['p50_ms'])}/{f_ms(s['p99_ms'])}, "
+                f"{s['server_cpu_pct']} %, {f_int(s['deliveries_per_cpu_s'])}, {s['server_us_per_delivery']}"
             )
-            L.append(
-                f"| {j['offered_per_s']:,} | {j['delivered_per_s']:,}, {f_ms(j['p50_ms'])}/{f_ms(j['p99_ms'])}, "
-                f"{j['server_cpu_pct']} %, {f_int(j['deliveries_per_cpu_s'])}, {j['server_us_per_delivery']} | "
-                f"{b['delivered_per_s']:,}, {f_ms(b['p50_ms'])}/{f_ms(b['p99_ms'])}, {b['server_cpu_pct']} %, "
-                f"{f_int(b['deliveries_per_cpu_s'])}, {b['server_us_per_delivery']} | {ratio} |"
-            )
+
+        common = []
+        for offered in sorted(set(jsteps) | set(psteps)):
+            j, b = jsteps.get(offered), psteps.get(offered)
+            ratio = "–"
+            if j and b and j["deliveries_per_cpu_s"] and b["deliveries_per_cpu_s"]:
+                ratio = f"{b['deliveries_per_cpu_s'] / j['deliveries_per_cpu_s']:.2f}×"
+                common.append((j, b))
+            L.append(f"| {offered:,} | {cell(j)} | {cell(b)} | {ratio} |")
         ceil = {
             k: max((s["delivered_per_s"] for s in ok_steps(r)), default=0)
             for k, r in (("js", js), ("pb", pb))
         }
         pooled_line = ""
-        if rows:
+        sustained = [(j, b) for j, b in common if not j.get("saturated") and not b.get("saturated")]
+        for label, rows in (("both sustain", sustained), ("both measured (saturated ones included)", common)):
             pj, pp = pooled([j for j, _ in rows]), pooled([b for _, b in rows])
-            pooled_line = (
-                f" Pooled over {len(rows)} common rungs: Protobuf {pp:,.0f} vs JSON {pj:,.0f} deliveries/CPU-s "
-                f"= {pp / pj:.2f}×."
-                if pj
-                else ""
-            )
+            if rows and pj:
+                pooled_line = (
+                    f" Pooled over the {len(rows)} rung(s) {label}: Protobuf {pp:,.0f} vs JSON {pj:,.0f} "
+                    f"deliveries/CPU-s = {pp / pj:.2f}×."
+                )
+                break
         L += [
             "",
-            f"Sustained ceiling: JSON {ceil['js']:,}/s ({js.get('stopped', 'end of ladder')}), Protobuf "
-            f"{ceil['pb']:,}/s ({pb.get('stopped', 'end of ladder')}).{pooled_line}",
+            f"Sustained ceiling: JSON {ceiling(ceil['js'])} ({js.get('stopped', 'end of ladder')}), Protobuf "
+            f"{ceiling(ceil['pb'])} ({pb.get('stopped', 'end of ladder')}).{pooled_line}",
             "",
         ]
+    L += ["⚠ = saturated rung (its ladder stopped there).", ""]
     failed = [r for r in res["runs"] if r.get("protocol") == "protobuf" and "error" in r]
     L += [f"- {LABEL[r['server']]} N = {r['N']:,}, Protobuf: run failed: `{r['error']}`" for r in failed]
     return L + ([""] if failed else []) + [PB_END, ""]
