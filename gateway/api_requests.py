@@ -26,6 +26,9 @@ Json: TypeAlias = object
 REQUIRED = {"required": True}
 """Field metadata: the key must be present (and, for strings and lists, non-empty)."""
 
+DATA_REQUIRED = {"required": True, "unless": "b64data"}
+"""``data`` must be present unless ``b64data`` is given (binary payloads, Centrifugo's rule)."""
+
 INT64 = (-(2**63), 2**63 - 1)
 UINT64 = {"range": (0, 2**64 - 1)}
 
@@ -82,7 +85,7 @@ class Override:
 @dataclass(frozen=True, slots=True)
 class PublishRequest:
     channel: str = field(default="", metadata=REQUIRED)
-    data: Json | None = field(default=None, metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=DATA_REQUIRED)
     b64data: str = ""
     skip_history: bool = False
     tags: dict[str, str] | None = None
@@ -92,7 +95,7 @@ class PublishRequest:
 @dataclass(frozen=True, slots=True)
 class BroadcastRequest:
     channels: list[str] = field(default_factory=list, metadata=REQUIRED)
-    data: Json | None = field(default=None, metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=DATA_REQUIRED)
     b64data: str = ""
     skip_history: bool = False
     tags: dict[str, str] | None = None
@@ -189,6 +192,8 @@ class _Field:
     required: bool
     range: tuple[int, int]
     default: Any
+    unless: str = ""
+    """A required field may be missing when this other field is set."""
 
 
 _FIELDS: dict[type[Any], tuple[_Field, ...]] = {}
@@ -210,6 +215,7 @@ def _fields(cls: type[Any]) -> tuple[_Field, ...]:
                 bool(f.metadata.get("required")),
                 f.metadata.get("range", INT64),
                 default,
+                f.metadata.get("unless", ""),
             )
         )
     cached = _FIELDS[cls] = tuple(out)
@@ -231,7 +237,7 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
         raw = params.get(f.name)
         if raw is None:
             # A required JSON value may be null (``"data": null`` publishes null).
-            if f.required and not (f.name in params and _is_json(f.kind)):
+            if f.required and not (f.name in params and _is_json(f.kind)) and not params.get(f.unless):
                 raise bad_request(f"{name}: required")
             continue
         value = _value(f.kind, raw, name, f.range)

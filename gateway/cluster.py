@@ -20,6 +20,7 @@ api.py or app.py. Every task it starts runs inside ``run()``, which its owner (a
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import uuid
@@ -136,13 +137,20 @@ def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecove
             }
         )
     sub = policy.ServerSub(
-        info=orjson.dumps(op.info) if op.info is not None else None,
-        data=orjson.dumps(op.data) if op.data is not None else None,
+        info=_payload(op.info, op.b64info),
+        data=_payload(op.data, op.b64data),
         override=override,
     )
     since = op.recover_since
     recovery = SubscribeRecovery(True, since.offset, since.epoch) if since is not None else None
     return sub, recovery
+
+
+def _payload(value: object, b64: str) -> bytes | None:
+    """``b64<name>`` (validated by the server API) wins over the JSON ``<name>``."""
+    if b64:
+        return base64.b64decode(b64)
+    return orjson.dumps(value) if value is not None else None
 
 
 class Cluster:
@@ -185,8 +193,13 @@ class Cluster:
         elif op == "user_op":
             self._apply_user_op(msg.get("method"), msg.get("params"))
         elif op == "emulation":
-            session, commands = msg.get("session"), msg.get("data")
-            if isinstance(session, str) and isinstance(commands, str):
+            session, commands, b64 = msg.get("session"), msg.get("data"), msg.get("b64data")
+            if isinstance(session, str) and isinstance(b64, str):  # a Protobuf session's bytes
+                try:
+                    commands = base64.b64decode(b64, validate=True)
+                except ValueError:
+                    commands = None
+            if isinstance(session, str) and isinstance(commands, str | bytes):
                 self.deliver_emulation(session, commands)
         elif op == "survey" and isinstance(sender, str):
             self._answer_survey(sender, msg)
@@ -195,7 +208,7 @@ class Cluster:
             if survey is not None:
                 survey.add(str(sender), msg.get("payload"))
 
-    def deliver_emulation(self, session: str, commands: str) -> None:
+    def deliver_emulation(self, session: str, commands: str | bytes) -> None:
         """Feed commands into a local session; an unknown session drops them silently (it
         closed; the SDK reconnects)."""
         conn = self.hub.session(session)
@@ -254,7 +267,7 @@ class Cluster:
         message = encode("user_op", self.uid, method=USER_OP_NAMES[type(op)], params=to_params(op))
         await self.broker.publish_control(message)
 
-    async def route_emulation(self, node: str, session: str, commands: str) -> bool:
+    async def route_emulation(self, node: str, session: str, commands: str | bytes) -> bool:
         """Send emulation commands to the session's node (this one or another live node);
         False when ``node`` is not a live node.
 
@@ -266,9 +279,13 @@ class Cluster:
             return True
         if node not in self.live_uids():
             return False
-        await self.broker.publish_control(
-            encode("emulation", self.uid, session=session, data=commands), node_id=node
-        )
+        if isinstance(commands, bytes):
+            message = encode(
+                "emulation", self.uid, session=session, b64data=base64.b64encode(commands).decode()
+            )
+        else:
+            message = encode("emulation", self.uid, session=session, data=commands)
+        await self.broker.publish_control(message, node_id=node)
         return True
 
     async def survey(self, kind: str, wait: float = SURVEY_TIMEOUT_SECONDS) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from gateway.cluster import Cluster, encode
 from gateway.engine.memory import MemoryBroker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import SubscribeRecovery
 from tests.support import wait_until
 
@@ -35,6 +36,7 @@ class Recording:
     client_id: str
     user: str
     session_id: str = ""
+    codec: Codec = JSON
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
     def on_publication(self, *args: Any) -> None: ...
@@ -178,6 +180,9 @@ async def test_emulation_reaches_the_session_or_reports_an_unknown_node():
     assert await b.route_emulation("node1", "missing", "{}") is True  # the session closed: dropped
     assert conn.calls == [("feed", '{"id":2,"ping":{}}')]
     assert orjson.loads(encode("emulation", "a", session="s", data="d"))["op"] == "emulation"
+    # A Protobuf session's commands are bytes: they cross the control channel as base64.
+    assert await a.route_emulation("node1", "s1", b"\x00\xff\n") is True
+    assert conn.calls[-1] == ("feed", b"\x00\xff\n")
 
 
 async def test_a_new_node_is_answered_with_a_heartbeat_so_both_know_each_other_at_once():
