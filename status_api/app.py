@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from status_api import board
+from status_api import board, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -164,13 +164,19 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
         body = await metrics.render(comp.engine)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    all_routes = [*routes, Route("/metrics", metrics_endpoint, methods=["GET"]), *board.routes()]
+    extra_routes = [*telemetry.routes, *subscribe_proxy.routes]
+    metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
+    all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)
     # Around every route (board and /metrics included): none ever sees more than the bound. Metrics
     # wrap it, so its 413s are counted.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=cfg.http.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=[*routes, *extra_routes])
     app.state.api = comp.api
     app.state.components = comp
     app.state.metrics = metrics
+    tc = cfg.telemetry
+    app.state.telemetry_settings = telemetry.TelemetrySettings(tc.enabled, tc.max_body_bytes, tc.max_samples)
+    app.state.telemetry_limiter = RateLimiter(tc.reports_per_minute / 60.0, max(1.0, tc.reports_per_minute))
+    app.state.subscribe_proxy = subscribe_proxy.SubscribeProxy.from_config(cfg, comp.queries)
     return app
