@@ -172,8 +172,9 @@ class SubscribeProxy:
             except DBAPIError as exc:
                 if not is_retryable(exc) or attempt == _ATTEMPTS - 1:
                     raise
-        if not granted:
-            return {"result": {"expired": True}} if refreshing else {"error": LIMIT_EXCEEDED}
+        if granted is not proxy_leases.Grant.GRANTED:
+            refused = LIMIT_EXCEEDED if granted is proxy_leases.Grant.OVER_QUOTA else PERMISSION_DENIED
+            return {"result": {"expired": True}} if refreshing else {"error": refused}
         return {"result": {"expire_at": epoch(until)} if self.refresh else {}}
 
 

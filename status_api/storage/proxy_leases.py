@@ -11,6 +11,7 @@ the other and never grant more than ``limit`` live leases. The caller owns the t
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, sqlite
@@ -20,6 +21,13 @@ from status_api.storage import sessions
 from status_api.storage.tables import realtime_session, realtime_subscription
 
 KEY_PREFIX = "proxy:"
+
+
+class Grant(StrEnum):
+    GRANTED = "granted"
+    OVER_QUOTA = "over_quota"
+    #: The connection key belongs to another user (a forged or reused client id).
+    FOREIGN = "foreign"
 
 
 def connection_key(client_id: str) -> str:
@@ -56,10 +64,10 @@ async def acquire(
     now: datetime,
     until: datetime,
     limit: int,
-) -> bool:
+) -> Grant:
     """Grant (or renew) ``key``'s lease on ``task_id`` until ``until`` unless the connection
-    already holds ``limit`` other live leases; False = over quota (nothing written but the lock).
-    A key owned by another user is never granted."""
+    already holds ``limit`` other live leases (nothing is written then but the lock). A key owned
+    by another user is never granted."""
     await _lock_connection(conn, key, tenant_id, user_id, now, until)
     owner = (
         await conn.execute(
@@ -69,7 +77,7 @@ async def acquire(
         )
     ).one()
     if (owner[0], owner[1]) != (tenant_id, user_id):
-        return False
+        return Grant.FOREIGN
     await conn.execute(
         sa.delete(realtime_subscription).where(
             realtime_subscription.c.session_id == key, realtime_subscription.c.expires_at <= now
@@ -78,9 +86,9 @@ async def acquire(
     active = await sessions.active_subscriptions(conn, key, now)
     active.discard(task_id)
     if len(active) >= limit:
-        return False
+        return Grant.OVER_QUOTA
     await sessions.put_subscription(conn, key, task_id, until)
-    return True
+    return Grant.GRANTED
 
 
 async def holds(conn: AsyncConnection, key: str, task_id: str, now: datetime) -> bool:
