@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
 from status_api.service import Clock, ServiceSettings, StatusService, utc_now
 from status_api.storage.database import create_engine, init_db
 from status_api.tokens import TokenIssuer, TokenSettings
+from status_api.wake import RedisWakePublisher
 
 
 @dataclass
@@ -46,9 +47,19 @@ class Components:
     queries: TaskQueries
     reconciler: HealthReconciler
     api: Api
+    #: The Redis wake-up hint sender (``wake.redis_url``), closed with the app.
+    waker: RedisWakePublisher | None = None
 
 
-def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: Clock = utc_now) -> Components:
+def build_components(
+    cfg: Config,
+    *,
+    engine: AsyncEngine | None = None,
+    clock: Clock = utc_now,
+    on_commit: Callable[[int], None] | None = None,
+) -> Components:
+    """``on_commit``: the post-commit wake-up hook (``taskcast up`` hands its relay's ``wake``);
+    without it, ``wake.redis_url`` makes one (``status_api.wake``)."""
     schema_dir = Path(cfg.schema_dir) if cfg.schema_dir else DEFAULT_SCHEMA_DIR
     schemas = SchemaStore(schema_dir)
     engine = engine or create_engine(
@@ -133,12 +144,20 @@ def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: C
     )
     rc = cfg.reconciler
     reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
-    return Components(engine, service, queries, reconciler, api)
+    waker = None
+    if on_commit is None and cfg.wake.redis_url:
+        waker = RedisWakePublisher(cfg.wake.redis_url, cfg.wake.channel)
+        on_commit = waker.notify
+    service.on_commit = on_commit
+    return Components(engine, service, queries, reconciler, api, waker)
 
 
-def create_app(cfg: Config, *, components: Components | None = None) -> Starlette:
-    """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup."""
-    comp = components or build_components(cfg)
+def create_app(
+    cfg: Config, *, components: Components | None = None, on_commit: Callable[[int], None] | None = None
+) -> Starlette:
+    """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup.
+    ``on_commit``: see :func:`build_components`."""
+    comp = components or build_components(cfg, on_commit=on_commit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -156,6 +175,8 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
                     stop.set()
         finally:
             if components is None:
+                if comp.waker is not None:
+                    await comp.waker.aclose()
                 await comp.engine.dispose()
 
     metrics = StatusMetrics()

@@ -76,6 +76,8 @@ async def _reconcile(config_path: str) -> int:
     try:
         await comp.reconciler.run(stop)
     finally:
+        if comp.waker is not None:
+            await comp.waker.aclose()
         await comp.engine.dispose()
     return 0
 

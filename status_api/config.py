@@ -125,6 +125,16 @@ class IngestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WakeConfig:
+    """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
+    commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
+    null = no hint, the relays publish at their poll interval."""
+
+    redis_url: str | None = None
+    channel: str = "taskcast:outbox:wake"
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
@@ -168,6 +178,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    wake: WakeConfig = field(default_factory=WakeConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     schema_dir: str | None = None
@@ -221,6 +232,7 @@ def _validate(cfg: Config) -> None:
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
+    _validate_wake(cfg.wake)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -254,6 +266,13 @@ def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:
         raise ConfigError("subscribe_proxy.secret: required when enabled, at least 32 characters")
     if p.lease_seconds is not None and p.lease_seconds < 1:
         raise ConfigError("subscribe_proxy.lease_seconds: must be >= 1 (or null)")
+
+
+def _validate_wake(w: WakeConfig) -> None:
+    if w.redis_url is not None and not w.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    if not w.channel:
+        raise ConfigError("wake.channel: must not be empty")
 
 
 def _validate_retention(r: RetentionConfig) -> None:
