@@ -62,6 +62,11 @@ class Topology:
         self.prefix = f"topo{uuid.uuid4().hex[:8]}"
 
     @property
+    def wake_channel(self) -> str:
+        """The relays' wake-up channel, per topology (runs sharing one Redis never wake each other)."""
+        return f"{self.prefix}:outbox:wake"
+
+    @property
     def public_url(self) -> str:
         return f"http://127.0.0.1:{self.public_port}"
 
@@ -133,6 +138,8 @@ class Topology:
             TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
             TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
             TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
+            TASKCAST_STATUS_API_WAKE__REDIS_URL=self.redis_url,
+            TASKCAST_STATUS_API_WAKE__CHANNEL=self.wake_channel,
         )
         status_cfg = str(DEPLOY / "status-api.yaml")
         subprocess.run(
@@ -175,6 +182,8 @@ class Topology:
                 TASKCAST_RELAY_RELAY_ID=f"relay{n + 1}",
                 TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
                 TASKCAST_RELAY_METRICS_PORT=str(port),
+                TASKCAST_RELAY_WAKE_REDIS_URL=self.redis_url,
+                TASKCAST_RELAY_WAKE_CHANNEL=self.wake_channel,
             )
             argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")

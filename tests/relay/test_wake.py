@@ -25,6 +25,8 @@ from relay.claim import OutboxLeases
 from relay.metrics import RelayMetrics
 from relay.relay import Relay
 from relay.wake import RedisWakeListener
+from status_api.storage.database import create_engine as status_engine
+from status_api.storage.database import init_db
 from status_api.storage.outbox import OutboxRow
 from status_api.wake import RedisWakePublisher
 from tests.relay.harness import (
@@ -39,7 +41,7 @@ from tests.relay.harness import (
     wait_until,
 )
 from tests.relay.test_crash_points import crashing_relay, process_config
-from tests.status_api.harness import COORDINATOR, DEFAULT_STEPS, TEST_CONFIG
+from tests.status_api.harness import COORDINATOR, DEFAULT_STEPS, TEST_CONFIG, FakeClock, Harness, build
 from tests.support import GatewayProcess, StatusApiProcess, free_port, merge
 
 pytestmark = pytest.mark.mysql
@@ -185,6 +187,32 @@ async def test_an_unreachable_wake_channel_fails_nothing(caplog: pytest.LogCaptu
     warnings = [r for r in caplog.records if "hint not sent" in r.getMessage()]
     assert len(warnings) == 1, "one warning per outage, not one per commit"
     assert "Traceback" not in caplog.text and "127.0.0.1" not in caplog.text  # no URL in logs
+
+
+async def test_embedded_status_api_commit_wakes_the_relay_in_process(
+    gateway: GatewayProcess, tmp_path: Path
+) -> None:
+    """``taskcast up``'s wiring on SQLite: the Status API's post-commit hook is ``Relay.wake``."""
+    url = f"sqlite+aiosqlite:///{tmp_path}/up.db"
+    eng = status_engine(url)
+    await init_db(eng)
+    relay = make_relay(eng, relay_config(url, gateway, poll_interval_seconds=NEVER))
+    status = Harness(build(eng, FakeClock()), FakeClock())
+    status.service.on_commit = lambda _rows: relay.wake()
+    await status.service.load_registry_files()
+    async with Subscriber(gateway, ["task_user:t1/u1"]) as sub:
+        stop, task = await _running(relay)
+        try:
+            t = await status.create_task()
+            await wait_until(
+                lambda: any(tid == t.id for _, tid, _, _ in sub.received),
+                within=WITHIN,
+                what="task at the client",
+            )
+        finally:
+            await _stopped(stop, task, relay)
+            await status.http.aclose()
+            await eng.dispose()
 
 
 # --- processes: Status API -> Redis hint -> relay -----------------------------------------------
