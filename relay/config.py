@@ -45,6 +45,8 @@ class RelayConfig:
     publish_timeout_seconds: float = 5.0
     backoff_base_seconds: float = 0.5
     backoff_max_seconds: float = 60.0
+    #: Upper bound of the pause between probes of a gateway that failed as a whole.
+    gateway_probe_max_seconds: float = 1.0
     max_attempts: int = 20
     collapse_superseded_progress: bool = False
     retention_seconds: float = 7 * 24 * 3600.0
@@ -70,6 +72,7 @@ _POSITIVE = (
     "publish_timeout_seconds",
     "backoff_base_seconds",
     "backoff_max_seconds",
+    "gateway_probe_max_seconds",
     "max_attempts",
     "retention_seconds",
     "purge_interval_seconds",

@@ -86,7 +86,7 @@ class Relay:
     Gateway outages (issue 14, defect 7): a failure of the gateway as a whole hands the batch back
     due at once (no per-row backoff, no attempt counted toward ``max_attempts``) and closes the
     gate: every loop stops claiming while one prober publishes a single row with full-jitter
-    backoff (capped at :data:`LOOP_BACKOFF_CAP_SECONDS`). The first probe that gets through opens
+    backoff (capped at ``gateway_probe_max_seconds``). The first probe that gets through opens
     the gate and every loop drains at full speed. Per-row backoff is only for row-specific errors.
     """
 
@@ -320,12 +320,19 @@ class Relay:
         self.metrics.probes.labels("up" if ok else "down").inc()
         return ok
 
-    def _pause(self, attempt: int) -> float:
-        """The pause before probe (or database retry) ``attempt``: full jitter, at least one poll
-        interval, capped at max(poll interval, min(``backoff_max_seconds``, 5 s))."""
+    def _pause(self, attempt: int, cap_seconds: float = LOOP_BACKOFF_CAP_SECONDS) -> float:
+        """The pause before database retry ``attempt``: full jitter, at least one poll interval,
+        capped at max(poll interval, min(``backoff_max_seconds``, ``cap_seconds``))."""
         cfg = self.config
-        cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
+        cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, cap_seconds))
         return max(cfg.poll_interval_seconds, full_jitter(attempt, cfg.backoff_base_seconds, cap, self.rand))
+
+    def probe_pause(self, attempt: int) -> float:
+        """The pause before gateway probe ``attempt``: as :meth:`_pause`, capped by
+        ``gateway_probe_max_seconds`` (1 s): a returning gateway is found within about a second
+        (issue 16: a 30 s outage's backlog drains within 2 s of the return), and one refused
+        connection a second per relay costs a down gateway nothing."""
+        return self._pause(attempt, self.config.gateway_probe_max_seconds)
 
     async def _prober(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -333,7 +340,7 @@ class Relay:
             probes = 0
             while not stop.is_set():
                 probes += 1
-                await _wait(stop, self._pause(probes))
+                await _wait(stop, self.probe_pause(probes))
                 if stop.is_set() or await self.probe():
                     break
             if not stop.is_set():
