@@ -39,6 +39,8 @@ class Topology:
     mysql_url: str = ""
     gateways: int = 2
     relays: int = 2
+    #: ``taskcast status-api serve --workers N`` (one port; status_api/workers.py).
+    status_api_workers: int = 1
     heartbeat_timeout_seconds: float = 60.0
     #: How long each process may take to become ready (loaded CI machines need more than a laptop).
     ready_timeout_seconds: float = 60.0
@@ -164,7 +166,9 @@ class Topology:
             self._add(f"gateway{n + 1}", argv, env, f"{self.gateway_url(n)}/health")
         self._add(
             "status-api",
-            service_argv("status-api", "serve", "--config", status_cfg),
+            service_argv(
+                "status-api", "serve", "--config", status_cfg, "--workers", str(self.status_api_workers)
+            ),
             status_env,
             f"{self.status_api_url}/readyz",
         )
