@@ -45,7 +45,7 @@ from status_api.config import Config
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import UserIdentity
 from status_api.domain.projections import Projection
-from status_api.http import _guard, _json
+from status_api.http import guard, read_json
 from status_api.queries import TaskQueries
 from status_api.storage import proxy_leases
 from status_api.storage import repository as repo
@@ -194,7 +194,7 @@ def _peer(request: Request) -> str:
 
 async def _answer(request: Request, refreshing: bool) -> Response:
     proxy = _proxy(request)
-    req = parse_request(await _json(request))
+    req = parse_request(await read_json(request))
     reply = await proxy.decide(req, refreshing=refreshing)
     outcome = "granted" if "result" in reply and not reply["result"].get("expired") else "refused"
     metrics = getattr(request.app.state, "metrics", None)
@@ -203,13 +203,13 @@ async def _answer(request: Request, refreshing: bool) -> Response:
     return JSONResponse(reply)
 
 
-@_guard
+@guard
 async def subscribe(request: Request) -> Response:
     """``POST /proxy/v1/subscribe``: Centrifugo's subscribe proxy request → allow / 103 / 106."""
     return await _answer(request, refreshing=False)
 
 
-@_guard
+@guard
 async def sub_refresh(request: Request) -> Response:
     """``POST /proxy/v1/sub-refresh``: renew the lease (``expire_at``) or ``{"expired": true}``."""
     return await _answer(request, refreshing=True)

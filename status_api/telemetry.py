@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from status_api.domain.errors import DomainError, ErrorKind, invalid
-from status_api.http import _api, _guard, error_response
+from status_api.http import api_of, error_response, guard
 from status_api.json_input import JsonInputError
 from status_api.json_input import parse as parse_json
 from status_api.ratelimit import RateLimiter
@@ -128,7 +128,7 @@ def parse_report(body: Any, max_samples: int) -> ClientReport:
     return ClientReport(transport if transport in TRANSPORTS else "other", counts, samples)
 
 
-@_guard
+@guard
 async def client_telemetry(request: Request) -> Response:
     """``POST /api/telemetry/client`` → 204; errors as the other user endpoints (coded JSON)."""
     settings: TelemetrySettings = request.app.state.telemetry_settings
@@ -137,7 +137,7 @@ async def client_telemetry(request: Request) -> Response:
     try:
         if not settings.enabled:
             raise DomainError(ErrorKind.NOT_FOUND, "NOT_FOUND", "telemetry is disabled")
-        user = await _api(request).user_auth.authenticate(request.headers)
+        user = await api_of(request).user_auth.authenticate(request.headers)
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise _too_large(settings)
