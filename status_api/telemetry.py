@@ -107,6 +107,9 @@ def parse_report(body: Any, max_samples: int) -> ClientReport:
         counts[name] = value
     if counts.get("recoveredFalse", 0) > counts.get("recoveries", 0):
         raise _out_of_range("counts.recoveredFalse", "counts.recoveredFalse exceeds counts.recoveries")
+    for part in ("connects", "connectFailures"):  # a success ratio above 1 is a lie
+        if counts.get(part, 0) > counts.get("connectAttempts", 0):
+            raise _out_of_range(f"counts.{part}", f"counts.{part} exceeds counts.connectAttempts")
     samples: dict[str, tuple[float, ...]] = {}
     total = 0
     for name, values in _object(top.get("samples"), "samples", tuple(SAMPLES)).items():

@@ -49,6 +49,8 @@ def test_a_valid_report_is_parsed_and_an_unknown_transport_becomes_other() -> No
         ({"counts": {"connects": -1}}, "VALUE_OUT_OF_RANGE"),
         ({"counts": {"connects": MAX_COUNT + 1}}, "VALUE_OUT_OF_RANGE"),
         ({"counts": {"recoveries": 1, "recoveredFalse": 2}}, "VALUE_OUT_OF_RANGE"),
+        ({"counts": {"connectAttempts": 1, "connects": 2}}, "VALUE_OUT_OF_RANGE"),
+        ({"counts": {"connects": 1}}, "VALUE_OUT_OF_RANGE"),
         ({"samples": {"commitToVisibleMs": [-5]}}, "VALUE_OUT_OF_RANGE"),
         ({"samples": {"commitToVisibleMs": [3_600_001]}}, "VALUE_OUT_OF_RANGE"),
         ({"samples": {"snapshotLoadMs": [1e300]}}, "VALUE_OUT_OF_RANGE"),
