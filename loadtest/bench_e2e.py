@@ -321,7 +321,7 @@ class E2E:
             out["create_tasks_s"] = time.monotonic() - t
             # the first event of each task (STEP_STARTED) outside the measured windows
             await asyncio.gather(
-                *(http.request("/internal/v1/task-events", *self.event(s)) for s in self.steps)
+                *(http.request("/internal/v1/task-events", *self.event(s), wait_s=120) for s in self.steps)
             )
             out["connect"] = await self.connect_clients()
             print(f"setup: {json.dumps(out)}", flush=True)
