@@ -15,11 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from status_api.app import create_app
 from tests.helpers.mysql_db import schema_database
-from tests.status_api.harness import COORDINATOR, DEFAULT_STEPS, TEST_CONFIG, Harness, auth, load_config_dict
+from tests.status_api.harness import (
+    COORDINATOR,
+    DEFAULT_STEPS,
+    REALTIME_SECRET,
+    TEST_CONFIG,
+    Harness,
+    auth,
+    load_config_dict,
+)
 from tests.support import StatusApiProcess, merge, scaled
 
 SECRET = "proxy-secret-for-tests-0123456789abcdef"
@@ -190,3 +199,13 @@ async def test_concurrent_subscribes_of_one_connection_never_exceed_the_quota(
                 assert all(
                     r == {"error": {"code": 106, "message": "limit exceeded"}} for r in mine if "error" in r
                 )
+
+
+async def test_the_connection_token_carries_projects_in_meta_for_the_proxy(h: Harness) -> None:
+    """The gateway forwards a connection's JWT ``meta`` to the subscribe proxy: a project member's
+    connection token carries the memberships there (server-side only), an owner's none."""
+    member = await h.user_get("/api/realtime/session", user="bob", projects=["p2", "p1"])
+    claims = jwt.decode(member["token"], REALTIME_SECRET, algorithms=["HS256"])
+    assert claims["meta"] == {"projects": ["p1", "p2"]}
+    owner = await h.user_get("/api/realtime/session")
+    assert "meta" not in jwt.decode(owner["token"], REALTIME_SECRET, algorithms=["HS256"])
