@@ -440,7 +440,7 @@ API, reconciler, 2 relays, nginx) with the deploy/ configs. {args.clients:,} cli
 them. Each rate runs {args.window:.0f} s open loop over {args.http_conns} keep-alive connections, then
 drains. *commit→visible* = receipt time at the client − `tags.committed_at_ms` (the relay's commit
 clock of the outbox row); for the baseline the tag is the publish send time. CPU = share of one core
-per process over the window. Everything, including the load generator and the 5,000 clients, shares
+per process over the window. Everything, including the load generator and the {args.clients:,} clients, shares
 the 2 CPUs.
 
 {HEADER}
