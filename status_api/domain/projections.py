@@ -364,8 +364,9 @@ def notice_for(
     return None
 
 
-NEVER_SUPERSEDED_EVENTS = frozenset({EventType.TASK_CREATED, EventType.STEP_ATTEMPT_CREATED})
-"""Events whose version is urgent whatever its state (seed §13.3: new tasks, new attempts)."""
+NEVER_SUPERSEDED_EVENTS = frozenset({EventType.STEP_ATTEMPT_CREATED})
+"""Events whose version is urgent whatever its state (seed §13.3: new attempts). A new task's
+first version is never superseded either, by its own priority (``NEW_AGGREGATE``, outbox.py)."""
 
 
 def project(
@@ -399,8 +400,8 @@ def project(
                 project_message(after, steps),
             )
         )
-    # Seed §13.3: a notice, a terminal state, a new task and a new attempt are never superseded
-    # (relay) or conflated (gateway).
+    # Seed §13.3: a notice, a terminal state and a new attempt are never superseded (relay) or
+    # conflated (gateway).
     urgent = (
         notice is not None
         or after.lifecycle in TERMINAL
