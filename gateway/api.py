@@ -141,6 +141,8 @@ class ServerApi:
             tags=req.tags,
             skip_history=req.skip_history,
             idempotency_key=req.idempotency_key,
+            version=req.version,
+            version_epoch=req.version_epoch,
         )
         if result.position is None:
             return {}

@@ -87,6 +87,8 @@ class PublishRequest:
     skip_history: bool = False
     tags: dict[str, str] | None = None
     idempotency_key: str = ""
+    version: int = field(default=0, metadata=UINT64)
+    version_epoch: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,8 @@ class BroadcastRequest:
     skip_history: bool = False
     tags: dict[str, str] | None = None
     idempotency_key: str = ""
+    version: int = field(default=0, metadata=UINT64)
+    version_epoch: str = ""
 
 
 @dataclass(frozen=True, slots=True)
