@@ -10,6 +10,9 @@ Never imports client.py or app.py.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import hmac
 import logging
 import time
@@ -60,6 +63,21 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 class _Method:
     request: type[Any]
     handler: Callable[[Any], Awaitable[Result]]
+
+
+def _b64_json(value: str, name: str) -> bytes:
+    """A ``b64*`` field's bytes. Centrifugo sends the decoded bytes as they are; JSON client
+    connections can only carry them when they are JSON, so anything else is refused here.
+
+    Raises:
+        ApiError: 107 when ``value`` is not base64 or does not decode to JSON.
+    """
+    try:
+        raw = base64.b64decode(value, validate=True)
+        orjson.loads(raw)
+    except (binascii.Error, ValueError):
+        raise bad_request(f"{name}: not base64-encoded JSON") from None
+    return raw
 
 
 def _error_obj(exc: ApiError) -> dict[str, Any]:
@@ -128,8 +146,8 @@ class ServerApi:
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
-        if b64data:  # binary payloads cannot travel over the JSON client protocol
-            raise bad_request("b64data: not supported with the JSON protocol")
+        if b64data:
+            return _b64_json(b64data, "b64data")
         return orjson.dumps(data)
 
     async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
@@ -169,8 +187,9 @@ class ServerApi:
 
     async def subscribe(self, req: SubscribeRequest) -> Result:
         self._options(req.channel)
-        if req.b64info or req.b64data:
-            raise bad_request("b64info/b64data: not supported with the JSON protocol")
+        for name in ("b64info", "b64data"):  # checked here; the nodes decode them (exact bytes)
+            if getattr(req, name):
+                _b64_json(getattr(req, name), name)
         await self.node.cluster.user_op(req)
         return {}
 
@@ -297,21 +316,27 @@ class ApiEndpoint:
 
     async def _batch(self, params: Any) -> Response:
         commands = params.get("commands") if isinstance(params, dict) else None
+        parallel = params.get("parallel", False) if isinstance(params, dict) else False
         if not isinstance(commands, list):
             return _json({"error": _error_obj(bad_request("commands"))})
-        replies: list[Result] = []
-        for command in commands:
-            if not isinstance(command, dict) or len(command) != 1:
-                replies.append({"error": _error_obj(bad_request("commands[]"))})
-                continue
-            ((method, method_params),) = command.items()
-            try:
-                if method == "batch":
-                    raise ApiError(codes.ERROR_NOT_FOUND)
-                replies.append({method: await self.api.call(method, method_params)})
-            except ApiError as exc:
-                replies.append({"error": _error_obj(exc)})
+        if not isinstance(parallel, bool):
+            return _json({"error": _error_obj(bad_request("parallel"))})
+        if parallel:  # Centrifugo: run concurrently, answer in command order
+            replies = list(await asyncio.gather(*(self._batch_one(command) for command in commands)))
+        else:
+            replies = [await self._batch_one(command) for command in commands]
         return _json({"replies": replies})
+
+    async def _batch_one(self, command: object) -> Result:
+        if not isinstance(command, dict) or len(command) != 1:
+            return {"error": _error_obj(bad_request("commands[]"))}
+        ((method, method_params),) = command.items()
+        try:
+            if method == "batch":
+                raise ApiError(codes.ERROR_NOT_FOUND)
+            return {method: await self.api.call(method, method_params)}
+        except ApiError as exc:
+            return {"error": _error_obj(exc)}
 
     async def _legacy(self, body: bytes) -> Response:
         """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""

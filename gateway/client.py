@@ -489,6 +489,8 @@ class Client:
         flags = policy.subscription_flags(rules.options, self._who(), policy.Asks(), server_sub.override)
         sub = _subscription(channel, rules, flags, server_side=True)
         sub.chan_info = server_sub.info
+        if server_sub.expire_at:
+            sub.expire_at = float(server_sub.expire_at)
         return await self._establish(
             sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
         )
@@ -705,10 +707,13 @@ class Client:
     def unsubscribe_server_side(self, channel: str) -> None:
         self.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         if expired:
             self.disconnect(codes.DISCONNECT_EXPIRED)
-        elif expire_at:
+            return
+        if info is not None:
+            self.conn_info = info
+        if expire_at:
             self.session.set_expiry(float(expire_at))
             self._rearm()
 

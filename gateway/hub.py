@@ -64,8 +64,9 @@ class Connection(Protocol):
         """Server API ``unsubscribe``: push unsubscribe 2000."""
         ...
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
-        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)."""
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
+        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)
+        and, when ``info`` is given, new connection info (raw JSON) for later presence/joins."""
         ...
 
     def presence_tick(self) -> None:
