@@ -492,14 +492,17 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
     _, warnings = cfg(
         {
             "client": {"concurrency": 4},
-            "grpc_api": {"enabled": True},
-            "channel": {"without_namespace": {"delta_publish": True}},
+            "admin": {"enabled": True},
+            "channel": {"without_namespace": {"shared_poll": True}},
         }
     )
     assert warnings == [
-        'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores)',
-        'unsupported option "grpc_api" (a Centrifugo option Taskcast ignores)',
-        'unsupported option "channel.without_namespace.delta_publish" (a Centrifugo option Taskcast ignores)',
+        'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores: '
+        "one connection's commands run in order; nothing to tune)",
+        'unsupported option "admin" (a Centrifugo option Taskcast ignores: no admin web UI: '
+        "use the server API (info, channels, presence) and /metrics)",
+        'unsupported option "channel.without_namespace.shared_poll" (a Centrifugo option Taskcast '
+        "ignores: no shared polling: publish changes through the server API)",
     ]
 
 
