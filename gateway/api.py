@@ -161,6 +161,7 @@ class ServerApi:
             idempotency_key=req.idempotency_key,
             version=req.version,
             version_epoch=req.version_epoch,
+            delta=req.delta,
         )
         if result.position is None:
             return {}

@@ -92,6 +92,7 @@ class PublishRequest:
     idempotency_key: str = ""
     version: int = field(default=0, metadata=UINT64)
     version_epoch: str = ""
+    delta: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,7 @@ class BroadcastRequest:
     idempotency_key: str = ""
     version: int = field(default=0, metadata=UINT64)
     version_epoch: str = ""
+    delta: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from typing import TypeVar
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, resolve, user_allowed
 from gateway.config import ChannelOptions
+from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError, fail
 from gateway.hub import SharedPush
@@ -468,6 +469,14 @@ class Client:
         if claims is not None:
             sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
             sub.chan_info = claims.info
+        if req.tf is not None:
+            sub.tags_filter = subscription_filter(opts, req.tf)
+        sub.delta = negotiate_delta(
+            opts,
+            req.delta,
+            json_protocol=self.session.codec.name == "json",
+            filtered=sub.tags_filter is not None,
+        )
         result = await self._establish(
             sub,
             opts,
@@ -535,9 +544,10 @@ class Client:
             recovered=positioned is not None and positioned.recovered,
             epoch=positioned.reply.epoch if positioned else "",
             offset=positioned.reply.offset if positioned else 0,
-            publications=positioned.publications if positioned else None,
+            publications=recovered_for(sub, positioned.publications) if positioned else None,
             was_recovering=wanted.recover,
             data=data,
+            delta=sub.delta,
         )
 
     def _go_live(self, sub: Subscription) -> None:
@@ -549,7 +559,7 @@ class Client:
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
-                self.outbox.put(push.payload, push)
+                self._deliver(sub, pub, push)
             elif verdict is Delivery.INSUFFICIENT_STATE:
                 self.insufficient_state(sub)
                 return
@@ -651,7 +661,7 @@ class Client:
         sub = self.session.subscriptions.get(channel)
         if sub is None or self._closed:
             return
-        if sub.state is SubState.SUBSCRIBED and not sub.positioned:
+        if sub.state is SubState.SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
             self.outbox.put(push.payload, push)  # the common case, kept short: it runs per delivery
             return
         if sub.state is SubState.SUBSCRIBING:
@@ -659,9 +669,18 @@ class Client:
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
-            self.outbox.put(push.payload, push)
+            self._deliver(sub, pub, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
+
+    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
+        """Queue a publication that passed the position check: unless the tags filter drops it,
+        as the shared push or (delta subscriptions) its delta / escaped form."""
+        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
+            return
+        if sub.delta:
+            push = delta_push(sub, pub, push)
+        self.outbox.put(push.payload, push)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)

@@ -21,13 +21,22 @@ from gateway.protocol.policy import ServerSub
 
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
-    the transport's wire frame of exactly ``payload`` (built once, by the first writer)."""
+    the transport's wire frame of exactly ``payload`` (built once, by the first writer).
+    A publication push also carries its channel, epoch and the channel's previous publication
+    on this node (``prev``: offset, epoch, data), from which gateway/delivery.py builds the
+    delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it."""
 
-    __slots__ = ("frame", "payload")
+    __slots__ = ("channel", "epoch", "frame", "payload", "prev", "variants")
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(
+        self, payload: bytes, channel: str = "", epoch: str = "", prev: tuple[int, str, bytes] | None = None
+    ) -> None:
         self.payload = payload
         self.frame: bytes | None = None
+        self.channel = channel
+        self.epoch = epoch
+        self.prev = prev
+        self.variants: object = None
 
 
 class Connection(Protocol):
@@ -86,6 +95,8 @@ class Hub:
         self.channels: dict[str, dict[str, Connection]] = {}
         self._fanout: dict[str, tuple[Connection, ...]] = {}
         """Per channel, a snapshot of its subscribers for fan-out; dropped on every change."""
+        self._prev: dict[str, tuple[int, str, bytes]] = {}
+        """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
 
     # --- connections -------------------------------------------------------------------------
@@ -149,6 +160,7 @@ class Hub:
             self._fanout.pop(channel, None)
         if not subs:
             del self.channels[channel]
+            self._prev.pop(channel, None)
             return True
         return False
 
@@ -165,7 +177,11 @@ class Hub:
             if not subs:
                 return 0
             targets = self._fanout[channel] = tuple(subs.values())
-        push = SharedPush(self.codec.encode_publication(channel, pub))
+        push = SharedPush(
+            self.codec.encode_publication(channel, pub), channel, epoch, self._prev.get(channel)
+        )
+        if pub.offset:
+            self._prev[channel] = (pub.offset, epoch, pub.data)
         for client in targets:
             client.on_publication(channel, pub, epoch, push)
         return len(targets)

@@ -202,9 +202,16 @@ class Node:
         idempotency_key: str = "",
         version: int = 0,
         version_epoch: str = "",
+        delta: bool = False,
     ) -> PublishResult:
         history = HistoryOptions() if skip_history else self.history_options(opts)
-        pub = Publication(data=data, info=info, tags=tags or None, time=int(self.clock() * 1000))
+        pub = Publication(
+            data=data,
+            info=info,
+            tags=tags or None,
+            time=int(self.clock() * 1000),
+            delta=delta or opts.delta_publish,
+        )
         result = await self.broker.publish(
             channel,
             pub,
