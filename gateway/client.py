@@ -43,6 +43,7 @@ from gateway.errors import CommandError, DisconnectError, GatewayError, fail
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
+from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ChannelRequest,
@@ -372,6 +373,11 @@ class Client:
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
         server_subs = _server_subs(claims)
+        personal = personal_channel(self.settings, self.user)
+        if personal:
+            server_subs.setdefault(personal, policy.ServerSub())
+            if cfg.subscribe_to_user_personal_channel.single_connection:
+                await evict_other_connections(self.node, personal, self.user, self.client_id)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self.node.connecting.discard(self)
