@@ -31,6 +31,7 @@ from gateway.hub import SharedPush
 from gateway.origins import origin_allowed
 from gateway.protocol import codes
 from gateway.transports import framing
+from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -56,6 +57,9 @@ class WebSocketEndpoint:
     allowed_origins: tuple[str, ...]
     admit: Admit
     connect: Connect
+    uni: UniWebSocketEndpoint | None = None
+    """``uni_websocket`` on the same listener (gateway/transports/uni_websocket.py); a
+    ``handler_prefix`` of "" disables the bidirectional endpoint."""
 
 
 def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
@@ -90,6 +94,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self._close_timer: asyncio.TimerHandle | None = None
         self._fragments: list[bytes] | None = None
         """Parts of a fragmented text message received so far (None: no message in progress)."""
+        self.uni: UniWebSocketTransport | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -142,7 +147,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def _handshake(self, request: Request) -> None:
         endpoint = self.endpoint
         path = request.path.split("?", 1)[0]
-        if path != endpoint.handler_prefix:
+        uni = endpoint.uni if endpoint.uni is not None and path == endpoint.uni.handler_prefix else None
+        if path != endpoint.handler_prefix and uni is None:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
         origin = request.headers.get("Origin")
@@ -162,6 +168,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        if uni is not None:
+            self.conn.max_message_size = uni.message_size_limit or None
+            self.uni = UniWebSocketTransport(self, uni)
+            self.client = self.uni.client
+            return
         self.client = endpoint.connect(self)
 
     def _frame(self, frame: Frame) -> None:
@@ -169,9 +180,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if client is None:
             return
         opcode = frame.opcode
+        feed = client.feed if self.uni is None else self.uni.message
         if opcode is Opcode.TEXT:
             if frame.fin:
-                client.feed(bytes(frame.data))
+                feed(bytes(frame.data))
             else:
                 self._fragments = [bytes(frame.data)]
         elif opcode is Opcode.CONT:
@@ -182,7 +194,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self._fragments.append(bytes(frame.data))
             if frame.fin:
                 message, self._fragments = b"".join(self._fragments), None
-                client.feed(message)
+                feed(message)
         elif opcode is Opcode.BINARY:
             client.disconnect(codes.DISCONNECT_INAPPROPRIATE_PROTOCOL)
         elif opcode is Opcode.CLOSE:
@@ -221,6 +233,13 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing() or self.close_sent:
             return
         transport.write(framing.ws_frame(payloads, shared))
+
+    def write_raw(self, frames: bytes) -> None:
+        """Already-built frames (the unidirectional transport frames its own pushes)."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or self.close_sent:
+            return
+        transport.write(frames)
 
     def buffered_bytes(self) -> int:
         transport = self.transport
