@@ -30,6 +30,7 @@ from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
+from gateway.grpc_api import server as grpc_api
 from gateway.metrics import Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.server import Served
@@ -264,6 +265,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            if settings.grpc_api.enabled:
+                tasks.append(tg.create_task(grpc_api.serve(rt.api, settings.grpc_api)))
             try:
                 yield
             finally:
