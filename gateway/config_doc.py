@@ -13,7 +13,7 @@ import dataclasses
 import json
 import sys
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -122,13 +122,16 @@ def _default_text(option: Option) -> str:
     return f"`{json.dumps(option.default)}`"
 
 
-def default_tree(settings: Settings | None = None) -> dict[str, Any]:
+def default_tree(
+    settings: Settings | None = None, *, duration: Callable[[float], str] | None = None
+) -> dict[str, Any]:
     """The whole option tree with the values of ``settings`` (default: the defaults), durations
-    as Go-style strings, namespaces as a list of objects: a config file Centrifugo also reads."""
-    return _tree(settings if settings is not None else Settings())
+    as Go-style strings (``duration`` formats them; default ``duration_text``), namespaces as a
+    list of objects: a config file Centrifugo also reads."""
+    return _tree(settings if settings is not None else Settings(), duration or duration_text)
 
 
-def _tree(value: object) -> dict[str, Any]:
+def _tree(value: object, duration: Callable[[float], str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     hints = typing.get_type_hints(type(value))
     for f in dataclasses.fields(value):  # type: ignore[arg-type]
@@ -137,11 +140,11 @@ def _tree(value: object) -> dict[str, Any]:
         item = getattr(value, f.name)
         hint = hints[f.name]
         if _is_section(hint):
-            out[f.name] = _tree(item)
+            out[f.name] = _tree(item, duration)
         elif get_args(hint) == (ChannelOptions, Ellipsis):
-            out[f.name] = [{"name": ns.name, **_tree(ns)} for ns in item]
+            out[f.name] = [{"name": ns.name, **_tree(ns, duration)} for ns in item]
         elif hint is float:
-            out[f.name] = duration_text(item)
+            out[f.name] = duration(item)
         else:
             out[f.name] = _jsonable(item)
     return out
