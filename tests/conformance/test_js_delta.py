@@ -59,5 +59,5 @@ def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gatew
     # After recovery: the first live one full, the rest deltas.
     assert after["numFullPayloads"] == 1 + 3 + 1 and after["numDeltaPayloads"] == 3 + 3
     assert after["compressionRatio"] > 0.5
-    first, second = of(events, "subscribed")
+    _first, second = of(events, "subscribed")
     assert second["recovered"] is True and second["wasRecovering"] is True
