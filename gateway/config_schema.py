@@ -241,7 +241,6 @@ class WebSocketSettings:
     disabled: bool = False
     handler_prefix: str = "/connection/websocket"
     message_size_limit: int = 65536
-    write_timeout: float = 1.0
     compression: bool = False
 
 
@@ -255,7 +254,6 @@ class UniWebSocketSettings:
     enabled: bool = False
     handler_prefix: str = "/connection/uni_websocket"
     message_size_limit: int = 65536
-    write_timeout: float = 1.0
     compression: bool = False
     join_push_messages: bool = False
 

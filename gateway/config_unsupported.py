@@ -14,6 +14,7 @@ from types import MappingProxyType
 
 _PROXY = "not available: authorise with connection/subscription JWTs and publish through the server API"
 _BUFFERS = "buffers are managed by the server; drop the option"
+_WRITES = "writes never block; a client behind by client.queue_max_size bytes is disconnected (3008)"
 
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
@@ -65,6 +66,8 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "engine.redis.presence_hash_field_ttl": "presence entries expire by engine.redis.presence_ttl",
         "engine.redis.presence_user_mapping": "presence entries expire by engine.redis.presence_ttl",
         # transports, metrics, node
+        "websocket.write_timeout": _WRITES,
+        "uni_websocket.write_timeout": _WRITES,
         "websocket.compression_min_size": "websocket.compression is not supported",
         "websocket.compression_level": "websocket.compression is not supported",
         "websocket.read_buffer_size": _BUFFERS,

@@ -68,7 +68,7 @@ def test_defaults() -> None:
     assert s.http_server.port == 8000 and s.http_server.address == ""
     assert s.http_api.handler_prefix == "/api"
     assert s.websocket.handler_prefix == "/connection/websocket"
-    assert s.websocket.message_size_limit == 65536 and s.websocket.write_timeout == 1.0
+    assert s.websocket.message_size_limit == 65536
     assert s.sse.handler_prefix == "/connection/sse" and not s.sse.enabled
     assert s.http_stream.handler_prefix == "/connection/http_stream"
     assert s.uni_sse.handler_prefix == "/connection/uni_sse"

@@ -171,6 +171,14 @@ def test_v68_sections_and_env_vars_are_unsupported_with_advice(env: str, option:
     assert warnings[0].startswith(f'unsupported environment variable "{env}" ({option}: a Centrifugo option')
 
 
+def test_websocket_write_timeout_is_named_unsupported_not_silently_ignored() -> None:
+    """It was a schema field that nothing enforced (accepted, then behaved differently)."""
+    _, warnings = load_settings(None, {"CENTRIFUGO_WEBSOCKET_WRITE_TIMEOUT": "2s"})
+    assert warnings and warnings[0].startswith(
+        'unsupported environment variable "CENTRIFUGO_WEBSOCKET_WRITE_TIMEOUT"'
+    )
+
+
 @pytest.mark.parametrize("section", ["init", "map_broker", "controller", "pid_file"])
 def test_v68_sections_in_a_file_are_unsupported(section: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
