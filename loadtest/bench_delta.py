@@ -44,7 +44,9 @@ def state(n: int) -> bytes:
     return orjson.dumps({"task": "job-1", "version": n, "updated": 1_700_000_000 + n, "steps": steps})
 
 
-async def client(url: str, delta: bool, expected: int, counts: list[int], done: asyncio.Event) -> None:
+async def client(
+    url: str, delta: bool, expected: int, counts: list[int], total: int, ready: asyncio.Event
+) -> None:
     async with websockets.connect(url, max_size=None) as ws:
         sub: dict[str, object] = {"channel": CHANNEL}
         if delta:
@@ -57,6 +59,8 @@ async def client(url: str, delta: bool, expected: int, counts: list[int], done: 
                     replies += 1
         counts.append(0)
         slot = len(counts) - 1
+        if len(counts) == total:
+            ready.set()
         got = 0
         pub_bytes = 0
         while got < expected:
@@ -67,7 +71,6 @@ async def client(url: str, delta: bool, expected: int, counts: list[int], done: 
                 got += message.count('"pub"')
                 pub_bytes += len(message.encode() if isinstance(message, str) else message)
         counts[slot] = pub_bytes
-        done.set()
 
 
 async def run(delta: bool, clients: int, pubs: int, workdir: Path) -> dict[str, float]:
@@ -95,10 +98,11 @@ async def run(delta: bool, clients: int, pubs: int, workdir: Path) -> dict[str, 
         proc.wait_ready()
         url = f"ws://127.0.0.1:{port}/connection/websocket"
         counts: list[int] = []
-        finished = [asyncio.Event() for _ in range(clients)]
-        tasks = [asyncio.create_task(client(url, delta, pubs, counts, finished[i])) for i in range(clients)]
-        while len(counts) < clients:
-            await asyncio.sleep(0.05)
+        ready = asyncio.Event()
+        tasks = [
+            asyncio.create_task(client(url, delta, pubs, counts, clients, ready)) for _ in range(clients)
+        ]
+        await asyncio.wait_for(ready.wait(), 60)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": key}) as api:
             started = time.perf_counter()
             for n in range(pubs):
