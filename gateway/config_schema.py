@@ -110,7 +110,6 @@ class ClientSettings:
     connect_include_server_time: bool = False
     history_max_publication_limit: int = 300
     recovery_max_publication_limit: int = 300
-    user_id_http_header: str = ""
     subscribe_to_user_personal_channel: PersonalChannelSettings = field(
         default_factory=lambda: PersonalChannelSettings()
     )

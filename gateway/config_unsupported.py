@@ -48,6 +48,7 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "client.proxy": _PROXY,
         "client.connect_proxy_name": _PROXY,
         "client.refresh_proxy_name": _PROXY,
+        "client.user_id_http_header": "authenticate with a connection JWT (the proxy in front can mint one)",
         "client.concurrency": "one connection's commands run in order; nothing to tune",
         "client.channel_position_max_time_lag": "see client.channel_position_check_delay",
         "client.connect_code_to_unidirectional_disconnect": (

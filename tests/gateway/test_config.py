@@ -304,7 +304,6 @@ NS = "channel.namespaces"
         ({"client": {"ping_interval": 0}}, "client.ping_interval", "positive"),
         ({"client": {"pong_timeout": "25s"}}, "client.pong_timeout", "less than client.ping_interval"),
         ({"client": {"allowed_origins": [1]}}, "client.allowed_origins", "list of strings"),
-        ({"client": {"user_id_http_header": 5}}, "client.user_id_http_header", "expected a string"),
         ({"client": {"token": {"audience_regex": "("}}}, "client.token.audience_regex", "regular expression"),
         ({"client": {"token": {"issuer_regex": "["}}}, "client.token.issuer_regex", "regular expression"),
         (
