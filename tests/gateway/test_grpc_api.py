@@ -175,3 +175,22 @@ def test_generated_modules_match_the_proto(tmp_path: Path):
     generate(tmp_path)
     for name in OUTPUTS:
         assert filecmp.cmp(tmp_path / name, HERE / name, shallow=False), f"{name} drifted: regenerate"
+
+
+async def test_tls_listener(tmp_path: Path):
+    from tests.support.certs import TestCA
+
+    ca = TestCA(tmp_path / "ca")
+    server = ca.server()
+    port = free_port()
+    tls = {"enabled": True, "cert_pem": str(server.cert), "key_pem": str(server.key)}
+    gw = GatewayProcess(config(port, tls=tls), tmp_path / "gw").start()
+    try:
+        credentials = grpc.ssl_channel_credentials(root_certificates=ca.cert.read_bytes())
+        async with grpc.aio.secure_channel(f"localhost:{port}", credentials) as channel:
+            await asyncio.wait_for(channel.channel_ready(), scaled(10))
+            stub = api_pb2_grpc.CentrifugoApiStub(channel)
+            reply = await stub.Publish(pb.PublishRequest(channel="t", data=b'{"tls":true}'), metadata=AUTH)
+            assert reply.result.offset == 1
+    finally:
+        gw.terminate()
