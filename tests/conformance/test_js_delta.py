@@ -1,6 +1,7 @@
-"""Fossil delta compression with centrifuge-js (``delta: 'fossil'``, its ``deltaStats()``) against
-a real gateway process, on both engines: delta payloads are received and the SDK reconstructs
-the exact published data, also across a recovery (recovered and first live publications full)."""
+"""centrifuge-js against a real gateway process, on both engines: fossil delta compression
+(``delta: 'fossil'``, ``deltaStats()``: delta payloads received, the exact published data
+reconstructed, also across a recovery, whose publications and the first live one are full) and
+the publication tags filter (``tagsFilter``)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,15 @@ def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gatew
     assert after["compressionRatio"] > 0.5
     _first, second = of(events, "subscribed")
     assert second["recovered"] is True and second["wasRecovering"] is True
+
+
+def test_js_tags_filter_delivers_only_matching_publications(node_bin, gateway_factory: GatewayFactory):
+    config = copy.deepcopy(standard_config())
+    config["channel"]["namespaces"].append(
+        {"name": "tagged", "allow_subscribe_for_client": True, "allow_tags_filter": True}
+    )
+    gw = gateway_factory(config)
+    events = run_script(
+        node_bin, "tags_filter.mjs", gw, token=mint_token(SECRET, "42"), channel=f"tagged:{uid()}"
+    )
+    assert [p["data"]["n"] for p in of(events, "publication")] == [2, 4, 5, "end"]
