@@ -231,7 +231,6 @@ class GrpcApiSettings:
     key: str = ""
     error_mode: str = ""
     tls: TlsSettings = field(default_factory=TlsSettings)
-    reflection: bool = False
     max_receive_message_size: int = 0
 
 
