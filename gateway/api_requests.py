@@ -200,6 +200,7 @@ class _Field:
     range: tuple[int, int]
     default: Any
     unless: str = ""
+    """A required field may be missing when this other field is set."""
 
 
 _FIELDS: dict[type[Any], tuple[_Field, ...]] = {}

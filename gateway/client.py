@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, resolve, user_allowed
@@ -45,6 +45,7 @@ from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -111,11 +112,13 @@ class ClientFactory:
         self.clock = clock
         self.flusher = Flusher()
 
-    def connect(self, transport: Transport) -> Client:
-        """A new connection on an open transport (the stale-connect deadline starts now)."""
+    def connect(self, transport: Transport, codec: Codec | None = None) -> Client:
+        """A new connection on an open transport (the stale-connect deadline starts now),
+        speaking ``codec`` (None: the node's default, JSON)."""
         return Client(
             self.node,
             transport,
+            codec=codec,
             verifier=self.verifier,
             sub_verifier=self.sub_verifier,
             clock=self.clock,
@@ -123,7 +126,10 @@ class ClientFactory:
         )
 
 
-Connect = Callable[[Transport], "Client"]
+class Connect(Protocol):
+    """What transports call to open a connection (``ClientFactory.connect``)."""
+
+    def __call__(self, transport: Transport, codec: Codec | None = None, /) -> Client: ...
 
 
 class Client:
@@ -139,8 +145,10 @@ class Client:
         sub_verifier: TokenVerifier,
         clock: Callable[[], float] = time.time,
         flusher: Flusher | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.node = node
+        self.codec: Codec = codec or node.hub.codec
         self.settings = node.settings
         self.transport = transport
         self.verifier = verifier
@@ -149,7 +157,7 @@ class Client:
         self.loop = asyncio.get_running_loop()
         cfg = self.settings.client
         self.session = Session(
-            node.hub.codec,
+            self.codec,
             SessionConfig(
                 channel_limit=cfg.channel_limit,
                 ping_interval=cfg.ping_interval,
@@ -169,7 +177,11 @@ class Client:
         self._closed = False
         self._registered = False
         self.outbox = Outbox(
-            transport, flusher or Flusher(), limit_bytes=cfg.queue_max_size, on_failure=self.disconnect
+            transport,
+            flusher or Flusher(),
+            limit_bytes=cfg.queue_max_size,
+            on_failure=self.disconnect,
+            separator=self.codec.separator,
         )
         self._inbox: deque[Command | Job] = deque()
         self._worker: asyncio.Task[None] | None = None

@@ -190,8 +190,13 @@ class Cluster:
         elif op == "user_op":
             self._apply_user_op(msg.get("method"), msg.get("params"))
         elif op == "emulation":
-            session, commands = msg.get("session"), msg.get("data")
-            if isinstance(session, str) and isinstance(commands, str):
+            session, commands, b64 = msg.get("session"), msg.get("data"), msg.get("b64data")
+            if isinstance(session, str) and isinstance(b64, str):  # a Protobuf session's bytes
+                try:
+                    commands = base64.b64decode(b64, validate=True)
+                except ValueError:
+                    commands = None
+            if isinstance(session, str) and isinstance(commands, str | bytes):
                 self.deliver_emulation(session, commands)
         elif op == "survey" and isinstance(sender, str):
             self._answer_survey(sender, msg)
@@ -200,7 +205,7 @@ class Cluster:
             if survey is not None:
                 survey.add(str(sender), msg.get("payload"))
 
-    def deliver_emulation(self, session: str, commands: str) -> None:
+    def deliver_emulation(self, session: str, commands: str | bytes) -> None:
         """Feed commands into a local session; an unknown session drops them silently (it
         closed; the SDK reconnects)."""
         conn = self.hub.session(session)
@@ -263,7 +268,7 @@ class Cluster:
         message = encode("user_op", self.uid, method=USER_OP_NAMES[type(op)], params=to_params(op))
         await self.broker.publish_control(message)
 
-    async def route_emulation(self, node: str, session: str, commands: str) -> bool:
+    async def route_emulation(self, node: str, session: str, commands: str | bytes) -> bool:
         """Send emulation commands to the session's node (this one or another live node);
         False when ``node`` is not a live node.
 
@@ -275,9 +280,13 @@ class Cluster:
             return True
         if node not in self.live_uids():
             return False
-        await self.broker.publish_control(
-            encode("emulation", self.uid, session=session, data=commands), node_id=node
-        )
+        if isinstance(commands, bytes):
+            message = encode(
+                "emulation", self.uid, session=session, b64data=base64.b64encode(commands).decode()
+            )
+        else:
+            message = encode("emulation", self.uid, session=session, data=commands)
+        await self.broker.publish_control(message, node_id=node)
         return True
 
     async def survey(self, kind: str, wait: float = SURVEY_TIMEOUT_SECONDS) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """This node's connections and channel subscribers, and the fan-out of one publication to them.
 
-A publication is encoded ONCE (``SharedPush``: the push bytes of the hub's codec; transports
-cache their wire frame on it, gateway/transports/framing.py) and handed to every local
-subscriber; each connection queues it and writes all its pending messages in one write per
-event-loop tick (gateway/client.py). The hub never awaits: a slow connection cannot slow a
-broadcast. It stores connections as ``Connection`` values (no downcasts) and must not import
-starlette, redis, the transports or gateway/client.py.
+A publication is encoded ONCE per protocol in use among its subscribers (``SharedPush``: the
+push bytes of one codec, JSON or Protobuf; transports cache their wire frame on it,
+gateway/transports/framing.py) and handed to every local subscriber speaking that protocol;
+each connection queues it and writes all its pending messages in one write per event-loop tick
+(gateway/client.py). The hub never awaits: a slow connection cannot slow a broadcast. It stores
+connections as ``Connection`` values (no downcasts) and must not import starlette, redis, the
+transports or gateway/client.py.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Connection(Protocol):
     client_id: str
     user: str
     session_id: str
+    codec: Codec
+    """The connection's wire encoding: it gets the shared pushes of this codec."""
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         """A live publication of a channel this connection subscribes to (hot path)."""
@@ -88,13 +91,14 @@ class Hub:
 
     def __init__(self, codec: Codec = JSON) -> None:
         self.codec = codec
-        """The encoding of shared pushes (one per publication)."""
+        """The default encoding of this node's connections."""
         self.clients: dict[str, Connection] = {}
         self.users: dict[str, dict[str, Connection]] = {}
         self.sessions: dict[str, Connection] = {}
         self.channels: dict[str, dict[str, Connection]] = {}
-        self._fanout: dict[str, tuple[Connection, ...]] = {}
-        """Per channel, a snapshot of its subscribers for fan-out; dropped on every change."""
+        self._fanout: dict[str, tuple[tuple[Codec, tuple[Connection, ...]], ...]] = {}
+        """Per channel, a snapshot of its subscribers grouped by codec, for fan-out; dropped on
+        every change."""
         self._prev: dict[str, tuple[int, str, bytes]] = {}
         """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
@@ -171,25 +175,40 @@ class Hub:
 
     def broadcast_publication(self, channel: str, pub: Publication, epoch: str) -> int:
         """Hand one publication to every local subscriber; returns how many got it."""
-        targets = self._fanout.get(channel)
-        if targets is None:
+        groups = self._fanout.get(channel)
+        if groups is None:
             subs = self.channels.get(channel)
             if not subs:
                 return 0
-            targets = self._fanout[channel] = tuple(subs.values())
-        push = SharedPush(
-            self.codec.encode_publication(channel, pub), channel, epoch, self._prev.get(channel)
-        )
+            groups = self._fanout[channel] = _by_codec(subs.values())
+        prev = self._prev.get(channel)
         if pub.offset:
             self._prev[channel] = (pub.offset, epoch, pub.data)
-        for client in targets:
-            client.on_publication(channel, pub, epoch, push)
-        return len(targets)
+        count = 0
+        for codec, targets in groups:
+            push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev)
+            for client in targets:
+                client.on_publication(channel, pub, epoch, push)
+            count += len(targets)
+        return count
 
     def broadcast_join_leave(self, channel: str, key: str, info: ClientInfo) -> None:
         subs = self.channels.get(channel)
         if not subs:
             return
-        push = SharedPush(self.codec.encode_join_leave(channel, key, info))
-        for client in list(subs.values()):
-            client.on_join_leave(channel, key, push)
+        for codec, targets in _by_codec(subs.values()):
+            push = SharedPush(codec.encode_join_leave(channel, key, info))
+            for client in targets:
+                client.on_join_leave(channel, key, push)
+
+
+def _by_codec(clients: Iterable[Connection]) -> tuple[tuple[Codec, tuple[Connection, ...]], ...]:
+    """Connections grouped by codec (in subscription order within a group)."""
+    groups: dict[int, tuple[Codec, list[Connection]]] = {}
+    for client in clients:
+        codec = client.codec
+        group = groups.get(id(codec))
+        if group is None:
+            group = groups[id(codec)] = (codec, [])
+        group[1].append(client)
+    return tuple((codec, tuple(members)) for codec, members in groups.values())

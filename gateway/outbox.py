@@ -34,7 +34,8 @@ class Transport(Protocol):
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
         """Write queued messages at once (one call per loop tick). When ``shared`` is set, its
-        payload is exactly ``b"\\n".join(payloads)`` and is shared by every connection that
+        payload is exactly ``payloads`` joined with the connection's codec separator
+        (``b"\\n"`` for JSON, nothing for Protobuf) and is shared by every connection that
         queued the same pushes: build its wire frame once (gateway/transports/framing.py)."""
         ...
 
@@ -77,6 +78,7 @@ class Outbox:
         on_failure: Called with 3008 when the bound is exceeded or 3009 when the transport's
             write raised; the connection then closes (it may ``flush`` what was queued before
             the overflowing message, then ``close``).
+        separator: What joins the messages of one write (the codec's ``separator``).
     """
 
     __slots__ = (
@@ -88,6 +90,7 @@ class Outbox:
         "_on_failure",
         "_pending",
         "_pushes",
+        "_separator",
         "transport",
     )
 
@@ -98,8 +101,10 @@ class Outbox:
         *,
         limit_bytes: int,
         on_failure: Callable[[codes.Disconnect], None],
+        separator: bytes = b"\n",
     ) -> None:
         self.transport = transport
+        self._separator = separator
         self._flusher = flusher
         self._limit = limit_bytes
         self._on_failure = on_failure
@@ -147,10 +152,11 @@ class Outbox:
             if len(pushes) == 1:
                 shared = pushes[0]
             elif frames is not None:
+                # Pushes of different codecs are different objects: the key is per protocol.
                 key = tuple(map(id, pushes))
                 shared = frames.get(key)
                 if shared is None:
-                    shared = frames[key] = SharedPush(b"\n".join(pending))
+                    shared = frames[key] = SharedPush(self._separator.join(pending))
         try:
             self.transport.write(pending, shared)
         except Exception:

@@ -203,7 +203,12 @@ Raw = orjson.Fragment
 
 
 def raw(data: bytes) -> orjson.Fragment:
-    """Embed already-encoded JSON unchanged."""
+    """Embed a payload's bytes unchanged, as Centrifugo does (its ``Raw`` type): valid JSON for
+    JSON payloads; bytes that are not JSON (a Protobuf client's or ``b64data`` publication)
+    reach JSON clients as they are. Raw newlines are dropped, because ``\\n`` delimits the
+    messages of a frame (JSON only has them as whitespace between tokens)."""
+    if b"\n" in data:
+        data = data.replace(b"\n", b"")
     return orjson.Fragment(data)
 
 
@@ -337,6 +342,11 @@ class Codec(Protocol):
 
     name: str
     """The metrics label (``json``, ``protobuf``)."""
+    separator: bytes
+    """What joins the encoded messages of one write (``\\n`` for JSON; nothing for Protobuf,
+    whose messages carry a length prefix)."""
+    binary: bool
+    """Binary WebSocket frames (Protobuf) instead of text frames (JSON)."""
 
     def decode_frame(self, frame: str | bytes) -> list[Command]:
         """Raises:
@@ -366,6 +376,8 @@ class JsonCodec:
     """The JSON protocol (``centrifuge-json``): newline-delimited commands and replies."""
 
     name = "json"
+    separator = b"\n"
+    binary = False
 
     def decode_frame(self, frame: str | bytes) -> list[Command]:
         return decode_frame(frame)

@@ -24,6 +24,7 @@ The relay imports exactly this module (and the shared database plumbing), so it 
   the next :func:`claim`.
 * Operator helpers: :func:`purge_published`, :func:`list_dead`, :func:`requeue_dead`, :func:`stats`.
 * Rows carry complete state and ``aggregate_version``: duplicates and reordering are harmless.
+* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ PROCESSING = "PROCESSING"
 PUBLISHED = "PUBLISHED"
 DEAD = "DEAD"
 LAST_ERROR_LIMIT = 1024
+#: The Redis PUB/SUB channel of the post-commit wake-up hint (docs/relay.md "Wake-up"): the Status
+#: API publishes to it after a commit that wrote outbox rows, relays subscribe. A hint only: the
+#: rows are the truth, and a lost hint costs one safety-net poll interval.
+WAKE_CHANNEL = "taskcast:outbox:wake"
 
 
 class Priority(IntEnum):

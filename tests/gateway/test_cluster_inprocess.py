@@ -24,6 +24,7 @@ from gateway.cluster import Cluster, encode
 from gateway.engine.memory import MemoryBroker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import SubscribeRecovery
 
 
@@ -34,6 +35,7 @@ class Recording:
     client_id: str
     user: str
     session_id: str = ""
+    codec: Codec = JSON
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
     def on_publication(self, *args: Any) -> None: ...
@@ -177,3 +179,6 @@ async def test_emulation_reaches_the_session_or_reports_an_unknown_node():
     assert await b.route_emulation("node1", "missing", "{}") is True  # the session closed: dropped
     assert conn.calls == [("feed", '{"id":2,"ping":{}}')]
     assert orjson.loads(encode("emulation", "a", session="s", data="d"))["op"] == "emulation"
+    # A Protobuf session's commands are bytes: they cross the control channel as base64.
+    assert await a.route_emulation("node1", "s1", b"\x00\xff\n") is True
+    assert conn.calls[-1] == ("feed", b"\x00\xff\n")

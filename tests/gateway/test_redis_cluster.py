@@ -16,8 +16,8 @@ import pytest
 import redis
 from websockets.asyncio.client import connect
 
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.helpers.raw_client import Raw
+from tests.support import GatewayProcess, wait_until_blocking
 
 pytestmark = pytest.mark.redis
 
@@ -83,15 +83,15 @@ def _cluster_ok(port: int) -> bool:
 
 
 def _wait(check: Any, within: float = 15.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    """A redis-cluster node answering ``check`` (errors while it boots count as not yet)."""
+
+    def ok() -> bool:
         try:
-            if check():
-                return
+            return bool(check())
         except redis.RedisError:
-            pass
-        time.sleep(0.05)  # polling a server that is starting
-    raise TimeoutError("redis cluster not ready")
+            return False
+
+    wait_until_blocking(ok, within=within, what="redis cluster ready")
 
 
 def _gateway(tmp_path: Path, addresses: list[str], prefix: str) -> GatewayProcess:

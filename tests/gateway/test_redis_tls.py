@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.helpers.gateway_proc import GatewayProcess, free_port
+from tests.support import GatewayProcess, free_port, scaled
 from tests.support.certs import TestCA
 
 pytestmark = pytest.mark.redis
@@ -93,7 +93,7 @@ def test_gateway_talks_to_redis_over_verified_tls(tls_redis: tuple[int, Path], t
     port, cert = tls_redis
     gw = _gateway(tmp_path / "ok", port, {"enabled": True, "ca_cert_pem_file": str(cert)})
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         reply = _publish(gw)
         while "result" not in reply and time.monotonic() < deadline:  # the server may still be starting
             time.sleep(0.1)
