@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import copy
 
-from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
+from tests.conformance.conftest import SECRET, GatewayFactory, Wire, standard_config
 from tests.conformance.test_js_sdk import of, run_script, uid
-from tests.helpers.gateway_proc import mint_token
+from tests.support import mint_token
 
 DELTA_NAMESPACE = {
     "name": "delta",
@@ -38,6 +38,7 @@ def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gatew
         node_bin,
         "delta.mjs",
         gw,
+        Wire("json"),
         token=mint_token(SECRET, "42"),
         user="42",
         channel=channel,
@@ -71,6 +72,11 @@ def test_js_tags_filter_delivers_only_matching_publications(node_bin, gateway_fa
     )
     gw = gateway_factory(config)
     events = run_script(
-        node_bin, "tags_filter.mjs", gw, token=mint_token(SECRET, "42"), channel=f"tagged:{uid()}"
+        node_bin,
+        "tags_filter.mjs",
+        gw,
+        Wire("json"),
+        token=mint_token(SECRET, "42"),
+        channel=f"tagged:{uid()}",
     )
     assert [p["data"]["n"] for p in of(events, "publication")] == [2, 4, 5, "end"]

@@ -9,9 +9,9 @@ import copy
 
 from cent import AsyncClient, PublishRequest
 
-from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
+from tests.conformance.conftest import SECRET, GatewayFactory, Wire, standard_config
 from tests.conformance.test_python_sdk import WAIT_SECONDS, Harness
-from tests.helpers.gateway_proc import mint_token
+from tests.support import mint_token
 
 
 def personal_config(*, single_connection: bool) -> dict[str, object]:
@@ -29,9 +29,11 @@ def personal_config(*, single_connection: bool) -> dict[str, object]:
     return config
 
 
-async def test_py_personal_channel_receives_publications_to_the_user(gateway_factory: GatewayFactory):
+async def test_py_personal_channel_receives_publications_to_the_user(
+    gateway_factory: GatewayFactory, py_wire: Wire
+):
     gw = gateway_factory(personal_config(single_connection=False))
-    h = Harness(gw)
+    h = Harness(gw, py_wire)
     try:
         c = h.client(mint_token(SECRET, "42"))
         await c.connect()
@@ -40,9 +42,9 @@ async def test_py_personal_channel_receives_publications_to_the_user(gateway_fac
         async with AsyncClient(gw.api_url, gw.api_key) as api:
             await api.publish(PublishRequest(channel="personal:#42", data={"note": "for 42"}))
         (pub,) = await h.rec.wait_for("server_publication", "personal:#42")
-        assert pub.ctx.pub.data == {"note": "for 42"}
+        assert h.decode(pub.ctx.pub.data) == {"note": "for 42"}
         # An anonymous connection has no personal channel.
-        anon = Harness(gw)
+        anon = Harness(gw, py_wire)
         try:
             a = anon.client(mint_token(SECRET, ""))
             await a.connect()
@@ -54,9 +56,11 @@ async def test_py_personal_channel_receives_publications_to_the_user(gateway_fac
         await h.close()
 
 
-async def test_py_single_connection_evicts_the_older_connection(gateway_factory: GatewayFactory):
+async def test_py_single_connection_evicts_the_older_connection(
+    gateway_factory: GatewayFactory, py_wire: Wire
+):
     gw = gateway_factory(personal_config(single_connection=True))
-    first, second = Harness(gw), Harness(gw)
+    first, second = Harness(gw, py_wire), Harness(gw, py_wire)
     try:
         a = first.client(mint_token(SECRET, "42"))
         await a.connect()
