@@ -32,12 +32,14 @@ from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
+from gateway.grpc_api import server as grpc_api
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.server import Served
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
+from gateway.transports.uni_websocket import UniWebSocketEndpoint
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 DOCS = "docs/gateway.md"
@@ -281,6 +283,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            if settings.grpc_api.enabled:
+                tasks.append(tg.create_task(grpc_api.serve(rt.api, settings.grpc_api)))
             try:
                 yield
             finally:
@@ -301,19 +305,44 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
         ValueError: the configured engine is not available.
     """
     rt = runtime or Runtime(settings)
-    ws = settings.websocket
+    ws, uni_ws = settings.websocket, settings.uni_websocket
     protocol = None
-    if not ws.disabled:
+    if not ws.disabled or uni_ws.enabled:
+        uni = None
+        if uni_ws.enabled:
+            uni = UniWebSocketEndpoint(
+                handler_prefix=uni_ws.handler_prefix,
+                message_size_limit=uni_ws.message_size_limit,
+                join_push_messages=uni_ws.join_push_messages,
+                connect=rt.clients.connect,
+            )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
-                handler_prefix=ws.handler_prefix,
+                handler_prefix="" if ws.disabled else ws.handler_prefix,
                 message_size_limit=ws.message_size_limit,
                 allowed_origins=tuple(settings.client.allowed_origins),
                 admit=rt.admit,
                 connect=rt.clients.connect,
+                uni=uni,
             )
         )
-    return Served(app=create_app(settings, rt), websocket=protocol, on_shutdown=rt.on_shutdown)
+    return Served(
+        app=create_app(settings, rt),
+        websocket=protocol,
+        on_shutdown=rt.on_shutdown,
+        internal_prefixes=internal_prefixes(settings),
+    )
+
+
+def internal_prefixes(settings: Settings) -> tuple[str, ...]:
+    """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
+    endpoints: the server API, ``prometheus``, ``health``); empty when it is not."""
+    if not settings.http_server.internal_port:
+        return ()
+    prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
+    if not settings.http_api.disabled:
+        prefixes.append(settings.http_api.handler_prefix)
+    return tuple(prefixes)
 
 
 __all__ = ["RateLimiter", "Runtime", "build", "build_engine", "create_app"]

@@ -37,11 +37,13 @@ from typing import Protocol, TypeVar
 from gateway.auth import ConnectToken, KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, resolve, user_allowed
 from gateway.config import ChannelOptions
+from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError, fail
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
+from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
@@ -384,6 +386,11 @@ class Client:
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
         server_subs = _server_subs(claims)
+        personal = personal_channel(self.settings, self.user)
+        if personal:
+            server_subs.setdefault(personal, policy.ServerSub())
+            if cfg.subscribe_to_user_personal_channel.single_connection:
+                await evict_other_connections(self.node, personal, self.user, self.client_id)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self.node.connecting.discard(self)
@@ -481,6 +488,14 @@ class Client:
         if claims is not None:
             sub.expire_at = float(claims.expire_at) if claims.expire_at is not None else None
             sub.chan_info = claims.info
+        if req.tf is not None:
+            sub.tags_filter = subscription_filter(opts, req.tf)
+        sub.delta = negotiate_delta(
+            opts,
+            req.delta,
+            json_protocol=self.session.codec.name == "json",
+            filtered=sub.tags_filter is not None,
+        )
         result = await self._establish(
             sub,
             opts,
@@ -502,6 +517,8 @@ class Client:
         flags = policy.subscription_flags(rules.options, self._who(), policy.Asks(), server_sub.override)
         sub = _subscription(channel, rules, flags, server_side=True)
         sub.chan_info = server_sub.info
+        if server_sub.expire_at:
+            sub.expire_at = float(server_sub.expire_at)
         return await self._establish(
             sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
         )
@@ -546,9 +563,10 @@ class Client:
             recovered=positioned is not None and positioned.recovered,
             epoch=positioned.reply.epoch if positioned else "",
             offset=positioned.reply.offset if positioned else 0,
-            publications=positioned.publications if positioned else None,
+            publications=recovered_for(sub, positioned.publications) if positioned else None,
             was_recovering=wanted.recover,
             data=data,
+            delta=sub.delta,
         )
 
     def _go_live(self, sub: Subscription) -> None:
@@ -560,7 +578,7 @@ class Client:
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
-                self.outbox.put(push.payload, push)
+                self._deliver(sub, pub, push)
             elif verdict is Delivery.INSUFFICIENT_STATE:
                 self.insufficient_state(sub)
                 return
@@ -662,7 +680,7 @@ class Client:
         sub = self.session.subscriptions.get(channel)
         if sub is None or self._closed:
             return
-        if sub.state is SubState.SUBSCRIBED and not sub.positioned:
+        if sub.state is SubState.SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
             self.outbox.put(push.payload, push)  # the common case, kept short: it runs per delivery
             return
         if sub.state is SubState.SUBSCRIBING:
@@ -670,9 +688,18 @@ class Client:
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
-            self.outbox.put(push.payload, push)
+            self._deliver(sub, pub, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
+
+    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
+        """Queue a publication that passed the position check: unless the tags filter drops it,
+        as the shared push or (delta subscriptions) its delta / escaped form."""
+        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
+            return
+        if sub.delta:
+            push = delta_push(sub, pub, push)
+        self.outbox.put(push.payload, push)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)
@@ -718,10 +745,13 @@ class Client:
     def unsubscribe_server_side(self, channel: str) -> None:
         self.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         if expired:
             self.disconnect(codes.DISCONNECT_EXPIRED)
-        elif expire_at:
+            return
+        if info is not None:
+            self.conn_info = info
+        if expire_at:
             self.session.set_expiry(float(expire_at))
             self._rearm()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import contextlib
 import logging
 import uuid
@@ -120,6 +121,17 @@ def _disconnect_of(op: DisconnectRequest) -> codes.Disconnect:
     return codes.DISCONNECT_FORCE_NO_RECONNECT
 
 
+def _raw(value: object, b64: str) -> bytes | None:
+    """A JSON field or its ``b64`` twin (which wins, as Centrifugo) as raw bytes. The API checked
+    the base64 before sending the op; a bad one from elsewhere counts as absent."""
+    if b64:
+        try:
+            return base64.b64decode(b64, validate=True)
+        except binascii.Error:
+            return None
+    return orjson.dumps(value) if value is not None else None
+
+
 def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecovery | None]:
     ov = op.override
     override = None
@@ -137,20 +149,14 @@ def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecove
             }
         )
     sub = policy.ServerSub(
-        info=_payload(op.info, op.b64info),
-        data=_payload(op.data, op.b64data),
+        info=_raw(op.info, op.b64info),
+        data=_raw(op.data, op.b64data),
         override=override,
+        expire_at=op.expire_at or None,
     )
     since = op.recover_since
     recovery = SubscribeRecovery(True, since.offset, since.epoch) if since is not None else None
     return sub, recovery
-
-
-def _payload(value: object, b64: str) -> bytes | None:
-    """``b64<name>`` (validated by the server API) wins over the JSON ``<name>``."""
-    if b64:
-        return base64.b64decode(b64)
-    return orjson.dumps(value) if value is not None else None
 
 
 class Cluster:
@@ -244,7 +250,11 @@ class Cluster:
                     conn.disconnect(disconnect)
         else:
             for conn in targets:
-                conn.refresh_server_side(expired=op.expired, expire_at=op.expire_at or None)
+                conn.refresh_server_side(
+                    expired=op.expired,
+                    expire_at=op.expire_at or None,
+                    info=orjson.dumps(op.info) if op.info is not None else None,
+                )
 
     def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
         payload: Any = None

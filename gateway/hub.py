@@ -23,14 +23,28 @@ from gateway.protocol.policy import ServerSub
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
     the transport's wire frame of exactly ``payload`` (built once, by the first writer).
+    A publication push also carries its channel, epoch and the channel's previous publication
+    on this node (``prev``: offset, epoch, data), from which gateway/delivery.py builds the
+    delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it.
     ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
     dropped by a backed-up connection)."""
 
-    __slots__ = ("conflation", "frame", "payload")
+    __slots__ = ("channel", "conflation", "epoch", "frame", "payload", "prev", "variants")
 
-    def __init__(self, payload: bytes, conflation: str | None = None) -> None:
+    def __init__(
+        self,
+        payload: bytes,
+        channel: str = "",
+        epoch: str = "",
+        prev: tuple[int, str, bytes] | None = None,
+        conflation: str | None = None,
+    ) -> None:
         self.payload = payload
         self.frame: bytes | None = None
+        self.channel = channel
+        self.epoch = epoch
+        self.prev = prev
+        self.variants: object = None
         self.conflation = conflation
 
 
@@ -70,8 +84,9 @@ class Connection(Protocol):
         """Server API ``unsubscribe``: push unsubscribe 2000."""
         ...
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
-        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)."""
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
+        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)
+        and, when ``info`` is given, new connection info (raw JSON) for later presence/joins."""
         ...
 
     def presence_tick(self) -> None:
@@ -92,6 +107,8 @@ class Hub:
         self._fanout: dict[str, tuple[tuple[Codec, tuple[Connection, ...]], ...]] = {}
         """Per channel, a snapshot of its subscribers grouped by codec, for fan-out; dropped on
         every change."""
+        self._prev: dict[str, tuple[int, str, bytes]] = {}
+        """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
 
     # --- connections -------------------------------------------------------------------------
@@ -155,6 +172,7 @@ class Hub:
             self._fanout.pop(channel, None)
         if not subs:
             del self.channels[channel]
+            self._prev.pop(channel, None)
             return True
         return False
 
@@ -174,9 +192,12 @@ class Hub:
             if not subs:
                 return 0
             groups = self._fanout[channel] = _by_codec(subs.values())
+        prev = self._prev.get(channel)
+        if pub.offset:
+            self._prev[channel] = (pub.offset, epoch, pub.data)
         count = 0
         for codec, targets in groups:
-            push = SharedPush(codec.encode_publication(channel, pub), conflation)
+            push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
             for client in targets:
                 client.on_publication(channel, pub, epoch, push)
             count += len(targets)

@@ -206,10 +206,26 @@ class Node:
         tags: dict[str, str] | None = None,
         skip_history: bool = False,
         idempotency_key: str = "",
+        version: int = 0,
+        version_epoch: str = "",
+        delta: bool = False,
     ) -> PublishResult:
         history = HistoryOptions() if skip_history else self.history_options(opts)
-        pub = Publication(data=data, info=info, tags=tags or None, time=int(self.clock() * 1000))
-        result = await self.broker.publish(channel, pub, history, idempotency_key=idempotency_key)
+        pub = Publication(
+            data=data,
+            info=info,
+            tags=tags or None,
+            time=int(self.clock() * 1000),
+            delta=delta or opts.delta_publish,
+        )
+        result = await self.broker.publish(
+            channel,
+            pub,
+            history,
+            idempotency_key=idempotency_key,
+            version=version,
+            version_epoch=version_epoch,
+        )
         self.metrics.action("publish", channel)
         return result
 

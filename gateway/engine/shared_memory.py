@@ -207,9 +207,18 @@ class SharedMemoryBroker:
         *,
         idempotency_key: str = "",
         idempotent_result_ttl_seconds: float = 300.0,
+        version: int = 0,
+        version_epoch: str = "",
     ) -> PublishResult:
         result: PublishResult = await self._link.call(
-            "publish", channel, pub, history, idempotency_key, idempotent_result_ttl_seconds
+            "publish",
+            channel,
+            pub,
+            history,
+            idempotency_key,
+            idempotent_result_ttl_seconds,
+            version,
+            version_epoch,
         )
         return result
 

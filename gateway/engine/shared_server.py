@@ -166,9 +166,15 @@ class BrokerServer:
     async def _dispatch(self, peer: _Peer, op: str, args: list[Any]) -> Any:
         broker, presence = self.broker, self.presence
         if op == "publish":
-            channel, pub, history, key, key_ttl = args
+            channel, pub, history, key, key_ttl, version, version_epoch = args
             return await broker.publish(
-                channel, pub, history, idempotency_key=key, idempotent_result_ttl_seconds=key_ttl
+                channel,
+                pub,
+                history,
+                idempotency_key=key,
+                idempotent_result_ttl_seconds=key_ttl,
+                version=version,
+                version_epoch=version_epoch,
             )
         if op == "history":
             channel, history, since, limit, reverse = args

@@ -167,6 +167,8 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             join_leave=_bool(p, "join_leave"),
             flag=_int(p, "flag", -(2**63), 2**63 - 1),
             type=_int(p, "type", -(2**31), 2**31 - 1),
+            tf=p.get("tf"),
+            delta=_str(p, "delta"),
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(_str(p, "channel"))
@@ -289,6 +291,8 @@ def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
         obj["was_recovering"] = True
     if r.data is not None:
         obj["data"] = raw(r.data)
+    if r.delta:
+        obj["delta"] = True
     return obj
 
 

@@ -38,6 +38,7 @@ from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.protobuf.codec import SUBPROTOCOL as PROTOBUF_SUBPROTOCOL
 from gateway.transports import framing
+from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -64,6 +65,9 @@ class WebSocketEndpoint:
     allowed_origins: tuple[str, ...]
     admit: Admit
     connect: Connect
+    uni: UniWebSocketEndpoint | None = None
+    """``uni_websocket`` on the same listener (gateway/transports/uni_websocket.py); a
+    ``handler_prefix`` of "" disables the bidirectional endpoint."""
 
 
 def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
@@ -103,6 +107,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.codec: Codec = JSON
         """The connection's protocol, chosen by the subprotocol at the handshake."""
         self._data_opcode = Opcode.TEXT
+        self.uni: UniWebSocketTransport | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -160,7 +165,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def _handshake(self, request: Request) -> None:
         endpoint = self.endpoint
         path = request.path.split("?", 1)[0]
-        if path != endpoint.handler_prefix:
+        uni = endpoint.uni if endpoint.uni is not None and path == endpoint.uni.handler_prefix else None
+        if path != endpoint.handler_prefix and uni is None:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
         origin = request.headers.get("Origin")
@@ -180,6 +186,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
             return
+        if uni is not None:
+            self.conn.max_message_size = uni.message_size_limit or None
+            self.uni = UniWebSocketTransport(self, uni)
+            self.client = self.uni.client
+            return
         if self.conn.subprotocol == _PROTOBUF_SUBPROTOCOL:
             self.codec, self._data_opcode = PROTOBUF, Opcode.BINARY
         self.client = endpoint.connect(self, self.codec)
@@ -189,9 +200,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if client is None:
             return
         opcode = frame.opcode
+        feed = client.feed if self.uni is None else self.uni.message
         if opcode is self._data_opcode:
             if frame.fin:
-                client.feed(bytes(frame.data))
+                feed(bytes(frame.data))
             else:
                 self._fragments = [bytes(frame.data)]
         elif opcode is Opcode.CONT:
@@ -202,7 +214,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self._fragments.append(bytes(frame.data))
             if frame.fin:
                 message, self._fragments = b"".join(self._fragments), None
-                client.feed(message)
+                feed(message)
         elif opcode is Opcode.TEXT or opcode is Opcode.BINARY:
             # A text frame on a Protobuf connection or a binary one on a JSON connection.
             client.disconnect(codes.DISCONNECT_INAPPROPRIATE_PROTOCOL)
@@ -243,6 +255,13 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             return
         codec = self.codec
         transport.write(framing.ws_frame(payloads, shared, binary=codec.binary, separator=codec.separator))
+
+    def write_raw(self, frames: bytes) -> None:
+        """Already-built frames (the unidirectional transport frames its own pushes)."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or self.close_sent:
+            return
+        transport.write(frames)
 
     def buffered_bytes(self) -> int:
         transport = self.transport

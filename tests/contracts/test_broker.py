@@ -590,6 +590,66 @@ async def test_idempotency_without_history(broker: Broker, events: Recorder) -> 
     assert [e.pub.data for e in events.events if e.pub is not None] == [pub(1).data, pub(3).data]
 
 
+# Publication version (centrifuge PublishOptions.Version) ----------------------------------------
+
+
+async def test_older_or_equal_version_is_dropped_at_the_current_top(broker: Broker, events: Recorder) -> None:
+    await broker.subscribe("ch")
+    first = await broker.publish("ch", pub(1), HISTORY, version=5)
+    equal = await broker.publish("ch", pub(2), HISTORY, version=5)
+    older = await broker.publish("ch", pub(3), HISTORY, version=4)
+    newer = await broker.publish("ch", pub(4), HISTORY, version=6)
+
+    await events.wait(2)
+    assert first.position is not None and not first.suppressed
+    assert equal.suppressed and equal.position == first.position
+    assert older.suppressed and older.position == first.position
+    assert not newer.suppressed and newer.position == StreamPosition(2, first.position.epoch)
+    assert events.offsets("ch") == [1, 2]
+    history = (await broker.history("ch", HISTORY, limit=-1)).publications
+    assert [p.data for p in history] == [pub(1).data, pub(4).data]
+
+
+async def test_version_epoch_change_accepts_a_lower_version(broker: Broker) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=9, version_epoch="a")
+    same_epoch = await broker.publish("ch", pub(2), HISTORY, version=3, version_epoch="a")
+    new_epoch = await broker.publish("ch", pub(3), HISTORY, version=3, version_epoch="b")
+    no_epoch = await broker.publish("ch", pub(4), HISTORY, version=2)
+
+    assert same_epoch.suppressed
+    assert not new_epoch.suppressed
+    assert new_epoch.position is not None and new_epoch.position.offset == 2
+    assert no_epoch.suppressed  # an empty version epoch compares the version alone
+
+
+async def test_version_zero_and_other_channels_are_not_compared(broker: Broker) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=7)
+    unversioned = await broker.publish("ch", pub(2), HISTORY)
+    other = await broker.publish("other", pub(3), HISTORY, version=1)
+
+    assert not unversioned.suppressed and not other.suppressed
+
+
+async def test_versions_compare_exactly_across_the_uint64_range(broker: Broker) -> None:
+    top = 2**64 - 1
+    await broker.publish("ch", pub(1), HISTORY, version=top - 1)
+    newer = await broker.publish("ch", pub(2), HISTORY, version=top)
+    again = await broker.publish("ch", pub(3), HISTORY, version=top)
+
+    assert not newer.suppressed  # 2**64-2 and 2**64-1 are one double apart from nothing in Lua
+    assert again.suppressed
+
+
+async def test_meta_expiry_forgets_the_version(broker: Broker, time_machine: TimeMachine) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=9)
+    await time_machine.advance(HISTORY.meta_ttl_seconds + 1)
+
+    later = await broker.publish("ch", pub(2), HISTORY, version=1)
+
+    assert not later.suppressed
+    assert later.position is not None and later.position.offset == 1
+
+
 # Channels without history ----------------------------------------------------------------------
 
 

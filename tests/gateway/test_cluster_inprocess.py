@@ -58,7 +58,7 @@ class Recording:
     def unsubscribe_server_side(self, channel: str) -> None:
         self.calls.append(("unsubscribe", channel))
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         self.calls.append(("refresh", expired, expire_at))
 
 

@@ -167,3 +167,34 @@ async def http_publish(gw: GatewayProcess, channel: str, data: Any) -> None:
     async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
         reply = (await http.post(f"{gw.api_url}/publish", json={"channel": channel, "data": data})).json()
         assert "result" in reply, reply
+
+
+@pytest.mark.parametrize("form", ["plain", "redis+cluster"])
+async def test_a_cluster_node_address_is_used_as_a_cluster(
+    cluster: list[str], tmp_path: Path, form: str
+) -> None:
+    """``engine.redis.address`` of ONE cluster node (``redis://host:port``, detected as Centrifugo's
+    client does) or ``redis+cluster://host:port?addr=...``: keys in every master's slots work
+    (a standalone client would get MOVED for most channels)."""
+    first, *rest = cluster
+    if form == "plain":
+        address = f"redis://{first}"
+    else:
+        address = f"redis+cluster://{first}?" + "&".join(f"addr={a}" for a in rest)
+    config = {
+        "engine": {"type": "redis", "redis": {"address": [address], "prefix": f"cd{time.monotonic_ns()}"}},
+        "channel": {"without_namespace": {"history_size": 10, "history_ttl": "60s"}},
+    }
+    gw = GatewayProcess(config, tmp_path / form).start()
+    channels = [f"detect{n}" for n in range(8)]
+    try:
+        for channel in channels:
+            await http_publish(gw, channel, channel)
+        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
+            for channel in channels:
+                reply = (
+                    await http.post(f"{gw.api_url}/history", json={"channel": channel, "limit": -1})
+                ).json()
+                assert [p["data"] for p in reply["result"]["publications"]] == [channel]
+    finally:
+        gw.terminate()

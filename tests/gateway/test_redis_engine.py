@@ -415,7 +415,11 @@ def sentinel_binary() -> Iterator[str]:
 
 
 @pytest.mark.redis
-async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> None:
+@pytest.mark.parametrize("form", ["options", "url"])
+async def test_sentinel_failover_resumes_publishing(sentinel_binary: str, form: str) -> None:
+    """Driven by ``sentinel_address`` + ``sentinel_master_name``, and by the Centrifugo v6 URL form
+    ``redis+sentinel://host:port?sentinel_master_name=...`` in ``engine.redis.address`` (which
+    refused to start before issue 19)."""
     master = await RedisServer().start()
     replica = await RedisServer(None, "--replicaof", "127.0.0.1", str(master.port)).start()
     sentinel_port = redis_engine.free_port()
@@ -427,13 +431,14 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> Non
         "sentinel failover-timeout tc 2000\n"
     )
     sentinel = _spawn_sentinel(sentinel_binary, str(conf))
-    config = RedisSettings(
-        sentinel_address=(f"127.0.0.1:{sentinel_port}",),
-        sentinel_master_name="tc",
-        prefix="p",
-        io_timeout=0.5,
-        connect_timeout=0.5,
-    )
+    if form == "options":
+        where: dict[str, Any] = {
+            "sentinel_address": (f"127.0.0.1:{sentinel_port}",),
+            "sentinel_master_name": "tc",
+        }
+    else:
+        where = {"address": (f"redis+sentinel://127.0.0.1:{sentinel_port}?sentinel_master_name=tc",)}
+    config = RedisSettings(prefix="p", io_timeout=0.5, connect_timeout=0.5, **where)
     events = Recorder()
     broker = redis_engine.broker(config, probe_interval_seconds=0.2, probe_timeout_seconds=0.6)
     broker.set_handler(events)

@@ -169,18 +169,23 @@ class GatewayProcess(ServiceProcess):
             "http_api": {"key": DEFAULT_API_KEY},
         }
         self.config = merge(base, config)
-        self.config["http_server"]["port"] = self.port
+        http = self.config["http_server"]
+        http["port"] = self.port
         self.api_key: str = self.config["http_api"].get("key", "")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/connection/websocket"
-        self.api_url = f"{self.url}/api"
+        tls = bool(http.get("tls", {}).get("enabled"))  # https/wss URLs (trust the CA: SSL_CERT_FILE)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.ws_url = f"{'wss' if tls else 'ws'}://127.0.0.1:{self.port}/connection/websocket"
+        self.internal_url = self.url  # the API, metrics and health (http_server.internal_port moves them)
+        if http.get("internal_port"):
+            self.internal_url = f"{'https' if tls else 'http'}://127.0.0.1:{http['internal_port']}"
+        self.api_url = f"{self.internal_url}/api"
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"gateway-{self.port}.json"
         self.config_path.write_text(json.dumps(self.config, indent=2))
         args = ["gateway", "--config", str(self.config_path)]
         if self.workers > 1:
             args += ["--workers", str(self.workers)]
-        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.url}/health")
+        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.internal_url}/health")
 
     def wait_healthy(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         super().wait_healthy(timeout)
