@@ -46,7 +46,7 @@ def test_the_same_task_on_two_channels_has_two_keys() -> None:
 
 def _push(text: str, key: str | None) -> tuple[bytes, SharedPush, str | None]:
     payload = text.encode()
-    return payload, SharedPush(payload, key), key
+    return payload, SharedPush(payload, conflation=key), key
 
 
 def test_newest_per_key_is_kept_and_everything_else_in_order() -> None:
