@@ -329,6 +329,8 @@ export declare class StatusApi {
   session(): Promise<RealtimeSession>;
   subscriptionToken(taskId: string, sessionId: string): Promise<{ token: string; channel: string; expiresAt: number }>;
   releaseSubscription(taskId: string, sessionId: string): Promise<{ released: boolean }>;
+  /** POST /api/telemetry/client (204); rejects with an ApiError. */
+  telemetry(report: TelemetryReport): Promise<unknown>;
 }
 
 // --- the store (pure) -----------------------------------------------------------------------------
@@ -493,6 +495,55 @@ export declare function taskTimes(state: TasksState, taskId: string, now: number
 /** A memoizing StoreState → FeedState projection (what TaskFeed uses; for your own reducer wiring). */
 export declare function viewProjector(): (state: StoreState) => FeedState;
 
+// --- Telemetry (opt-in; docs/client-js.md "Telemetry") -------------------------------------------
+
+export type TelemetryCount =
+  | 'connects'
+  | 'connectFailures'
+  | 'reconnects'
+  | 'recoveries'
+  | 'recoveredFalse'
+  | 'unknownOperations'
+  | 'unknownSchemas'
+  | 'clockSkew';
+export type TelemetrySample = 'commitToVisibleMs' | 'snapshotLoadMs' | 'noticeDisplayMs';
+export declare const TELEMETRY_COUNTS: readonly TelemetryCount[];
+export declare const TELEMETRY_SAMPLES: readonly TelemetrySample[];
+/** The wire shape of one report (status_api/telemetry.py checks every field and range). */
+export interface TelemetryReport {
+  v: 1;
+  transport: '' | TransportName;
+  counts: Record<TelemetryCount | 'connectAttempts', number>;
+  samples: Partial<Record<TelemetrySample, number[]>>;
+}
+export interface TelemetryOptions {
+  /** At most one report per interval, none when nothing happened (default 30000; doubled after a 429/5xx, up to 10 min). */
+  intervalMs?: number;
+  /** Samples per report, all kinds together: a uniform reservoir per kind (default 180; the server allows 200). */
+  maxSamples?: number;
+  /** Epoch milliseconds, compared with the server's committedAt (default Date.now). */
+  wallClock?: () => number;
+  random?: () => number;
+}
+export declare class Telemetry {
+  constructor(options: TelemetryOptions & { send: (report: TelemetryReport) => Promise<unknown> });
+  /** False after a 401/403/404 (telemetry off on the server): nothing is sent any more. */
+  readonly enabled: boolean;
+  readonly empty: boolean;
+  setTransport(name: TransportName): void;
+  count(name: TelemetryCount, n?: number): void;
+  /** Out-of-range values (negative, above the server's ceiling) are ignored. */
+  sample(name: TelemetrySample, ms: number): void;
+  /** Sample `now - committedAt` as `kind`; a negative delay (client clock behind) counts clockSkew instead. */
+  committed(kind: 'commitToVisibleMs' | 'noticeDisplayMs', committedAt: string): void;
+  /** The pending report. */
+  report(): TelemetryReport;
+  start(): void;
+  stop(): void;
+  /** Send the pending report now (nothing when empty or disabled); never rejects. */
+  flush(): Promise<void>;
+}
+
 // --- TaskFeed (effects) ---------------------------------------------------------------------------
 
 export interface TaskFeedOptions {
@@ -516,6 +567,12 @@ export interface TaskFeedOptions {
   retryMaxMs?: number;
   now?: () => number;
   random?: () => number;
+  /**
+   * Opt-in telemetry to the Status API (POST /api/telemetry/client): connection outcomes,
+   * reconnects, recovered=false, snapshot load time, unknown operations/schemas, notice display
+   * latency and commit→visible delay. true = defaults; default off.
+   */
+  telemetry?: boolean | TelemetryOptions;
   /** For visibilitychange recalibration; null to disable (Node). */
   document?: { visibilityState: string; addEventListener: Function; removeEventListener: Function } | null;
 }
@@ -534,6 +591,8 @@ export declare class TaskFeed extends Emitter<TaskFeedEvents> {
   readonly store: StoreState;
   readonly client: Client | null;
   readonly api: StatusApi;
+  /** The feed's telemetry (options.telemetry), null when off; flushed on stop() and when the page is hidden. */
+  readonly telemetry: Telemetry | null;
   /** True between start() and stop(). */
   readonly running: boolean;
   /**

@@ -2,6 +2,8 @@
 PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTTP statuses in
 ``transport`` error mode); a missing or wrong key is 401 with an empty body.
 
+``ServerApi`` is the one executor of every method (and of ``batch``); ``ApiEndpoint`` is its HTTP
+adapter and gateway/grpc_api/server.py its gRPC adapter.
 This module only parses requests (gateway/api_requests.py, one typed parser) and calls the node;
 actions on connections go to every node through the cluster (gateway/cluster.py). Errors are
 values of the one catalogue (gateway/protocol/codes.py), raised as a fresh ``ApiError`` each time.
@@ -10,6 +12,8 @@ Never imports client.py or app.py.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hmac
 import logging
 import time
@@ -62,7 +66,15 @@ class _Method:
     handler: Callable[[Any], Awaitable[Result]]
 
 
-def _error_obj(exc: ApiError) -> dict[str, Any]:
+def _b64(name: str, value: str) -> bytes:
+    """Standard base64 (Centrifugo's ``b64*`` fields); invalid ⇒ 107."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        raise bad_request(f"{name}: invalid base64") from None
+
+
+def error_obj(exc: ApiError) -> dict[str, Any]:
     return {"code": exc.code, "message": exc.message}
 
 
@@ -101,8 +113,8 @@ class ServerApi:
             raise ApiError(codes.ERROR_NOT_AVAILABLE)
         return opts
 
-    async def call(self, method: str, params: object) -> Result:
-        """Run one API method.
+    async def call(self, method: str, params: object, *, protocol: str = "http") -> Result:
+        """Run one API method (``protocol`` labels the metrics: "http" or "grpc").
 
         Raises:
             ApiError: with the catalogue error to answer (104 unknown method, 107 bad params, 100
@@ -116,20 +128,42 @@ class ServerApi:
         try:
             return await spec.handler(parse(spec.request, params))
         except ApiError as exc:
-            metrics.api_errors.labels("http", method, str(exc.code)).inc()
+            metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
             raise
         except EngineError as exc:
             # The engine logs its outages once per state change; per request only a debug line.
             log.debug("engine error in API %s: %s", method, exc)
-            metrics.api_errors.labels("http", method, "100").inc()
+            metrics.api_errors.labels(protocol, method, "100").inc()
             raise ApiError(codes.ERROR_INTERNAL) from None
         finally:
-            metrics.api_duration.labels("http", method).observe(time.perf_counter() - started)
+            metrics.api_duration.labels(protocol, method).observe(time.perf_counter() - started)
+
+    async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
+        """``batch``: each command ``{"<method>": params}`` answered in order with
+        ``{"<method>": result}`` or ``{"error": ...}``; ``parallel`` runs them concurrently
+        (Centrifugo's ``parallel``), else one after another."""
+
+        async def one(command: object) -> Result:
+            if not isinstance(command, dict) or len(command) != 1:
+                return {"error": error_obj(bad_request("commands[]"))}
+            ((method, method_params),) = command.items()
+            try:
+                if method == "batch":
+                    raise ApiError(codes.ERROR_NOT_FOUND)
+                return {method: await self.call(method, method_params, protocol=protocol)}
+            except ApiError as exc:
+                return {"error": error_obj(exc)}
+
+        if parallel:
+            return list(await asyncio.gather(*(one(command) for command in commands)))
+        return [await one(command) for command in commands]
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
-        if b64data:  # binary payloads cannot travel over the JSON client protocol
-            raise bad_request("b64data: not supported with the JSON protocol")
+        """The payload bytes: ``b64data`` decoded (it wins, as in Centrifugo), else ``data`` as
+        JSON. Binary payloads reach Protobuf clients as they are and JSON clients unchanged."""
+        if b64data:
+            return _b64("b64data", b64data)
         return orjson.dumps(data)
 
     async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
@@ -141,6 +175,9 @@ class ServerApi:
             tags=req.tags,
             skip_history=req.skip_history,
             idempotency_key=req.idempotency_key,
+            version=req.version,
+            version_epoch=req.version_epoch,
+            delta=req.delta,
         )
         if result.position is None:
             return {}
@@ -158,17 +195,19 @@ class ServerApi:
                     raise bad_request("channels: empty channel")
                 responses.append({"result": await self._publish_one(channel, data, req)})
             except ApiError as exc:
-                responses.append({"error": _error_obj(exc)})
+                responses.append({"error": error_obj(exc)})
             except EngineError as exc:
                 log.debug("engine error in API broadcast to %s: %s", channel, exc)
                 self.node.metrics.api_errors.labels("http", "broadcast", "100").inc()
-                responses.append({"error": _error_obj(ApiError(codes.ERROR_INTERNAL))})
+                responses.append({"error": error_obj(ApiError(codes.ERROR_INTERNAL))})
         return {"responses": responses}
 
     async def subscribe(self, req: SubscribeRequest) -> Result:
         self._options(req.channel)
-        if req.b64info or req.b64data:
-            raise bad_request("b64info/b64data: not supported with the JSON protocol")
+        if req.b64info:
+            _b64("b64info", req.b64info)
+        if req.b64data:
+            _b64("b64data", req.b64data)
         await self.node.cluster.user_op(req)
         return {}
 
@@ -289,27 +328,18 @@ class ApiEndpoint:
             result = await self.api.call(method, params)
         except ApiError as exc:
             if transport_mode:
-                return _json(_error_obj(exc), TRANSPORT_STATUS.get(exc.code, 400))
-            return _json({"error": _error_obj(exc)})
+                return _json(error_obj(exc), TRANSPORT_STATUS.get(exc.code, 400))
+            return _json({"error": error_obj(exc)})
         return _json({"result": result})
 
     async def _batch(self, params: Any) -> Response:
         commands = params.get("commands") if isinstance(params, dict) else None
+        parallel = params.get("parallel", False) if isinstance(params, dict) else False
         if not isinstance(commands, list):
-            return _json({"error": _error_obj(bad_request("commands"))})
-        replies: list[Result] = []
-        for command in commands:
-            if not isinstance(command, dict) or len(command) != 1:
-                replies.append({"error": _error_obj(bad_request("commands[]"))})
-                continue
-            ((method, method_params),) = command.items()
-            try:
-                if method == "batch":
-                    raise ApiError(codes.ERROR_NOT_FOUND)
-                replies.append({method: await self.api.call(method, method_params)})
-            except ApiError as exc:
-                replies.append({"error": _error_obj(exc)})
-        return _json({"replies": replies})
+            return _json({"error": error_obj(bad_request("commands"))})
+        if not isinstance(parallel, bool):
+            return _json({"error": error_obj(bad_request("parallel"))})
+        return _json({"replies": await self.api.batch(commands, parallel=parallel)})
 
     async def _legacy(self, body: bytes) -> Response:
         """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""
@@ -330,5 +360,5 @@ class ApiEndpoint:
                 result = await self.api.call(method, cmd.get("params") or {})
                 lines.append(orjson.dumps({"result": result}))
             except ApiError as exc:
-                lines.append(orjson.dumps({"error": _error_obj(exc)}))
+                lines.append(orjson.dumps({"error": error_obj(exc)}))
         return Response(b"\n".join(lines), media_type="application/json")

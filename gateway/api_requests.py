@@ -26,6 +26,9 @@ Json: TypeAlias = object
 REQUIRED = {"required": True}
 """Field metadata: the key must be present (and, for strings and lists, non-empty)."""
 
+DATA_OR_B64 = {"required": True, "unless": "b64data"}
+"""``data`` is required unless a non-empty ``b64data`` is given (Centrifugo: one of the two)."""
+
 INT64 = (-(2**63), 2**63 - 1)
 UINT64 = {"range": (0, 2**64 - 1)}
 
@@ -82,27 +85,34 @@ class Override:
 @dataclass(frozen=True, slots=True)
 class PublishRequest:
     channel: str = field(default="", metadata=REQUIRED)
-    data: Json | None = field(default=None, metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
     skip_history: bool = False
     tags: dict[str, str] | None = None
     idempotency_key: str = ""
+    version: int = field(default=0, metadata=UINT64)
+    version_epoch: str = ""
+    delta: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class BroadcastRequest:
     channels: list[str] = field(default_factory=list, metadata=REQUIRED)
-    data: Json | None = field(default=None, metadata=REQUIRED)
+    data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
     skip_history: bool = False
     tags: dict[str, str] | None = None
     idempotency_key: str = ""
+    version: int = field(default=0, metadata=UINT64)
+    version_epoch: str = ""
+    delta: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class SubscribeRequest:
     user: str = ""
     channel: str = field(default="", metadata=REQUIRED)
+    expire_at: int = 0
     info: Json | None = None
     b64info: str = ""
     client: str = ""
@@ -189,6 +199,8 @@ class _Field:
     required: bool
     range: tuple[int, int]
     default: Any
+    unless: str = ""
+    """A required field may be missing when this other field is set."""
 
 
 _FIELDS: dict[type[Any], tuple[_Field, ...]] = {}
@@ -210,6 +222,7 @@ def _fields(cls: type[Any]) -> tuple[_Field, ...]:
                 bool(f.metadata.get("required")),
                 f.metadata.get("range", INT64),
                 default,
+                f.metadata.get("unless", ""),
             )
         )
     cached = _FIELDS[cls] = tuple(out)
@@ -231,6 +244,8 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
         raw = params.get(f.name)
         if raw is None:
             # A required JSON value may be null (``"data": null`` publishes null).
+            if f.unless and params.get(f.unless):
+                continue
             if f.required and not (f.name in params and _is_json(f.kind)):
                 raise bad_request(f"{name}: required")
             continue

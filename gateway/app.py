@@ -14,6 +14,7 @@ import contextlib
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
@@ -31,13 +32,16 @@ from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
-from gateway.metrics import Metrics, NodeGauges
+from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
+from gateway.grpc_api import server as grpc_api
+from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.server import Served
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
+from gateway.transports.uni_websocket import UniWebSocketEndpoint
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 DOCS = "docs/gateway.md"
@@ -66,10 +70,17 @@ class RateLimiter:
 
 
 def build_engine(
-    settings: Settings, *, on_error: Callable[[str], None] | None = None
+    settings: Settings,
+    *,
+    on_error: Callable[[str], None] | None = None,
+    shared_engine: Path | None = None,
 ) -> tuple[Broker, PresenceManager]:
     """The configured engine; ``on_error`` is called once per failed engine command with the
-    operation name (the engine logs outages once per state change; the metric counts each)."""
+    operation name (the engine logs outages once per state change; the metric counts each).
+    ``shared_engine``: in a worker of ``--workers N``, the supervisor's memory engine socket
+    (gateway/workers.py); the memory engine is then that one, shared by all workers."""
+    if settings.engine.type == "memory" and shared_engine is not None:
+        return SharedMemoryBroker(shared_engine), SharedMemoryPresence(shared_engine)
     if settings.engine.type == "memory":
         return MemoryBroker(), MemoryPresence(ttl_seconds=settings.engine.redis.presence_ttl)
     if settings.engine.type == "redis":
@@ -89,16 +100,23 @@ class Runtime:
     (with an injected engine) and pass it to ``create_app``."""
 
     def __init__(
-        self, settings: Settings, *, broker: Broker | None = None, presence: PresenceManager | None = None
+        self,
+        settings: Settings,
+        *,
+        broker: Broker | None = None,
+        presence: PresenceManager | None = None,
+        shared_engine: Path | None = None,
     ) -> None:
         self.settings = settings
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
             engine_errors = self.metrics.engine_errors
-            broker, presence = build_engine(settings, on_error=lambda op: engine_errors.labels(op).inc())
+            broker, presence = build_engine(
+                settings, on_error=lambda op: engine_errors.labels(op).inc(), shared_engine=shared_engine
+            )
         name = settings.node.name or f"{socket.gethostname()}_{settings.http_server.port}"
         self.node = Node(settings, broker, presence, self.metrics, name=name)
-        if isinstance(broker, RedisBroker):
+        if isinstance(broker, RedisBroker | SharedMemoryBroker):
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
         hub = self.node.hub
         self.metrics.register_node_gauges(
@@ -134,6 +152,8 @@ class Runtime:
         self.clients = ClientFactory(
             self.node, verifier=verifier, sub_verifier=sub_verifier, authorizer=authorizer
         )
+        held = self.clients.flusher.stats
+        self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
@@ -272,6 +292,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            if settings.grpc_api.enabled:
+                tasks.append(tg.create_task(grpc_api.serve(rt.api, settings.grpc_api)))
             try:
                 yield
             finally:
@@ -292,19 +314,44 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
         ValueError: the configured engine is not available.
     """
     rt = runtime or Runtime(settings)
-    ws = settings.websocket
+    ws, uni_ws = settings.websocket, settings.uni_websocket
     protocol = None
-    if not ws.disabled:
+    if not ws.disabled or uni_ws.enabled:
+        uni = None
+        if uni_ws.enabled:
+            uni = UniWebSocketEndpoint(
+                handler_prefix=uni_ws.handler_prefix,
+                message_size_limit=uni_ws.message_size_limit,
+                join_push_messages=uni_ws.join_push_messages,
+                connect=rt.clients.connect,
+            )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
-                handler_prefix=ws.handler_prefix,
+                handler_prefix="" if ws.disabled else ws.handler_prefix,
                 message_size_limit=ws.message_size_limit,
                 allowed_origins=tuple(settings.client.allowed_origins),
                 admit=rt.admit,
                 connect=rt.clients.connect,
+                uni=uni,
             )
         )
-    return Served(app=create_app(settings, rt), websocket=protocol, on_shutdown=rt.on_shutdown)
+    return Served(
+        app=create_app(settings, rt),
+        websocket=protocol,
+        on_shutdown=rt.on_shutdown,
+        internal_prefixes=internal_prefixes(settings),
+    )
+
+
+def internal_prefixes(settings: Settings) -> tuple[str, ...]:
+    """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
+    endpoints: the server API, ``prometheus``, ``health``); empty when it is not."""
+    if not settings.http_server.internal_port:
+        return ()
+    prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
+    if not settings.http_api.disabled:
+        prefixes.append(settings.http_api.handler_prefix)
+    return tuple(prefixes)
 
 
 __all__ = ["RateLimiter", "Runtime", "build", "build_engine", "create_app"]

@@ -1,17 +1,24 @@
-"""``taskcast gateway --config FILE``: load settings, refuse bad ones by name, build the gateway
-(gateway/app.py) and serve it (gateway/server.py). No logic beyond wiring."""
+"""``taskcast gateway --config FILE [--workers N]``: load settings, refuse bad ones by name, build
+the gateway (gateway/app.py) and serve it (gateway/server.py); with ``--workers N`` (or
+``http_server.workers``) above 1, run the supervisor of N worker processes instead
+(gateway/workers.py), each of which re-enters here with the hidden ``--worker-index``.
+No logic beyond wiring."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
+import socket
 import sys
+from pathlib import Path
 
-from gateway.app import build
-from gateway.config import ConfigError, load_settings
+from gateway.app import Runtime, build
+from gateway.config import ConfigError, Settings, load_settings
 from gateway.logging_setup import configure_logging
 from gateway.server import build_server
+from gateway.workers import Supervisor, die_with_parent, listening_socket
 
 
 def main(argv: list[str]) -> int:
@@ -20,10 +27,19 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--config", "-c", help="JSON, YAML or TOML file with Centrifugo v6 option names")
     parser.add_argument("--port", type=int, help="override http_server.port")
+    parser.add_argument(
+        "--workers", type=int, help="override http_server.workers: gateway processes on one port"
+    )
+    # Set by the supervisor on the workers it starts (gateway/workers.py).
+    parser.add_argument("--worker-index", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--supervisor-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--engine-socket", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     env = dict(os.environ)
     if args.port is not None:
         env["TASKCAST_HTTP_SERVER_PORT"] = str(args.port)
+    if args.workers is not None:
+        env["TASKCAST_HTTP_SERVER_WORKERS"] = str(args.workers)
     try:
         settings, warnings = load_settings(args.config, env)
     except ConfigError as exc:
@@ -35,12 +51,34 @@ def main(argv: list[str]) -> int:
         print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
         return 2
     log = logging.getLogger("taskcast.gateway")
-    for warning in warnings:
-        log.warning("config: %s", warning)
+    if args.worker_index is None:
+        for warning in warnings:
+            log.warning("config: %s", warning)
+        if settings.http_server.workers > 1:
+            worker_argv = [sys.executable, "-m", "gateway"]
+            if args.config:
+                worker_argv += ["--config", args.config]
+            return Supervisor(settings, settings.http_server.workers, worker_argv).run()
+        return _serve(settings)
+    return _worker(settings, args.worker_index, args.supervisor_pid, args.engine_socket)
+
+
+def _worker(settings: Settings, index: int, supervisor_pid: int | None, engine_socket: str | None) -> int:
+    """One worker of a supervisor: its own node name, the shared engine, a SO_REUSEPORT socket."""
+    if supervisor_pid is not None:
+        die_with_parent(supervisor_pid)
+    node = dataclasses.replace(settings.node, name=f"{settings.node.name}.w{index}")
+    settings = dataclasses.replace(settings, node=node)
+    http = settings.http_server
+    sock = listening_socket(http.address or "0.0.0.0", http.port)
+    return _serve(settings, Path(engine_socket) if engine_socket else None, sock)
+
+
+def _serve(settings: Settings, shared_engine: Path | None = None, sock: socket.socket | None = None) -> int:
     try:
-        served = build(settings)
+        served = build(settings, Runtime(settings, shared_engine=shared_engine))
     except ValueError as exc:
         print(f"taskcast gateway: {exc}", file=sys.stderr)
         return 2
-    build_server(settings, served).run()
+    build_server(settings, served).run(sockets=[sock] if sock is not None else None)
     return 0

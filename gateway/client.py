@@ -33,17 +33,21 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from gateway.auth import TokenVerifier
 from gateway.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.channels import ChannelRules, resolve
 from gateway.config import ChannelOptions
+from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError
 from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
+from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -112,11 +116,13 @@ class ClientFactory:
         self.authorizer = authorizer or TokenAuthorizer(node.settings, verifier, sub_verifier, clock)
         self.flusher = Flusher()
 
-    def connect(self, transport: Transport) -> Client:
-        """A new connection on an open transport (the stale-connect deadline starts now)."""
+    def connect(self, transport: Transport, codec: Codec | None = None) -> Client:
+        """A new connection on an open transport (the stale-connect deadline starts now),
+        speaking ``codec`` (None: the node's default, JSON)."""
         return Client(
             self.node,
             transport,
+            codec=codec,
             verifier=self.verifier,
             sub_verifier=self.sub_verifier,
             clock=self.clock,
@@ -125,7 +131,10 @@ class ClientFactory:
         )
 
 
-Connect = Callable[[Transport], "Client"]
+class Connect(Protocol):
+    """What transports call to open a connection (``ClientFactory.connect``)."""
+
+    def __call__(self, transport: Transport, codec: Codec | None = None, /) -> Client: ...
 
 
 class Client:
@@ -142,8 +151,10 @@ class Client:
         clock: Callable[[], float] = time.time,
         flusher: Flusher | None = None,
         authorizer: Authorizer | None = None,
+        codec: Codec | None = None,
     ) -> None:
         self.node = node
+        self.codec: Codec = codec or node.hub.codec
         self.settings = node.settings
         self.transport = transport
         self.verifier = verifier
@@ -153,7 +164,7 @@ class Client:
         self.loop = asyncio.get_running_loop()
         cfg = self.settings.client
         self.session = Session(
-            node.hub.codec,
+            self.codec,
             SessionConfig(
                 channel_limit=cfg.channel_limit,
                 ping_interval=cfg.ping_interval,
@@ -175,7 +186,12 @@ class Client:
         self._closed = False
         self._registered = False
         self.outbox = Outbox(
-            transport, flusher or Flusher(), limit_bytes=cfg.queue_max_size, on_failure=self.disconnect
+            transport,
+            flusher or Flusher(),
+            limit_bytes=cfg.queue_max_size,
+            hold_bytes=cfg.queue_conflate_size,
+            on_failure=self.disconnect,
+            separator=self.codec.separator,
         )
         self._inbox: deque[Command | Job] = deque()
         self._worker: asyncio.Task[None] | None = None
@@ -359,7 +375,12 @@ class Client:
         ):
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
-        server_subs = grant.subs if grant is not None else {}
+        server_subs = dict(grant.subs) if grant is not None else {}
+        personal = personal_channel(self.settings, self.user)
+        if personal:
+            server_subs.setdefault(personal, policy.ServerSub())
+            if cfg.subscribe_to_user_personal_channel.single_connection:
+                await evict_other_connections(self.node, personal, self.user, self.client_id)
         if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
             raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
         self.node.connecting.discard(self)
@@ -435,6 +456,14 @@ class Client:
         else:
             sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
         sub.chan_info = grant.info
+        if req.tf is not None:
+            sub.tags_filter = subscription_filter(opts, req.tf)
+        sub.delta = negotiate_delta(
+            opts,
+            req.delta,
+            json_protocol=self.session.codec.name == "json",
+            filtered=sub.tags_filter is not None,
+        )
         result = await self._establish(
             sub,
             opts,
@@ -456,6 +485,8 @@ class Client:
         flags = policy.subscription_flags(rules.options, self._who(), policy.Asks(), server_sub.override)
         sub = _subscription(channel, rules, flags, server_side=True)
         sub.chan_info = server_sub.info
+        if server_sub.expire_at:
+            sub.expire_at = float(server_sub.expire_at)
         return await self._establish(
             sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
         )
@@ -500,9 +531,10 @@ class Client:
             recovered=positioned is not None and positioned.recovered,
             epoch=positioned.reply.epoch if positioned else "",
             offset=positioned.reply.offset if positioned else 0,
-            publications=positioned.publications if positioned else None,
+            publications=recovered_for(sub, positioned.publications) if positioned else None,
             was_recovering=wanted.recover,
             data=data,
+            delta=sub.delta,
         )
 
     def _go_live(self, sub: Subscription) -> None:
@@ -514,7 +546,7 @@ class Client:
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
-                self.outbox.put(push.payload, push)
+                self._deliver(sub, pub, push)
             elif verdict is Delivery.INSUFFICIENT_STATE:
                 self.insufficient_state(sub)
                 return
@@ -606,7 +638,7 @@ class Client:
         sub = self.session.subscriptions.get(channel)
         if sub is None or self._closed:
             return
-        if sub.state is SubState.SUBSCRIBED and not sub.positioned:
+        if sub.state is SubState.SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
             self.outbox.put(push.payload, push)  # the common case, kept short: it runs per delivery
             return
         if sub.state is SubState.SUBSCRIBING:
@@ -614,9 +646,18 @@ class Client:
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
-            self.outbox.put(push.payload, push)
+            self._deliver(sub, pub, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
+
+    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
+        """Queue a publication that passed the position check: unless the tags filter drops it,
+        as the shared push or (delta subscriptions) its delta / escaped form."""
+        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
+            return
+        if sub.delta:
+            push = delta_push(sub, pub, push)
+        self.outbox.put(push.payload, push)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         sub = self.session.subscriptions.get(channel)
@@ -662,10 +703,13 @@ class Client:
     def unsubscribe_server_side(self, channel: str) -> None:
         self.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         if expired:
             self.disconnect(codes.DISCONNECT_EXPIRED)
-        elif expire_at:
+            return
+        if info is not None:
+            self.conn_info = info
+        if expire_at:
             self.session.set_expiry(float(expire_at))
             self._rearm()
 

@@ -20,6 +20,9 @@ api.py or app.py. Every task it starts runs inside ``run()``, which its owner (a
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -81,10 +84,14 @@ class NodeRegistry:
     clock: Callable[[], float]
     nodes: dict[str, tuple[dict[str, Any], float]] = field(default_factory=dict)
 
-    def update(self, info: dict[str, Any]) -> None:
+    def update(self, info: dict[str, Any]) -> bool:
+        """Record a heartbeat; True when it is from a node not known until now."""
         uid = info.get("uid")
-        if isinstance(uid, str):
-            self.nodes[uid] = (info, self.clock() + NODE_EXPIRE_SECONDS)
+        if not isinstance(uid, str):
+            return False
+        new = uid not in self.nodes
+        self.nodes[uid] = (info, self.clock() + NODE_EXPIRE_SECONDS)
+        return new
 
     def live(self) -> list[dict[str, Any]]:
         now = self.clock()
@@ -114,6 +121,17 @@ def _disconnect_of(op: DisconnectRequest) -> codes.Disconnect:
     return codes.DISCONNECT_FORCE_NO_RECONNECT
 
 
+def _raw(value: object, b64: str) -> bytes | None:
+    """A JSON field or its ``b64`` twin (which wins, as Centrifugo) as raw bytes. The API checked
+    the base64 before sending the op; a bad one from elsewhere counts as absent."""
+    if b64:
+        try:
+            return base64.b64decode(b64, validate=True)
+        except binascii.Error:
+            return None
+    return orjson.dumps(value) if value is not None else None
+
+
 def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecovery | None]:
     ov = op.override
     override = None
@@ -131,9 +149,10 @@ def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecove
             }
         )
     sub = policy.ServerSub(
-        info=orjson.dumps(op.info) if op.info is not None else None,
-        data=orjson.dumps(op.data) if op.data is not None else None,
+        info=_raw(op.info, op.b64info),
+        data=_raw(op.data, op.b64data),
         override=override,
+        expire_at=op.expire_at or None,
     )
     since = op.recover_since
     recovery = SubscribeRecovery(True, since.offset, since.epoch) if since is not None else None
@@ -172,12 +191,21 @@ class Cluster:
             return
         op, sender = msg["op"], msg.get("from")
         if op == "node" and isinstance(msg.get("info"), dict):
-            self.registry.update(msg["info"])
+            if self.registry.update(msg["info"]) and sender != self.uid:
+                # A node we did not know (just started, e.g. a restarted worker): beat back now,
+                # so it knows this node at once instead of at our next heartbeat.
+                with contextlib.suppress(asyncio.QueueFull):
+                    self._outbox.put_nowait((encode("node", self.uid, info=self.info()), ""))
         elif op == "user_op":
             self._apply_user_op(msg.get("method"), msg.get("params"))
         elif op == "emulation":
-            session, commands = msg.get("session"), msg.get("data")
-            if isinstance(session, str) and isinstance(commands, str):
+            session, commands, b64 = msg.get("session"), msg.get("data"), msg.get("b64data")
+            if isinstance(session, str) and isinstance(b64, str):  # a Protobuf session's bytes
+                try:
+                    commands = base64.b64decode(b64, validate=True)
+                except ValueError:
+                    commands = None
+            if isinstance(session, str) and isinstance(commands, str | bytes):
                 self.deliver_emulation(session, commands)
         elif op == "survey" and isinstance(sender, str):
             self._answer_survey(sender, msg)
@@ -186,7 +214,7 @@ class Cluster:
             if survey is not None:
                 survey.add(str(sender), msg.get("payload"))
 
-    def deliver_emulation(self, session: str, commands: str) -> None:
+    def deliver_emulation(self, session: str, commands: str | bytes) -> None:
         """Feed commands into a local session; an unknown session drops them silently (it
         closed; the SDK reconnects)."""
         conn = self.hub.session(session)
@@ -222,7 +250,11 @@ class Cluster:
                     conn.disconnect(disconnect)
         else:
             for conn in targets:
-                conn.refresh_server_side(expired=op.expired, expire_at=op.expire_at or None)
+                conn.refresh_server_side(
+                    expired=op.expired,
+                    expire_at=op.expire_at or None,
+                    info=orjson.dumps(op.info) if op.info is not None else None,
+                )
 
     def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:
         payload: Any = None
@@ -245,7 +277,7 @@ class Cluster:
         message = encode("user_op", self.uid, method=USER_OP_NAMES[type(op)], params=to_params(op))
         await self.broker.publish_control(message)
 
-    async def route_emulation(self, node: str, session: str, commands: str) -> bool:
+    async def route_emulation(self, node: str, session: str, commands: str | bytes) -> bool:
         """Send emulation commands to the session's node (this one or another live node);
         False when ``node`` is not a live node.
 
@@ -257,9 +289,13 @@ class Cluster:
             return True
         if node not in self.live_uids():
             return False
-        await self.broker.publish_control(
-            encode("emulation", self.uid, session=session, data=commands), node_id=node
-        )
+        if isinstance(commands, bytes):
+            message = encode(
+                "emulation", self.uid, session=session, b64data=base64.b64encode(commands).decode()
+            )
+        else:
+            message = encode("emulation", self.uid, session=session, data=commands)
+        await self.broker.publish_control(message, node_id=node)
         return True
 
     async def survey(self, kind: str, wait: float = SURVEY_TIMEOUT_SECONDS) -> dict[str, Any]:

@@ -4,7 +4,8 @@ This is the only gateway module that reads files or the environment. It owns the
 parsing (types, durations, lists), Centrifugo's env-variable rule, unknown-option warnings,
 validation (``ConfigError`` names the option and the problem) and derived values (token
 algorithms, resolved namespace TTLs, node name). The value types live in ``config_schema``.
-Imports nothing from the rest of the gateway but ``config_schema`` and ``config_checks``.
+Imports nothing from the rest of the gateway but ``config_schema``, ``config_checks`` and
+``config_unsupported`` (the options Taskcast does not implement, with what to do instead).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gateway.config_schema import (
     SubscriptionTokenSettings,
     TokenSettings,
 )
+from gateway.config_unsupported import advice_for, env_advice
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -119,51 +121,6 @@ V5_NAMES: Mapping[str, str] = {
        "allow_history_for_subscriber", "allow_presence_for_subscriber", "channel_regex")},
 }  # fmt: skip
 
-# Known Centrifugo v6 options Taskcast does not implement: warned as unsupported, not unknown.
-UNSUPPORTED: frozenset[str] = frozenset(
-    {
-        "client.concurrency",
-        "client.channel_position_max_time_lag",
-        "client.subscribe_to_user_personal_channel",
-        "client.connect_proxy_name",
-        "client.refresh_proxy_name",
-        "http_server.internal_port",
-        "http_server.internal_address",
-        "http_server.tls",
-        "http_api.external",
-        "engine.redis.history_use_lists",
-        "node.info_metrics_aggregate_interval",
-        "uni_websocket",
-        "uni_grpc",
-        "webtransport",
-        "grpc_api",
-        "admin",
-        "broker",
-        "presence_manager",
-        "consumers",
-        "opentelemetry",
-        "graphite",
-        "debug",
-        "usage_stats",
-        "tls",
-        "tls_autocert",
-        "swagger",
-    }
-)
-UNSUPPORTED_CHANNEL_OPTIONS: frozenset[str] = frozenset(
-    {
-        "auto_cache_recover",
-        "allowed_delta_types",
-        "delta_publish",
-        "publication_data_format",
-        "allow_tags_filter",
-        "subscription_type",
-        "map",
-        "shared_poll",
-        "subscribe_stream_bidirectional",
-    }
-)
-
 
 class _EnvValue(str):
     """A string that came from an environment variable, parsed leniently by the converters."""
@@ -176,8 +133,11 @@ class _Context:
     warnings: list[str] = dataclasses.field(default_factory=list)
 
     def unknown(self, path: str, key: str, *, namespace_option: bool) -> None:
-        if (namespace_option and key in UNSUPPORTED_CHANNEL_OPTIONS) or path in UNSUPPORTED:
-            self.warnings.append(f'unsupported option "{path}" (a Centrifugo option Taskcast ignores)')
+        advice = advice_for(path, namespace_option=key if namespace_option else None)
+        if advice is not None:
+            self.warnings.append(
+                f'unsupported option "{path}" (a Centrifugo option Taskcast ignores: {advice})'
+            )
         elif "." not in path and path in V5_NAMES:
             self.warnings.append(f'unknown option "{path}" (Centrifugo v5 name; use {V5_NAMES[path]})')
         else:
@@ -309,7 +269,14 @@ def _apply_env(raw: dict[str, object], env: Mapping[str, str], ctx: _Context) ->
     _apply_namespaces_env(raw, env, seen)
     for name in sorted(env):
         if name.startswith("CENTRIFUGO_") and name not in seen:
-            ctx.warnings.append(f'unknown environment variable "{name}"')
+            found = env_advice(name)
+            if found is not None:
+                ctx.warnings.append(
+                    f'unsupported environment variable "{name}" ({found[0]}: a Centrifugo option '
+                    f"Taskcast ignores: {found[1]})"
+                )
+            else:
+                ctx.warnings.append(f'unknown environment variable "{name}"')
 
 
 def _apply_namespaces_env(raw: dict[str, object], env: Mapping[str, str], seen: set[str]) -> None:
@@ -384,6 +351,12 @@ def _build(default: D, raw: object, path: str, ctx: _Context) -> D:
             if not (key == "name" and path.endswith("]")):
                 ctx.unknown(key_path, key, namespace_option=namespace_option)
             continue
+        if (
+            fields[key].metadata.get("number_as_string")
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
+            value = str(value)
         changes[key] = _convert(getattr(default, key), hints[key], value, key_path, ctx)
     return dataclasses.replace(default, **changes)
 

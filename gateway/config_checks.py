@@ -3,8 +3,9 @@
 Pure: takes typed settings (already type-checked by ``gateway.config``), returns new settings with
 derived fields filled (token ``algorithms``, namespace ``history_meta_ttl_resolved`` and
 ``channel_pattern``, ``channel.by_name``, ``node.name``), appends warnings, and raises
-``ConfigError`` naming the option for anything Centrifugo would refuse to start with. Reads no
-file; the only outside fact it uses is the host name for the default node name.
+``ConfigError`` naming the option for anything Centrifugo would refuse to start with. The only
+outside facts it uses are the host name (default node name) and the PEM files that TLS options
+name (``gateway.tls`` loads them to check them).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from gateway.config_schema import (
     TokenSettings,
     named_proxy,
 )
+from gateway.engine import redis_address
+from gateway.tls import check_client, check_listener
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
@@ -56,9 +59,21 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_endpoints(settings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
+    _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
+    if settings.client.queue_conflate_size < 0:
+        raise ConfigError(
+            "client.queue_conflate_size", f"must be 0 or more, got {settings.client.queue_conflate_size}"
+        )
+    if 0 < settings.client.queue_max_size <= settings.client.queue_conflate_size:
+        warnings.append(
+            "client.queue_conflate_size: not below client.queue_max_size, so a backed-up connection is "
+            "disconnected (3008) before its output is conflated"
+        )
+    if settings.http_server.workers < 1:
+        raise ConfigError("http_server.workers", f"must be at least 1, got {settings.http_server.workers}")
     if settings.http_api.error_mode not in ("", "transport"):
         raise ConfigError(
             "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'
@@ -74,8 +89,20 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
             "websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
         )
         websocket = dataclasses.replace(websocket, compression=False)
+    uni_websocket = settings.uni_websocket
+    if uni_websocket.compression:
+        warnings.append(
+            "uni_websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
+        )
+        uni_websocket = dataclasses.replace(uni_websocket, compression=False)
     return dataclasses.replace(
-        settings, client=client, channel=channel, node=node, websocket=websocket, log=log
+        settings,
+        client=client,
+        channel=channel,
+        node=node,
+        websocket=websocket,
+        uni_websocket=uni_websocket,
+        log=log,
     )
 
 
@@ -127,6 +154,32 @@ def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[
             raise ConfigError(f"{where}.proxy_name", f"no proxy named {ropts.proxy_name!r} in proxies")
         if proxy is rpc.proxy:
             _check_proxy_endpoint(proxy, "rpc.proxy")
+
+
+def _check_listeners(settings: Settings, warnings: list[str]) -> None:
+    """``http_server.tls`` (a loadable certificate + key), ``internal_port``, ``grpc_api.tls``."""
+    http = settings.http_server
+    check_listener(http.tls, "http_server.tls")
+    if http.tls.insecure_skip_verify or http.tls.server_name or http.tls.server_ca_pem:
+        warnings.append(
+            "http_server.tls: insecure_skip_verify, server_name and server_ca_pem apply to clients, "
+            "not to a listener; ignored"
+        )
+    if http.internal_port:
+        if not http.internal_port.isdigit() or not 0 < int(http.internal_port) <= 65535:
+            raise ConfigError(
+                "http_server.internal_port", f"must be a port number (1-65535), got {http.internal_port!r}"
+            )
+        if int(http.internal_port) == http.port and (http.internal_address or "") == (http.address or ""):
+            raise ConfigError("http_server.internal_port", "must differ from http_server.port")
+    elif http.internal_address:
+        warnings.append("http_server.internal_address is set but internal_port is not; ignored")
+    if settings.grpc_api.enabled:
+        check_listener(settings.grpc_api.tls, "grpc_api.tls")
+    if settings.engine.type == "redis" and settings.engine.redis.tls.server_name:
+        warnings.append(
+            "engine.redis.tls.server_name: not supported, ignored (the host of the address is verified)"
+        )
 
 
 def _check_log(log: LogSettings) -> LogSettings:
@@ -285,6 +338,7 @@ PREFIXED_SECTIONS = (
     "emulation",
     "uni_sse",
     "uni_http_stream",
+    "uni_websocket",
     "prometheus",
     "health",
 )
@@ -313,6 +367,7 @@ def served_endpoints(settings: Settings) -> dict[str, str]:
         "emulation": settings.sse.enabled or settings.http_stream.enabled,
         "uni_sse": settings.uni_sse.enabled,
         "uni_http_stream": settings.uni_http_stream.enabled,
+        "uni_websocket": settings.uni_websocket.enabled,
         "prometheus": settings.prometheus.enabled,
         "health": settings.health.enabled,
     }
@@ -352,3 +407,15 @@ def _check_engine(settings: Settings) -> None:
         for item in getattr(redis, option):
             if not item.strip():
                 raise ConfigError(f"engine.redis.{option}", "contains an empty address")
+    if engine.type != "redis":
+        return
+    if not (redis.sentinel_address or redis.cluster_address):
+        for item in redis.address:
+            try:
+                redis_address.parse(item)
+            except redis_address.RedisAddressError as exc:
+                raise ConfigError(
+                    "engine.redis.address", f"{redis_address.redacted(item)!r}: {exc}"
+                ) from None
+    tls = redis.tls
+    check_client(tls, "engine.redis.tls")

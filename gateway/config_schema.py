@@ -20,6 +20,12 @@ from typing import Any
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
 
+EXTENSION: Mapping[str, bool] = MappingProxyType({"extension": True})
+"""Field metadata: a Taskcast option with no Centrifugo counterpart (marked so in the docs table)."""
+
+NUMBER_AS_STRING: Mapping[str, bool] = MappingProxyType({"number_as_string": True})
+"""Field metadata: a string option that also accepts a number (Centrifugo's string ports)."""
+
 SECRET_OPTIONS = frozenset(
     {
         "hmac_secret_key",
@@ -27,6 +33,7 @@ SECRET_OPTIONS = frozenset(
         "password",
         "sentinel_password",
         "key",
+        "key_pem",
         "credentials_value",
         "static_headers",
     }
@@ -77,6 +84,17 @@ class SubscriptionTokenSettings(TokenSettings):
 
 
 @dataclass(frozen=True, slots=True)
+class PersonalChannelSettings:
+    """``client.subscribe_to_user_personal_channel``: a server-side subscription of every
+    authenticated connection to ``<personal_channel_namespace>:#<user>`` (``#<user>`` without a
+    namespace); ``single_connection`` keeps one connection per user (presence-based eviction)."""
+
+    enabled: bool = False
+    personal_channel_namespace: str = ""
+    single_connection: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ClientSettings:
     allowed_origins: tuple[str, ...] = ()
     token: TokenSettings = field(default_factory=TokenSettings)
@@ -92,16 +110,19 @@ class ClientSettings:
     stale_close_delay: float = 10.0
     channel_limit: int = 128
     queue_max_size: int = 1048576
+    queue_conflate_size: int = 262144
     presence_update_interval: float = 27.0
     channel_position_check_delay: float = 40.0
     connection_limit: int = 0
     user_connection_limit: int = 0
     connection_rate_limit: int = 0
-    handshake_limit: int = 0
+    handshake_limit: int = field(default=0, metadata=EXTENSION)
     connect_include_server_time: bool = False
     history_max_publication_limit: int = 300
     recovery_max_publication_limit: int = 300
-    user_id_http_header: str = ""
+    subscribe_to_user_personal_channel: PersonalChannelSettings = field(
+        default_factory=lambda: PersonalChannelSettings()
+    )
     proxy: ClientProxySettings = field(default_factory=lambda: ClientProxySettings())
 
 
@@ -184,7 +205,9 @@ class ChannelOptions:
     ``history_meta_ttl == 0`` inherits ``channel.history_meta_ttl``; ``history_meta_ttl_resolved``
     is the value to use. ``channel_pattern`` is ``channel_regex`` compiled (None when unset).
     ``subscription_limit_per_connection`` is a Taskcast extension: at most that many subscriptions
-    to channels of this namespace per connection (0 = unlimited).
+    to channels of this namespace per connection (0 = unlimited). ``conflation_tag`` too: the
+    publication tag whose value is a conflation key while a connection is backed up
+    (gateway/conflation.py; "" = never conflate).
     """
 
     name: str = field(default="", metadata=DERIVED)
@@ -212,7 +235,11 @@ class ChannelOptions:
     allow_presence_for_anonymous: bool = False
     allow_user_limited_channels: bool = False
     channel_regex: str = ""
-    subscription_limit_per_connection: int = 0
+    allowed_delta_types: tuple[str, ...] = ()
+    delta_publish: bool = False
+    allow_tags_filter: bool = False
+    subscription_limit_per_connection: int = field(default=0, metadata=EXTENSION)
+    conflation_tag: str = field(default="", metadata=EXTENSION)
     subscribe_proxy_enabled: bool = False
     subscribe_proxy_name: str = ""
     publish_proxy_enabled: bool = False
@@ -246,14 +273,37 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Centrifugo's ``TLSConfig``. Each ``*_pem`` option holds the PEM text itself, its base64, or
+    the path of a PEM file (resolved by ``gateway.tls``). ``client_ca_pem`` on a listener makes
+    client certificates required; on a client connection ``cert_pem``/``key_pem`` are the client
+    certificate (mTLS) and ``server_ca_pem`` verifies the server."""
+
+    enabled: bool = False
+    cert_pem: str = ""
+    key_pem: str = ""
+    server_ca_pem: str = ""
+    client_ca_pem: str = ""
+    insecure_skip_verify: bool = False
+    server_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class HttpServerSettings:
-    """``request_timeout`` is a Taskcast extension: a connection must deliver a whole request
+    """``internal_port`` (a string, as in Centrifugo) moves the server API, ``prometheus`` and
+    ``health`` to a second listener on ``internal_address``:``internal_port``; ``tls`` applies
+    to both listeners. ``request_timeout`` is a Taskcast extension: a connection must deliver a whole request
     (headers, and the body if any) within that many seconds of opening or of the request's first
-    byte, else it is closed (slowloris); 0 disables the deadline."""
+    byte, else it is closed (slowloris); 0 disables the deadline. ``workers`` is a Taskcast
+    extension too: that many gateway processes on one port (gateway/workers.py, docs/scaling.md)."""
 
     address: str = ""
     port: int = 8000
-    request_timeout: float = 10.0
+    internal_address: str = ""
+    internal_port: str = field(default="", metadata=NUMBER_AS_STRING)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    request_timeout: float = field(default=10.0, metadata=EXTENSION)
+    workers: int = field(default=1, metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,12 +318,39 @@ class HttpApiSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class GrpcApiSettings:
+    """``grpc_api``: Centrifugo's gRPC server API (api.proto) on ``address``:``port``; ``key``
+    is checked against the ``authorization: apikey <key>`` metadata when set."""
+
+    enabled: bool = False
+    address: str = ""
+    port: int = 10000
+    key: str = ""
+    error_mode: str = ""
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    max_receive_message_size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class WebSocketSettings:
     disabled: bool = False
     handler_prefix: str = "/connection/websocket"
     message_size_limit: int = 65536
-    write_timeout: float = 1.0
     compression: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UniWebSocketSettings:
+    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the first client message is the
+    connect request, then the server only pushes). ``compression`` is accepted and ignored, as
+    for ``websocket``; ``join_push_messages`` sends the pushes of one write as one frame
+    (newline-delimited)."""
+
+    enabled: bool = False
+    handler_prefix: str = "/connection/uni_websocket"
+    message_size_limit: int = 65536
+    compression: bool = False
+    join_push_messages: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,10 +369,12 @@ class EmulationSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class RedisTlsSettings:
-    enabled: bool = False
-    insecure_skip_verify: bool = False
-    ca_cert_pem_file: str = ""
+class RedisTlsSettings(TlsSettings):
+    """``engine.redis.tls``: ``server_ca_pem`` verifies Redis, ``cert_pem``/``key_pem`` are the
+    client certificate for Redis mTLS. ``ca_cert_pem_file`` is Taskcast's earlier name for a
+    ``server_ca_pem`` file path (kept working)."""
+
+    ca_cert_pem_file: str = field(default="", metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,10 +384,13 @@ class RedisSettings:
     db: int = 0
     user: str = ""
     password: str = ""
+    client_name: str = ""
     tls: RedisTlsSettings = field(default_factory=RedisTlsSettings)
     sentinel_address: tuple[str, ...] = ()
     sentinel_master_name: str = ""
+    sentinel_user: str = ""
     sentinel_password: str = ""
+    sentinel_client_name: str = ""
     cluster_address: tuple[str, ...] = ()
     connect_timeout: float = 1.0
     io_timeout: float = 4.0
@@ -415,6 +497,7 @@ class Settings:
     channel: ChannelSettings = field(default_factory=ChannelSettings)
     http_server: HttpServerSettings = field(default_factory=HttpServerSettings)
     http_api: HttpApiSettings = field(default_factory=HttpApiSettings)
+    grpc_api: GrpcApiSettings = field(default_factory=GrpcApiSettings)
     websocket: WebSocketSettings = field(default_factory=WebSocketSettings)
     sse: StreamTransportSettings = field(default_factory=lambda: _stream("/connection/sse"))
     http_stream: StreamTransportSettings = field(default_factory=lambda: _stream("/connection/http_stream"))
@@ -423,6 +506,7 @@ class Settings:
     uni_http_stream: StreamTransportSettings = field(
         default_factory=lambda: _stream("/connection/uni_http_stream")
     )
+    uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)

@@ -1,11 +1,12 @@
 """This node's connections and channel subscribers, and the fan-out of one publication to them.
 
-A publication is encoded ONCE (``SharedPush``: the push bytes of the hub's codec; transports
-cache their wire frame on it, gateway/transports/framing.py) and handed to every local
-subscriber; each connection queues it and writes all its pending messages in one write per
-event-loop tick (gateway/client.py). The hub never awaits: a slow connection cannot slow a
-broadcast. It stores connections as ``Connection`` values (no downcasts) and must not import
-starlette, redis, the transports or gateway/client.py.
+A publication is encoded ONCE per protocol in use among its subscribers (``SharedPush``: the
+push bytes of one codec, JSON or Protobuf; transports cache their wire frame on it,
+gateway/transports/framing.py) and handed to every local subscriber speaking that protocol;
+each connection queues it and writes all its pending messages in one write per event-loop tick
+(gateway/client.py). The hub never awaits: a slow connection cannot slow a broadcast. It stores
+connections as ``Connection`` values (no downcasts) and must not import starlette, redis, the
+transports or gateway/client.py.
 """
 
 from __future__ import annotations
@@ -21,13 +22,30 @@ from gateway.protocol.policy import ServerSub
 
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
-    the transport's wire frame of exactly ``payload`` (built once, by the first writer)."""
+    the transport's wire frame of exactly ``payload`` (built once, by the first writer).
+    A publication push also carries its channel, epoch and the channel's previous publication
+    on this node (``prev``: offset, epoch, data), from which gateway/delivery.py builds the
+    delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it.
+    ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
+    dropped by a backed-up connection)."""
 
-    __slots__ = ("frame", "payload")
+    __slots__ = ("channel", "conflation", "epoch", "frame", "payload", "prev", "variants")
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(
+        self,
+        payload: bytes,
+        channel: str = "",
+        epoch: str = "",
+        prev: tuple[int, str, bytes] | None = None,
+        conflation: str | None = None,
+    ) -> None:
         self.payload = payload
         self.frame: bytes | None = None
+        self.channel = channel
+        self.epoch = epoch
+        self.prev = prev
+        self.variants: object = None
+        self.conflation = conflation
 
 
 class Connection(Protocol):
@@ -38,6 +56,8 @@ class Connection(Protocol):
     client_id: str
     user: str
     session_id: str
+    codec: Codec
+    """The connection's wire encoding: it gets the shared pushes of this codec."""
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         """A live publication of a channel this connection subscribes to (hot path)."""
@@ -64,8 +84,9 @@ class Connection(Protocol):
         """Server API ``unsubscribe``: push unsubscribe 2000."""
         ...
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
-        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)."""
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
+        """Server API ``refresh``: ``expired`` ⇒ 3005 now, else a new expiry (None: unchanged)
+        and, when ``info`` is given, new connection info (raw JSON) for later presence/joins."""
         ...
 
     def presence_tick(self) -> None:
@@ -78,13 +99,16 @@ class Hub:
 
     def __init__(self, codec: Codec = JSON) -> None:
         self.codec = codec
-        """The encoding of shared pushes (one per publication)."""
+        """The default encoding of this node's connections."""
         self.clients: dict[str, Connection] = {}
         self.users: dict[str, dict[str, Connection]] = {}
         self.sessions: dict[str, Connection] = {}
         self.channels: dict[str, dict[str, Connection]] = {}
-        self._fanout: dict[str, tuple[Connection, ...]] = {}
-        """Per channel, a snapshot of its subscribers for fan-out; dropped on every change."""
+        self._fanout: dict[str, tuple[tuple[Codec, tuple[Connection, ...]], ...]] = {}
+        """Per channel, a snapshot of its subscribers grouped by codec, for fan-out; dropped on
+        every change."""
+        self._prev: dict[str, tuple[int, str, bytes]] = {}
+        """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
 
     # --- connections -------------------------------------------------------------------------
@@ -148,6 +172,7 @@ class Hub:
             self._fanout.pop(channel, None)
         if not subs:
             del self.channels[channel]
+            self._prev.pop(channel, None)
             return True
         return False
 
@@ -156,23 +181,45 @@ class Hub:
 
     # --- fan-out -----------------------------------------------------------------------------
 
-    def broadcast_publication(self, channel: str, pub: Publication, epoch: str) -> int:
-        """Hand one publication to every local subscriber; returns how many got it."""
-        targets = self._fanout.get(channel)
-        if targets is None:
+    def broadcast_publication(
+        self, channel: str, pub: Publication, epoch: str, conflation: str | None = None
+    ) -> int:
+        """Hand one publication to every local subscriber; returns how many got it.
+        ``conflation``: its conflation key (gateway/conflation.py)."""
+        groups = self._fanout.get(channel)
+        if groups is None:
             subs = self.channels.get(channel)
             if not subs:
                 return 0
-            targets = self._fanout[channel] = tuple(subs.values())
-        push = SharedPush(self.codec.encode_publication(channel, pub))
-        for client in targets:
-            client.on_publication(channel, pub, epoch, push)
-        return len(targets)
+            groups = self._fanout[channel] = _by_codec(subs.values())
+        prev = self._prev.get(channel)
+        if pub.offset:
+            self._prev[channel] = (pub.offset, epoch, pub.data)
+        count = 0
+        for codec, targets in groups:
+            push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
+            for client in targets:
+                client.on_publication(channel, pub, epoch, push)
+            count += len(targets)
+        return count
 
     def broadcast_join_leave(self, channel: str, key: str, info: ClientInfo) -> None:
         subs = self.channels.get(channel)
         if not subs:
             return
-        push = SharedPush(self.codec.encode_join_leave(channel, key, info))
-        for client in list(subs.values()):
-            client.on_join_leave(channel, key, push)
+        for codec, targets in _by_codec(subs.values()):
+            push = SharedPush(codec.encode_join_leave(channel, key, info))
+            for client in targets:
+                client.on_join_leave(channel, key, push)
+
+
+def _by_codec(clients: Iterable[Connection]) -> tuple[tuple[Codec, tuple[Connection, ...]], ...]:
+    """Connections grouped by codec (in subscription order within a group)."""
+    groups: dict[int, tuple[Codec, list[Connection]]] = {}
+    for client in clients:
+        codec = client.codec
+        group = groups.get(id(codec))
+        if group is None:
+            group = groups[id(codec)] = (codec, [])
+        group[1].append(client)
+    return tuple((codec, tuple(members)) for codec, members in groups.values())

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 NS = "centrifugo"
@@ -185,6 +185,30 @@ class NodeGauges(Collector):
             "taskcast_gateway_engine_healthy",
             "1 while the engine (Redis) answers, else 0.",
             value=int(healthy),
+        )
+
+
+class HoldGauges(Collector):
+    """Held output of backed-up connections (gateway/outbox.py ``HoldStats``), read at scrape
+    time: bytes and connections held now, publications dropped by conflation so far."""
+
+    def __init__(self, read: Callable[[], tuple[int, int, int]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        held_bytes, connections, conflated = self.read()
+        yield GaugeMetricFamily(
+            "taskcast_gateway_client_held_bytes", "Output held for backed-up connections.", value=held_bytes
+        )
+        yield GaugeMetricFamily(
+            "taskcast_gateway_client_held_connections",
+            "Connections whose output is held (transport past client.queue_conflate_size).",
+            value=connections,
+        )
+        yield CounterMetricFamily(
+            "taskcast_gateway_client_conflated_publications",
+            "Queued publications dropped for a newer one of the same conflation key (seed §13.3).",
+            value=conflated,
         )
 
 

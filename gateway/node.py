@@ -24,6 +24,7 @@ from typing import Any
 from gateway import recovery
 from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
+from gateway.conflation import conflation_key
 from gateway.engine.base import (
     Broker,
     EngineError,
@@ -124,7 +125,12 @@ class Node:
     def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
         if position is not None:
             self.last_pub_at[channel] = self.clock()
-        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "")
+        conflation = None
+        if pub.tags:
+            opts = self.settings.channel_options(channel)
+            if opts is not None and opts.conflation_tag:
+                conflation = conflation_key(channel, pub.tags, opts.conflation_tag)
+        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "", conflation)
         self.metrics.messages_sent(channel, n)
         if pub.time:
             self.metrics.observe_pub_lag(max(0.0, self.clock() - pub.time / 1000.0))
@@ -200,10 +206,26 @@ class Node:
         tags: dict[str, str] | None = None,
         skip_history: bool = False,
         idempotency_key: str = "",
+        version: int = 0,
+        version_epoch: str = "",
+        delta: bool = False,
     ) -> PublishResult:
         history = HistoryOptions() if skip_history else self.history_options(opts)
-        pub = Publication(data=data, info=info, tags=tags or None, time=int(self.clock() * 1000))
-        result = await self.broker.publish(channel, pub, history, idempotency_key=idempotency_key)
+        pub = Publication(
+            data=data,
+            info=info,
+            tags=tags or None,
+            time=int(self.clock() * 1000),
+            delta=delta or opts.delta_publish,
+        )
+        result = await self.broker.publish(
+            channel,
+            pub,
+            history,
+            idempotency_key=idempotency_key,
+            version=version,
+            version_epoch=version_epoch,
+        )
         self.metrics.action("publish", channel)
         return result
 

@@ -14,13 +14,16 @@ up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wi
 uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
 ws=<class>)``). The head bound and the request deadline have no public hook, so
 ``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
-uvicorn's version range for that reason. Imports nothing from the gateway but config.
+uvicorn's version range for that reason. Imports nothing from the gateway but config and tls
+(``http_server.tls``). With ``http_server.internal_port`` one server listens on two sockets and
+``ListenerSplit`` keeps the internal endpoints off the public one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -31,6 +34,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.config import Settings
 from gateway.logging_setup import uvicorn_log_level
+from gateway.tls import uvicorn_ssl_kwargs
+
+logger = logging.getLogger("taskcast.gateway.server")
 
 MAX_HEAD_BYTES = 1 << 20
 """Largest request head (request line + headers) accepted: Go's ``http.DefaultMaxHeaderBytes``,
@@ -208,6 +214,37 @@ class Served:
     app: Any
     websocket: type[asyncio.Protocol] | None = None
     on_shutdown: Callable[[], None] | None = None
+    internal_prefixes: tuple[str, ...] = ()
+    """With ``http_server.internal_port``: the paths served only on the internal listener."""
+
+
+NOT_FOUND = b"not found"
+
+
+class ListenerSplit:
+    """ASGI middleware for two listeners (``http_server.internal_port``): a request on the
+    internal port reaches only ``prefixes`` (server API, metrics, health), a request on the
+    public port everything else; the rest answers 404. The listener is the local port of the
+    request's socket (ASGI ``scope["server"]``)."""
+
+    def __init__(self, app: Any, internal_port: int, prefixes: tuple[str, ...]) -> None:
+        self.app = app
+        self.internal_port = internal_port
+        self.prefixes = prefixes
+
+    def internal_path(self, path: str) -> bool:
+        return any(path == p or path.startswith(p + "/") for p in self.prefixes)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            server = scope.get("server")
+            on_internal = server is not None and server[1] == self.internal_port
+            if self.internal_path(scope["path"]) != on_internal:
+                headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"9")]
+                await send({"type": "http.response.start", "status": 404, "headers": headers})
+                await send({"type": "http.response.body", "body": NOT_FOUND})
+                return
+        await self.app(scope, receive, send)
 
 
 class GatewayServer(uvicorn.Server):
@@ -217,11 +254,23 @@ class GatewayServer(uvicorn.Server):
     up`` runs two servers in one loop)."""
 
     def __init__(
-        self, config: uvicorn.Config, *, on_shutdown: Callable[[], None] | None, handle_signals: bool
+        self,
+        config: uvicorn.Config,
+        *,
+        on_shutdown: Callable[[], None] | None,
+        handle_signals: bool,
+        internal: tuple[str, int] | None = None,
     ) -> None:
         super().__init__(config)
         self.on_shutdown = on_shutdown
         self.handle_signals = handle_signals
+        self.internal = internal
+        """(address, port) of the internal listener, served with the public one."""
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        if sockets is None and self.internal is not None:
+            sockets = [self.config.bind_socket(), _bind(*self.internal)]
+        await super().serve(sockets=sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.on_shutdown is not None:
@@ -237,6 +286,21 @@ class GatewayServer(uvicorn.Server):
             yield
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening-ready socket for ``host:port`` (the internal listener), as uvicorn binds its own."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    logger.info("internal listener on %s:%d (server API, metrics, health)", host, port)
+    return sock
+
+
 def build_server(
     settings: Settings,
     served: Served,
@@ -248,11 +312,18 @@ def build_server(
     timeout_graceful_shutdown: int | None = None,
 ) -> GatewayServer:
     """The uvicorn server of one gateway: ``http_server.address``/``port`` unless overridden,
-    ``http_server.request_timeout``, ``shutdown.timeout``, the head bound, no access log and no
-    ``server`` header."""
+    ``http_server.tls`` (certificate and key; client certificates required with
+    ``client_ca_pem``), the internal listener of ``http_server.internal_address``/
+    ``internal_port`` (the same TLS), ``http_server.request_timeout``, ``shutdown.timeout``,
+    the head bound, no access log and no ``server`` header."""
     http = settings.http_server
+    app = served.app
+    internal = None
+    if http.internal_port:
+        internal = (http.internal_address or "0.0.0.0", int(http.internal_port))
+        app = ListenerSplit(app, internal[1], served.internal_prefixes)
     config = uvicorn.Config(
-        served.app,
+        app,
         host=host if host is not None else (http.address or "0.0.0.0"),
         port=port if port is not None else http.port,
         http=http_protocol(request_timeout=http.request_timeout),
@@ -269,5 +340,8 @@ def build_server(
             else max(1, int(settings.shutdown.timeout))
         ),
         server_header=False,
+        **uvicorn_ssl_kwargs(http.tls, "http_server.tls"),
     )
-    return GatewayServer(config, on_shutdown=served.on_shutdown, handle_signals=handle_signals)
+    return GatewayServer(
+        config, on_shutdown=served.on_shutdown, handle_signals=handle_signals, internal=internal
+    )

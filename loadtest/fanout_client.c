@@ -5,6 +5,10 @@
  *   --proto centrifugo  after the upgrade, send ONE frame with the Centrifugo client protocol v2
  *                       connect + subscribe commands (newline-joined, like centrifuge-js); the
  *                       connection counts as ready when the subscribe reply (id 2) arrives.
+ *   --proto protobuf    the same over Centrifugo's Protobuf protocol: the upgrade offers the
+ *                       `centrifuge-protobuf` subprotocol (a 101 without it counts as failed), the
+ *                       connect + subscribe go as varint-length-delimited Commands in ONE binary
+ *                       frame, ready on the Reply with id 2 carrying `subscribe` (field 6).
  *   --proto raw         ready right after the upgrade (nchan).
  *   --port2 P           connect the odd-numbered connections to port P instead of --port (two
  *                       gateway nodes): half of N on each. Counts and latency samples are kept
@@ -15,6 +19,12 @@
  * connections (1 in --sample, on each side) the 19-digit CLOCK_MONOTONIC timestamp right after it gives
  * the publish->receive latency. A message that is exactly {} is a Centrifugo server ping and is
  * answered with {}; WebSocket pings (opcode 9) are answered with pongs.
+ *
+ * Protobuf: the payload bytes of binary frames are one stream of varint-length-delimited Replies
+ * (split across frames or reads is fine). Of each Reply the first PBUF bytes are kept and walked
+ * just enough: Reply.push (4) -> Push.pub (4) -> Publication.data (4) is a delivery, and the JSON
+ * bytes of that data carry the same "t":"<19 digits>" timestamp. An empty Reply is the server's
+ * ping and is answered with an empty Command (one 0x00 byte in a binary frame).
  *
  * Control protocol on stdin/stdout (one JSON line each):
  *   prints {"ready": n, "failed": f, "connect_s": x}
@@ -41,6 +51,9 @@
 #define PFX 96
 #define MAXSEC 600
 #define TS_DIGITS 19
+#define PBUF 256
+
+enum { P_JSON = 0, P_RAW = 1, P_PB = 2 };
 
 enum { HS = 0, SUBSCRIBING = 1, OPEN = 2, CLOSED = 3 };
 
@@ -52,6 +65,9 @@ typedef struct {
   int op;
   unsigned char ctrl[128]; int ctrl_len;
   char mpfx[PFX]; int mpos; /* current message: first PFX bytes, position */
+  /* Protobuf splitter: reading the varint length (pb_body 0) or a body of pb_left more bytes. */
+  int pb_body, pb_shift, pb_pos; uint64_t pb_len, pb_left;
+  unsigned char pbuf[PBUF]; /* the current Reply's first PBUF bytes */
 } conn_t;
 
 static int64_t now_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec; }
@@ -63,7 +79,7 @@ static uint64_t per_sec[MAXSEC];
 typedef struct { int64_t *v; size_t n, cap; } lat_t;
 static lat_t lat, lat_side[2]; /* merged samples, and the same samples per side */
 static int n_ready, n_failed, n_closed, pending, ready_side[2];
-static int proto_raw;
+static int proto = P_JSON;
 
 static void lat_add(lat_t *l, int64_t v) {
   if (l->n == l->cap) {
@@ -76,16 +92,18 @@ static void lat_add(lat_t *l, int64_t v) {
 }
 static void add_lat(int side, int64_t v) { lat_add(&lat, v); lat_add(&lat_side[side], v); }
 
-static void send_text(conn_t *c, const char *s, size_t L) {
+/* One masked frame (opcode 0x1 text, 0x2 binary) with a zero mask key. */
+static void send_frame(conn_t *c, unsigned char opcode, const void *s, size_t L) {
   unsigned char out[1024]; size_t h;
   if (L > sizeof out - 8) return;
-  out[0] = 0x81;
+  out[0] = 0x80 | opcode;
   if (L < 126) { out[1] = 0x80 | (unsigned char)L; h = 2; }
   else { out[1] = 0x80 | 126; out[2] = (unsigned char)(L >> 8); out[3] = (unsigned char)L; h = 4; }
   memset(out + h, 0, 4); h += 4; /* zero mask key: payload unchanged */
   memcpy(out + h, s, L);
   if (write(c->fd, out, h + L) < 0) {}
 }
+static void send_text(conn_t *c, const char *s, size_t L) { send_frame(c, 0x1, s, L); }
 
 static int ep = -1;
 
@@ -141,9 +159,111 @@ static void text_bytes(conn_t *c, const unsigned char *b, size_t k, int64_t now,
   }
 }
 
+/* Protobuf: read a varint at *p (< end); 0 when truncated or over 10 bytes. */
+static int pb_varint(const unsigned char **p, const unsigned char *end, uint64_t *v) {
+  uint64_t x = 0;
+  for (int shift = 0; *p < end && shift < 70; shift += 7) {
+    unsigned char b = *(*p)++;
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) { *v = x; return 1; }
+  }
+  return 0;
+}
+
+/* The first field `want` of the message [p, p+n): for wire type 2 its bytes (clamped to what was
+ * kept of a long message), for wire type 0 its value. 0 when absent or the bytes are malformed. */
+static int pb_field(const unsigned char *p, size_t n, unsigned want, const unsigned char **out, size_t *out_len,
+                    uint64_t *value) {
+  const unsigned char *end = p + n;
+  while (p < end) {
+    uint64_t key, v = 0;
+    if (!pb_varint(&p, end, &key)) return 0;
+    unsigned field = (unsigned)(key >> 3), wt = (unsigned)(key & 7);
+    const unsigned char *start = p; size_t len = 0;
+    if (wt == 0) { if (!pb_varint(&p, end, &v)) return 0; }
+    else if (wt == 1) { if (end - p < 8) return 0; p += 8; }
+    else if (wt == 5) { if (end - p < 4) return 0; p += 4; }
+    else if (wt == 2) {
+      if (!pb_varint(&p, end, &v)) return 0;
+      start = p; len = v < (uint64_t)(end - p) ? (size_t)v : (size_t)(end - p);
+      p += len;
+    } else return 0;
+    if (field == want) {
+      if (out) *out = start;
+      if (out_len) *out_len = len;
+      if (value) *value = wt == 0 ? v : 0;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void pb_pong(conn_t *c) { static const unsigned char empty = 0; send_frame(c, 0x2, &empty, 1); }
+
+/* One whole Reply (its first PBUF bytes in c->pbuf, c->pb_len bytes in all). */
+static void pb_reply_done(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
+  const unsigned char *p = c->pbuf; size_t L = (size_t)c->pb_pos;
+  if (c->pb_len == 0) { pings++; pb_pong(c); return; }
+  if (c->state == SUBSCRIBING) {
+    uint64_t id = 0;
+    pb_field(p, L, 1, NULL, NULL, &id);
+    int err = pb_field(p, L, 2, NULL, NULL, NULL);
+    if (id == 2) {
+      pending--;
+      if (!err && pb_field(p, L, 6, NULL, NULL, NULL)) { c->state = OPEN; n_ready++; ready_side[c->side]++; }
+      else { c->state = CLOSED; n_failed++; }
+    } else if (id == 1 && err) {
+      pending--; c->state = CLOSED; n_failed++;
+    }
+    return;
+  }
+  const unsigned char *push, *pub, *data; size_t push_len, pub_len, data_len;
+  if (!pb_field(p, L, 4, &push, &push_len, NULL) || !pb_field(push, push_len, 4, &pub, &pub_len, NULL)) {
+    other++;
+    return;
+  }
+  (*cnt)++;
+  if (!c->sample || !in_win) return;
+  if (!pb_field(pub, pub_len, 4, &data, &data_len, NULL)) { bad++; return; }
+  const char *t = memmem(data, data_len, "\"t\":\"", 5);
+  if (!t || (const unsigned char *)t + 5 + TS_DIGITS > data + data_len) { bad++; return; }
+  int64_t v = 0;
+  for (int k = 0; k < TS_DIGITS; k++) {
+    char d = t[5 + k];
+    if (d < '0' || d > '9') { bad++; return; }
+    v = v * 10 + (d - '0');
+  }
+  add_lat(c->side, now - v);
+}
+
+/* Feed payload bytes of binary frames into the varint-delimited Reply splitter. */
+static void pb_bytes(conn_t *c, const unsigned char *b, size_t k, int64_t now, int in_win, uint64_t *cnt) {
+  while (k && c->state != CLOSED) {
+    if (!c->pb_body) {
+      unsigned char x = *b++; k--;
+      if (c->pb_shift > 63) { bad++; mark_closed(c); return; }
+      c->pb_len |= (uint64_t)(x & 0x7f) << c->pb_shift;
+      c->pb_shift += 7;
+      if (x & 0x80) continue;
+      c->pb_body = 1; c->pb_left = c->pb_len; c->pb_pos = 0;
+    } else {
+      size_t m = k < c->pb_left ? k : (size_t)c->pb_left;
+      if (c->pb_pos < PBUF) {
+        size_t keep = PBUF - (size_t)c->pb_pos; if (keep > m) keep = m;
+        memcpy(c->pbuf + c->pb_pos, b, keep); c->pb_pos += (int)keep;
+      }
+      b += m; k -= m; c->pb_left -= m;
+    }
+    if (c->pb_body && c->pb_left == 0) {
+      pb_reply_done(c, now, in_win, cnt);
+      c->pb_body = 0; c->pb_shift = 0; c->pb_len = 0;
+    }
+  }
+}
+
 static void frame_end(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
   if (c->op == 1 || c->op == 2 || c->op == 0) {
-    message_done(c, now, in_win, cnt);
+    if (proto != P_PB) message_done(c, now, in_win, cnt); /* Protobuf messages carry their length */
   } else if (c->op == 9) {
     unsigned char out[140]; int L = c->ctrl_len;
     out[0] = 0x8A; out[1] = 0x80 | L; memset(out + 2, 0, 4); memcpy(out + 6, c->ctrl, L);
@@ -175,7 +295,8 @@ static void parse(conn_t *c, const unsigned char *b, size_t n, int64_t now) {
       continue;
     }
     size_t k = n - i; if (k > c->payload_left) k = c->payload_left;
-    if (c->op <= 2) text_bytes(c, b + i, k, now, in_win, &cnt);
+    if (c->op <= 2 && proto == P_PB) pb_bytes(c, b + i, k, now, in_win, &cnt);
+    else if (c->op <= 2) text_bytes(c, b + i, k, now, in_win, &cnt);
     else if (c->ctrl_len + k <= 125) { memcpy(c->ctrl + c->ctrl_len, b + i, k); c->ctrl_len += (int)k; }
     i += k; c->payload_left -= k;
     if (c->payload_left == 0) frame_end(c, now, in_win, &cnt);
@@ -196,8 +317,12 @@ static void handshake_bytes(conn_t *c, int64_t now, const char *cmd, size_t cmd_
   if (!end) { if (c->hs_len >= (int)sizeof c->hs - 1) mark_closed(c); return; }
   if (strncmp(c->hs, "HTTP/1.1 101", 12)) { mark_closed(c); return; }
   size_t rest = c->hs_len - (end + 4 - c->hs);
-  if (proto_raw) { c->state = OPEN; n_ready++; ready_side[c->side]++; pending--; }
-  else { c->state = SUBSCRIBING; send_text(c, cmd, cmd_len); }
+  if (proto == P_PB && !strcasestr(c->hs, "\r\nSec-WebSocket-Protocol: centrifuge-protobuf")) {
+    mark_closed(c); /* the server did not take the subprotocol: it would speak JSON */
+    return;
+  }
+  if (proto == P_RAW) { c->state = OPEN; n_ready++; ready_side[c->side]++; pending--; }
+  else { c->state = SUBSCRIBING; send_frame(c, proto == P_PB ? 0x2 : 0x1, cmd, cmd_len); }
   if (rest) parse(c, (unsigned char *)end + 4, rest, now);
 }
 
@@ -220,16 +345,32 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sample")) sample = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--proto")) proto_raw = !strcmp(argv[++i], "raw");
+    else if (!strcmp(argv[i], "--proto")) {
+      const char *v = argv[++i];
+      proto = !strcmp(v, "raw") ? P_RAW : !strcmp(v, "protobuf") ? P_PB : P_JSON;
+    }
   }
   if (n < 1 || sample < 1 || conc < 1) return 2;
   setvbuf(stdout, NULL, _IOLBF, 0);
   char req[2][512], cmd[256]; int rl[2];
   for (int s = 0; s < 2; s++)
     rl[s] = snprintf(req[s], sizeof req[s], "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", path, host,
-                     s && port2 ? port2 : port);
-  int cl = snprintf(cmd, sizeof cmd, "{\"id\":1,\"connect\":{\"name\":\"bench\"}}\n{\"id\":2,\"subscribe\":{\"channel\":\"%s\"}}", channel);
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n", path, host,
+                     s && port2 ? port2 : port, proto == P_PB ? "Sec-WebSocket-Protocol: centrifuge-protobuf\r\n" : "");
+  int cl;
+  if (proto == P_PB) { /* Command{id 1, connect{name "bench"}}, Command{id 2, subscribe{channel}} */
+    size_t chl = strlen(channel);
+    if (chl > 100) return 2;
+    unsigned char *o = (unsigned char *)cmd;
+    static const unsigned char connect[] = {11, 0x08, 1, 0x22, 7, 0x22, 5, 'b', 'e', 'n', 'c', 'h'};
+    memcpy(o, connect, sizeof connect); o += sizeof connect;
+    *o++ = (unsigned char)(6 + chl); *o++ = 0x08; *o++ = 2; /* length, id = 2 */
+    *o++ = 0x2a; *o++ = (unsigned char)(2 + chl); *o++ = 0x0a; *o++ = (unsigned char)chl; /* subscribe{channel} */
+    memcpy(o, channel, chl); o += chl;
+    cl = (int)(o - (unsigned char *)cmd);
+  } else {
+    cl = snprintf(cmd, sizeof cmd, "{\"id\":1,\"connect\":{\"name\":\"bench\"}}\n{\"id\":2,\"subscribe\":{\"channel\":\"%s\"}}", channel);
+  }
   conn_t *cs = calloc(n, sizeof(conn_t));
   ep = epoll_create1(0);
   if (!cs || ep < 0) return 2;

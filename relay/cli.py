@@ -24,6 +24,7 @@ from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
+from relay.wake import RedisWakeListener
 from status_api.storage.database import create_engine
 from status_api.storage.outbox import DeadRow
 
@@ -77,10 +78,24 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info(
-        "relay %s started (%s, batch %d x %d)", cfg.relay_id, leases.dialect, cfg.batch_size, cfg.concurrency
+        "relay %s started (%s, batch %d x %d, wake-up %s, poll %gs)",
+        cfg.relay_id,
+        leases.dialect,
+        cfg.batch_size,
+        cfg.concurrency,
+        "redis" if cfg.wake_redis_url else "off",
+        cfg.poll_interval_seconds,
     )
     try:
-        await relay.run(stop)
+        if cfg.wake_redis_url is None:
+            await relay.run(stop)
+        else:
+            listener = RedisWakeListener(
+                cfg.wake_redis_url, cfg.wake_channel, lambda: relay.wake("redis"), metrics
+            )
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(listener.run(stop), name="wake-listener")
+                await relay.run(stop)
     finally:
         await publisher.aclose()
         await leases.engine.dispose()

@@ -21,6 +21,7 @@ from typing import Any
 from status_api import config_file
 from status_api.config_file import ConfigError
 from status_api.storage.database import LOCK_WAIT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
+from status_api.storage.outbox import WAKE_CHANNEL
 
 __all__ = ["ConfigError", "RelayConfig", "build_config", "load_config"]
 
@@ -44,6 +45,8 @@ class RelayConfig:
     publish_timeout_seconds: float = 5.0
     backoff_base_seconds: float = 0.5
     backoff_max_seconds: float = 60.0
+    #: Upper bound of the pause between probes of a gateway that failed as a whole.
+    gateway_probe_max_seconds: float = 1.0
     max_attempts: int = 20
     collapse_superseded_progress: bool = False
     retention_seconds: float = 7 * 24 * 3600.0
@@ -55,6 +58,10 @@ class RelayConfig:
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     log_level: str = "info"
+    #: Post-commit wake-up (docs/relay.md "Wake-up"): subscribe to ``wake_channel`` on this Redis;
+    #: null = poll only.
+    wake_redis_url: str | None = None
+    wake_channel: str = WAKE_CHANNEL
 
 
 _POSITIVE = (
@@ -65,6 +72,7 @@ _POSITIVE = (
     "publish_timeout_seconds",
     "backoff_base_seconds",
     "backoff_max_seconds",
+    "gateway_probe_max_seconds",
     "max_attempts",
     "retention_seconds",
     "purge_interval_seconds",
@@ -97,6 +105,12 @@ def _validate(cfg: RelayConfig) -> None:
         )
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
+    if cfg.wake_redis_url is not None and not cfg.wake_redis_url.startswith(
+        ("redis://", "rediss://", "unix://")
+    ):
+        raise ConfigError("wake_redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    if not cfg.wake_channel:
+        raise ConfigError("wake_channel: must not be empty")
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level: must be debug, info, warning or error")
 

@@ -78,6 +78,17 @@ class RelayMetrics:
             ["result"],
             registry=r,
         )
+        self.wakeups = Counter(
+            "taskcast_relay_wakeups_total",
+            "Post-commit wake-up hints received (Redis PUB/SUB or in-process), by source.",
+            ["source"],
+            registry=r,
+        )
+        self.wake_listener_up = Gauge(
+            "taskcast_relay_wake_listener_up",
+            "1 while subscribed to the wake-up channel; 0 while (re)connecting (only the poll runs).",
+            registry=r,
+        )
         self.loop_errors = Counter(
             "taskcast_relay_loop_errors_total", "Relay iterations that failed (database errors).", registry=r
         )

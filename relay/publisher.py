@@ -10,8 +10,10 @@ Wire contract (docs/gateway.md "Server API", Centrifugo-compatible): ``POST {api
 {…}}, …]}`` whose ``replies`` come back in order, one ``{"publish": {…}}`` or ``{"error": {code,
 message}}`` each. ``idempotency_key = {aggregateId}:{aggregateVersion}:{channel}`` so a re-publish
 after a crash (or by a second replica) inside the gateway's idempotency window is answered with the
-first result and not delivered twice. ``tags.committed_at_ms`` carries the row's commit time to
-clients (the task.summary/detail schemas forbid extra envelope fields).
+first result and not delivered twice. ``tags.committed_at_ms`` carries the row's commit time (and
+``tags.published_at_ms`` the relay's send time) to clients (the task.summary/detail schemas forbid
+extra envelope fields); ``tags.task`` and ``tags.conflate`` (``publication_tags``) let a backed-up
+connection keep only each task's newest state and never drop a notice or terminal state (seed §13.3).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,7 +31,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
-from status_api.storage.outbox import OutboxRow
+from status_api.storage.outbox import OutboxRow, publication_tags
 
 log = logging.getLogger("taskcast.relay.publisher")
 
@@ -36,6 +39,9 @@ log = logging.getLogger("taskcast.relay.publisher")
 TEMPORARY_API_CODES = frozenset({100, 111})
 ERROR_TEXT_LIMIT = 512
 COMMITTED_AT_TAG = "committed_at_ms"
+#: When the relay sent the publish (epoch ms, its clock): splits commit→visible into commit→publish
+#: (queueing, claim) and publish→visible (gateway, fan-out, client). Informational, like the other.
+PUBLISHED_AT_TAG = "published_at_ms"
 
 
 class Outcome(StrEnum):
@@ -85,12 +91,16 @@ def committed_at_ms(created_at: datetime) -> int:
     return int(created_at.replace(tzinfo=UTC).timestamp() * 1000)
 
 
-def publish_params(row: OutboxRow) -> dict[str, Any]:
+def publish_params(row: OutboxRow, sent_ms: int | None = None) -> dict[str, Any]:
+    """The publish command of ``row``; ``sent_ms`` (epoch ms) adds the ``published_at_ms`` tag."""
+    tags = {**publication_tags(row), COMMITTED_AT_TAG: str(committed_at_ms(row.created_at))}
+    if sent_ms is not None:
+        tags[PUBLISHED_AT_TAG] = str(sent_ms)
     return {
         "channel": row.channel,
         "data": row.payload,
         "idempotency_key": idempotency_key(row),
-        "tags": {COMMITTED_AT_TAG: str(committed_at_ms(row.created_at))},
+        "tags": tags,
     }
 
 
@@ -176,9 +186,10 @@ class HttpGatewayPublisher:
     async def publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
         results: list[PublishResult | None] = [None] * len(rows)
         bodies: list[tuple[int, bytes]] = []
+        sent_ms = int(time.time() * 1000)
         for i, row in enumerate(rows):
             try:
-                bodies.append((i, orjson.dumps(publish_params(row))))
+                bodies.append((i, orjson.dumps(publish_params(row, sent_ms))))
             except (TypeError, orjson.JSONEncodeError) as exc:
                 results[i] = PublishResult(Outcome.DEAD, "encode", sanitize(f"payload not JSON: {exc}"))
         if len(bodies) == 1:

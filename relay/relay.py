@@ -12,6 +12,10 @@ expires. Crash windows (seed §5.2, reliability-notes §2.3):
 
 A row is only ever marked after its publish was acknowledged, so there is no loss window.
 
+Wake-up (issue 16, docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
+Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
+loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
+
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
 is set, then stops claiming, lets in-flight batches finish within ``shutdown_timeout_seconds`` and
@@ -82,7 +86,7 @@ class Relay:
     Gateway outages (issue 14, defect 7): a failure of the gateway as a whole hands the batch back
     due at once (no per-row backoff, no attempt counted toward ``max_attempts``) and closes the
     gate: every loop stops claiming while one prober publishes a single row with full-jitter
-    backoff (capped at :data:`LOOP_BACKOFF_CAP_SECONDS`). The first probe that gets through opens
+    backoff (capped at ``gateway_probe_max_seconds``). The first probe that gets through opens
     the gate and every loop drains at full speed. Per-row backoff is only for row-specific errors.
     """
 
@@ -106,11 +110,33 @@ class Relay:
         self._gateway_up.set()
         self._gateway_down = asyncio.Event()
         self.metrics.gateway_up.set(1)
+        # Wake-up (issue 16): ``wake`` sets the flag and fires the current event; an idle loop that
+        # sees the flag clears it and claims at once. The flag outlives a busy moment: a wake-up
+        # that arrives while every loop is claiming makes the next idle loop claim again.
+        self._wake_pending = False
+        self._wake_event = asyncio.Event()
 
     @property
     def gateway_up(self) -> bool:
         """False from a gateway-wide failure until a probe gets through."""
         return self._gateway_up.is_set()
+
+    def wake(self, source: str = "local") -> None:
+        """Due rows were just committed: one idle loop claims now instead of at its poll slot.
+        Call on the relay's event loop (the Redis listener, or ``taskcast up``'s Status API hook).
+        Harmless when nothing is due or when called many times: wake-ups coalesce."""
+        self.metrics.wakeups.labels(source).inc()
+        self._wake_pending = True
+        fired, self._wake_event = self._wake_event, asyncio.Event()
+        fired.set()
+
+    async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> None:
+        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop``, whichever comes first."""
+        while not self._wake_pending and not stop.is_set():
+            delay = self.idle_delay(slot, origin, time.monotonic())
+            if not await _wait_any((stop, self._wake_event), delay):
+                return  # the safety-net poll's turn
+        self._wake_pending = False
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -245,7 +271,7 @@ class Relay:
     async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
         cfg = self.config
         db_failures = 0
-        await _wait(stop, self.idle_delay(slot, origin, time.monotonic()))
+        await self._idle(stop, slot, origin)
         while not stop.is_set():
             await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
             if stop.is_set():
@@ -263,8 +289,9 @@ class Relay:
                 self._gateway_failed()
                 continue
             if report.claimed >= cfg.batch_size:
-                continue  # a full batch: there is probably more, go on without pausing
-            await _wait(stop, self.idle_delay(slot, origin, time.monotonic()))
+                self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
+                continue  # and this one goes on without pausing
+            await self._idle(stop, slot, origin)
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():
@@ -293,12 +320,19 @@ class Relay:
         self.metrics.probes.labels("up" if ok else "down").inc()
         return ok
 
-    def _pause(self, attempt: int) -> float:
-        """The pause before probe (or database retry) ``attempt``: full jitter, at least one poll
-        interval, capped at max(poll interval, min(``backoff_max_seconds``, 5 s))."""
+    def _pause(self, attempt: int, cap_seconds: float = LOOP_BACKOFF_CAP_SECONDS) -> float:
+        """The pause before database retry ``attempt``: full jitter, at least one poll interval,
+        capped at max(poll interval, min(``backoff_max_seconds``, ``cap_seconds``))."""
         cfg = self.config
-        cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, LOOP_BACKOFF_CAP_SECONDS))
+        cap = max(cfg.poll_interval_seconds, min(cfg.backoff_max_seconds, cap_seconds))
         return max(cfg.poll_interval_seconds, full_jitter(attempt, cfg.backoff_base_seconds, cap, self.rand))
+
+    def probe_pause(self, attempt: int) -> float:
+        """The pause before gateway probe ``attempt``: as :meth:`_pause`, capped by
+        ``gateway_probe_max_seconds`` (1 s): a returning gateway is found within about a second
+        (issue 16: a 30 s outage's backlog drains within 2 s of the return), and one refused
+        connection a second per relay costs a down gateway nothing."""
+        return self._pause(attempt, self.config.gateway_probe_max_seconds)
 
     async def _prober(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -306,7 +340,7 @@ class Relay:
             probes = 0
             while not stop.is_set():
                 probes += 1
-                await _wait(stop, self._pause(probes))
+                await _wait(stop, self.probe_pause(probes))
                 if stop.is_set() or await self.probe():
                     break
             if not stop.is_set():
@@ -340,6 +374,17 @@ class Relay:
         if n:
             log.info("purged %d published outbox rows", n)
         return n
+
+
+async def _wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> bool:
+    """Sleep up to ``seconds``; True as soon as one of ``events`` is set, False at the timeout."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+    return bool(done)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

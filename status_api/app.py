@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from status_api import board
+from status_api import board, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -37,6 +37,7 @@ from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
 from status_api.service import Clock, ServiceSettings, StatusService, utc_now
 from status_api.storage.database import create_engine, init_db
 from status_api.tokens import TokenIssuer, TokenSettings
+from status_api.wake import RedisWakePublisher
 
 
 @dataclass
@@ -46,9 +47,19 @@ class Components:
     queries: TaskQueries
     reconciler: HealthReconciler
     api: Api
+    #: The Redis wake-up hint sender (``wake.redis_url``), closed with the app.
+    waker: RedisWakePublisher | None = None
 
 
-def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: Clock = utc_now) -> Components:
+def build_components(
+    cfg: Config,
+    *,
+    engine: AsyncEngine | None = None,
+    clock: Clock = utc_now,
+    on_commit: Callable[[int], None] | None = None,
+) -> Components:
+    """``on_commit``: the post-commit wake-up hook (``taskcast up`` hands its relay's ``wake``);
+    without it, ``wake.redis_url`` makes one (``status_api.wake``)."""
     schema_dir = Path(cfg.schema_dir) if cfg.schema_dir else DEFAULT_SCHEMA_DIR
     schemas = SchemaStore(schema_dir)
     engine = engine or create_engine(
@@ -133,12 +144,20 @@ def build_components(cfg: Config, *, engine: AsyncEngine | None = None, clock: C
     )
     rc = cfg.reconciler
     reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
-    return Components(engine, service, queries, reconciler, api)
+    waker = None
+    if on_commit is None and cfg.wake.redis_url:
+        waker = RedisWakePublisher(cfg.wake.redis_url, cfg.wake.channel)
+        on_commit = waker.notify
+    service.on_commit = on_commit
+    return Components(engine, service, queries, reconciler, api, waker)
 
 
-def create_app(cfg: Config, *, components: Components | None = None) -> Starlette:
-    """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup."""
-    comp = components or build_components(cfg)
+def create_app(
+    cfg: Config, *, components: Components | None = None, on_commit: Callable[[int], None] | None = None
+) -> Starlette:
+    """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup.
+    ``on_commit``: see :func:`build_components`."""
+    comp = components or build_components(cfg, on_commit=on_commit)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -156,6 +175,8 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
                     stop.set()
         finally:
             if components is None:
+                if comp.waker is not None:
+                    await comp.waker.aclose()
                 await comp.engine.dispose()
 
     metrics = StatusMetrics()
@@ -164,13 +185,19 @@ def create_app(cfg: Config, *, components: Components | None = None) -> Starlett
         body = await metrics.render(comp.engine)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    all_routes = [*routes, Route("/metrics", metrics_endpoint, methods=["GET"]), *board.routes()]
+    extra_routes = [*telemetry.routes, *subscribe_proxy.routes]
+    metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
+    all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)
     # Around every route (board and /metrics included): none ever sees more than the bound. Metrics
     # wrap it, so its 413s are counted.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=cfg.http.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=routes)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=[*routes, *extra_routes])
     app.state.api = comp.api
     app.state.components = comp
     app.state.metrics = metrics
+    tc = cfg.telemetry
+    app.state.telemetry_settings = telemetry.TelemetrySettings(tc.enabled, tc.max_body_bytes, tc.max_samples)
+    app.state.telemetry_limiter = RateLimiter(tc.reports_per_minute / 60.0, max(1.0, tc.reports_per_minute))
+    app.state.subscribe_proxy = subscribe_proxy.SubscribeProxy.from_config(cfg, comp.queries)
     return app

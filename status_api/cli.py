@@ -8,7 +8,7 @@ import asyncio
 import logging
 import sys
 
-from status_api.config import ConfigError, load_config
+from status_api.config import Config, ConfigError, load_config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -18,6 +18,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", required=True, help="JSON or YAML config file")
     serve.add_argument("--host", help="override http.host")
     serve.add_argument("--port", type=int, help="override http.port")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run N worker processes on one port (SO_REUSEPORT; docs/status-api.md 'Workers')",
+    )
+    serve.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)  # set for workers
     init = sub.add_parser(
         "init-db", help="create or upgrade the schema and load schema/registry (idempotent)"
     )
@@ -76,6 +83,8 @@ async def _reconcile(config_path: str) -> int:
     try:
         await comp.reconciler.run(stop)
     finally:
+        if comp.waker is not None:
+            await comp.waker.aclose()
         await comp.engine.dispose()
     return 0
 
@@ -118,8 +127,33 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=cfg.http.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    server.run(create_app(cfg), cfg.http, host=args.host, port=args.port)
+    if args.workers != 1:
+        return _serve_workers(args, cfg)
+    server.run(create_app(cfg), cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port)
     return 0
+
+
+def _serve_workers(args: argparse.Namespace, cfg: Config) -> int:
+    """``serve --workers N``: the schema once, then N workers on one port (status_api/workers.py)."""
+    from status_api import workers
+
+    host, port = args.host or cfg.http.host, cfg.http.port if args.port is None else args.port
+    if not 1 <= args.workers <= 64:
+        print("taskcast status-api: --workers: must be 1..64", file=sys.stderr)
+        return 2
+    if port == 0:
+        print(
+            "taskcast status-api: --workers needs a fixed port (http.port or --port), not 0", file=sys.stderr
+        )
+        return 2
+    try:
+        workers.reuse_port_socket(host, port).close()  # refuse early if the port is taken
+    except OSError as exc:
+        print(f"taskcast status-api: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return 2
+    if cfg.database.auto_init:
+        asyncio.run(_init_db(args.config))
+    return workers.supervise(args.config, args.workers, host, port)
 
 
 if __name__ == "__main__":

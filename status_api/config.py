@@ -125,9 +125,45 @@ class IngestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class WakeConfig:
+    """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
+    commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
+    null = no hint, the relays publish at their poll interval."""
+
+    redis_url: str | None = None
+    channel: str = "taskcast:outbox:wake"
+
+
+@dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryConfig:
+    """``POST /api/telemetry/client`` (status_api/telemetry.py): client-js reports. ``max_body_bytes``
+    and ``max_samples`` bound one report; ``reports_per_minute`` is per user and process."""
+
+    enabled: bool = True
+    max_body_bytes: int = 16384
+    max_samples: int = 200
+    reports_per_minute: float = 6.0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeProxyConfig:
+    """The Centrifugo subscribe proxy for ``task_detail:`` channels (status_api/subscribe_proxy.py),
+    authenticated by ``secret`` in the ``header`` request header; off unless ``enabled``."""
+
+    enabled: bool = False
+    secret: str | None = None
+    header: str = "X-Taskcast-Proxy-Secret"
+    #: Seconds a granted subscription holds its quota slot (and ``expire_at`` when ``refresh``);
+    #: null = ``realtime.subscription_ttl_seconds``.
+    lease_seconds: int | None = None
+    #: Answer ``expire_at`` so the gateway asks ``/proxy/v1/sub-refresh`` (channel.proxy.sub_refresh).
+    refresh: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +178,9 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    wake: WakeConfig = field(default_factory=WakeConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     schema_dir: str | None = None
 
 
@@ -192,6 +231,8 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("realtime.max_detail_subscriptions_per_session: must be >= 1")
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
+    _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
+    _validate_wake(cfg.wake)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -212,6 +253,26 @@ def _validate_ingest(i: IngestConfig) -> None:
         raise ConfigError("ingest.batch_max: must be >= 1 (1 = one transaction per event)")
     if i.batch_runners < 1:
         raise ConfigError("ingest.batch_runners: must be >= 1")
+
+
+def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:
+    if not 256 <= t.max_body_bytes <= 1048576:
+        raise ConfigError("telemetry.max_body_bytes: must be 256..1048576")
+    if not 1 <= t.max_samples <= 10000:
+        raise ConfigError("telemetry.max_samples: must be 1..10000")
+    if t.reports_per_minute < 0:
+        raise ConfigError("telemetry.reports_per_minute: must be >= 0 (0 = unlimited)")
+    if p.enabled and (not p.secret or len(p.secret) < 32):
+        raise ConfigError("subscribe_proxy.secret: required when enabled, at least 32 characters")
+    if p.lease_seconds is not None and p.lease_seconds < 1:
+        raise ConfigError("subscribe_proxy.lease_seconds: must be >= 1 (or null)")
+
+
+def _validate_wake(w: WakeConfig) -> None:
+    if w.redis_url is not None and not w.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    if not w.channel:
+        raise ConfigError("wake.channel: must not be empty")
 
 
 def _validate_retention(r: RetentionConfig) -> None:

@@ -104,6 +104,13 @@ async def _json(request: Request) -> Any:
         raise invalid(exc.code, exc.message) from exc
 
 
+#: The edge helpers, public for the route modules outside this one (status_api/telemetry.py,
+#: status_api/subscribe_proxy.py): one error mapping, one JSON reader, for every route.
+guard = _guard
+read_json = _json
+api_of = _api
+
+
 def _service(request: Request) -> ServiceIdentity:
     api = _api(request)
     ident = api.service_auth.service(bearer(request.headers))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -19,9 +20,26 @@ from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from status_api.domain.model import TERMINAL
+
+if TYPE_CHECKING:
+    from status_api.telemetry import ClientReport
 from status_api.storage.tables import task, task_outbox
 
 NS = "taskcast_status_api"
+#: Seconds buckets of the client-observed latencies (commit→visible, snapshot load, notice display).
+CLIENT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+#: Report counter -> (metric attribute, label values) of StatusMetrics.client_report.
+_CLIENT_COUNTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "connectAttempts": ("client_connects", ("attempt",)),
+    "connects": ("client_connects", ("success",)),
+    "connectFailures": ("client_connects", ("failure",)),
+    "reconnects": ("client_reconnects", ()),
+    "recoveries": ("client_recoveries", ("all",)),
+    "recoveredFalse": ("client_recoveries", ("false",)),
+    "unknownOperations": ("client_unknown", ("operation",)),
+    "unknownSchemas": ("client_unknown", ("schema",)),
+    "clockSkew": ("client_clock_skew", ()),
+}
 
 
 class StatusMetrics:
@@ -58,6 +76,101 @@ class StatusMetrics:
         self.database_up = Gauge(
             f"{NS}_database_up", "1 when the last scrape could query the database.", registry=r
         )
+
+        self._client_metrics(r)
+
+    def _client_metrics(self, r: CollectorRegistry) -> None:
+        """Seed §14.1's client row and ``state_commit_to_visible_seconds``, from client-js reports
+        (status_api/telemetry.py). The only label besides fixed outcomes is the transport (4 values)."""
+        self.commit_to_visible = Histogram(
+            "taskcast_state_commit_to_visible_seconds",
+            "Commit of a task version to a client displaying it (client clock; reported by client-js).",
+            ["transport"],
+            registry=r,
+            buckets=CLIENT_BUCKETS,
+        )
+        self.client_snapshot_load = Histogram(
+            "taskcast_client_snapshot_load_seconds",
+            "Client-observed time to load a snapshot (task list or task detail).",
+            ["transport"],
+            registry=r,
+            buckets=CLIENT_BUCKETS,
+        )
+        self.client_notice_display = Histogram(
+            "taskcast_client_notice_display_seconds",
+            "Commit of a notice's version to the client showing the notice.",
+            ["transport"],
+            registry=r,
+            buckets=CLIENT_BUCKETS,
+        )
+        self.client_connects = Counter(
+            "taskcast_client_connects_total",
+            "Client connection attempts and their outcome (attempt, success, failure).",
+            ["transport", "outcome"],
+            registry=r,
+        )
+        self.client_reconnects = Counter(
+            "taskcast_client_reconnects_total",
+            "Client reconnects after a lost connection.",
+            ["transport"],
+            registry=r,
+        )
+        self.client_recoveries = Counter(
+            "taskcast_client_recoveries_total",
+            "Re-subscriptions asking for recovery (recovered=all), and those answered recovered=false.",
+            ["transport", "recovered"],
+            registry=r,
+        )
+        self.client_unknown = Counter(
+            "taskcast_client_unknown_total",
+            "Steps a client rendered generically: unknown operationCode or data schema.",
+            ["transport", "kind"],
+            registry=r,
+        )
+        self.client_clock_skew = Counter(
+            "taskcast_client_clock_skew_total",
+            "commit→visible samples a client dropped because its clock was behind the server's.",
+            ["transport"],
+            registry=r,
+        )
+        self.client_reports = Counter(
+            "taskcast_client_telemetry_reports_total",
+            "Telemetry reports by outcome (accepted, or the rejection's error code).",
+            ["outcome"],
+            registry=r,
+        )
+
+        self.subscribe_proxy_requests = Counter(
+            f"{NS}_subscribe_proxy_requests_total",
+            "Subscribe-proxy decisions (status_api/subscribe_proxy.py) by kind and outcome.",
+            ["kind", "outcome"],
+            registry=r,
+        )
+
+    def subscribe_proxy(self, kind: str, outcome: str) -> None:
+        """``kind``: subscribe / sub_refresh; ``outcome``: granted / refused."""
+        self.subscribe_proxy_requests.labels(kind, outcome).inc()
+
+    def client_report(self, report: ClientReport) -> None:
+        """Record one validated report (every value already in range)."""
+        t = report.transport
+        for name, value in report.counts.items():
+            if value:
+                attr, labels = _CLIENT_COUNTS[name]
+                getattr(self, attr).labels(t, *labels).inc(value)
+        for name, hist in (
+            ("commitToVisibleMs", self.commit_to_visible),
+            ("snapshotLoadMs", self.client_snapshot_load),
+            ("noticeDisplayMs", self.client_notice_display),
+        ):
+            child = hist.labels(t)
+            for ms in report.samples.get(name, ()):
+                child.observe(ms / 1000.0)
+        self.client_reports.labels("accepted").inc()
+
+    def telemetry_rejected(self, code: str) -> None:
+        """A refused report; ``code`` is one of the telemetry endpoint's fixed error codes."""
+        self.client_reports.labels(code[:40]).inc()
 
     def event(self, operation_code: str, outcome: str, code: str = "") -> None:
         self.events.labels(operation_code or "-", outcome, code).inc()

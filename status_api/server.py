@@ -16,7 +16,8 @@ bounds (``http_server.request_timeout``; a 1 MiB head):
   not affected; idle keep-alive connections are closed by uvicorn's own keep-alive timeout.
 
 The body bound is the app's (``status_api/body_limit.py``). This is the only module that knows how
-the Status API is served; ``taskcast status-api serve`` and ``taskcast up`` go through :func:`run`.
+the Status API is served; ``taskcast status-api serve`` and ``taskcast up`` go through :func:`run`
+(``serve --workers N`` runs N of them on one port: ``status_api/workers.py``).
 """
 
 from __future__ import annotations
@@ -167,6 +168,15 @@ def uvicorn_config(
     )
 
 
-def run(app: Any, http: HttpConfig, *, host: str | None = None, port: int | None = None) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT (blocking)."""
-    uvicorn.Server(uvicorn_config(app, http, host=host, port=port)).run()
+def run(
+    app: Any, http: HttpConfig, *, host: str | None = None, port: int | None = None, reuse_port: bool = False
+) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT (blocking). ``reuse_port``: listen on a ``SO_REUSEPORT``
+    socket shared with sibling workers (``status_api/workers.py``)."""
+    config = uvicorn_config(app, http, host=host, port=port)
+    if not reuse_port:
+        uvicorn.Server(config).run()
+        return
+    from status_api.workers import reuse_port_socket
+
+    uvicorn.Server(config).run(sockets=[reuse_port_socket(config.host, config.port)])

@@ -137,7 +137,8 @@ class TokenIssuer:
     def connection_token(
         self, user: UserIdentity, channels: list[str], now: datetime, session_id: str
     ) -> tuple[str, int]:
-        """Connection JWT: ``channels`` are server-side subscriptions (the user's summary channel)."""
+        """Connection JWT: ``channels`` are server-side subscriptions (the user's summary channel);
+        ``meta.projects`` (server-side only) carries project memberships for the subscribe proxy."""
         exp = epoch(now) + self.s.connection_ttl_seconds
         claims: dict[str, Any] = {
             "sub": self.subject(user),
@@ -146,6 +147,10 @@ class TokenIssuer:
             "channels": channels,
             "info": {"sessionId": session_id},
         }
+        if user.projects:
+            # Server-side only (never shown to the client); the subscribe proxy reads project
+            # membership from it (status_api/subscribe_proxy.py).
+            claims["meta"] = {"projects": sorted(user.projects)}
         return self._sign(claims), exp
 
     def subscription_token(self, user: UserIdentity, channel: str, now: datetime) -> tuple[str, int]:

@@ -1,18 +1,64 @@
-"""``taskcast`` console script: dispatches to each service's own CLI."""
+"""``taskcast`` console script: dispatches to each service's own CLI, and to Centrifugo's helper
+commands (``taskcast/centrifugo_cli.py``: ``gentoken``, ``checkconfig``, ...)."""
 
 from __future__ import annotations
 
 import sys
 
-USAGE = "usage: taskcast {up,demo,gateway,status-api,relay} [options]  (taskcast <command> --help)"
+SERVICES = {
+    "up": "Run the whole pipeline in one process (gateway, Status API, relay) on embedded defaults",
+    "demo": "Drive the demo task scenarios through the Status API",
+    "gateway": "Run the realtime gateway (Centrifugo v6 config)",
+    "status-api": "Run the Status API (serve, init-db, ...)",
+    "relay": "Run the outbox relay",
+}
+"""Service subcommands -> one-line descriptions (the helpers' are in centrifugo_cli.HELP)."""
+
+
+def usage() -> str:
+    """``taskcast --help``: one line per subcommand."""
+    from taskcast.centrifugo_cli import HELP
+
+    commands = {**SERVICES, **HELP}
+    width = max(len(name) for name in commands)
+    lines = [
+        "usage: taskcast <command> [options]   (taskcast <command> --help for its options)",
+        "",
+        "commands:",
+    ]
+    lines += [f"  {name.ljust(width)}  {text}" for name, text in commands.items()]
+    lines += [
+        "",
+        "options:",
+        f"  {'-h, --help'.ljust(width)}  show this help",
+        f"  {'--version'.ljust(width)}  show the version",
+    ]
+    return "\n".join(lines)
+
+
+USAGE = "usage: taskcast <command> [options]   (taskcast --help lists the commands)"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if args else 2
+        if args:
+            print(usage())
+            return 0
+        print(usage(), file=sys.stderr)
+        return 2
     command, rest = args[0], args[1:]
+    if command in ("--version", "-v"):
+        from taskcast.centrifugo_cli import version_text
+
+        print(version_text())
+        return 0
+    from taskcast.centrifugo_cli import HELP
+
+    if command in HELP:
+        from taskcast.centrifugo_cli import main as helper_main
+
+        return helper_main(command, rest)
     if command == "gateway":
         from gateway.cli import main as gateway_main
 

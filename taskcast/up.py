@@ -13,8 +13,9 @@ Composition (ARCHITECTURE.md "Embedded default and scale-out"), all bound to ``-
   health reconciler every second with a short heartbeat timeout so STALE is visible in the demo.
   A second uvicorn ``Server`` in the same loop (one port would clash: both use ``/api/…``).
 * **relay**: single SQLite claimer, publishing to the gateway's server API over loopback HTTP
-  (``relay.publisher.HttpGatewayPublisher``) — the same path as production, nothing in-process
-  special, so ``up`` exercises the real contract.
+  (``relay.publisher.HttpGatewayPublisher``) — the same path as production. The one in-process
+  shortcut is the wake-up: the Status API's post-commit hook calls ``Relay.wake`` directly (no
+  Redis here); the relay's 1 s poll is the safety net, as in production.
 * **demo** (unless ``--no-demo``): ``taskcast.demo.run_demo`` talking HTTP to the Status API's
   internal endpoints with a service JWT, creating tasks until stopped and keeping
   ``DEMO_KEEP_RUNNING`` unfinished tasks per demo user at any time.
@@ -129,9 +130,14 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
         "channel": {
             "history_meta_ttl": "720h",
             "namespaces": [
-                {"name": "task_user", **history},
-                {"name": "task_detail", **history, "subscription_limit_per_connection": 20},
-                {"name": "task_project", **history},
+                {"name": "task_user", **history, "conflation_tag": "task"},
+                {
+                    "name": "task_detail",
+                    **history,
+                    "subscription_limit_per_connection": 20,
+                    "conflation_tag": "task",
+                },
+                {"name": "task_project", **history, "conflation_tag": "task"},
             ],
         },
     }
@@ -211,9 +217,24 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
         timeout_graceful_shutdown=SERVER_GRACE_SECONDS,
     )
     sa_cfg = status_api_config(opts, keys)
+    relay_cfg = build_config(
+        {
+            "database_url": sa_cfg.database.url,
+            "gateway_api_url": f"{opts.gateway_url}/api",
+            "gateway_api_key": keys["gateway_api_key"],
+            "relay_id": "taskcast-up",
+            # The safety net only: commits wake the relay in-process (docs/relay.md "Wake-up").
+            "poll_interval_seconds": 1.0,
+            "concurrency": 1,  # one SQLite claimer; keeps publications close to commit order
+            "shutdown_timeout_seconds": 3.0,
+        }
+    )
+    leases = OutboxLeases(create_engine(relay_cfg.database_url), relay_cfg.relay_id, lease_seconds=30.0)
+    publisher = HttpGatewayPublisher(relay_cfg.gateway_api_url, relay_cfg.gateway_api_key, 5.0)
+    relay = Relay(leases, publisher, relay_cfg)
     api = GatewayServer(  # the Status API's own listener bounds (1 MiB head -> 431, request deadline)
         status_api_uvicorn_config(
-            create_status_app(sa_cfg),
+            create_status_app(sa_cfg, on_commit=lambda _rows: relay.wake()),
             sa_cfg.http,
             host=opts.host,
             port=opts.port_api,
@@ -223,24 +244,10 @@ async def run(opts: UpOptions, stop: asyncio.Event) -> int:
         on_shutdown=None,
         handle_signals=False,
     )
-    relay_cfg = build_config(
-        {
-            "database_url": sa_cfg.database.url,
-            "gateway_api_url": f"{opts.gateway_url}/api",
-            "gateway_api_key": keys["gateway_api_key"],
-            "relay_id": "taskcast-up",
-            "poll_interval_seconds": 0.1,
-            "concurrency": 1,  # one SQLite claimer; keeps publications close to commit order
-            "shutdown_timeout_seconds": 3.0,
-        }
-    )
     gw_task = asyncio.create_task(gateway.serve(), name="gateway")
     api_task = asyncio.create_task(api.serve(), name="status-api")
     background: list[asyncio.Task[Any]] = []
     relay_stop, demo_stop = asyncio.Event(), asyncio.Event()
-    leases = OutboxLeases(create_engine(relay_cfg.database_url), relay_cfg.relay_id, lease_seconds=30.0)
-    publisher = HttpGatewayPublisher(relay_cfg.gateway_api_url, relay_cfg.gateway_api_key, 5.0)
-    relay = Relay(leases, publisher, relay_cfg)
     code = 0
     try:
         await _started(gateway, gw_task, "gateway")

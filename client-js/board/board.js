@@ -294,6 +294,8 @@ function main() {
     api: { baseUrl: '', headers: () => (bearer ? { Authorization: `Bearer ${bearer}` } : { 'X-Taskcast-Dev-User': user }) },
     endpoints: order.map((t) => ENDPOINTS[t]).filter(Boolean),
     clientOptions: { emulationEndpoint: `${gateway}/emulation` },
+    // What this browser saw (commit→visible, reconnects, …) goes to the Status API's /metrics.
+    telemetry: true,
   });
   window.taskcast.feed = feed;
   wire();

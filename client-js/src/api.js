@@ -25,9 +25,9 @@ export class StatusApi {
     this.headers = options.headers || {};
   }
 
-  async request(method, path, body) {
+  async request(method, path, body, more = {}) {
     const extra = typeof this.headers === 'function' ? await this.headers() : this.headers;
-    const init = { method, headers: { Accept: 'application/json', ...extra } };
+    const init = { ...more, method, headers: { Accept: 'application/json', ...extra } };
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
@@ -73,5 +73,10 @@ export class StatusApi {
 
   releaseSubscription(taskId, sessionId) {
     return this.request('POST', '/api/realtime/subscription-release', { taskId, sessionId });
+  }
+
+  /** One telemetry report (src/telemetry.js); `keepalive` lets the last one outlive the page. */
+  telemetry(report) {
+    return this.request('POST', '/api/telemetry/client', report, { keepalive: true });
   }
 }

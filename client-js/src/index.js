@@ -8,6 +8,7 @@ export { WebSocketTransport } from './transport-ws.js';
 export { HttpStreamTransport, SseTransport } from './transport-sse.js';
 export { ApiError, StatusApi } from './api.js';
 export { TaskFeed } from './tasks.js';
+export { TELEMETRY_COUNTS, TELEMETRY_SAMPLES, Telemetry } from './telemetry.js';
 export {
   TERMINAL,
   activeTaskIds,

@@ -19,6 +19,7 @@ import { ClientCode } from './codes.js';
 import { Emitter } from './emitter.js';
 import { activeTaskIds, compareVersions, hasTicking, initialState, knownVersions, lruTouch, reduce, timelineGap } from './store.js';
 import { Retries, retryable } from './retry.js';
+import { feedTelemetry, observeClient, observeSubscribed } from './telemetry.js';
 import { viewProjector } from './view.js';
 
 const DEFAULTS = {
@@ -72,8 +73,11 @@ export class TaskFeed extends Emitter {
     this.checkTimer = null;
     this.snapshotTimer = null;
     this._started = null;
+    /** Opt-in client telemetry (options.telemetry, docs/client-js.md "Telemetry"); null when off. */
+    this.telemetry = feedTelemetry(this, options.telemetry);
     this._onVisibility = () => {
       if (this.document && this.document.visibilityState === 'visible') this.recalibrate();
+      else if (this.document?.visibilityState === 'hidden') this.telemetry?.flush();
     };
     /** For React's useSyncExternalStore: both are bound, pass them as they are. */
     this.subscribe = (fn) => this.on('change', () => fn());
@@ -93,6 +97,7 @@ export class TaskFeed extends Emitter {
   start() {
     if (!this.running) {
       this.running = true;
+      this.telemetry?.start();
       this._started = this._start(++this.generation);
     }
     return this._started;
@@ -159,10 +164,15 @@ export class TaskFeed extends Emitter {
     if (this.client) this.client.disconnect();
     this.client = null;
     this.userSubscribed = this.userReady = this.listSynced = false;
+    if (this.telemetry) {
+      this.telemetry.stop();
+      this.telemetry.flush();
+    }
   }
 
   _bindClient(c) {
     const on = (event, fn) => this.unbind.push(c.on(event, fn));
+    if (this.telemetry) this.unbind.push(...observeClient(c, this.telemetry));
     on('connecting', (ctx) => {
       this._lostConnection();
       if (ctx.code !== ClientCode.CONNECT_CALLED) this._realtimeUnavailable();
@@ -178,6 +188,7 @@ export class TaskFeed extends Emitter {
     });
     on('subscribed', (ctx) => {
       if (ctx.channel !== this.userChannel) return;
+      if (this.telemetry) observeSubscribed(this.telemetry, ctx);
       clearTimeout(this.snapshotTimer);
       this.userSubscribed = true;
       this.userSubGen += 1;
@@ -270,6 +281,7 @@ export class TaskFeed extends Emitter {
     this.dispatch({ type: 'list/loading' });
     this._updateConnection();
     load.promise = (async () => {
+      const started = this.now();
       try {
         const page = await this.api.listTasks({ limit: this.options.listLimit });
         const inPage = new Set(page.items.map((t) => t.id));
@@ -277,6 +289,7 @@ export class TaskFeed extends Emitter {
         const extra = [];
         for (const ids of chunks(rest)) extra.push(...(await this.api.batchGet({ knownVersions: knownVersions(this.store, ids) })).tasks);
         this.dispatch({ type: 'list/snapshot', tasks: [...page.items, ...extra], at: this.now(), nextCursor: page.nextCursor });
+        this.telemetry?.sample('snapshotLoadMs', this.now() - started);
         this.retries.done('list');
         if (subGen !== -1 && subGen === this.userSubGen && this.userSubscribed) {
           this.listSynced = true;
@@ -420,6 +433,7 @@ export class TaskFeed extends Emitter {
       if (this.client === c && this.store.details[taskId] && !this.store.details[taskId].detail) this._loadDetail(taskId);
     };
     sub.on('subscribed', (ctx) => {
+      if (this.telemetry) observeSubscribed(this.telemetry, ctx);
       if (!ctx.recovered) {
         this.dispatch({ type: 'detail/resubscribed', taskId });
         this._loadDetail(taskId);
@@ -461,9 +475,11 @@ export class TaskFeed extends Emitter {
     this.detailLoads.set(taskId, load);
     this.dispatch({ type: 'detail/loading', taskId });
     load.promise = (async () => {
+      const started = this.now();
       try {
         const detail = await this.api.getTask(taskId);
         this.dispatch({ type: 'detail/snapshot', detail, at: this.now() });
+        this.telemetry?.sample('snapshotLoadMs', this.now() - started);
         this.retries.done(key);
       } catch (err) {
         if (!this.store.details[taskId]) return;

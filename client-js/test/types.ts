@@ -42,3 +42,12 @@ const s2: store.StoreState = store.reduce(store.initialState(), { type: 'list/su
 void s2;
 // @ts-expect-error TaskFeed is not exported by the store entry
 void store.TaskFeed;
+
+// Opt-in telemetry.
+import { Telemetry, type TelemetryReport } from '../index.js';
+const withTelemetry = new TaskFeed({ api: { baseUrl: '' }, endpoints: 'ws://x', document: null, telemetry: { intervalMs: 60000 } });
+void withTelemetry.telemetry?.flush();
+const tele = new Telemetry({ send: async (r: TelemetryReport) => r.counts.connects, maxSamples: 30 });
+tele.sample('commitToVisibleMs', 12);
+// @ts-expect-error not a sample kind
+tele.sample('latency', 12);

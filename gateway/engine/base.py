@@ -86,6 +86,11 @@ class Broker(Protocol):
     * ``idempotency_key``: a second publish with the same key on the same channel within
       ``idempotent_result_ttl_seconds`` returns the first result with ``suppressed=True`` and
       neither delivers nor consumes an offset.
+    * ``version`` (> 0, history enabled only): a publish whose version is not greater than the
+      last one stored for the channel, when ``version_epoch`` is empty or equal to the stored
+      one, is dropped: ``suppressed=True``, ``position`` the current top, nothing delivered or
+      stored. Otherwise the version (and its epoch) is remembered with the stream meta, so a
+      new stream epoch forgets it. This is centrifuge's ``PublishOptions.Version``.
     * ``history`` creates the meta if missing (so an empty channel has an epoch and top 0) and
       refreshes the meta TTL. ``since`` selects publications strictly after ``since.offset``
       (forward) or strictly before it (reverse); ``limit`` 0 returns none, -1 all.
@@ -113,6 +118,8 @@ class Broker(Protocol):
         *,
         idempotency_key: str = "",
         idempotent_result_ttl_seconds: float = 300.0,
+        version: int = 0,
+        version_epoch: str = "",
     ) -> PublishResult: ...
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None: ...

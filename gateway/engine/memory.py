@@ -61,6 +61,8 @@ class _Stream:
     entries: deque[Publication] | None
     expires_at: float
     meta_expires_at: float
+    version: int = 0
+    version_epoch: str = ""
 
 
 class _Cursor:
@@ -154,6 +156,8 @@ class MemoryBroker:
         *,
         idempotency_key: str = "",
         idempotent_result_ttl_seconds: float = 300.0,
+        version: int = 0,
+        version_epoch: str = "",
     ) -> PublishResult:
         now = self._now()
         if idempotency_key:
@@ -171,6 +175,14 @@ class MemoryBroker:
             if stream is None:
                 stream = _Stream(self._new_epoch(), 0, None, 0.0, 0.0)
                 self._streams[channel] = stream
+            if version:
+                if (
+                    stream.version
+                    and version_epoch in ("", stream.version_epoch)
+                    and stream.version >= version
+                ):
+                    return PublishResult(StreamPosition(stream.top, stream.epoch), suppressed=True)
+                stream.version, stream.version_epoch = version, version_epoch
             entries = stream.entries
             if entries is None or entries.maxlen != history.size:
                 entries = stream.entries = deque(entries or (), maxlen=history.size)

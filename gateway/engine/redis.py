@@ -12,14 +12,15 @@ so a stalled Redis never hangs a caller. The broker (``redis_broker``) and prese
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
 from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
@@ -28,10 +29,13 @@ from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisError
 from redis.maint_notifications import MaintNotificationsConfig
+from redis.retry import Retry as SyncRetry
 
 from gateway.config_schema import RedisSettings
+from gateway.engine import redis_address
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
+from gateway.tls import client_ssl_kwargs
 
 T = TypeVar("T")
 
@@ -161,12 +165,10 @@ class RedisShard:
                 await client.aclose()
 
 
-def _url(address: str, scheme: str = "redis") -> str:
-    return address if "://" in address else f"{scheme}://{address}"
-
-
 def _host_port(address: str) -> tuple[str, int]:
-    parts = urlsplit(_url(address))
+    """A ``sentinel_address``/``cluster_address`` entry: host:port (or a URL); port 6379 default."""
+    text = address if "://" in address else f"redis://{address}"
+    parts = urlsplit(text)
     return parts.hostname or "127.0.0.1", parts.port or 6379
 
 
@@ -189,28 +191,35 @@ def connection_kwargs(settings: RedisSettings) -> dict[str, Any]:
         kwargs["username"] = settings.user
     if settings.password:
         kwargs["password"] = settings.password
+    if settings.client_name:
+        kwargs["client_name"] = settings.client_name
     if settings.tls.enabled:
-        kwargs["ssl_cert_reqs"] = ssl.CERT_NONE if settings.tls.insecure_skip_verify else ssl.CERT_REQUIRED
-        kwargs["ssl_check_hostname"] = not settings.tls.insecure_skip_verify
-        if settings.tls.ca_cert_pem_file:
-            kwargs["ssl_ca_certs"] = settings.tls.ca_cert_pem_file
+        kwargs.update(tls_kwargs(settings))
     return kwargs
 
 
+def tls_kwargs(settings: RedisSettings) -> dict[str, Any]:
+    """redis-py TLS options from ``engine.redis.tls`` (verification, mTLS client certificate)."""
+    return client_ssl_kwargs(settings.tls, "engine.redis.tls", settings.tls.ca_cert_pem_file)
+
+
 def build_shards(settings: RedisSettings, *, on_error: ErrorHook | None = None) -> list[RedisShard]:
-    """The shards described by ``engine.redis``: one Sentinel master, one Cluster, or one
-    standalone shard per ``address`` entry. Nothing connects until the first command.
-    ``on_error`` is given to every shard (see ``RedisShard``)."""
+    """The shards described by ``engine.redis``: one Sentinel master (``sentinel_address``), one
+    Cluster (``cluster_address``), or one shard per ``address`` entry, each entry in any form
+    ``redis_address`` parses (standalone, ``redis+sentinel://``, ``redis+cluster://``,
+    ``rediss://``, ``unix://``). A plain standalone address of a cluster node is detected as a
+    cluster (``CLUSTER INFO`` within ``connect_timeout``; unreachable ⇒ standalone, logged), as
+    Centrifugo's client does. ``on_error`` is given to every shard (see ``RedisShard``).
+
+    Raises:
+        ValueError: a malformed address (the message names it, passwords masked).
+    """
     kwargs = connection_kwargs(settings)
-    tls = settings.tls.enabled
 
     def make(
-        index: int,
-        client: Client,
-        factory: Callable[[], AbstractConnection],
-        name: str,
-        also_close: Sequence[Redis] = (),
+        index: int, built: tuple[Client, Callable[[], AbstractConnection], str, Sequence[Redis]]
     ) -> RedisShard:
+        client, factory, name, also_close = built
         return RedisShard(
             index,
             client,
@@ -222,51 +231,138 @@ def build_shards(settings: RedisSettings, *, on_error: ErrorHook | None = None) 
             on_error=on_error,
         )
 
+    tls = settings.tls.enabled
     if settings.sentinel_address:
-        sentinel_kwargs: dict[str, Any] = {
-            "socket_connect_timeout": settings.connect_timeout,
-            "socket_timeout": settings.io_timeout,
-        }
-        if settings.sentinel_password:
-            sentinel_kwargs["password"] = settings.sentinel_password
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
-            [_host_port(a) for a in settings.sentinel_address], sentinel_kwargs=sentinel_kwargs
-        )
-        master = sentinel.master_for(settings.sentinel_master_name, ssl=tls, **kwargs)
-        pool = master.connection_pool
-        name = f"sentinel:{settings.sentinel_master_name}"
-        return [make(0, master, pool.make_connection, name, sentinel.sentinels)]
-
+        hosts = tuple(_host_port(a) for a in settings.sentinel_address)
+        sentinel = (settings.sentinel_user, settings.sentinel_password, settings.sentinel_master_name)
+        return [make(0, _sentinel(settings, hosts, sentinel, kwargs, tls))]
     if settings.cluster_address:
-        nodes = [_host_port(a) for a in settings.cluster_address]
-        cluster_kwargs = {k: v for k, v in kwargs.items() if k != "db"}
-        cluster = RedisCluster(
-            startup_nodes=[ClusterNode(host, port) for host, port in nodes], ssl=tls, **cluster_kwargs
-        )
-        rotation = {"next": 0}
-        connection_class = SSLConnection if tls else Connection
-
-        def cluster_pubsub_connection() -> AbstractConnection:
-            # Classic PUBLISH reaches every cluster node, so any seed serves PUB/SUB.
-            host, port = nodes[rotation["next"] % len(nodes)]
-            rotation["next"] += 1
-            return connection_class(host=host, port=port, **cluster_kwargs)
-
-        name = f"cluster:{','.join(settings.cluster_address)}"
-        return [make(0, cluster, cluster_pubsub_connection, name)]
-
+        hosts = tuple(_host_port(a) for a in settings.cluster_address)
+        return [make(0, _cluster(hosts, kwargs, tls, f"cluster:{','.join(settings.cluster_address)}"))]
     shards = []
     for index, address in enumerate(settings.address):
-        url = _url(address, "rediss" if tls else "redis")
-        if tls and url.startswith("redis://"):
-            # engine.redis.tls.enabled wins over the scheme: never send TLS options to a plain socket
-            url = "rediss://" + url[len("redis://") :]
-        client = Redis.from_url(url, **kwargs)
-        pool = client.connection_pool
-        shards.append(make(index, client, pool.make_connection, _redacted(url)))
+        try:
+            parsed = redis_address.parse(address)
+        except redis_address.RedisAddressError as exc:
+            raise ValueError(f"engine.redis.address {redis_address.redacted(address)!r}: {exc}") from None
+        shard_kwargs = _with_address(kwargs, parsed, settings)
+        shard_tls = tls or parsed.tls
+        if parsed.kind is redis_address.Kind.SENTINEL:
+            sentinel = (
+                parsed.sentinel_user or settings.sentinel_user,
+                parsed.sentinel_password or settings.sentinel_password,
+                parsed.sentinel_master_name,
+            )
+            shards.append(make(index, _sentinel(settings, parsed.hosts, sentinel, shard_kwargs, shard_tls)))
+            continue
+        if parsed.kind is redis_address.Kind.STANDALONE and not parsed.unix_path:
+            host, port = parsed.hosts[0]
+            if _is_cluster_node(host, port, shard_kwargs, shard_tls, settings.connect_timeout):
+                parsed = dataclasses.replace(parsed, kind=redis_address.Kind.CLUSTER)
+        if parsed.kind is redis_address.Kind.CLUSTER:
+            name = "cluster:" + ",".join(f"{h}:{p}" for h, p in parsed.hosts)
+            shards.append(make(index, _cluster(parsed.hosts, shard_kwargs, shard_tls, name)))
+            continue
+        shards.append(make(index, _standalone(parsed, shard_kwargs, shard_tls)))
     return shards
 
 
-def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}{parts.path}"
+_Built = tuple[Client, Callable[[], AbstractConnection], str, Sequence[Redis]]
+
+
+def _with_address(
+    kwargs: dict[str, Any], parsed: redis_address.RedisAddress, settings: RedisSettings
+) -> dict[str, Any]:
+    """The shared options with what the address itself says (credentials, db, timeouts, TLS)."""
+    out = dict(kwargs)
+    if parsed.db is not None:
+        out["db"] = parsed.db
+    if parsed.user:
+        out["username"] = parsed.user
+    if parsed.password:
+        out["password"] = parsed.password
+    if parsed.connect_timeout is not None:
+        out["socket_connect_timeout"] = parsed.connect_timeout
+    if parsed.io_timeout is not None:
+        out["socket_timeout"] = parsed.io_timeout
+    if parsed.tls and not settings.tls.enabled:
+        out.update(tls_kwargs(settings))
+    return out
+
+
+def _standalone(parsed: redis_address.RedisAddress, kwargs: dict[str, Any], tls: bool) -> _Built:
+    if parsed.unix_path:
+        unix = {k: v for k, v in kwargs.items() if not k.startswith("ssl_") and k != "socket_keepalive"}
+        client = Redis(unix_socket_path=parsed.unix_path, **unix)
+        name = f"unix://{parsed.unix_path}"
+    else:
+        host, port = parsed.hosts[0]
+        client = Redis(host=host, port=port, ssl=tls, **kwargs)
+        db = f"/{kwargs['db']}" if kwargs["db"] else ""
+        name = f"{'rediss' if tls else 'redis'}://{host}:{port}{db}"
+    return client, client.connection_pool.make_connection, name, ()
+
+
+def _sentinel(
+    settings: RedisSettings,
+    hosts: tuple[tuple[str, int], ...],
+    credentials: tuple[str, str, str],
+    kwargs: dict[str, Any],
+    tls: bool,
+) -> _Built:
+    user, password, master_name = credentials
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_connect_timeout": kwargs["socket_connect_timeout"],
+        "socket_timeout": kwargs["socket_timeout"],
+    }
+    if user:
+        sentinel_kwargs["username"] = user
+    if password:
+        sentinel_kwargs["password"] = password
+    if settings.sentinel_client_name:
+        sentinel_kwargs["client_name"] = settings.sentinel_client_name
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+        list(hosts), sentinel_kwargs=sentinel_kwargs
+    )
+    master = sentinel.master_for(master_name, ssl=tls, **kwargs)
+    return master, master.connection_pool.make_connection, f"sentinel:{master_name}", sentinel.sentinels
+
+
+def _cluster(hosts: tuple[tuple[str, int], ...], kwargs: dict[str, Any], tls: bool, name: str) -> _Built:
+    cluster_kwargs = {k: v for k, v in kwargs.items() if k != "db"}
+    cluster = RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in hosts], ssl=tls, **cluster_kwargs
+    )
+    rotation = {"next": 0}
+    connection_class = SSLConnection if tls else Connection
+
+    def cluster_pubsub_connection() -> AbstractConnection:
+        # Classic PUBLISH reaches every cluster node, so any seed serves PUB/SUB.
+        host, port = hosts[rotation["next"] % len(hosts)]
+        rotation["next"] += 1
+        return connection_class(host=host, port=port, **cluster_kwargs)
+
+    return cluster, cluster_pubsub_connection, name, ()
+
+
+def _is_cluster_node(host: str, port: int, kwargs: dict[str, Any], tls: bool, timeout: float) -> bool:
+    """Whether ``host:port`` runs with ``cluster-enabled yes`` (one blocking ``INFO cluster``,
+    bounded by ``timeout``). Unreachable or refusing ⇒ False, logged: the shard is standalone."""
+    options = {k: v for k, v in kwargs.items() if k in _SYNC_OPTIONS or k.startswith("ssl_")}
+    options.update(socket_connect_timeout=timeout, socket_timeout=timeout, retry=SyncRetry(NoBackoff(), 0))
+    probe = SyncRedis(host=host, port=port, ssl=tls, **options)
+    try:
+        info = probe.info("cluster")
+    except (RedisError, OSError) as exc:
+        _log.warning(
+            "redis %s:%s: cannot tell whether it is a cluster node (%s: %s); using it as a standalone "
+            "server (write redis+cluster://%s:%s to be explicit)",
+            host, port, type(exc).__name__, exc, host, port,
+        )  # fmt: skip
+        return False
+    finally:
+        probe.close()
+    return bool(info.get("cluster_enabled"))
+
+
+_SYNC_OPTIONS = frozenset({"db", "username", "password", "client_name"})

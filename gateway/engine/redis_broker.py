@@ -321,6 +321,8 @@ class RedisBroker:
         *,
         idempotency_key: str = "",
         idempotent_result_ttl_seconds: float = 300.0,
+        version: int = 0,
+        version_epoch: str = "",
     ) -> PublishResult:
         keys = self.keys
         enabled = history.enabled
@@ -334,6 +336,8 @@ class RedisBroker:
             _ms(history.meta_ttl_seconds),
             self._new_epoch() if enabled else "",
             result_ttl,
+            str(version),  # a string: Lua numbers are doubles, a uint64 version must compare exactly
+            version_epoch,
         ]
 
         async def run(client: Client) -> Any:

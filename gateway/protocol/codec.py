@@ -168,6 +168,8 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             join_leave=_bool(p, "join_leave"),
             flag=_int(p, "flag", -(2**63), 2**63 - 1),
             type=_int(p, "type", -(2**31), 2**31 - 1),
+            tf=p.get("tf"),
+            delta=_str(p, "delta"),
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(_str(p, "channel"))
@@ -202,7 +204,12 @@ Raw = orjson.Fragment
 
 
 def raw(data: bytes) -> orjson.Fragment:
-    """Embed already-encoded JSON unchanged."""
+    """Embed a payload's bytes unchanged, as Centrifugo does (its ``Raw`` type): valid JSON for
+    JSON payloads; bytes that are not JSON (a Protobuf client's or ``b64data`` publication)
+    reach JSON clients as they are. Raw newlines are dropped, because ``\\n`` delimits the
+    messages of a frame (JSON only has them as whitespace between tokens)."""
+    if b"\n" in data:
+        data = data.replace(b"\n", b"")
     return orjson.Fragment(data)
 
 
@@ -285,6 +292,8 @@ def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
         obj["was_recovering"] = True
     if r.data is not None:
         obj["data"] = raw(r.data)
+    if r.delta:
+        obj["delta"] = True
     return obj
 
 
@@ -342,6 +351,11 @@ class Codec(Protocol):
 
     name: str
     """The metrics label (``json``, ``protobuf``)."""
+    separator: bytes
+    """What joins the encoded messages of one write (``\\n`` for JSON; nothing for Protobuf,
+    whose messages carry a length prefix)."""
+    binary: bool
+    """Binary WebSocket frames (Protobuf) instead of text frames (JSON)."""
 
     def decode_frame(self, frame: str | bytes) -> list[Command]:
         """Raises:
@@ -371,6 +385,8 @@ class JsonCodec:
     """The JSON protocol (``centrifuge-json``): newline-delimited commands and replies."""
 
     name = "json"
+    separator = b"\n"
+    binary = False
 
     def decode_frame(self, frame: str | bytes) -> list[Command]:
         return decode_frame(frame)

@@ -45,6 +45,9 @@ class Publication:
     tags: dict[str, str] | None = None
     time: int = 0
     """Unix ms when the gateway accepted it (not sent to clients; used for lag metrics)."""
+    delta: bool = False
+    """Published with delta compression allowed (API ``delta`` / namespace ``delta_publish``):
+    delta subscribers may get it as a fossil delta against the previous publication."""
 
 
 class Method(StrEnum):
@@ -94,6 +97,10 @@ class SubscribeRequest:
     flag: int = 0
     type: int = 0
     """0 = stream; map / shared-poll types are not supported (answered 103)."""
+    tf: object | None = None
+    """The publication tags filter tree as sent (gateway/protocol/tags_filter.py parses it)."""
+    delta: str = ""
+    """Requested delta compression type ("fossil")."""
 
     FLAG_REJECT_UNRECOVERED = 2
 
@@ -194,6 +201,8 @@ class SubscribeResult:
     publications: list[Publication] | None = None
     was_recovering: bool = False
     data: bytes | None = None
+    delta: bool = False
+    """Fossil delta compression negotiated for this subscription."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,8 @@ class ServerSub:
     info: bytes | None = None
     data: bytes | None = None
     override: Override | None = None
+    expire_at: int | None = None
+    """Subscription expiry, unix seconds (server API ``subscribe`` ``expire_at``); None: never."""
 
 
 @dataclass(frozen=True, slots=True)

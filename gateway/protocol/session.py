@@ -74,6 +74,13 @@ class Subscription:
     push_join_leave: bool = False
     presence: bool = False
     chan_info: bytes | None = None
+    tags_filter: Any = None
+    """A ``tags_filter.TagsFilter``: only matching publications are delivered (None: all)."""
+    delta: bool = False
+    """Fossil delta compression negotiated (gateway/delta.py)."""
+    delta_base: tuple[int, str] | None = None
+    """Position of the last publication delivered to a delta subscription: a delta against the
+    channel's previous publication is sent only when that is this one (None: send full)."""
     buffer: list[tuple[Publication, str, Any]] = field(default_factory=list)
     """Live publications (with their epoch and the driver's opaque encoded push) that arrived
     while the subscribe was reading history."""

@@ -1,7 +1,9 @@
 """``POST /emulation`` (PROTOCOL.md §4.4): commands of SSE / HTTP-streaming sessions.
 
 Body ``{"session","node","data"}`` where ``data`` is a JSON string holding newline-joined
-commands. The session lives on the node named by ``node``: a local session gets the commands
+commands; or, for a Protobuf session (``Content-Type: application/octet-stream``, as the SDKs
+send), a Protobuf ``EmulationRequest`` whose ``data`` holds varint-delimited commands.
+The session lives on the node named by ``node``: a local session gets the commands
 fed exactly as if they had arrived on a WebSocket frame; a session on another live node is
 reached through the engine's control channel (gateway/cluster.py), so a load balancer needs no
 sticky sessions. Answers 204; 400 malformed, 404 unknown node, 413 too large, 405 other methods.
@@ -18,11 +20,13 @@ from starlette.responses import Response
 
 from gateway.engine.base import EngineError
 from gateway.origins import origin_allowed
+from gateway.protocol.codec import ProtocolError
+from gateway.protocol.protobuf import codec as protobuf
 from gateway.transports.streaming import cors_headers, preflight
 
 log = logging.getLogger("taskcast.gateway.emulation")
 
-Route = Callable[[str, str, str], Awaitable[bool]]
+Route = Callable[[str, str, str | bytes], Awaitable[bool]]
 """``route(node, session, commands)``: deliver to the session's node; False for an unknown node."""
 
 
@@ -48,15 +52,10 @@ class EmulationEndpoint:
                     return Response("request entity too large", status_code=413)
         except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
             return Response(status_code=400)
-        try:
-            req = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        parsed = _parse(body, request.headers.get("content-type", ""))
+        if parsed is None:
             return Response("malformed request", status_code=400)
-        if not isinstance(req, dict):
-            return Response("malformed request", status_code=400)
-        session, node, data = req.get("session"), req.get("node"), req.get("data")
-        if not isinstance(session, str) or not isinstance(node, str) or not isinstance(data, str):
-            return Response("malformed request", status_code=400)
+        session, node, data = parsed
         headers = cors_headers(request)
         try:
             routed = await self.route(node, session, data)
@@ -66,3 +65,22 @@ class EmulationEndpoint:
         if not routed:
             return Response("unknown node", status_code=404, headers=headers)
         return Response(status_code=204, headers=headers)
+
+
+def _parse(body: bytes, content_type: str) -> tuple[str, str, str | bytes] | None:
+    """``(session, node, commands)`` of a JSON or Protobuf request body; None when malformed."""
+    if content_type.split(";", 1)[0].strip().lower() == protobuf.CONTENT_TYPE:
+        try:
+            return protobuf.decode_emulation_request(body)
+        except ProtocolError:
+            return None
+    try:
+        req = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(req, dict):
+        return None
+    session, node, data = req.get("session"), req.get("node"), req.get("data")
+    if not isinstance(session, str) or not isinstance(node, str) or not isinstance(data, str):
+        return None
+    return session, node, data

@@ -10,27 +10,44 @@ from __future__ import annotations
 
 from gateway.hub import SharedPush
 
-__all__ = ["SharedPush", "ws_frame", "ws_text_frame"]
+__all__ = ["SharedPush", "ws_binary_frame", "ws_frame", "ws_text_frame"]
+
+_FIN_TEXT = 0x81
+_FIN_BINARY = 0x82
+
+
+def _ws_data_frame(first: int, payload: bytes) -> bytes:
+    n = len(payload)
+    if n < 126:
+        header = bytes((first, n))
+    elif n < 65536:
+        header = bytes((first, 126)) + n.to_bytes(2, "big")
+    else:
+        header = bytes((first, 127)) + n.to_bytes(8, "big")
+    return header + payload
 
 
 def ws_text_frame(payload: bytes) -> bytes:
     """An unmasked, unfragmented RFC 6455 text frame (server → client, no extensions; §5.2)."""
-    n = len(payload)
-    if n < 126:
-        header = bytes((0x81, n))
-    elif n < 65536:
-        header = bytes((0x81, 126)) + n.to_bytes(2, "big")
-    else:
-        header = bytes((0x81, 127)) + n.to_bytes(8, "big")
-    return header + payload
+    return _ws_data_frame(_FIN_TEXT, payload)
 
 
-def ws_frame(payloads: list[bytes], shared: SharedPush | None) -> bytes:
-    """The one WebSocket text frame of a ``write`` call: the newline-joined payloads (§1.2).
-    With ``shared`` (whose payload is exactly that join) the frame is cached on it."""
+def ws_binary_frame(payload: bytes) -> bytes:
+    """The same as a binary frame (the Protobuf protocol)."""
+    return _ws_data_frame(_FIN_BINARY, payload)
+
+
+def ws_frame(
+    payloads: list[bytes], shared: SharedPush | None, *, binary: bool = False, separator: bytes = b"\n"
+) -> bytes:
+    """The one WebSocket frame of a ``write`` call: the payloads joined with the codec's
+    separator (§1.2), in a text frame (JSON) or a binary one (Protobuf). With ``shared`` (whose
+    payload is exactly that join) the frame is cached on it: a shared push belongs to one codec,
+    so its cached frame always has that codec's frame type."""
+    first = _FIN_BINARY if binary else _FIN_TEXT
     if shared is not None:
         frame = shared.frame
         if frame is None:
-            frame = shared.frame = ws_text_frame(shared.payload)
+            frame = shared.frame = _ws_data_frame(first, shared.payload)
         return frame
-    return ws_text_frame(payloads[0] if len(payloads) == 1 else b"\n".join(payloads))
+    return _ws_data_frame(first, payloads[0] if len(payloads) == 1 else separator.join(payloads))

@@ -6,6 +6,11 @@ Each stream is a ``StreamTransport`` feeding one long-lived HTTP response. The c
 and then through ``/emulation`` (gateway/transports/emulation.py); replies and pushes are
 written to the open response — one chunk per event-loop tick. Unidirectional streams carry
 pushes without the ``push`` wrapper and accept only a ConnectRequest.
+
+HTTP-streaming speaks Protobuf when the connect request says ``Content-Type:
+application/octet-stream`` (what the SDKs' Protobuf builds send): the body and the response are
+varint-delimited Commands / Replies. SSE and the unidirectional streams are JSON-only, as in
+Centrifugo.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from gateway.client import Client, Connect
 from gateway.hub import SharedPush
 from gateway.origins import origin_allowed
 from gateway.protocol import codes
+from gateway.protocol.codec import JSON, Codec
+from gateway.protocol.protobuf import codec as protobuf
 
 log = logging.getLogger("taskcast.gateway.streaming")
 
@@ -59,8 +66,9 @@ class OpenStreams:
 class StreamTransport:
     """One streaming HTTP response, as a ``gateway.client.Transport``."""
 
-    def __init__(self, name: str, *, sse: bool, unidirectional: bool) -> None:
+    def __init__(self, name: str, *, sse: bool, unidirectional: bool, codec: Codec = JSON) -> None:
         self.name = name
+        self.codec = codec
         self.sse = sse
         self.emulation = not unidirectional
         self.unidirectional = unidirectional
@@ -74,6 +82,8 @@ class StreamTransport:
         self._abort_handle: asyncio.TimerHandle | None = None
 
     def _frame(self, payload: bytes) -> bytes:
+        if self.codec.binary:
+            return payload  # length-prefixed already
         if self.unidirectional:
             payload = _unwrap(payload)
         return b"data: " + payload + b"\n\n" if self.sse else payload + b"\n"
@@ -92,10 +102,13 @@ class StreamTransport:
         """Write the disconnect push, then end the response (§1.8)."""
         if self.closed:
             return
-        body = {"code": disconnect.code, "reason": disconnect.reason}
-        message = {"disconnect": body} if self.unidirectional else {"push": {"disconnect": body}}
-        payload = orjson.dumps(message)
-        self.queue.put_nowait(b"data: " + payload + b"\n\n" if self.sse else payload + b"\n")
+        if self.codec.binary:
+            self.queue.put_nowait(protobuf.PROTOBUF.encode_disconnect_push(disconnect))
+        else:
+            body = {"code": disconnect.code, "reason": disconnect.reason}
+            message = {"disconnect": body} if self.unidirectional else {"push": {"disconnect": body}}
+            payload = orjson.dumps(message)
+            self.queue.put_nowait(b"data: " + payload + b"\n\n" if self.sse else payload + b"\n")
         self.queue.put_nowait(None)
         self.closed = True
         if self.writer is not None:
@@ -269,17 +282,25 @@ class StreamEndpoint:
             if command is None:
                 return Response("bad request", status_code=400)
             data = command
+        codec = JSON
+        if not self.sse and not self.unidirectional and request.method == "POST":
+            content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if content_type == protobuf.CONTENT_TYPE:
+                codec = protobuf.PROTOBUF
         refusal = self.admit()
         if refusal is not None:
             return Response("too many connections", status_code=503, headers={"Retry-After": str(refusal)})
-        transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional)
+        transport = StreamTransport(self.name, sse=self.sse, unidirectional=self.unidirectional, codec=codec)
         transport.request_headers = dict(request.headers)  # forwarded by proxies (allow-list)
-        client = self.connect(transport)
+        client = self.connect(transport, codec)
         self.streams.add(client)
         client.feed(data)
         headers = dict(NO_CACHE_HEADERS)
         headers.update(cors_headers(request))
-        headers["Content-Type"] = "text/event-stream; charset=utf-8" if self.sse else "application/json"
+        if self.sse:
+            headers["Content-Type"] = "text/event-stream; charset=utf-8"
+        else:
+            headers["Content-Type"] = protobuf.CONTENT_TYPE if codec.binary else "application/json"
         return StreamResponse(self.streams, client, transport, headers)
 
 

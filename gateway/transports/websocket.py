@@ -3,10 +3,14 @@ and one ``Client``.
 
 uvicorn parses the HTTP request (gateway/server.py bounds its head and its deadline) and hands
 every WebSocket upgrade to the protocol class built by ``protocol_class(endpoint)``; it runs the
-RFC 6455 state machine of ``websockets`` (sans-I/O) and feeds each text message into the
+RFC 6455 state machine of ``websockets`` (sans-I/O) and feeds each data message into the
 connection's ``Client``: no ASGI round trip and no task per connection. Outgoing frames are
 written straight to the asyncio transport; a publication's frame is built once per publish and
 shared by every subscriber whose queue holds only it (gateway/transports/framing.py).
+
+The client picks the protocol with the WebSocket subprotocol, as with Centrifugo:
+``centrifuge-protobuf`` selects Protobuf (binary frames both ways, gateway/protocol/protobuf/);
+anything else is JSON (text frames). A data frame of the other type closes with 3506.
 
 The protocol gets what it needs as narrow callables on ``WebSocketEndpoint`` (``admit``,
 ``connect``); it never sees the runtime.
@@ -30,7 +34,11 @@ from gateway.client import Client, Connect
 from gateway.hub import SharedPush
 from gateway.origins import origin_allowed
 from gateway.protocol import codes
+from gateway.protocol.codec import JSON, Codec
+from gateway.protocol.protobuf.codec import PROTOBUF
+from gateway.protocol.protobuf.codec import SUBPROTOCOL as PROTOBUF_SUBPROTOCOL
 from gateway.transports import framing
+from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -38,6 +46,7 @@ protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
 protocol_log.setLevel(logging.WARNING)
 
 JSON_SUBPROTOCOL = Subprotocol("centrifuge-json")
+_PROTOBUF_SUBPROTOCOL = Subprotocol(PROTOBUF_SUBPROTOCOL)
 
 CLOSE_TIMEOUT_SECONDS = 5.0
 """How long to wait for the client's close frame before dropping the TCP connection."""
@@ -56,10 +65,15 @@ class WebSocketEndpoint:
     allowed_origins: tuple[str, ...]
     admit: Admit
     connect: Connect
+    uni: UniWebSocketEndpoint | None = None
+    """``uni_websocket`` on the same listener (gateway/transports/uni_websocket.py); a
+    ``handler_prefix`` of "" disables the bidirectional endpoint."""
 
 
 def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
-    # JSON is the only format: accept the JSON subprotocol name when offered, else none.
+    # Protobuf when offered; else JSON, naming it when the client did (none otherwise).
+    if _PROTOBUF_SUBPROTOCOL in offered:
+        return _PROTOBUF_SUBPROTOCOL
     return JSON_SUBPROTOCOL if JSON_SUBPROTOCOL in offered else None
 
 
@@ -90,7 +104,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self._close_timer: asyncio.TimerHandle | None = None
         self._fragments: list[bytes] | None = None
         self.request_headers: dict[str, str] = {}
-        """Parts of a fragmented text message received so far (None: no message in progress)."""
+        """Parts of a fragmented data message received so far (None: no message in progress)."""
+        self.codec: Codec = JSON
+        """The connection's protocol, chosen by the subprotocol at the handshake."""
+        self._data_opcode = Opcode.TEXT
+        self.uni: UniWebSocketTransport | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------
 
@@ -122,6 +140,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         return None
 
+    def resume_writing(self) -> None:
+        """The socket drained below asyncio's low-water mark: held output goes now (§13.3)."""
+        if self.client is not None:
+            self.client.outbox.writable()
+
     def shutdown(self) -> None:
         """uvicorn's graceful shutdown: disconnect with 3001 so SDKs reconnect elsewhere."""
         if self.client is not None and not self.client.closed:
@@ -143,7 +166,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def _handshake(self, request: Request) -> None:
         endpoint = self.endpoint
         path = request.path.split("?", 1)[0]
-        if path != endpoint.handler_prefix:
+        uni = endpoint.uni if endpoint.uni is not None and path == endpoint.uni.handler_prefix else None
+        if path != endpoint.handler_prefix and uni is None:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
         origin = request.headers.get("Origin")
@@ -165,28 +189,37 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             return
         # Proxies forward allow-listed headers of the upgrade request (cookies, auth).
         self.request_headers = {k.lower(): v for k, v in request.headers.raw_items()}
-        self.client = endpoint.connect(self)
+        if uni is not None:
+            self.conn.max_message_size = uni.message_size_limit or None
+            self.uni = UniWebSocketTransport(self, uni)
+            self.client = self.uni.client
+            return
+        if self.conn.subprotocol == _PROTOBUF_SUBPROTOCOL:
+            self.codec, self._data_opcode = PROTOBUF, Opcode.BINARY
+        self.client = endpoint.connect(self, self.codec)
 
     def _frame(self, frame: Frame) -> None:
         client = self.client
         if client is None:
             return
         opcode = frame.opcode
-        if opcode is Opcode.TEXT:
+        feed = client.feed if self.uni is None else self.uni.message
+        if opcode is self._data_opcode:
             if frame.fin:
-                client.feed(bytes(frame.data))
+                feed(bytes(frame.data))
             else:
                 self._fragments = [bytes(frame.data)]
         elif opcode is Opcode.CONT:
             # RFC 6455 §5.4: a message may be split into a first frame and continuation frames
             # (proxies do it); websockets has checked their order and the total size.
             if self._fragments is None:
-                return  # continuation of a binary message: refused below at its first frame
+                return  # continuation of a refused message: refused below at its first frame
             self._fragments.append(bytes(frame.data))
             if frame.fin:
                 message, self._fragments = b"".join(self._fragments), None
-                client.feed(message)
-        elif opcode is Opcode.BINARY:
+                feed(message)
+        elif opcode is Opcode.TEXT or opcode is Opcode.BINARY:
+            # A text frame on a Protobuf connection or a binary one on a JSON connection.
             client.disconnect(codes.DISCONNECT_INAPPROPRIATE_PROTOCOL)
         elif opcode is Opcode.CLOSE:
             client.connection_lost()
@@ -223,7 +256,15 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         transport = self.transport
         if transport is None or transport.is_closing() or self.close_sent:
             return
-        transport.write(framing.ws_frame(payloads, shared))
+        codec = self.codec
+        transport.write(framing.ws_frame(payloads, shared, binary=codec.binary, separator=codec.separator))
+
+    def write_raw(self, frames: bytes) -> None:
+        """Already-built frames (the unidirectional transport frames its own pushes)."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or self.close_sent:
+            return
+        transport.write(frames)
 
     def buffered_bytes(self) -> int:
         transport = self.transport

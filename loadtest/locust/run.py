@@ -91,7 +91,26 @@ def _number(cell: str) -> float:
     return 0.0 if cell in ("", "N/A") else float(cell)
 
 
+def _percentile(histogram: dict[str, int], total: int, fraction: float) -> float:
+    """The response time (ms) at ``fraction`` of a locust histogram {rounded ms: count}."""
+    if total <= 0:
+        return 0.0
+    rank = fraction * total
+    seen = 0
+    for ms, count in sorted(((float(k), v) for k, v in histogram.items()), reverse=False):
+        seen += count
+        if seen >= rank:
+            return ms
+    return max(float(k) for k in histogram) if histogram else 0.0
+
+
 def read_stats(prefix: Path) -> list[dict[str, Any]]:
+    """The run's final statistics: ``<prefix>.json`` (locust's ``--json-file``, written once at
+    exit with every request counted) when present, else the ``<prefix>_stats.csv`` that locust
+    rewrites periodically (which can miss the last second, or everything, on a loaded machine)."""
+    json_path = Path(f"{prefix}.json")
+    if json_path.exists():
+        return _read_stats_json(json_path)
     path = Path(f"{prefix}_stats.csv")
     if not path.exists():
         return []
@@ -111,6 +130,29 @@ def read_stats(prefix: Path) -> list[dict[str, Any]]:
                     "rps": _number(row["Requests/s"]),
                 }
             )
+    return rows
+
+
+def _read_stats_json(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for entry in json.loads(path.read_text() or "[]"):
+        requests = int(entry.get("num_requests") or 0)
+        histogram = {str(k): int(v) for k, v in (entry.get("response_times") or {}).items()}
+        timed = sum(histogram.values())
+        span = (entry.get("last_request_timestamp") or 0.0) - (entry.get("start_time") or 0.0)
+        rows.append(
+            {
+                "type": entry.get("method") or "",
+                "name": entry.get("name") or "",
+                "requests": requests,
+                "failures": int(entry.get("num_failures") or 0),
+                "p50_ms": _percentile(histogram, timed, 0.50),
+                "p95_ms": _percentile(histogram, timed, 0.95),
+                "p99_ms": _percentile(histogram, timed, 0.99),
+                "max_ms": float(entry.get("max_response_time") or 0),
+                "rps": round(requests / span, 2) if span > 0 else float(requests),
+            }
+        )
     return rows
 
 
@@ -137,7 +179,7 @@ def run_locust(topo: Topology, args: argparse.Namespace, workdir: Path) -> dict[
     argv = [
         sys.executable, "-m", "locust", "-f", str(HERE / f"locustfile_{args.scenario}.py"),
         "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{args.time}s",
-        "--stop-timeout", "2", "--csv", str(prefix), "--loglevel", "WARNING",
+        "--stop-timeout", "2", "--csv", str(prefix), "--json-file", str(prefix), "--loglevel", "WARNING",
     ]  # fmt: skip
     if args.web:
         argv += ["--web-host", "127.0.0.1", "--web-port", str(args.web_port), "--autostart"]

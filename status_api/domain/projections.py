@@ -114,8 +114,8 @@ class ChannelPayload:
 
 @dataclass(frozen=True, slots=True)
 class Projected:
-    """What one task version publishes. ``urgent``: a notice or a terminal state, which the relay
-    sends first and never supersedes (seed §13.3)."""
+    """What one task version publishes. ``urgent``: a notice, a terminal state or a new attempt,
+    which the relay sends first and never supersedes, nor the gateway conflates (seed §13.3)."""
 
     payloads: tuple[ChannelPayload, ...]
     urgent: bool
@@ -364,6 +364,11 @@ def notice_for(
     return None
 
 
+NEVER_SUPERSEDED_EVENTS = frozenset({EventType.STEP_ATTEMPT_CREATED})
+"""Events whose version is urgent whatever its state (seed §13.3: new attempts). A new task's
+first version is never superseded either, by its own priority (``NEW_AGGREGATE``, outbox.py)."""
+
+
 def project(
     before: TaskState,
     after: TaskState,
@@ -395,4 +400,12 @@ def project(
                 project_message(after, steps),
             )
         )
-    return Projected(tuple(out), notice is not None or after.lifecycle in TERMINAL)
+    # Seed §13.3: a notice, a terminal state and a new attempt are never superseded (relay) or
+    # conflated (gateway).
+    urgent = (
+        notice is not None
+        or after.lifecycle in TERMINAL
+        or after.attempt != before.attempt
+        or trigger.event_type in NEVER_SUPERSEDED_EVENTS
+    )
+    return Projected(tuple(out), urgent)

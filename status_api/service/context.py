@@ -3,7 +3,8 @@
 :class:`ServiceContext` holds the engine, validators, token issuer, clock (injected: tests advance
 it by hand) and settings, and offers what every use case needs: the definition cache, transaction
 retries, :meth:`ServiceContext.transact` (run a use case in ONE transaction and save the
-:class:`~status_api.storage.write.Change` values it returns with the one writer) and the execution
+:class:`~status_api.storage.write.Change` values it returns with the one writer; after the commit,
+the ``on_commit`` hook wakes the relays when outbox rows were written) and the execution
 context handed to a step's service. :func:`version_change` turns a domain decision into the Change
 of one new task version (task + step, event-log row, outbox messages).
 
@@ -171,6 +172,9 @@ class ServiceContext:
         self.clock = clock
         self.settings = settings or ServiceSettings()
         self._defs: dict[tuple[str, str, str, int, int], TaskDefinitions] = {}
+        #: Post-commit hook (issue 16): called with the number of outbox rows a transaction wrote,
+        #: right after it COMMITTED, on the event loop; must not block nor raise (``status_api.wake``).
+        self.on_commit: Callable[[int], None] | None = None
 
     async def retrying(self, fn: Callable[[], Awaitable[T]], retries: int | None = None) -> T:
         """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race, at most
@@ -209,10 +213,21 @@ class ServiceContext:
         async def tx() -> R:
             async with self.engine.begin() as conn:
                 decision = await decide(conn)
-                await write(conn, decision.changes)
-                return decision.result
+                outbox_rows = await write(conn, decision.changes)
+            if outbox_rows:  # committed: the rows are visible to the relays now
+                self._committed(outbox_rows)
+            return decision.result
 
         return await self.retrying(tx, retries)
+
+    def _committed(self, outbox_rows: int) -> None:
+        """Run the post-commit hook; a failing hook only costs latency (the safety-net poll)."""
+        if self.on_commit is None:
+            return
+        try:
+            self.on_commit(outbox_rows)
+        except Exception:
+            log.exception("post-commit wake-up hook failed (the relay's poll will publish)")
 
     async def definitions(
         self,

@@ -22,8 +22,11 @@ The relay imports exactly this module (and the shared database plumbing), so it 
   each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
   so a row taken over by another replica is never clobbered; an expired lease is taken over by
   the next :func:`claim`.
+* :func:`publication_tags` is what the relay tags a row's gateway publication with (the
+  gateway's conflation key and never-conflate marker, seed §13.3).
 * Operator helpers: :func:`purge_published`, :func:`list_dead`, :func:`requeue_dead`, :func:`stats`.
 * Rows carry complete state and ``aggregate_version``: duplicates and reordering are harmless.
+* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth).
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ PROCESSING = "PROCESSING"
 PUBLISHED = "PUBLISHED"
 DEAD = "DEAD"
 LAST_ERROR_LIMIT = 1024
+#: The Redis PUB/SUB channel of the post-commit wake-up hint (docs/relay.md "Wake-up"): the Status
+#: API publishes to it after a commit that wrote outbox rows, relays subscribe. A hint only: the
+#: rows are the truth, and a lost hint costs one safety-net poll interval.
+WAKE_CHANNEL = "taskcast:outbox:wake"
 
 
 class Priority(IntEnum):
@@ -71,6 +78,23 @@ PRIORITY_NEW_AGGREGATE = Priority.NEW_AGGREGATE
 def supersedable(priority: int) -> bool:
     """True when a row of this priority may be dropped for a newer version (same aggregate, channel)."""
     return priority <= Priority.PROGRESS
+
+
+CONFLATION_TAG = "task"
+"""The publication tag naming a row's task: the gateway namespaces' ``conflation_tag``."""
+NEVER_CONFLATE = ("conflate", "never")
+"""The tag a gateway never conflates away (gateway/conflation.py: the same two strings)."""
+
+
+def publication_tags(row: OutboxRow) -> dict[str, str]:
+    """The gateway publication tags of a row (seed §13.3): ``task=<aggregate id>``, so a
+    backed-up connection may keep only a task's newest state, and ``conflate=never`` on every
+    row that must not be superseded (:func:`supersedable`: notices, terminal states, new
+    attempts, a new task's first version)."""
+    tags = {CONFLATION_TAG: row.aggregate_id}
+    if not supersedable(row.priority):
+        tags[NEVER_CONFLATE[0]] = NEVER_CONFLATE[1]
+    return tags
 
 
 def effective_priority(priority: int, aggregate_version: int) -> int:

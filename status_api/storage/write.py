@@ -118,8 +118,10 @@ class _Rows:
             self.purges.append(c.purge)
 
 
-async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
+async def write(conn: AsyncConnection, changes: Sequence[Change]) -> int:
     """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
+    Returns the number of outbox rows written: the caller wakes the relays once the transaction
+    has COMMITTED (``ServiceContext.transact``), never before.
 
     Raises:
         RuntimeError: a task's version moved under the lock (a bug: writers lock first).
@@ -143,6 +145,7 @@ async def write(conn: AsyncConnection, changes: Sequence[Change]) -> None:
     await outbox.append_many(conn, rows.messages)
     if rows.dedup:
         await conn.execute(sa.insert(task_event_dedup), rows.dedup)
+    return sum(len(messages) for _, _, messages, _ in rows.messages)
 
 
 async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:

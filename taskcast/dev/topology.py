@@ -39,6 +39,8 @@ class Topology:
     mysql_url: str = ""
     gateways: int = 2
     relays: int = 2
+    #: ``taskcast status-api serve --workers N`` (one port; status_api/workers.py).
+    status_api_workers: int = 1
     heartbeat_timeout_seconds: float = 60.0
     #: How long each process may take to become ready (loaded CI machines need more than a laptop).
     ready_timeout_seconds: float = 60.0
@@ -60,6 +62,11 @@ class Topology:
         self.public_port = free_port()
         self.internal_port = free_port()
         self.prefix = f"topo{uuid.uuid4().hex[:8]}"
+
+    @property
+    def wake_channel(self) -> str:
+        """The relays' wake-up channel, per topology (runs sharing one Redis never wake each other)."""
+        return f"{self.prefix}:outbox:wake"
 
     @property
     def public_url(self) -> str:
@@ -133,6 +140,8 @@ class Topology:
             TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
             TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
             TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
+            TASKCAST_STATUS_API_WAKE__REDIS_URL=self.redis_url,
+            TASKCAST_STATUS_API_WAKE__CHANNEL=self.wake_channel,
         )
         status_cfg = str(DEPLOY / "status-api.yaml")
         subprocess.run(
@@ -157,7 +166,9 @@ class Topology:
             self._add(f"gateway{n + 1}", argv, env, f"{self.gateway_url(n)}/health")
         self._add(
             "status-api",
-            service_argv("status-api", "serve", "--config", status_cfg),
+            service_argv(
+                "status-api", "serve", "--config", status_cfg, "--workers", str(self.status_api_workers)
+            ),
             status_env,
             f"{self.status_api_url}/readyz",
         )
@@ -175,6 +186,8 @@ class Topology:
                 TASKCAST_RELAY_RELAY_ID=f"relay{n + 1}",
                 TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
                 TASKCAST_RELAY_METRICS_PORT=str(port),
+                TASKCAST_RELAY_WAKE_REDIS_URL=self.redis_url,
+                TASKCAST_RELAY_WAKE_CHANNEL=self.wake_channel,
             )
             argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -29,7 +30,7 @@ from cent import (
 )
 
 from tests.conformance.conftest import SECRET
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled
 
 
 def uid() -> str:
@@ -38,7 +39,7 @@ def uid() -> str:
 
 @pytest.fixture
 def cent(gateway: GatewayProcess) -> Iterator[Client]:
-    client = Client(gateway.api_url, gateway.api_key, timeout=5.0)
+    client = Client(gateway.api_url, gateway.api_key, timeout=scaled(5.0))
     yield client
     client.close()
 
@@ -79,7 +80,7 @@ def test_cent_broadcast(cent: Client):
 
 def test_cent_info_channels_presence_batch(cent: Client, gateway: GatewayProcess):
     info = cent.info(InfoRequest())
-    assert len(info.nodes) == 1
+    assert len(info.nodes) == gateway.workers  # one node per worker of --workers N
     node = info.nodes[0]
     assert node.uid and node.name and node.version
 
@@ -107,13 +108,13 @@ def test_cent_info_channels_presence_batch(cent: Client, gateway: GatewayProcess
 async def test_cent_with_a_live_connection(gateway: GatewayProcess):
     """presence, channels, unsubscribe, subscribe, refresh, disconnect against a real connection."""
     channel, other = f"cent-{uid()}", f"cent-{uid()}"
-    api = Client(gateway.api_url, gateway.api_key, timeout=5.0)
+    api = Client(gateway.api_url, gateway.api_key, timeout=scaled(5.0))
     try:
         async with websockets.connect(gateway.ws_url) as ws:
             await ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "42")}}))
-            client_id = json.loads(await ws.recv())["connect"]["client"]
+            client_id = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))["connect"]["client"]
             await ws.send(json.dumps({"id": 2, "subscribe": {"channel": channel}}))
-            reply = json.loads(await ws.recv())
+            reply = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert reply["id"] == 2 and reply["subscribe"]["recoverable"] is True
 
             presence = api.presence(PresenceRequest(channel=channel)).presence
@@ -126,17 +127,17 @@ async def test_cent_with_a_live_connection(gateway: GatewayProcess):
             assert {name: c.num_clients for name, c in channels.items()} == {channel: 1}
 
             api.subscribe(SubscribeRequest(user="42", channel=other))
-            push = json.loads(await ws.recv())
+            push = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert push["push"]["channel"] == other and "subscribe" in push["push"]
             api.unsubscribe(UnsubscribeRequest(user="42", channel=channel))
-            push = json.loads(await ws.recv())
+            push = json.loads(await asyncio.wait_for(ws.recv(), scaled(5.0)))
             assert push == {
                 "push": {"channel": channel, "unsubscribe": {"code": 2000, "reason": "server unsubscribe"}}
             }
             api.refresh(RefreshRequest(user="42", client=client_id))
             api.disconnect(DisconnectRequest(user="42"))
             with pytest.raises(websockets.ConnectionClosed) as closed:
-                await ws.recv()
+                await asyncio.wait_for(ws.recv(), scaled(5.0))
             assert closed.value.rcvd is not None
             assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (3503, "force disconnect")
     finally:
@@ -150,7 +151,7 @@ def test_cent_errors(cent: Client, gateway: GatewayProcess):
     with pytest.raises(CentApiResponseError) as exc:
         cent.presence(PresenceRequest(channel="feed:x"))  # presence off in this namespace
     assert exc.value.code == 108
-    wrong = Client(gateway.api_url, "wrong-key", timeout=5.0)
+    wrong = Client(gateway.api_url, "wrong-key", timeout=scaled(5.0))
     try:
         with pytest.raises(CentUnauthorizedError):
             wrong.publish(PublishRequest(channel="x", data={}))

@@ -1,7 +1,10 @@
-"""centrifuge-js (npm ``centrifuge`` 5.x, WebSocket via ``ws``) against a real gateway process.
+"""centrifuge-js (npm ``centrifuge`` 5.x) against a real gateway process, over every wire the SDK
+offers (``js_wire``): JSON over WebSocket (``ws``), and its Protobuf build over WebSocket and
+HTTP-streaming.
 
 Each scenario is a Node script in ``js/`` that prints one JSON event per line and exits by
-itself; the test starts the script with a timeout and asserts on the events.
+itself; the test starts the script with a (scaled) timeout and asserts on the events. Payloads
+are JSON values in the events whatever the wire (``lib.mjs`` decodes Protobuf bytes).
 """
 
 from __future__ import annotations
@@ -13,22 +16,31 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.conftest import JS_DIR, SECRET, GatewayFactory, standard_config
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.conformance.conftest import JS_DIR, SECRET, GatewayFactory, Wire, standard_config
+from tests.support import GatewayProcess, mint_token, scaled, time_scale
 
 pytestmark = pytest.mark.node
 
 SCRIPT_TIMEOUT_SECONDS = 30
 
 
-def run_script(node_bin: str, script: str, gw: GatewayProcess, **args: Any) -> list[dict[str, Any]]:
-    payload = {"url": gw.ws_url, "apiUrl": gw.api_url, "apiKey": gw.api_key, **args}
+def run_script(
+    node_bin: str, script: str, gw: GatewayProcess, wire: Wire, **args: Any
+) -> list[dict[str, Any]]:
+    """Run ``js/<script>`` against ``gw`` over ``wire``; its events, failing unless it printed "done"."""
+    payload = {
+        **wire.js_args(gw),
+        "apiUrl": gw.api_url,
+        "apiKey": gw.api_key,
+        "timeScale": time_scale(),
+        **args,
+    }
     proc = subprocess.run(
         [node_bin, script, json.dumps(payload)],
         cwd=JS_DIR,
         capture_output=True,
         text=True,
-        timeout=SCRIPT_TIMEOUT_SECONDS,
+        timeout=scaled(SCRIPT_TIMEOUT_SECONDS),
         check=False,
     )
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -46,20 +58,21 @@ def uid() -> str:
     return uuid.uuid4().hex[:10]
 
 
-def test_js_connect_server_side_channel_subscription_token_publish_broadcast(node_bin, gateway):
+def test_js_connect_server_side_channel_subscription_token_publish_broadcast(node_bin, gateway, js_wire):
     plain, private, feed = f"js-{uid()}", f"private:{uid()}", f"feed:{uid()}"
     token = mint_token(SECRET, "42", channels=[feed], info={"name": "alice"})
     events = run_script(
         node_bin,
         "basic.mjs",
         gateway,
+        js_wire,
         token=token,
         plain=plain,
         private=private,
         feed=feed,
         subTokens={private: mint_token(SECRET, "42", channel=private)},
     )
-    assert of(events, "connected")[0]["transport"] == "websocket"
+    assert of(events, "connected")[0]["transport"] == js_wire.transport
     assert of(events, "get_sub_token", channel=private)
     assert of(events, "server_subscribed", channel=feed)[0]["recoverable"] is True
     sub = of(events, "subscribed", channel=plain)[0]
@@ -84,13 +97,14 @@ def test_js_connect_server_side_channel_subscription_token_publish_broadcast(nod
     assert history["offset"] == 3 and history["epoch"] == sub["streamPosition"]["epoch"]
 
 
-def test_js_refusals_quota_and_foreign_subscription_token(node_bin, gateway):
+def test_js_refusals_quota_and_foreign_subscription_token(node_bin, gateway, js_wire):
     a, b, c, other = (f"detail:{uid()}" for _ in range(4))
     foreign = f"private:{uid()}"
     events = run_script(
         node_bin,
         "subscribe_each.mjs",
         gateway,
+        js_wire,
         token=mint_token(SECRET, "42"),
         subs=[
             {"channel": f"private:{uid()}"},  # no token: 103
@@ -115,7 +129,9 @@ def test_js_refusals_quota_and_foreign_subscription_token(node_bin, gateway):
     assert len(of(events, "connecting")) == 1  # 3500 is terminal: no reconnect
 
 
-def test_js_channel_limit_counts_server_side_subscriptions(node_bin, gateway_factory: GatewayFactory):
+def test_js_channel_limit_counts_server_side_subscriptions(
+    node_bin, gateway_factory: GatewayFactory, js_wire
+):
     config = standard_config()
     config["client"] = {**config["client"], "channel_limit": 2}
     gw = gateway_factory(config)
@@ -123,6 +139,7 @@ def test_js_channel_limit_counts_server_side_subscriptions(node_bin, gateway_fac
         node_bin,
         "subscribe_each.mjs",
         gw,
+        js_wire,
         token=mint_token(SECRET, "42", channels=[f"feed:{uid()}"]),
         subs=[{"channel": f"js-{uid()}"}, {"channel": f"js-{uid()}"}],
     )
@@ -140,12 +157,15 @@ def test_js_channel_limit_counts_server_side_subscriptions(node_bin, gateway_fac
         "server-side-more-than-history-size",
     ],
 )
-def test_js_reconnect_recovers_missed_publications(node_bin, gateway, namespace, server_side, recovered):
+def test_js_reconnect_recovers_missed_publications(
+    node_bin, gateway, js_wire, namespace, server_side, recovered
+):
     channel = f"{namespace}rec-{uid()}"
     events = run_script(
         node_bin,
         "recovery.mjs",
         gateway,
+        js_wire,
         token=mint_token(SECRET, "42", channels=[channel] if server_side else []),
         user="42",
         channel=channel,
@@ -172,14 +192,17 @@ def test_js_reconnect_recovers_missed_publications(node_bin, gateway, namespace,
         assert second["streamPosition"]["offset"] == 5
 
 
-def test_js_expired_token_refreshed_through_get_token(node_bin, gateway):
+def test_js_expired_token_refreshed_through_get_token(node_bin, gateway, js_wire):
     channel = f"js-{uid()}"
     events = run_script(
         node_bin,
         "refresh.mjs",
         gateway,
+        js_wire,
         token=mint_token(SECRET, "42", exp_in=-10),
-        tokens=[mint_token(SECRET, "42", exp_in=3), mint_token(SECRET, "42", exp_in=120)],
+        secret=SECRET,
+        user="42",
+        expiries=[3, 120],  # minted when the SDK asks (a loaded machine can't expire them early)
         channel=channel,
     )
     assert [e["call"] for e in of(events, "get_token")] == [1, 2]
@@ -188,14 +211,35 @@ def test_js_expired_token_refreshed_through_get_token(node_bin, gateway):
     assert of(events, "state")[0] == {"event": "state", "state": "connected", "connects": 1}
 
 
-def test_js_wrong_signature_disconnects_3500_without_reconnect_loop(node_bin, gateway):
+def test_js_wrong_signature_disconnects_3500_without_reconnect_loop(node_bin, gateway, js_wire):
     events = run_script(
         node_bin,
         "bad_token.mjs",
         gateway,
+        js_wire,
         token=mint_token("not-the-secret-0123456789abcdefghijkl", "42"),
         quietMs=1500,
     )
     assert of(events, "disconnected")[0]["code"] == 3500
     summary = of(events, "summary")[0]
     assert summary["connecting"] == 1 and summary["state"] == "disconnected"
+
+
+def test_js_join_leave_and_presence(node_bin, gateway, js_wire):
+    channel = f"joinleave:{uid()}"
+    events = run_script(
+        node_bin,
+        "join_leave.mjs",
+        gateway,
+        js_wire,
+        token=mint_token(SECRET, "42", info={"name": "alice"}),
+        otherToken=mint_token(SECRET, "43", info={"name": "bob"}),
+        otherUser="43",
+        channel=channel,
+    )
+    (join,) = [e for e in of(events, "join", channel=channel) if e["info"]["user"] == "43"]
+    assert join["info"]["connInfo"] == {"name": "bob"}
+    (leave,) = [e for e in of(events, "leave", channel=channel) if e["info"]["user"] == "43"]
+    assert leave["info"]["client"] == join["info"]["client"]
+    assert of(events, "presence")[0]["users"] == ["42", "43"]
+    assert of(events, "presence_stats")[0] == {"event": "presence_stats", "numClients": 2, "numUsers": 2}

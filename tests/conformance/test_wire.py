@@ -15,9 +15,9 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.conformance.conftest import SECRET, GatewayFactory, standard_config
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled, wait_until
 
-TIMEOUT = 5.0
+TIMEOUT = scaled(5.0)
 
 
 def http_get(url: str) -> str:
@@ -37,11 +37,16 @@ def connect_cmd(cmd_id: int = 1, **extra: object) -> str:
     return json.dumps({"id": cmd_id, "connect": {"token": mint_token(SECRET, "42"), **extra}})
 
 
+async def recv(ws: websockets.ClientConnection) -> str | bytes:
+    """The next message, within the suite's (scaled) bound."""
+    return await asyncio.wait_for(ws.recv(), TIMEOUT)
+
+
 async def closed_with(ws: websockets.ClientConnection) -> tuple[int, str]:
-    """Reads until the server closes; returns its close code and reason."""
+    """Reads until the server closes (each read bounded); returns its close code and reason."""
     with pytest.raises(ConnectionClosed) as exc:
         while True:
-            await ws.recv()
+            await recv(ws)
     rcvd = exc.value.rcvd
     assert rcvd is not None, "closed without a close frame"
     return rcvd.code, rcvd.reason
@@ -50,7 +55,7 @@ async def closed_with(ws: websockets.ClientConnection) -> tuple[int, str]:
 async def connected(gw: GatewayProcess, **kwargs: object) -> websockets.ClientConnection:
     ws = await websockets.connect(gw.ws_url, open_timeout=TIMEOUT, **kwargs)  # type: ignore[arg-type]
     await ws.send(connect_cmd())
-    reply = json.loads(await ws.recv())
+    reply = json.loads(await recv(ws))
     assert reply["id"] == 1 and "client" in reply["connect"], reply
     return ws
 
@@ -104,7 +109,7 @@ async def test_ping_and_unknown_commands_get_error_108_and_connection_stays(gate
         )
         replies: list[dict[str, object]] = []
         while len(replies) < 3:
-            replies += [json.loads(line) for line in (await ws.recv()).split("\n") if line]
+            replies += [json.loads(line) for line in (await recv(ws)).split("\n") if line]
         by_id = {r["id"]: r for r in replies}
         assert by_id[2] == {"id": 2, "error": {"code": 108, "message": "not available"}}
         assert by_id[3] == {"id": 3, "error": {"code": 108, "message": "not available"}}
@@ -112,7 +117,7 @@ async def test_ping_and_unknown_commands_get_error_108_and_connection_stays(gate
         # The connection still works: a regular command is answered.
         channel = f"wire-{uuid.uuid4().hex[:8]}"
         await ws.send(json.dumps({"id": 5, "subscribe": {"channel": channel}}))
-        assert json.loads(await ws.recv())["id"] == 5
+        assert json.loads(await recv(ws))["id"] == 5
     assert gateway.health_ok()
 
 
@@ -125,7 +130,7 @@ async def test_batched_commands_processed_in_order(gateway):
         )
         replies: list[dict[str, object]] = []
         while len(replies) < 2:
-            replies += [json.loads(line) for line in (await ws.recv()).split("\n") if line]
+            replies += [json.loads(line) for line in (await recv(ws)).split("\n") if line]
         assert [r["id"] for r in replies] == [1, 2]
         assert "connect" in replies[0] and "subscribe" in replies[1]
 
@@ -151,9 +156,14 @@ async def test_allowed_origins(gateway_factory: GatewayFactory, origin, allowed)
 async def test_metrics_use_centrifugo_names(gateway):
     ws = await connected(gateway)
     async with ws:
-        body = await asyncio.to_thread(http_get, gateway.url + "/metrics")
-    clients = re.search(r"^centrifugo_node_num_clients (\S+)$", body, re.MULTILINE)
-    assert clients is not None and float(clients.group(1)) >= 1
+        # With --workers N a scrape answers for the worker it lands on: scrape (each a new
+        # connection, spread by the kernel) until the one holding this client answers.
+        async def scrape() -> str | None:
+            text = await asyncio.to_thread(http_get, gateway.url + "/metrics")
+            found = re.search(r"^centrifugo_node_num_clients (\S+)$", text, re.MULTILINE)
+            return text if found is not None and float(found.group(1)) >= 1 else None
+
+        body = await wait_until(scrape, 30, "a /metrics answer counting this client")
     for name in (
         "centrifugo_node_num_users",
         "centrifugo_node_num_channels",
@@ -197,7 +207,7 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
     async def fast_reader(ws: websockets.ClientConnection) -> list[int]:
         offsets: list[int] = []
         while len(offsets) < count:
-            for line in (await ws.recv()).split("\n"):
+            for line in (await recv(ws)).split("\n"):
                 push = json.loads(line).get("push") if line else None
                 if push and "pub" in push:
                     offsets.append(push["pub"]["offset"])
@@ -211,7 +221,7 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
             await ws.send(connect_cmd(1) + "\n" + subscribe)
             replies: list[str] = []
             while len(replies) < 2:
-                replies += [line for line in (await ws.recv()).split("\n") if line]
+                replies += [line for line in (await recv(ws)).split("\n") if line]
         reader = asyncio.create_task(fast_reader(fast))
         payload = json.dumps({"channel": channel, "data": {"x": "y" * 60000}}).encode()
         for _ in range(count):
@@ -219,7 +229,7 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
                 gw.api_url + "/publish", data=payload, headers={"X-API-Key": gw.api_key}, method="POST"
             )
             assert await asyncio.to_thread(http_status, request) == 200
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(30)):  # a generous bound: 12 MB through a loaded loop
             assert await reader == list(range(1, count + 1))
             code, reason = await closed_with(slow)
         assert (code, reason) == (3008, "slow")

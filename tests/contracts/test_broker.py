@@ -1,7 +1,9 @@
 """Contract suite for the engine seam: every Broker and PresenceManager must pass it.
 
-The ``broker`` and ``presence`` fixtures are parametrized over implementations: "memory" and
-"redis" (a real Redis, marker ``redis``). The Redis branch runs each test under its own key
+The ``broker`` and ``presence`` fixtures are parametrized over implementations: "memory",
+"shared" (the memory engine of ``--workers N``: a ``BrokerServer`` on a real Unix socket and the
+worker-side ``SharedMemoryBroker``/``SharedMemoryPresence``) and "redis" (a real Redis, marker
+``redis``). The Redis branch runs each test under its own key
 prefix, binds a ``TimeMachine`` advancer that lowers the PTTL of every key under it (presence
 scores follow a fake clock), and deletes the prefix on teardown. Tests never sleep: they advance
 time, and they wait for deliveries with ``Recorder.wait`` (immediate in memory, asynchronous
@@ -14,20 +16,27 @@ A section at the end tests memory-only behaviour (sweeps, handler failures).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
 
 from gateway.engine.base import Broker, HistoryOptions, PresenceManager, PresenceStats
 from gateway.engine.memory import MemoryBroker, MemoryPresence, new_epoch
+from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
+from gateway.engine.shared_server import BrokerServer
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from tests.helpers import redis_engine
+from tests.support import wait_until
 
-BROKERS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
-PRESENCES = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+BROKERS = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
+PRESENCES = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
 
 HISTORY = HistoryOptions(size=10, ttl_seconds=60, meta_ttl_seconds=600)
 NO_HISTORY = HistoryOptions()
@@ -120,6 +129,31 @@ def events() -> Recorder:
     return Recorder()
 
 
+@contextlib.asynccontextmanager
+async def shared_engine(clock: FakeClock) -> AsyncIterator[tuple[SharedMemoryBroker, SharedMemoryPresence]]:
+    """A ``BrokerServer`` on a Unix socket (a short path: sun_path holds 107 bytes) and one
+    worker's broker and presence connected to it, with every task owned here."""
+    workdir = Path(tempfile.mkdtemp(prefix="tc-shared-"))
+    server = BrokerServer(workdir / "engine.sock", presence_ttl_seconds=60, now=clock)
+    broker = SharedMemoryBroker(server.path)
+    presence = SharedMemoryPresence(server.path)
+    try:
+        async with asyncio.TaskGroup() as tg:
+            serving = tg.create_task(server.run())
+            await server.ready.wait()
+            links = [tg.create_task(broker.run()), tg.create_task(presence.run())]
+            await wait_until(lambda: broker.healthy() and presence.healthy(), 10, "shared engine links")
+            try:
+                yield broker, presence
+            finally:
+                await broker.close()
+                await presence.close()
+                for task in [*links, serving]:
+                    task.cancel()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 @pytest.fixture(params=BROKERS)
 async def broker(
     request: pytest.FixtureRequest, time_machine: TimeMachine, events: Recorder
@@ -129,6 +163,13 @@ async def broker(
         clock = FakeClock()
         engine = MemoryBroker(now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "shared":
+        clock = FakeClock()
+        time_machine.bind(clock.advance)
+        async with shared_engine(clock) as (shared, _):
+            shared.set_handler(events)
+            yield shared
+        return
     elif request.param == "redis":
         url: str = request.getfixturevalue("redis_url")
         prefix = redis_engine.unique_prefix()
@@ -161,6 +202,12 @@ async def presence(
         clock = FakeClock()
         engine = MemoryPresence(ttl_seconds=60, now=clock)
         time_machine.bind(clock.advance)
+    elif request.param == "shared":
+        clock = FakeClock()
+        time_machine.bind(clock.advance)
+        async with shared_engine(clock) as (_, shared_presence):
+            yield shared_presence
+        return
     elif request.param == "redis":
         url: str = request.getfixturevalue("redis_url")
         prefix = redis_engine.unique_prefix()
@@ -541,6 +588,66 @@ async def test_idempotency_without_history(broker: Broker, events: Recorder) -> 
     assert first.position is None and not first.suppressed
     assert again.position is None and again.suppressed
     assert [e.pub.data for e in events.events if e.pub is not None] == [pub(1).data, pub(3).data]
+
+
+# Publication version (centrifuge PublishOptions.Version) ----------------------------------------
+
+
+async def test_older_or_equal_version_is_dropped_at_the_current_top(broker: Broker, events: Recorder) -> None:
+    await broker.subscribe("ch")
+    first = await broker.publish("ch", pub(1), HISTORY, version=5)
+    equal = await broker.publish("ch", pub(2), HISTORY, version=5)
+    older = await broker.publish("ch", pub(3), HISTORY, version=4)
+    newer = await broker.publish("ch", pub(4), HISTORY, version=6)
+
+    await events.wait(2)
+    assert first.position is not None and not first.suppressed
+    assert equal.suppressed and equal.position == first.position
+    assert older.suppressed and older.position == first.position
+    assert not newer.suppressed and newer.position == StreamPosition(2, first.position.epoch)
+    assert events.offsets("ch") == [1, 2]
+    history = (await broker.history("ch", HISTORY, limit=-1)).publications
+    assert [p.data for p in history] == [pub(1).data, pub(4).data]
+
+
+async def test_version_epoch_change_accepts_a_lower_version(broker: Broker) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=9, version_epoch="a")
+    same_epoch = await broker.publish("ch", pub(2), HISTORY, version=3, version_epoch="a")
+    new_epoch = await broker.publish("ch", pub(3), HISTORY, version=3, version_epoch="b")
+    no_epoch = await broker.publish("ch", pub(4), HISTORY, version=2)
+
+    assert same_epoch.suppressed
+    assert not new_epoch.suppressed
+    assert new_epoch.position is not None and new_epoch.position.offset == 2
+    assert no_epoch.suppressed  # an empty version epoch compares the version alone
+
+
+async def test_version_zero_and_other_channels_are_not_compared(broker: Broker) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=7)
+    unversioned = await broker.publish("ch", pub(2), HISTORY)
+    other = await broker.publish("other", pub(3), HISTORY, version=1)
+
+    assert not unversioned.suppressed and not other.suppressed
+
+
+async def test_versions_compare_exactly_across_the_uint64_range(broker: Broker) -> None:
+    top = 2**64 - 1
+    await broker.publish("ch", pub(1), HISTORY, version=top - 1)
+    newer = await broker.publish("ch", pub(2), HISTORY, version=top)
+    again = await broker.publish("ch", pub(3), HISTORY, version=top)
+
+    assert not newer.suppressed  # 2**64-2 and 2**64-1 are one double apart from nothing in Lua
+    assert again.suppressed
+
+
+async def test_meta_expiry_forgets_the_version(broker: Broker, time_machine: TimeMachine) -> None:
+    await broker.publish("ch", pub(1), HISTORY, version=9)
+    await time_machine.advance(HISTORY.meta_ttl_seconds + 1)
+
+    later = await broker.publish("ch", pub(2), HISTORY, version=1)
+
+    assert not later.suppressed
+    assert later.position is not None and later.position.offset == 1
 
 
 # Channels without history ----------------------------------------------------------------------

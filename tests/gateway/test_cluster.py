@@ -13,9 +13,9 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
 from tests.helpers.raw_client import Raw
 from tests.helpers.redis_engine import RedisServer, unique_prefix
+from tests.support import GatewayProcess, mint_token, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -77,13 +77,6 @@ async def _pub(raw: Raw) -> dict[str, Any]:
     return msg["push"]["pub"]
 
 
-async def _wait(condition: Callable[[], Any], within: float = 10.0) -> None:
-    """Poll an external condition (a process's health) within a bound."""
-    async with asyncio.timeout(within):
-        while not await condition():  # noqa: ASYNC110 - polling another process, no event to await
-            await asyncio.sleep(0.05)
-
-
 async def test_publish_on_node_b_reaches_a_client_on_node_a(nodes, redis_url):
     a, b = nodes(redis_url)
     async with connect(a.ws_url) as ws:
@@ -124,7 +117,7 @@ async def test_server_api_actions_reach_connections_on_every_node(nodes, redis_u
         async def two_nodes() -> bool:
             return len((await _api(b, "info", {}))["result"]["nodes"]) == 2
 
-        await _wait(two_nodes)
+        await wait_until(two_nodes, within=10.0, what="both nodes registered")
         channels = (await _api(b, "channels", {}))["result"]["channels"]
         assert channels["seen"] == {"num_clients": 1}
         await _api(b, "disconnect", {"user": "alice", "disconnect": {"code": 4000, "reason": "moved"}})
@@ -141,7 +134,7 @@ async def test_redis_restart_without_persistence_gives_a_new_epoch_and_recovered
         async def unhealthy() -> bool:
             return not a.health_ok()
 
-        await _wait(unhealthy)
+        await wait_until(unhealthy, within=10.0, what="health down")
         failed = await _api(a, "publish", {"channel": "e", "data": 2})
         assert failed["error"]["code"] == 100
         server.spawn()
@@ -150,7 +143,7 @@ async def test_redis_restart_without_persistence_gives_a_new_epoch_and_recovered
         async def healthy() -> bool:
             return a.health_ok()
 
-        await _wait(healthy, within=20)
+        await wait_until(healthy, within=20.0, what="health up")
         second = (await _api(a, "publish", {"channel": "e", "data": 3}))["result"]
         assert second["epoch"] != first["epoch"] and second["offset"] == 1
         async with connect(a.ws_url) as ws:
@@ -182,7 +175,7 @@ async def test_connections_survive_a_redis_outage_and_resubscribe_from_the_new_e
             async def unhealthy() -> bool:
                 return not a.health_ok()
 
-            await _wait(unhealthy)
+            await wait_until(unhealthy, within=10.0, what="health down")
             server.spawn()
             await server.wait_up()
             push = await raw.wait_for(lambda m: "unsubscribe" in m.get("push", {}), within=20)

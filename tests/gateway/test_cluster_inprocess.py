@@ -24,7 +24,9 @@ from gateway.cluster import Cluster, encode
 from gateway.engine.memory import MemoryBroker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import SubscribeRecovery
+from tests.support import wait_until
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Recording:
     client_id: str
     user: str
     session_id: str = ""
+    codec: Codec = JSON
     calls: list[tuple[Any, ...]] = field(default_factory=list)
 
     def on_publication(self, *args: Any) -> None: ...
@@ -55,7 +58,7 @@ class Recording:
     def unsubscribe_server_side(self, channel: str) -> None:
         self.calls.append(("unsubscribe", channel))
 
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None:
+    def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         self.calls.append(("refresh", expired, expire_at))
 
 
@@ -177,3 +180,21 @@ async def test_emulation_reaches_the_session_or_reports_an_unknown_node():
     assert await b.route_emulation("node1", "missing", "{}") is True  # the session closed: dropped
     assert conn.calls == [("feed", '{"id":2,"ping":{}}')]
     assert orjson.loads(encode("emulation", "a", session="s", data="d"))["op"] == "emulation"
+    # A Protobuf session's commands are bytes: they cross the control channel as base64.
+    assert await a.route_emulation("node1", "s1", b"\x00\xff\n") is True
+    assert conn.calls[-1] == ("feed", b"\x00\xff\n")
+
+
+async def test_a_new_node_is_answered_with_a_heartbeat_so_both_know_each_other_at_once():
+    # A node (or a restarted worker) that starts after the others must not wait for their next
+    # heartbeat to see them in `info`: a heartbeat from an unknown node is answered at once.
+    _, [(a, _), (b, _)] = _two_nodes()
+    async with asyncio.TaskGroup() as tg:
+        outbox = tg.create_task(a._send_outbox())  # a's control sender; no heartbeat loop runs
+        await b.broker.publish_control(encode("node", b.uid, info=b.info()))  # b's first beat
+        await wait_until(lambda: {n["uid"] for n in b.registry.live()} == {"node0", "node1"}, 10, "b knows a")
+        assert {n["uid"] for n in a.registry.live()} == {"node0", "node1"}
+        outbox.cancel()
+    # A known node's heartbeat is not answered (no ping-pong between nodes).
+    a.on_control(encode("node", b.uid, info=b.info()))
+    assert a._outbox.empty()

@@ -68,7 +68,7 @@ def test_defaults() -> None:
     assert s.http_server.port == 8000 and s.http_server.address == ""
     assert s.http_api.handler_prefix == "/api"
     assert s.websocket.handler_prefix == "/connection/websocket"
-    assert s.websocket.message_size_limit == 65536 and s.websocket.write_timeout == 1.0
+    assert s.websocket.message_size_limit == 65536
     assert s.sse.handler_prefix == "/connection/sse" and not s.sse.enabled
     assert s.http_stream.handler_prefix == "/connection/http_stream"
     assert s.uni_sse.handler_prefix == "/connection/uni_sse"
@@ -304,7 +304,6 @@ NS = "channel.namespaces"
         ({"client": {"ping_interval": 0}}, "client.ping_interval", "positive"),
         ({"client": {"pong_timeout": "25s"}}, "client.pong_timeout", "less than client.ping_interval"),
         ({"client": {"allowed_origins": [1]}}, "client.allowed_origins", "list of strings"),
-        ({"client": {"user_id_http_header": 5}}, "client.user_id_http_header", "expected a string"),
         ({"client": {"token": {"audience_regex": "("}}}, "client.token.audience_regex", "regular expression"),
         ({"client": {"token": {"issuer_regex": "["}}}, "client.token.issuer_regex", "regular expression"),
         (
@@ -492,14 +491,17 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
     _, warnings = cfg(
         {
             "client": {"concurrency": 4},
-            "grpc_api": {"enabled": True},
-            "channel": {"without_namespace": {"delta_publish": True}},
+            "admin": {"enabled": True},
+            "channel": {"without_namespace": {"shared_poll": True}},
         }
     )
     assert warnings == [
-        'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores)',
-        'unsupported option "grpc_api" (a Centrifugo option Taskcast ignores)',
-        'unsupported option "channel.without_namespace.delta_publish" (a Centrifugo option Taskcast ignores)',
+        'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores: '
+        "one connection's commands run in order; nothing to tune)",
+        'unsupported option "admin" (a Centrifugo option Taskcast ignores: no admin web UI: '
+        "use the server API (info, channels, presence) and /metrics)",
+        'unsupported option "channel.without_namespace.shared_poll" (a Centrifugo option Taskcast '
+        "ignores: no shared polling: publish changes through the server API)",
     ]
 
 
@@ -664,7 +666,7 @@ def test_docs_cover_every_option() -> None:
             # Each proxy object has the same fields, documented once in the proxy object table.
             prefix = next(p for p in PROXY_OBJECTS if path.startswith(p))
             assert f"`{prefix[:-1]}`" in docs, prefix
-            needle = f"`{path[len(prefix):]}`"
+            needle = f"`{path[len(prefix) :]}`"
         else:
             needle = f"`{path}`"
         if needle not in docs:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway.hub import Connection, Hub, SharedPush
 from gateway.protocol import codes
+from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 from gateway.protocol.policy import ServerSub
 from gateway.transports import framing
@@ -19,6 +20,7 @@ class Recorder:
     client_id: str
     user: str = ""
     session_id: str = ""
+    codec: Codec = JSON
     pushes: list[tuple[str, SharedPush]] = field(default_factory=list)
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
@@ -34,7 +36,9 @@ class Recorder:
         self, channel: str, sub: ServerSub, recovery: SubscribeRecovery | None
     ) -> None: ...
     def unsubscribe_server_side(self, channel: str) -> None: ...
-    def refresh_server_side(self, *, expired: bool, expire_at: int | None) -> None: ...
+    def refresh_server_side(
+        self, *, expired: bool, expire_at: int | None, info: bytes | None = None
+    ) -> None: ...
     def presence_tick(self) -> None: ...
 
 
@@ -95,3 +99,63 @@ def test_ws_frames_are_built_once_per_shared_push():
     assert framing.ws_frame([b"a", b"b"], None) == bytes((0x81, 3)) + b"a\nb"
     big = framing.ws_text_frame(b"y" * 70000)
     assert big[:2] == bytes((0x81, 127)) and int.from_bytes(big[2:10], "big") == 70000
+
+
+def test_mixed_protocols_one_encoded_push_per_codec_in_subscription_order():
+    from gateway.protocol.protobuf.codec import PROTOBUF
+
+    hub = Hub()
+    clients = [Recorder(str(i), codec=PROTOBUF if i % 2 else JSON) for i in range(6)]
+    for c in clients:
+        hub.add_subscriber("ch", c)
+    assert hub.broadcast_publication("ch", Publication(b'{"n":1}', 1), "e") == 6
+    json_pushes = {id(c.pushes[0][1]) for c in clients if c.codec is JSON}
+    pb_pushes = {id(c.pushes[0][1]) for c in clients if c.codec is PROTOBUF}
+    assert len(json_pushes) == 1 and len(pb_pushes) == 1 and json_pushes != pb_pushes
+    assert clients[0].pushes[0][1].payload == JSON.encode_publication("ch", Publication(b'{"n":1}', 1))
+    assert clients[1].pushes[0][1].payload == PROTOBUF.encode_publication("ch", Publication(b'{"n":1}', 1))
+    hub.broadcast_join_leave("ch", "join", ClientInfo("u", "c"))
+    assert len({id(c.pushes[1][1]) for c in clients}) == 2
+
+
+async def test_per_tick_join_and_frames_per_protocol():
+    """Outboxes of both protocols flushed in one tick: each protocol's pushes are joined with its
+    separator, once per identical sequence, and framed as text (JSON) or binary (Protobuf)."""
+    from gateway.outbox import Flusher, Outbox
+    from gateway.protocol.protobuf.codec import PROTOBUF
+
+    class Wire:
+        name, emulation, unidirectional = "websocket", False, False
+
+        def __init__(self, codec: Codec) -> None:
+            self.codec, self.frames, self.shared = codec, [], []
+
+        def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+            self.shared.append(shared)
+            self.frames.append(
+                framing.ws_frame(payloads, shared, binary=self.codec.binary, separator=self.codec.separator)
+            )
+
+        def buffered_bytes(self) -> int:
+            return 0
+
+        def close(self, disconnect: codes.Disconnect) -> None: ...
+
+    flusher = Flusher()
+    pubs = [Publication(b'{"n":1}', 1), Publication(b'{"n":2}', 2)]
+    pushes = {c.name: [SharedPush(c.encode_publication("ch", p)) for p in pubs] for c in (JSON, PROTOBUF)}
+    wires = [Wire(c) for c in (JSON, PROTOBUF, JSON, PROTOBUF)]
+    for wire in wires:
+        outbox = Outbox(
+            wire, flusher, limit_bytes=0, on_failure=lambda d: None, separator=wire.codec.separator
+        )
+        for push in pushes[wire.codec.name]:
+            outbox.put(push.payload, push)
+    flusher._flush()
+    json_a, pb_a, json_b, pb_b = wires
+    assert json_a.shared[0] is json_b.shared[0] and pb_a.shared[0] is pb_b.shared[0]
+    assert json_a.shared[0] is not pb_a.shared[0]
+    assert json_a.shared[0].payload == b"\n".join(p.payload for p in pushes["json"])
+    assert pb_a.shared[0].payload == b"".join(p.payload for p in pushes["protobuf"])
+    assert json_a.frames[0][0] == 0x81 and pb_a.frames[0][0] == 0x82
+    assert json_a.frames[0] is json_b.frames[0]  # one frame built per protocol

@@ -16,7 +16,7 @@ import pytest
 from gateway.config import ConfigError, load_settings
 from gateway.config_schema import LogSettings
 from gateway.logging_setup import TRACE, configure_logging, uvicorn_log_level
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess
 
 LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "none"]
 

@@ -14,6 +14,7 @@ from gateway.config import load_settings
 from gateway.hub import SharedPush
 from gateway.protocol import codes
 from gateway.protocol.policy import ServerSub
+from tests.support import scaled
 
 ENV = {
     "TASKCAST_CLIENT_INSECURE": "true",
@@ -43,7 +44,7 @@ class Recorder:
         self.closed = disconnect
 
     async def next(self, key: str) -> dict[str, Any]:
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(scaled(5)):
             while True:
                 msg = await self.messages.get()
                 if key in msg or key in msg.get("push", {}):

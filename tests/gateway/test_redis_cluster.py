@@ -16,8 +16,8 @@ import pytest
 import redis
 from websockets.asyncio.client import connect
 
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.helpers.raw_client import Raw
+from tests.support import GatewayProcess, wait_until_blocking
 
 pytestmark = pytest.mark.redis
 
@@ -83,15 +83,15 @@ def _cluster_ok(port: int) -> bool:
 
 
 def _wait(check: Any, within: float = 15.0) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    """A redis-cluster node answering ``check`` (errors while it boots count as not yet)."""
+
+    def ok() -> bool:
         try:
-            if check():
-                return
+            return bool(check())
         except redis.RedisError:
-            pass
-        time.sleep(0.05)  # polling a server that is starting
-    raise TimeoutError("redis cluster not ready")
+            return False
+
+    wait_until_blocking(ok, within=within, what="redis cluster ready")
 
 
 def _gateway(tmp_path: Path, addresses: list[str], prefix: str) -> GatewayProcess:
@@ -167,3 +167,34 @@ async def http_publish(gw: GatewayProcess, channel: str, data: Any) -> None:
     async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
         reply = (await http.post(f"{gw.api_url}/publish", json={"channel": channel, "data": data})).json()
         assert "result" in reply, reply
+
+
+@pytest.mark.parametrize("form", ["plain", "redis+cluster"])
+async def test_a_cluster_node_address_is_used_as_a_cluster(
+    cluster: list[str], tmp_path: Path, form: str
+) -> None:
+    """``engine.redis.address`` of ONE cluster node (``redis://host:port``, detected as Centrifugo's
+    client does) or ``redis+cluster://host:port?addr=...``: keys in every master's slots work
+    (a standalone client would get MOVED for most channels)."""
+    first, *rest = cluster
+    if form == "plain":
+        address = f"redis://{first}"
+    else:
+        address = f"redis+cluster://{first}?" + "&".join(f"addr={a}" for a in rest)
+    config = {
+        "engine": {"type": "redis", "redis": {"address": [address], "prefix": f"cd{time.monotonic_ns()}"}},
+        "channel": {"without_namespace": {"history_size": 10, "history_ttl": "60s"}},
+    }
+    gw = GatewayProcess(config, tmp_path / form).start()
+    channels = [f"detect{n}" for n in range(8)]
+    try:
+        for channel in channels:
+            await http_publish(gw, channel, channel)
+        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
+            for channel in channels:
+                reply = (
+                    await http.post(f"{gw.api_url}/history", json={"channel": channel, "limit": -1})
+                ).json()
+                assert [p["data"] for p in reply["result"]["publications"]] == [channel]
+    finally:
+        gw.terminate()

@@ -32,7 +32,8 @@ from gateway.engine.redis_keys import RedisKeys, shard_index
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from tests.contracts.test_broker import Recorder
 from tests.helpers import redis_engine
-from tests.helpers.redis_engine import RedisServer, running, wait_for
+from tests.helpers.redis_engine import RedisServer, running
+from tests.support import scaled, wait_until
 
 HISTORY = HistoryOptions(size=10, ttl_seconds=60, meta_ttl_seconds=600)
 ALICE = ClientInfo(user="alice", client="c1", conn_info=b'{"a":1}')
@@ -210,7 +211,7 @@ async def test_two_nodes_share_publications_and_control(shared: tuple[RedisSetti
 
         await node_a.publish_control(b'{"op":"all"}')
         await node_a.publish_control(b'{"op":"to-b"}', node_id="node-b")
-        await wait_for(lambda: len(b_events.controls) == 2 and len(a_events.controls) == 1, what="controls")
+        await wait_until(lambda: len(b_events.controls) == 2 and len(a_events.controls) == 1, what="controls")
         assert b_events.controls == [b'{"op":"all"}', b'{"op":"to-b"}']
         assert a_events.controls == [b'{"op":"all"}']
 
@@ -292,7 +293,7 @@ async def test_pubsub_reconnects_after_client_kill(server: RedisServer) -> None:
         await events.wait(1)
 
         await _command(admin, "CLIENT", "KILL", "TYPE", "pubsub")
-        await wait_for(lambda: events.reconnects == 1, what="on_broker_reconnect")
+        await wait_until(lambda: events.reconnects == 1, what="on_broker_reconnect")
         await broker.publish("ch", pub(2), HISTORY)
         await events.wait(2)
 
@@ -314,14 +315,14 @@ async def test_client_pause_fails_publish_within_io_timeout_then_heals(server: R
             await broker.history("ch", HISTORY)
         assert not broker.healthy()
 
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while True:
                 try:
                     result = await broker.publish("ch", pub(), HISTORY)
                     break
                 except EngineError:
                     continue
-        await wait_for(broker.healthy, what="healthy again")
+        await wait_until(broker.healthy, what="healthy again")
 
     assert 0.4 < elapsed < 1.0
     assert result.position is not None and result.position.offset >= 2
@@ -341,7 +342,7 @@ async def test_silent_pubsub_is_detected_by_the_probe(server: RedisServer) -> No
             await broker.subscribe("ch")
             proxy.silence_existing()
 
-            await wait_for(lambda: events.reconnects == 1, what="probe-driven reconnect")
+            await wait_until(lambda: events.reconnects == 1, what="probe-driven reconnect")
             await broker.publish("ch", pub(), HISTORY)
             await events.wait(1)
     finally:
@@ -359,13 +360,13 @@ async def test_redis_restart_turns_unhealthy_then_heals_with_a_new_epoch(server:
         before = await broker.publish("ch", pub(), HISTORY)
 
         server.kill()
-        await wait_for(lambda: not broker.healthy(), what="unhealthy")
+        await wait_until(lambda: not broker.healthy(), what="unhealthy")
         with pytest.raises(EngineError):
             await broker.publish("ch", pub(), HISTORY)
         server.spawn()
         await server.wait_up()
-        await wait_for(broker.healthy, what="healthy after restart")
-        await wait_for(lambda: events.reconnects == 1, what="on_broker_reconnect")
+        await wait_until(broker.healthy, what="healthy after restart")
+        await wait_until(lambda: events.reconnects == 1, what="on_broker_reconnect")
 
         after = await broker.publish("ch", pub(), HISTORY)
         await events.wait(2)
@@ -414,7 +415,11 @@ def sentinel_binary() -> Iterator[str]:
 
 
 @pytest.mark.redis
-async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> None:
+@pytest.mark.parametrize("form", ["options", "url"])
+async def test_sentinel_failover_resumes_publishing(sentinel_binary: str, form: str) -> None:
+    """Driven by ``sentinel_address`` + ``sentinel_master_name``, and by the Centrifugo v6 URL form
+    ``redis+sentinel://host:port?sentinel_master_name=...`` in ``engine.redis.address`` (which
+    refused to start before issue 19)."""
     master = await RedisServer().start()
     replica = await RedisServer(None, "--replicaof", "127.0.0.1", str(master.port)).start()
     sentinel_port = redis_engine.free_port()
@@ -426,18 +431,22 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> Non
         "sentinel failover-timeout tc 2000\n"
     )
     sentinel = _spawn_sentinel(sentinel_binary, str(conf))
-    config = RedisSettings(
-        sentinel_address=(f"127.0.0.1:{sentinel_port}",),
-        sentinel_master_name="tc",
-        prefix="p",
-        io_timeout=0.5,
-        connect_timeout=0.5,
-    )
+    if form == "options":
+        where: dict[str, Any] = {
+            "sentinel_address": (f"127.0.0.1:{sentinel_port}",),
+            "sentinel_master_name": "tc",
+        }
+    else:
+        where = {"address": (f"redis+sentinel://127.0.0.1:{sentinel_port}?sentinel_master_name=tc",)}
+    config = RedisSettings(prefix="p", io_timeout=0.5, connect_timeout=0.5, **where)
     events = Recorder()
     broker = redis_engine.broker(config, probe_interval_seconds=0.2, probe_timeout_seconds=0.6)
     broker.set_handler(events)
     try:
-        async with admin_of(f"redis://127.0.0.1:{sentinel_port}") as sentinel_admin, asyncio.timeout(15):
+        async with (
+            admin_of(f"redis://127.0.0.1:{sentinel_port}") as sentinel_admin,
+            asyncio.timeout(scaled(15)),
+        ):
             # Fail over only once the sentinel knows a healthy, in-sync replica to promote.
             while not await _sentinel_sees_replica(sentinel_admin):  # noqa: ASYNC110  # polls Redis
                 await asyncio.sleep(0.05)
@@ -450,7 +459,7 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> Non
                 with contextlib.suppress(Exception):
                     await _command(admin, "SHUTDOWN", "NOSAVE")
             started = time.monotonic()
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(scaled(30)):
                 while True:
                     try:
                         after = await broker.publish("ch", pub(), HISTORY)
@@ -461,12 +470,12 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str) -> Non
             # A publication that reached the new master before this node's PUB/SUB reconnected
             # is not delivered live (the node recovers it from history after
             # on_broker_reconnect); live delivery resumes once the listener is on the new master.
-            async with asyncio.timeout(15):
+            async with asyncio.timeout(scaled(15)):
                 while True:
                     marker = await broker.publish("ch", pub(), HISTORY)
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(0.5):
-                            await wait_for(_delivered(events, _offset(marker)))
+                        async with asyncio.timeout(scaled(0.5)):
+                            await wait_until(_delivered(events, _offset(marker)))
                         break
             history = await broker.history("ch", HISTORY, limit=-1)
     finally:

@@ -18,9 +18,9 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
 from tests.helpers.raw_client import Raw
 from tests.helpers.redis_engine import unique_prefix
+from tests.support import GatewayProcess, mint_token
 
 pytestmark = pytest.mark.redis
 

@@ -31,7 +31,8 @@ from gateway.engine.redis_codec import PROBE
 from gateway.protocol.messages import Publication
 from tests.contracts.test_broker import Recorder
 from tests.helpers import redis_engine
-from tests.helpers.redis_engine import RedisServer, running, wait_for
+from tests.helpers.redis_engine import RedisServer, running
+from tests.support import scaled, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -72,7 +73,7 @@ async def _loading(admin: Redis) -> bool:
 
 
 async def _wait_loading(url: str) -> None:
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(scaled(20)):
         while True:
             admin = Redis.from_url(url, socket_connect_timeout=0.5)
             try:
@@ -100,7 +101,7 @@ async def test_health_stays_down_while_redis_loads_its_dataset(server: RedisServ
         await admin.save()  # what AOF would keep: the restarted Redis loads it
 
         server.kill()
-        await wait_for(lambda: not broker.healthy(), what="unhealthy after kill -9")
+        await wait_until(lambda: not broker.healthy(), what="unhealthy after kill -9")
         server.extra = SLOW_LOADING
         server.spawn()
         await _wait_loading(server.url)
@@ -114,7 +115,7 @@ async def test_health_stays_down_while_redis_loads_its_dataset(server: RedisServ
         await watcher.subscribe(broker.keys.node(broker.node_id))
         seen = 0
         healthy_while_loading = False
-        async with asyncio.timeout(20):
+        async with asyncio.timeout(scaled(20)):
             while seen < 3:
                 message = await watcher.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 listeners_back = all(listener.ready for listener in broker._listeners)
@@ -128,7 +129,7 @@ async def test_health_stays_down_while_redis_loads_its_dataset(server: RedisServ
         assert errors["probe"] >= 1
 
         await loader.config_set("key-load-delay", 0)
-        await wait_for(broker.healthy, 20, "healthy once loaded")
+        await wait_until(broker.healthy, 20, "healthy once loaded")
         result = await broker.publish("ch", pub(2), HISTORY)
 
     assert result.position is not None and result.position.offset == 2
@@ -174,12 +175,12 @@ async def test_pubsub_reconnect_attempts_are_logged_once_per_outage(
         async with running(broker):
             await broker.subscribe("ch")
             server.kill()
-            await wait_for(lambda: errors["pubsub"] >= 5, what="several failed reconnect attempts")
-            await wait_for(lambda: errors["probe"] >= 5, what="several failed probes")
+            await wait_until(lambda: errors["pubsub"] >= 5, what="several failed reconnect attempts")
+            await wait_until(lambda: errors["probe"] >= 5, what="several failed probes")
             server.spawn()
             await server.wait_up()
-            await wait_for(lambda: events.reconnects == 1, what="resubscribed")
-            await wait_for(broker.healthy, what="healthy again")
+            await wait_until(lambda: events.reconnects == 1, what="resubscribed")
+            await wait_until(broker.healthy, what="healthy again")
 
     pubsub = [r for r in caplog.records if "PUB/SUB" in r.getMessage()]
     commands = [r for r in caplog.records if "(broker)" in r.getMessage()]
@@ -219,10 +220,10 @@ async def test_commands_after_a_restart_do_not_fail_on_stale_pooled_connections(
     async with running(make_broker(server, Counter())) as broker:
         await asyncio.gather(*(broker.publish(f"ch{n}", pub(n), HISTORY) for n in range(8)))
         server.kill()
-        await wait_for(lambda: not broker.healthy(), what="unhealthy after kill -9")
+        await wait_until(lambda: not broker.healthy(), what="unhealthy after kill -9")
         server.spawn()
         await server.wait_up()
-        await wait_for(broker.healthy, 20, "healthy after the restart")
+        await wait_until(broker.healthy, 20, "healthy after the restart")
 
         # Concurrent, as a gateway's commands are: every pooled connection is checked out.
         results = await asyncio.gather(

@@ -4,6 +4,7 @@ server it cannot verify."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import shutil
@@ -19,7 +20,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.helpers.gateway_proc import GatewayProcess, free_port
+from tests.support import GatewayProcess, free_port, scaled
+from tests.support.certs import TestCA
 
 pytestmark = pytest.mark.redis
 
@@ -91,7 +93,7 @@ def test_gateway_talks_to_redis_over_verified_tls(tls_redis: tuple[int, Path], t
     port, cert = tls_redis
     gw = _gateway(tmp_path / "ok", port, {"enabled": True, "ca_cert_pem_file": str(cert)})
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         reply = _publish(gw)
         while "result" not in reply and time.monotonic() < deadline:  # the server may still be starting
             time.sleep(0.1)
@@ -115,3 +117,70 @@ def test_unverifiable_redis_certificate_is_refused(tls_redis: tuple[int, Path], 
     with pytest.raises(TimeoutError):
         gw.start()  # waits for /health = 200, which never comes
     assert "CERTIFICATE_VERIFY_FAILED" in gw.log_text() or "certificate verify failed" in gw.log_text()
+
+
+# Redis mTLS with Centrifugo v6's TLS names (issue 19) --------------------------------------------
+
+
+@pytest.fixture
+def mtls_redis(tmp_path: Path) -> Iterator[tuple[int, TestCA]]:
+    """A redis-server that requires a client certificate signed by its CA."""
+    server = shutil.which("redis-server")
+    assert server, "redis-server missing: scripts/services.sh installs it"
+    ca = TestCA(tmp_path / "ca")
+    leaf = ca.server("redis")
+    port = free_port()
+    argv = [server, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    argv += [
+        "--tls-cert-file",
+        str(leaf.cert),
+        "--tls-key-file",
+        str(leaf.key),
+        "--tls-ca-cert-file",
+        str(ca.cert),
+    ]
+    argv += ["--tls-auth-clients", "yes", "--dir", str(tmp_path)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield port, ca
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_redis_mtls_with_server_ca_cert_and_key_pem(mtls_redis: tuple[int, TestCA], tmp_path: Path) -> None:
+    """``rediss://`` + ``tls.server_ca_pem`` (inline PEM) + ``cert_pem`` (a file path) +
+    ``key_pem`` (base64 PEM): the three PEM forms Centrifugo accepts, against a Redis that
+    refuses clients without a certificate."""
+    port, ca = mtls_redis
+    client = ca.client("gateway")
+    tls = {
+        "enabled": True,
+        "server_ca_pem": ca.pem,
+        "cert_pem": str(client.cert),
+        "key_pem": base64.b64encode(client.key.read_bytes()).decode(),
+    }
+    config = {
+        "engine": {"type": "redis", "redis": {"address": f"rediss://127.0.0.1:{port}/0", "tls": tls}},
+        "channel": {"without_namespace": {"history_size": 5, "history_ttl": "60s"}},
+    }
+    gw = GatewayProcess(config, tmp_path / "ok").start()  # /health 200: the script ran over mTLS
+    try:
+        reply = _publish(gw)
+        assert reply["result"] == {"offset": 1, "epoch": reply["result"]["epoch"]}  # type: ignore[index]
+    finally:
+        gw.terminate()
+
+
+def test_redis_mtls_without_a_client_certificate_is_refused(
+    mtls_redis: tuple[int, TestCA], tmp_path: Path
+) -> None:
+    port, ca = mtls_redis
+    tls = {"enabled": True, "server_ca_pem": ca.pem}
+    gw = GatewayProcess(
+        {"engine": {"type": "redis", "redis": {"address": f"rediss://127.0.0.1:{port}", "tls": tls}}},
+        tmp_path / "nocert",
+    )
+    with pytest.raises(TimeoutError):
+        gw.start()
+    assert not gw.health_ok()

@@ -13,6 +13,7 @@ import pytest
 
 from gateway.config import load_settings
 from gateway.server import MAX_HEAD_BYTES, Served, build_server
+from tests.support import scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,7 +42,7 @@ async def served() -> AsyncIterator[tuple[App, int]]:
     app = App()
     server = build_server(settings, Served(app=app), host="127.0.0.1", port=0, handle_signals=False)
     task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(scaled(10)):
         while not server.started:
             assert not task.done(), "server did not start"
             await asyncio.sleep(0.01)  # polling a flag uvicorn sets, not timing
@@ -66,7 +67,7 @@ async def _exchange(port: int, head: bytes, padding: int) -> bytes:
             await writer.drain()
         except (ConnectionResetError, BrokenPipeError):
             pass
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             return await reader.read(65536)
     finally:
         writer.close()
@@ -101,7 +102,7 @@ async def test_unfinished_head_gets_408_at_the_request_deadline(served):
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and nothing more
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             answer = await reader.read(65536)
         assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
     finally:

@@ -13,8 +13,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
 from tests.helpers.raw_client import Raw
+from tests.support import GatewayProcess, mint_token, scaled
 
 SECRET = "behaviour-secret-of-at-least-32-bytes!"
 BASE: dict[str, Any] = {
@@ -90,7 +90,7 @@ async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
                     f"{gw.api_url}/publish", json={"channel": "hot", "data": {"n": n, "p": payload}}
                 )
         got = []
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while len(got) < 300:
                 msg = await fast.messages.get()
                 if "push" in msg:
@@ -121,7 +121,7 @@ async def test_pong_keeps_the_connection(gateway):
         await ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(SECRET, "u")}}))
         await ws.recv()
         pings = 0
-        async with asyncio.timeout(8):
+        async with asyncio.timeout(scaled(8)):
             while pings < 3:
                 if json.loads(await ws.recv()) == {}:
                     pings += 1
@@ -155,7 +155,7 @@ async def test_connection_limit_is_503_at_the_handshake_and_a_retry_gets_in(gate
                 pass
         assert info.value.response.status_code == 503
         assert int(info.value.response.headers["Retry-After"]) >= 1
-    async with asyncio.timeout(10):  # both left: a retry is admitted once the node counted them out
+    async with asyncio.timeout(scaled(10)):  # both left: a retry is admitted once the node counted them out
         while True:
             try:
                 async with connect(gw.ws_url) as ws:
@@ -259,7 +259,7 @@ async def test_subscribe_with_recovery_while_publishing_loses_and_duplicates_not
             assert sub["recovered"] is True
             offsets = [p["offset"] for p in sub.get("publications", [])]
             # A generous bound: on a loaded machine 300 sequential API publishes take seconds.
-            async with asyncio.timeout(60):
+            async with asyncio.timeout(scaled(60)):
                 while len(offsets) < 300:
                     msg = await raw.messages.get()
                     if "pub" in msg.get("push", {}):

@@ -1,3 +1,2 @@
-"""Older test helpers (fault proxy, convergence checker, raw client, Redis engine, MariaDB schema).
-Waiting, free ports and service processes are in :mod:`tests.support`; the re-exports here keep
-the suites that still import them working."""
+"""Suite-specific test helpers (fault proxy, convergence checker, raw client, Redis engine,
+MariaDB schema). Waiting, free ports and service processes live in :mod:`tests.support` only."""

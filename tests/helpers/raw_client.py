@@ -11,6 +11,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
+from tests.support import scaled
+
 
 class Raw:
     """A protocol-level client: sends commands, collects replies and pushes."""
@@ -38,11 +40,11 @@ class Raw:
             self.closed.set_result(self.ws.close_code)
 
     async def close_code(self, within: float = 10.0) -> int | None:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(scaled(within)):
             return await self.closed
 
     async def wait_for(self, match: Callable[[dict[str, Any]], bool], within: float = 5.0) -> dict[str, Any]:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(scaled(within)):
             while True:
                 msg = await self.messages.get()
                 if match(msg):

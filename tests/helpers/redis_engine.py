@@ -19,7 +19,7 @@ from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from tests.support import free_port as free_port  # re-exported for the suites importing it from here
-from tests.support import wait_until as wait_for
+from tests.support import scaled, wait_until
 
 
 def unique_prefix() -> str:
@@ -49,7 +49,7 @@ async def running(engine: RedisBroker, *, ready: bool = True) -> AsyncIterator[R
     task = asyncio.create_task(engine.run())
     try:
         if ready:
-            await wait_for(engine.healthy, what="broker ready")
+            await wait_until(engine.healthy, what="broker ready")
         yield engine
     finally:
         task.cancel()
@@ -114,7 +114,7 @@ class RedisServer:
         )
 
     async def wait_up(self, within: float = 10.0) -> None:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(scaled(within)):
             while True:
                 client = Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.2)
                 try:

@@ -23,9 +23,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from status_api.storage.tables import task_outbox
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.harness import RelayProcess, Subscriber, insert, plan, statuses, wait_until
-from tests.support import ServiceProcess
+from tests.support import GatewayProcess, ServiceProcess
 
 pytestmark = pytest.mark.mysql
 

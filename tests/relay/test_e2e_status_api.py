@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from relay.publisher import committed_at_ms
 from status_api.storage.database import create_engine as status_engine
 from status_api.storage.tables import task_outbox
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.harness import Subscriber, drain, make_relay, relay_config, wait_until
 from tests.status_api.harness import FakeClock, Harness, build
+from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.mysql
 

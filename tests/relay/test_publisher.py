@@ -12,7 +12,7 @@ import pytest
 
 from relay.publisher import PUBLISHED, HttpGatewayPublisher, Outcome, PublishResult
 from status_api.storage.outbox import OutboxRow
-from tests.helpers.gateway_proc import free_port
+from tests.support import free_port
 
 KEY = "publisher-test-key-0123456789"
 

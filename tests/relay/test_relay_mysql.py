@@ -24,7 +24,6 @@ from relay.relay import Relay
 from status_api.storage import outbox
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
-from tests.helpers.gateway_proc import GatewayProcess
 from tests.relay.harness import (
     RowSpec,
     Subscriber,
@@ -38,6 +37,7 @@ from tests.relay.harness import (
     user_channel,
     wait_until,
 )
+from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.mysql
 

@@ -23,7 +23,7 @@ from relay.publisher import (
     publish_params,
     sanitize,
 )
-from relay.relay import split_superseded
+from relay.relay import Relay, split_superseded
 from status_api.storage.outbox import OutboxRow
 from tests.relay.crashing_relay import crash_hook
 
@@ -137,9 +137,19 @@ def test_publish_params_carry_idempotency_key_and_commit_time_tag() -> None:
     r = row(1, 12)
     params = publish_params(r)
     assert params["idempotency_key"] == idempotency_key(r) == "a:12:task_user:t1/u1"
-    assert params["tags"] == {"committed_at_ms": str(committed_at_ms(r.created_at))}
+    assert params["tags"] == {"task": "a", "committed_at_ms": str(committed_at_ms(r.created_at))}
     assert committed_at_ms(datetime(1970, 1, 1, 0, 0, 1, 500000)) == 1500
     assert params["data"] == {"v": 12} and params["channel"] == "task_user:t1/u1"
+    assert publish_params(r, 1234)["tags"]["published_at_ms"] == "1234"  # the relay's send time
+
+
+def test_publications_are_tagged_with_their_task_and_never_conflate_unless_supersedable() -> None:
+    # seed §13.3: the gateway keeps only a task's newest progress, never a notice/terminal/new task.
+    assert publish_params(row(1, 3))["tags"]["task"] == "a"
+    assert "conflate" not in publish_params(row(1, 3))["tags"]
+    for priority in (5, 10):  # NEW_AGGREGATE (a task's first version), NOTICE (notice, terminal, attempt)
+        tags = publish_params(row(1, 3, priority=priority))["tags"]
+        assert tags["task"] == "a" and tags["conflate"] == "never"
 
 
 def test_split_superseded_keeps_newest_and_every_priority_row() -> None:
@@ -252,3 +262,12 @@ def test_staggered_delay_is_within_one_interval(
 ) -> None:
     slot = data.draw(st.integers(0, slots - 1))
     assert 0 < staggered_delay(now, 0.0, interval, slot, slots) <= interval + 1e-6
+
+
+def test_a_returning_gateway_is_probed_within_a_second_whatever_the_outage_length() -> None:
+    """Issue 16: a 30 s outage's backlog drains within 2 s of the gateway's return, so the pause
+    between probes is capped at ``gateway_probe_max_seconds`` (1 s), not the 5 s database backoff."""
+    cfg = build_config({"database_url": "sqlite+aiosqlite:///x.db", "gateway_api_url": "http://g/api"})
+    relay = Relay(None, None, cfg, rand=lambda: 0.999999)  # type: ignore[arg-type]
+    assert max(relay.probe_pause(n) for n in range(1, 40)) <= 1.0
+    assert relay._pause(30) > 4.0  # database errors keep their longer backoff

@@ -496,3 +496,44 @@ async def test_failure_terminal_and_action_messages_are_not_coalescible_progress
     assert by_version[(5, "USER_SUMMARY")]["payload"]["notice"]["type"] == "TASK_SUCCEEDED"
     # exactly one row per projection per version: nothing merged away
     assert len(rows) == len(by_version) == 5 * 2
+
+
+async def test_new_task_and_new_attempt_rows_are_never_superseded_or_conflated(h: Harness) -> None:
+    """新任务创建、新 attempt 开始不会被合并 (seed §13.3): their rows are never supersedable, and
+    the relay tags them conflate=never for the gateway (progress rows only carry task=<id>)."""
+    from relay.publisher import publish_params
+    from status_api.storage.outbox import OutboxRow, supersedable
+
+    t = await h.create_task()
+    await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
+    await h.report(
+        t,
+        "02_parse",
+        "STEP_FAILED",
+        "PARSE_FAILED",
+        error={"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True},
+    )
+    r = await h.http.post(
+        f"/internal/v1/tasks/{t.id}/steps/02_parse/attempts",
+        headers={"Authorization": f"Bearer {h_coordinator()}"},
+    )
+    assert r.status_code == 201, r.text
+    rows = {(row["aggregate_version"], row["projection"]): row for row in await h.outbox_rows(t.id)}
+    created, progress = rows[(1, "USER_SUMMARY")], rows[(2, "USER_SUMMARY")]
+    attempt = rows[(max(v for v, _ in rows), "USER_SUMMARY")]
+    assert not supersedable(created["priority"]) and not supersedable(attempt["priority"])
+    assert supersedable(progress["priority"])
+    for raw, never in ((created, True), (attempt, True), (progress, False)):
+        columns = {name: raw[name] for name in ("id", "aggregate_type", "aggregate_id", "aggregate_version")}
+        out = OutboxRow(
+            **columns,
+            channel=raw["channel"],
+            projection=raw["projection"],
+            payload={},
+            priority=raw["priority"],
+            attempts=0,
+            created_at=raw["created_at"],
+        )
+        tags = publish_params(out)["tags"]
+        assert tags["task"] == t.id
+        assert (tags.get("conflate") == "never") is never

@@ -16,13 +16,14 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
 import jwt
 
 from taskcast.dev.procs import ROOT, Proc, free_port, http_ok, service_argv
-from tests.support.waiting import scaled, wait_until
+from tests.support.waiting import scaled, wait_until, wait_until_blocking
 
 READY_TIMEOUT_SECONDS = 20.0
 DEFAULT_API_KEY = "conformance-api-key"
@@ -142,11 +143,25 @@ class ServiceProcess:
         return self._proc.stop(scaled(timeout))
 
 
+WORKERS_ENV = "TASKCAST_TEST_GATEWAY_WORKERS"
+"""Default ``--workers`` of every test gateway (run a suite on N workers: ``=2 pytest ...``)."""
+
+
+def default_workers() -> int:
+    try:
+        return max(1, int(os.environ.get(WORKERS_ENV, "1")))
+    except ValueError:
+        return 1
+
+
 class GatewayProcess(ServiceProcess):
     """A gateway on 127.0.0.1 with ``health`` on and an API key; ``config`` uses Centrifugo v6
-    option names and is merged over those defaults."""
+    option names and is merged over those defaults. ``workers`` > 1 runs ``--workers N``
+    (default: ``TASKCAST_TEST_GATEWAY_WORKERS``, else 1); ready means every worker's node is in
+    the server API ``info``."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path) -> None:
+    def __init__(self, config: dict[str, Any], workdir: Path, *, workers: int | None = None) -> None:
+        self.workers = default_workers() if workers is None else workers
         self.port = free_port()
         base = {
             "http_server": {"address": "127.0.0.1", "port": self.port},
@@ -154,16 +169,41 @@ class GatewayProcess(ServiceProcess):
             "http_api": {"key": DEFAULT_API_KEY},
         }
         self.config = merge(base, config)
-        self.config["http_server"]["port"] = self.port
+        http = self.config["http_server"]
+        http["port"] = self.port
         self.api_key: str = self.config["http_api"].get("key", "")
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}/connection/websocket"
-        self.api_url = f"{self.url}/api"
+        tls = bool(http.get("tls", {}).get("enabled"))  # https/wss URLs (trust the CA: SSL_CERT_FILE)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.ws_url = f"{'wss' if tls else 'ws'}://127.0.0.1:{self.port}/connection/websocket"
+        self.internal_url = self.url  # the API, metrics and health (http_server.internal_port moves them)
+        if http.get("internal_port"):
+            self.internal_url = f"{'https' if tls else 'http'}://127.0.0.1:{http['internal_port']}"
+        self.api_url = f"{self.internal_url}/api"
         workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = workdir / f"gateway-{self.port}.json"
         self.config_path.write_text(json.dumps(self.config, indent=2))
         args = ["gateway", "--config", str(self.config_path)]
-        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.url}/health")
+        if self.workers > 1:
+            args += ["--workers", str(self.workers)]
+        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.internal_url}/health")
+
+    def wait_healthy(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+        super().wait_healthy(timeout)
+        if self.workers > 1 and self.api_key and self.config.get("http_api", {}).get("disabled") is not True:
+            wait_until_blocking(
+                lambda: len(self.nodes()) >= self.workers, timeout, f"{self.workers} workers in info"
+            )
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The server API ``info`` nodes ([] when it does not answer)."""
+        request = urllib.request.Request(
+            f"{self.api_url}/info", data=b"{}", headers={"X-API-Key": self.api_key}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=2) as resp:
+                return list(json.loads(resp.read())["result"]["nodes"])
+        except (OSError, ValueError, KeyError):
+            return []
 
 
 class StatusApiProcess(ServiceProcess):

@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from tests.conformance.conftest import JS_DIR
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess
 
 SECRET = "transports-secret-0123456789abcdefghij"
 ALLOWED_ORIGIN = "http://allowed.example"
@@ -168,18 +168,6 @@ class StreamReader:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         await self.response.aclose()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], wait: float = 5.0, every: float = 0.05) -> None:
-    """Poll ``check`` until it is true; fails after ``wait`` seconds (a bounded condition wait)."""
-    deadline = asyncio.get_running_loop().time() + wait
-    for _ in range(int(wait / every) + 1):
-        if await check():
-            return
-        if asyncio.get_running_loop().time() > deadline:
-            break
-        await asyncio.sleep(every)
-    raise AssertionError(f"condition not met within {wait}s")
 
 
 @contextlib.asynccontextmanager

@@ -4,7 +4,6 @@ engine's control channel (PROTOCOL.md §4.4), so its reply still arrives on the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -12,8 +11,8 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
-from tests.transports.conftest import SECRET, eventually, of, open_stream, run_js, stream_config, uid
+from tests.support import GatewayProcess, mint_token, wait_until, wait_until_blocking
+from tests.transports.conftest import SECRET, of, open_stream, run_js, stream_config, uid
 
 pytestmark = pytest.mark.redis
 
@@ -40,9 +39,9 @@ def nodes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 def wait_for_cluster(a: GatewayProcess, b: GatewayProcess) -> None:
     """Both nodes have seen each other's heartbeat (sent every 3 s)."""
-    deadline = time.monotonic() + 10
     with httpx.Client(timeout=5) as http:
-        while time.monotonic() < deadline:
+
+        def both_see_two() -> bool:
             counts = [
                 len(
                     http.post(f"{gw.api_url}/info", json={}, headers={"X-API-Key": gw.api_key}).json()[
@@ -51,10 +50,9 @@ def wait_for_cluster(a: GatewayProcess, b: GatewayProcess) -> None:
                 )
                 for gw in (a, b)
             ]
-            if counts == [2, 2]:
-                return
-            time.sleep(0.1)  # polling interval of a bounded readiness loop
-    raise AssertionError("the two nodes did not see each other within 10 s")
+            return counts == [2, 2]
+
+        wait_until_blocking(both_see_two, within=10.0, what="the two nodes seeing each other")
 
 
 @pytest.fixture
@@ -122,7 +120,7 @@ async def test_emulation_post_for_a_gone_session_is_dropped(http, nodes):
     async def a_still_healthy() -> bool:
         return (await http.get(f"{a.url}/health")).status_code == 200
 
-    await eventually(a_still_healthy)
+    await wait_until(a_still_healthy, within=5.0, what="a_still_healthy")
 
 
 @pytest.mark.node

@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers.gateway_proc import GatewayProcess, free_port, mint_token
+from tests.support import GatewayProcess, free_port, mint_token, scaled
 from tests.transports.conftest import (
     SECRET,
     StreamReader,
@@ -93,7 +93,7 @@ http {{
             stderr=subprocess.STDOUT,
         )
         log.close()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + scaled(10)
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, (self.dir / "stderr.log").read_text()
             try:

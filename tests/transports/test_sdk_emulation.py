@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers.gateway_proc import mint_token
+from tests.support import mint_token
 from tests.transports.conftest import SECRET, of, run_js, uid
 
 pytestmark = pytest.mark.node
@@ -78,6 +78,11 @@ def test_js_expiring_token_refreshed_through_emulation(node_bin, gateway, transp
         gateway,
         transport=transport,
         token=mint_token(SECRET, "42", exp_in=-10),
+        # refresh.mjs mints with these lifetimes when the SDK asks (a pre-minted 3 s token can
+        # expire while a loaded machine starts node); ``tokens`` is its fallback.
+        secret=SECRET,
+        user="42",
+        expiries=[3, 120],
         tokens=[mint_token(SECRET, "42", exp_in=3), mint_token(SECRET, "42", exp_in=120)],
         channel=f"js-{uid()}",
     )

@@ -15,12 +15,11 @@ import httpx
 import orjson
 import pytest
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled, wait_until
 from tests.transports.conftest import (
     ALLOWED_ORIGIN,
     SECRET,
     cf_connect,
-    eventually,
     open_stream,
     stream_config,
     uid,
@@ -182,7 +181,7 @@ async def test_client_going_away_releases_the_connection(http, gateway):
     async def released() -> bool:
         return bool((await api(http, gateway, "info", {}))["nodes"][0]["num_clients"] < before)
 
-    await eventually(released)
+    await wait_until(released, within=5.0, what="released")
 
 
 # --- statuses -------------------------------------------------------------------------------------
@@ -396,7 +395,7 @@ async def test_stream_that_stops_reading_is_dropped_at_queue_max_size(http, gate
         await loop.sock_connect(sock, ("127.0.0.1", gw.port))
         await loop.sock_sendall(sock, request)
         head = b""
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(scaled(5)):
             while b'"connect"' not in head:
                 head += await loop.sock_recv(sock, 1024)
 
@@ -409,7 +408,7 @@ async def test_stream_that_stops_reading_is_dropped_at_queue_max_size(http, gate
             await api(http, gw, "publish", {"channel": feed, "data": {**payload, "n": n}})
             if n % 20 == 19 and await slow_client_gone():
                 break
-        await eventually(slow_client_gone)
+        await wait_until(slow_client_gone, within=5.0, what="slow_client_gone")
         metrics = (await http.get(f"{gw.url}/metrics")).text
         assert re.search(r'client_num_server_disconnects_total\{code="3008"\} [1-9]', metrics), metrics
     finally:

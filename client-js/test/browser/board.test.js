@@ -7,12 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, startStack } from '../support/services.js';
+import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, startStack, waitFor } from '../support/services.js';
 import { PHONE, assertClean, boardRows, boardUrl, horizontalOverflow, launch, newPage, openBoard } from './browser.js';
 
 let stack;
 let browser;
-const SHOTS = process.env.TASKCAST_SCREENSHOT_DIR || join(ROOT, 'docs', 'img');
+// Screenshots go to a temp dir; `TASKCAST_SCREENSHOT_DIR=docs/img` refreshes the tracked ones on purpose.
+const SHOTS = process.env.TASKCAST_SCREENSHOT_DIR || join(tmpdir(), 'taskcast-board-shots');
 
 before(async () => {
   [stack, browser] = await Promise.all([startStack(), launch()]);
@@ -299,5 +300,31 @@ describe('task board', () => {
     }
     assertClean(assert, phone);
     await phone.close();
+  });
+  test('the board reports what it saw: commit→visible of a pushed version reaches the Status API metrics', async () => {
+    const user = 'telemetry';
+    const page = await openBoard(browser, boardUrl(stack, user));
+    const reports = []; // every report this page sends from here on (the periodic one included)
+    page.on('request', (r) => {
+      if (r.url().endsWith('/api/telemetry/client') && r.method() === 'POST') reports.push(JSON.parse(r.postData()));
+    });
+    const metric = async () => {
+      const text = await (await fetch(`${stack.api.url}/metrics`)).text();
+      const counts = [...text.matchAll(/^taskcast_state_commit_to_visible_seconds_count\{transport="(\w+)"\} (\S+)$/gm)];
+      return counts.reduce((sum, m) => sum + Number(m[2]), 0);
+    };
+    const before = await metric();
+    const task = await stack.coordinator.createTask({ owner: user, title: 'Measured' });
+    await page.waitForSelector(`[data-task-id="${task.id}"]`, { timeout: 10000 });
+    await stack.coordinator.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await page.waitForSelector(`[data-task-id="${task.id}"][data-version="2"]`, { timeout: 10000 });
+    await page.evaluate(() => window.taskcast.feed.telemetry.flush());
+    const sampled = () => reports.flatMap((r) => r.samples.commitToVisibleMs || []);
+    await waitFor(() => sampled().length >= 2, { what: 'a report with both pushed versions' });
+    assert.ok(reports.every((r) => r.v === 1 && r.transport === 'websocket'));
+    assert.ok(sampled().every((ms) => ms >= 0 && ms < 60000));
+    await waitFor(async () => (await metric()) >= before + sampled().length, { what: 'the metric' });
+    assertClean(assert, page);
+    await page.close();
   });
 });

@@ -20,6 +20,9 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
     down: false,
     sessionStatus: 200,
     failures: [],
+    /** Telemetry reports received (POST /api/telemetry/client); telemetryStatus answers them. */
+    telemetry: [],
+    telemetryStatus: 204,
     channel: 'task_user:t1/u1',
     failNext(re, n = 1) {
       api.failures.push({ re, n });
@@ -50,6 +53,10 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
       }
       if (p === '/api/realtime/subscription-token') return json(200, { token: `sub-${body.taskId}`, channel: '', expiresAt: 0 });
       if (p === '/api/realtime/subscription-release') return json(200, { released: true });
+      if (p === '/api/telemetry/client') {
+        api.telemetry.push(body);
+        return api.telemetryStatus === 204 ? new Response(null, { status: 204 }) : json(api.telemetryStatus, { error: { code: 'X', message: 'no' } });
+      }
       if (p === '/api/tasks') {
         const limit = Number(u.searchParams.get('limit'));
         const start = Number(u.searchParams.get('cursor') || 0);
@@ -92,7 +99,8 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
  * sockets (close 1006 before open); `gw.dropAll()` closes the open ones.
  */
 export function fakeGateway(channel = 'task_user:t1/u1') {
-  const gw = { up: true, sockets: [], connects: 0, offset: 0, subscribed: new Set() };
+  // `recovery`: extra fields of the server-side sub in the connect reply, e.g. {was_recovering: true, recovered: false}.
+  const gw = { up: true, sockets: [], connects: 0, offset: 0, subscribed: new Set(), recovery: {} };
   class FakeWebSocket {
     constructor(url) {
       this.url = url;
@@ -114,7 +122,7 @@ export function fakeGateway(channel = 'task_user:t1/u1') {
         const cmd = JSON.parse(line);
         if (cmd.connect) {
           gw.connects += 1;
-          this.reply({ id: cmd.id, connect: { client: `c${gw.connects}`, subs: { [channel]: { recoverable: true, epoch: 'E', offset: gw.offset } } } });
+          this.reply({ id: cmd.id, connect: { client: `c${gw.connects}`, subs: { [channel]: { recoverable: true, epoch: 'E', offset: gw.offset, ...gw.recovery } } } });
         } else if (cmd.subscribe) {
           gw.subscribed.add(cmd.subscribe.channel);
           this.reply({ id: cmd.id, subscribe: { recoverable: true, epoch: 'E', offset: 0 } });

@@ -5,8 +5,11 @@
 -- KEYS[1] stream, KEYS[2] meta (hash e=epoch, s=top offset), KEYS[3] idempotency result (hash)
 -- ARGV[1] payload (msgpack Publication), ARGV[2] history size (0 = no history),
 -- ARGV[3] history ttl ms, ARGV[4] PUB/SUB channel, ARGV[5] meta ttl ms (0 = no expiry),
--- ARGV[6] epoch to use if the meta is missing, ARGV[7] idempotency result ttl ms (0 = none)
--- Returns {offset, epoch, suppressed}; offset 0 and epoch "" without history.
+-- ARGV[6] epoch to use if the meta is missing, ARGV[7] idempotency result ttl ms (0 = none),
+-- ARGV[8] publication version (0 or absent = none), ARGV[9] version epoch
+-- Returns {offset, epoch, suppressed}; offset 0 and epoch "" without history. A version not newer
+-- than the meta's (same version epoch, or none given) is suppressed at the current top, as
+-- centrifuge does: the meta hash also holds v=version, ve=version epoch.
 
 local result_ttl = tonumber(ARGV[7])
 if result_ttl > 0 then
@@ -26,6 +29,19 @@ if size > 0 then
     -- Meta missing (new, expired, evicted, lost in a failover): a new epoch (§1.3).
     epoch = ARGV[6]
     redis.call("HSET", KEYS[2], "e", epoch)
+  end
+  local version = ARGV[8] or "0"
+  local version_epoch = ARGV[9] or ""
+  if version ~= "0" then
+    -- Versions are canonical decimal strings (uint64 exceeds a Lua double): compare by length,
+    -- then lexically.
+    local prev = redis.call("HMGET", KEYS[2], "v", "ve", "s")
+    if prev[1] and (version_epoch == "" or version_epoch == prev[2])
+        and (#prev[1] > #version or (#prev[1] == #version and prev[1] >= version)) then
+      -- Not newer: neither stored nor delivered, no offset consumed.
+      return {tonumber(prev[3] or "0"), epoch, 1}
+    end
+    redis.call("HSET", KEYS[2], "v", version, "ve", version_epoch)
   end
   offset = redis.call("HINCRBY", KEYS[2], "s", 1)
   local meta_ttl = tonumber(ARGV[5])

@@ -1,7 +1,7 @@
 // Connect with a token whose `channels` claim adds a server-side subscription; subscribe to a
 // plain channel and to a token-protected one (getToken); publish from the client and through
 // the server API (publish, broadcast); read history.
-import { args, emit, until, api, newClient, watch, run } from './lib.mjs';
+import { args, emit, until, api, newClient, watch, run, ms, enc, dec } from './lib.mjs';
 
 run(async () => {
   const c = newClient({ token: args.token });
@@ -12,12 +12,12 @@ run(async () => {
   plain.subscribe();
   priv.subscribe();
   c.connect();
-  await c.ready(5000);
-  await plain.ready(5000);
-  await priv.ready(5000);
+  await c.ready(ms(5000));
+  await plain.ready(ms(5000));
+  await priv.ready(ms(5000));
   await until((e) => e.event === 'server_subscribed' && e.channel === args.feed, 5000, 'server-side subscribed');
 
-  await plain.publish({ n: 1, from: 'client' });
+  await plain.publish(enc({ n: 1, from: 'client' }));
   emit('published', { channel: args.plain, via: 'client' });
   await until((e) => e.event === 'publication' && e.channel === args.plain && e.data.n === 1, 5000, 'client pub');
   const r = await api('publish', { channel: args.plain, data: { n: 2, from: 'api' } });
@@ -31,6 +31,6 @@ run(async () => {
 
   const h = await plain.history({ limit: 10 });
   emit('history', { channel: args.plain, offset: h.offset, epoch: h.epoch,
-    publications: h.publications.map((p) => ({ data: p.data, offset: p.offset })) });
+    publications: h.publications.map((p) => ({ data: dec(p.data), offset: p.offset })) });
   c.disconnect();
 });

@@ -1,11 +1,11 @@
 // Subscribes to args.subs ([{channel, token?}]) one after another and reports each outcome:
 // "subscribed", "unsubscribed" (with code) or the client being disconnected (with code).
-import { args, emit, until, newClient, watch, run } from './lib.mjs';
+import { args, emit, until, newClient, watch, run, ms } from './lib.mjs';
 
 run(async () => {
   const c = newClient({ token: args.token });
   c.connect();
-  await c.ready(5000);
+  await c.ready(ms(5000));
   for (const spec of args.subs) {
     const opts = spec.token ? { token: spec.token } : {};
     const sub = watch(c.newSubscription(spec.channel, opts));

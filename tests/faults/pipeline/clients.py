@@ -22,7 +22,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from tests.helpers.convergence import ClientLog
-from tests.helpers.gateway_proc import mint_token
+from tests.support import mint_token
 
 Snapshot = Callable[[str], Awaitable[Mapping[str, int]]]
 

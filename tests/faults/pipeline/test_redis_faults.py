@@ -34,8 +34,8 @@ from tests.faults.pipeline.clients import ConvergentClient
 from tests.faults.pipeline.conftest import SECRET, api, gateway_config
 from tests.helpers.convergence import Checker, ClientLog, Streams
 from tests.helpers.faultproxy import FaultProxy
-from tests.helpers.gateway_proc import ROOT, GatewayProcess
 from tests.helpers.redis_engine import RedisServer, unique_prefix, wait_for
+from tests.support import ROOT, GatewayProcess
 
 pytestmark = pytest.mark.redis
 

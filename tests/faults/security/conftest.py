@@ -21,8 +21,8 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from tests.helpers.gateway_proc import GatewayProcess, mint_token
 from tests.helpers.raw_client import Raw
+from tests.support import GatewayProcess, mint_token, wait_until
 
 SECRET = "security-suite-hmac-secret-0123456789abcdef"
 API_KEY = "security-suite-api-key-0123456789abcdef"
@@ -190,21 +190,6 @@ def proc_stats(gw: GatewayProcess) -> tuple[int, int]:
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1])
     return fds, rss
-
-
-async def wait_until(predicate: Callable[[], Any], within: float, what: str, every: float = 0.05) -> Any:
-    """Poll an (async or sync) predicate until truthy; fail naming ``what`` after ``within`` s."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    last: Any = None
-    while loop.time() < deadline:
-        last = predicate()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(every)  # polling interval, not a synchronisation sleep
-    raise AssertionError(f"{what} not reached within {within}s (last: {last!r})")
 
 
 class Control:

@@ -29,7 +29,7 @@ from tests.faults.security.conftest import (
     wait_until,
     ws_frame,
 )
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -132,7 +132,7 @@ async def test_sse_stream_that_stops_reading_and_never_pongs_is_dropped(gw: Gate
             + f"Origin: {ALLOWED_ORIGIN}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200"), head[:60]
         await wait_until(lambda: _num_clients(gw), 10, "SSE client registered")
@@ -140,7 +140,7 @@ async def test_sse_stream_that_stops_reading_and_never_pongs_is_dropped(gw: Gate
         await wait_until(lambda: _gone(gw), PING_INTERVAL + PONG_TIMEOUT + SLACK, "silent SSE client removed")
         assert loop.time() - silent_since <= PING_INTERVAL + PONG_TIMEOUT + SLACK
         rest = b""
-        async with asyncio.timeout(10):  # the response ends with the 3012 disconnect push
+        async with asyncio.timeout(scaled(10)):  # the response ends with the 3012 disconnect push
             while b'"code":3012' not in rest:
                 chunk = await reader.read(65536)
                 assert chunk, rest[-200:]

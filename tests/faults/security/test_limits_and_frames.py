@@ -28,7 +28,7 @@ from tests.faults.security.conftest import (
     ws_session,
 )
 from tests.faults.security.test_tokens import subscribe_outcome
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -166,7 +166,7 @@ async def test_bad_frames_close_with_the_right_code(
                 writer.write(ws_frame(frame))
         assert await read_until_close(reader) == expected
         writer.write(ws_frame(b"", opcode=8))  # our close reply: the server then drops the TCP
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while await reader.read(65536):
                 pass
     finally:
@@ -200,7 +200,7 @@ def _fragments(message: bytes, parts: int, *, ping_between: bool = False) -> byt
 
 async def _next_message(reader: asyncio.StreamReader) -> dict:
     """The next data frame's first message (pongs skipped)."""
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(scaled(10)):
         while True:
             opcode, payload = await read_ws_frame(reader)
             assert opcode != 8, f"closed: {payload!r}"
@@ -276,7 +276,7 @@ async def _send_head(port: int, method: str, path: str, extra: str, padding: int
         except (ConnectionResetError, BrokenPipeError):
             pass  # refused before the end of the head: what it answered is read below
         received = b""
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while len(received) < 12:
                 data = await reader.read(65536)
                 if not data:

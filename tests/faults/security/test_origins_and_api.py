@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.faults.security.conftest import ALLOWED_ORIGIN, Secrets, api
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.timeout(60)
 

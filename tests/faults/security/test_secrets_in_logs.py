@@ -27,8 +27,8 @@ from websockets.asyncio.client import connect
 from taskcast.demo import run_demo
 from taskcast.dev.topology import Topology
 from tests.faults.security.conftest import Secrets
-from tests.helpers.gateway_proc import mint_token
 from tests.helpers.raw_client import Raw
+from tests.support import mint_token
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql, pytest.mark.timeout(60)]
 

@@ -21,7 +21,7 @@ from tests.faults.security.conftest import (
     uid,
     ws_session,
 )
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -170,6 +170,6 @@ async def test_a_finished_request_and_a_long_lived_stream_are_not_cut_by_the_req
         assert '"connect"' in await anext(lines)
         await asyncio.sleep(3 * 1.0)  # a bounded window: outlive the 1 s request deadline
         await api(gw, "publish", {"channel": channel, "data": {"late": True}})
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(scaled(10)):
             while '"late"' not in (line := await anext(lines)):
                 assert "disconnect" not in line, line

@@ -27,7 +27,7 @@ from tests.faults.security.conftest import (
     ws_session,
 )
 from tests.faults.security.test_tokens import subscribe_outcome
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,7 +79,7 @@ async def _assert_nothing_leaks(gw: GatewayProcess, session: Session, spoofed: l
     for channel in spoofed:
         await api(gw, "publish", {"channel": channel, "data": {"leak": channel}})
     await api(gw, "publish", {"channel": ALICE_CHANNEL, "data": {"marker": True}})
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(scaled(10)):
         while True:
             msg = await session.raw.messages.get()
             push = msg.get("push", {})

@@ -33,7 +33,7 @@ from tests.faults.security.conftest import (
     wait_until,
     ws_session,
 )
-from tests.helpers.gateway_proc import GatewayProcess
+from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.timeout(60)
 

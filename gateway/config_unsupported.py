@@ -1,0 +1,143 @@
+"""The Centrifugo v6 options Taskcast does not implement, each with one line saying what to do
+instead (docs/configuration.md's table is generated from this and ``config_schema``).
+
+An option that is a field of ``config_schema.Settings`` is supported, and a field always wins
+over an entry here: adding support for an option means adding its field (then delete the entry;
+``tests/gateway/test_config_doc.py`` lists stale ones). A path names an option or a whole
+section (everything under it). Pure data and lookups: imports nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+_PROXY = "use client.proxy.connect / client.proxy.refresh (Centrifugo v6 names) or connection JWTs"
+_BUFFERS = "buffers are managed by the server; drop the option"
+_WRITES = "writes never block; a client behind by client.queue_max_size bytes is disconnected (3008)"
+
+UNSUPPORTED: Mapping[str, str] = MappingProxyType(
+    {
+        # sections (v6.0 - v6.8)
+        "admin": "no admin web UI: use the server API (info, channels, presence) and /metrics",
+        "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
+        "presence_manager": "use engine.type: presence always lives in the engine",
+        "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
+        "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
+        "init": "no init hooks: drop the section",
+        "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
+        "enable_unreleased_features": "there are no unreleased features: drop the option",
+        "consumers": "publish through the server API (the relay does this from the outbox)",
+        "uni_grpc": "use uni_websocket, uni_sse or uni_http_stream",
+        "webtransport": "use websocket",
+        "opentelemetry": "use the Prometheus metrics (prometheus.enabled)",
+        "graphite": "scrape the Prometheus endpoint (prometheus.enabled) instead",
+        "debug": "profile with py-spy; health and metrics are in health and prometheus",
+        "usage_stats": "Taskcast sends no usage statistics: nothing to disable",
+        "swagger": "the server API is described in docs/gateway.md",
+        "tls": "Centrifugo v5 name: use http_server.tls",
+        "tls_autocert": "Centrifugo v5 name: see http_server.tls_autocert",
+        # http_server
+        "http_server.tls_autocert": "get certificates with an ACME client (certbot) and set http_server.tls",
+        "http_server.tls_external": "http_server.tls covers both listeners; keep internal_port private",
+        "http_server.internal_tls": "the internal listener uses http_server.tls",
+        "http_server.http3": "use WebSocket over HTTP/1.1",
+        "http_api.external": "with http_server.internal_port set, the API is on the internal listener only",
+        "grpc_api.reflection": "no server reflection: give clients gateway/grpc_api/api.proto",
+        # client
+        "client.connect_proxy_name": _PROXY,
+        "client.refresh_proxy_name": _PROXY,
+        "client.user_id_http_header": "authenticate with a connection JWT (the proxy in front can mint one)",
+        "client.concurrency": "one connection's commands run in order; nothing to tune",
+        "client.channel_position_max_time_lag": "see client.channel_position_check_delay",
+        "client.connect_code_to_unidirectional_disconnect": (
+            "unidirectional transports close with the connect error's disconnect code"
+        ),
+        # channel / rpc
+        # engine
+        "engine.redis.history_use_lists": "history always uses Redis Streams: drop the option",
+        "engine.redis.force_resp2": "Taskcast always speaks RESP2 to Redis: drop the option",
+        "engine.redis.sentinel_tls": "Sentinel links are plain TCP; TLS covers the Redis nodes",
+        "engine.redis.presence_hash_field_ttl": "presence entries expire by engine.redis.presence_ttl",
+        "engine.redis.presence_user_mapping": "presence entries expire by engine.redis.presence_ttl",
+        # transports, metrics, node
+        "websocket.write_timeout": _WRITES,
+        "uni_websocket.write_timeout": _WRITES,
+        "websocket.compression_min_size": "websocket.compression is not supported",
+        "websocket.compression_level": "websocket.compression is not supported",
+        "websocket.read_buffer_size": _BUFFERS,
+        "websocket.write_buffer_size": _BUFFERS,
+        "websocket.use_write_buffer_pool": _BUFFERS,
+        "uni_websocket.compression_min_size": "uni_websocket.compression is not supported",
+        "uni_websocket.compression_level": "uni_websocket.compression is not supported",
+        "uni_websocket.read_buffer_size": _BUFFERS,
+        "uni_websocket.write_buffer_size": _BUFFERS,
+        "uni_websocket.use_write_buffer_pool": _BUFFERS,
+        "uni_sse.connect_code_to_http_response": "a refused connect ends with a disconnect push",
+        "uni_http_stream.connect_code_to_http_response": "a refused connect ends with a disconnect push",
+        "prometheus.instrument_http_handlers": "per-handler HTTP metrics are not exported",
+        "node.info_metrics_aggregate_interval": "node gauges are computed on each scrape",
+    }
+)
+"""Option path (or section) -> what to do instead."""
+
+UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "auto_cache_recover": "use force_recovery with force_recovery_mode",
+        "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
+        "subscription_type": "no map subscriptions: stream subscriptions only",
+        "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
+        "shared_poll": "no shared polling: publish changes through the server API",
+        "subscribe_stream_proxy_bidirectional": "no stream proxies: use the subscribe proxy or permissions",
+    }
+)
+"""Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)
+-> what to do instead."""
+
+_ENV = "CENTRIFUGO_"
+_NAMESPACES_ENV = _ENV + "CHANNEL_NAMESPACES_"
+_WITHOUT_NAMESPACE_ENV = _ENV + "CHANNEL_WITHOUT_NAMESPACE_"
+
+
+def env_name(path: str) -> str:
+    """Centrifugo's environment variable of an option path (``a.b_c`` -> ``CENTRIFUGO_A_B_C``)."""
+    return _ENV + path.upper().replace(".", "_")
+
+
+def advice_for(path: str, *, namespace_option: str | None = None) -> str | None:
+    """What to do instead of the unsupported option at ``path`` (or of the namespace option
+    named ``namespace_option``), or None when it is not a known unsupported option."""
+    if namespace_option is not None and namespace_option in UNSUPPORTED_CHANNEL_OPTIONS:
+        return UNSUPPORTED_CHANNEL_OPTIONS[namespace_option]
+    parts = path.split(".")
+    for end in range(len(parts), 0, -1):
+        found = UNSUPPORTED.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def env_advice(name: str, supported: Mapping[str, object] | None = None) -> tuple[str, str] | None:
+    """(option path, advice) for a ``CENTRIFUGO_`` variable of an unsupported option, else None.
+
+    ``supported`` holds the env names the schema supports: a supported name never matches a
+    section prefix here (``CENTRIFUGO_GRPC_API_PORT`` stays supported even while a sibling is
+    listed)."""
+    if supported is not None and name in supported:
+        return None
+    for option, advice in UNSUPPORTED_CHANNEL_OPTIONS.items():
+        suffix = "_" + option.upper()
+        if name == _WITHOUT_NAMESPACE_ENV + option.upper():
+            return f"channel.without_namespace.{option}", advice
+        if (
+            name.startswith(_NAMESPACES_ENV)
+            and name.endswith(suffix)
+            and len(name) > len(_NAMESPACES_ENV + suffix)
+        ):
+            return f"channel.namespaces[].{option}", advice
+    best: tuple[str, str] | None = None
+    for path, advice in UNSUPPORTED.items():
+        prefix = env_name(path)
+        if (name == prefix or name.startswith(prefix + "_")) and (best is None or len(path) > len(best[0])):
+            best = (path, advice)
+    return best

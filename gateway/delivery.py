@@ -1,0 +1,142 @@
+"""Per-subscription shaping of publications: the tags filter (subscribe ``tf``) and fossil delta
+compression (subscribe ``delta: "fossil"``), as Centrifugo v6 does them.
+
+* Tags filter: allowed by the namespace option ``allow_tags_filter``; validated once at subscribe
+  (gateway/protocol/tags_filter.py); live and recovered publications whose tags do not match are
+  not sent (the subscription's position still advances past them).
+* Delta: negotiated when the namespace lists the type in ``allowed_delta_types`` and the
+  connection speaks JSON (the reply says ``delta: true``). Every publication to such a
+  subscription then carries its ``data`` as a JSON string (centrifuge-js decodes it itself); a
+  publication published with delta allowed (API ``delta`` or namespace ``delta_publish``) goes
+  as a fossil delta against the channel's previous publication when the subscription received
+  exactly that one. The first publication after subscribe (and after recovery) is full. Both
+  forms are computed ONCE per publication, on its ``SharedPush``, not per connection.
+
+Imports the hub's ``SharedPush`` and the pure protocol modules only.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from gateway.config import ChannelOptions
+from gateway.errors import CommandError, DisconnectError
+from gateway.hub import SharedPush
+from gateway.protocol import codec, codes, fossil
+from gateway.protocol.messages import Publication
+from gateway.protocol.session import Subscription
+from gateway.protocol.tags_filter import FilterError, TagsFilter, parse
+
+DELTA_TYPES = ("fossil",)
+
+
+def subscription_filter(opts: ChannelOptions, tree: object) -> TagsFilter:
+    """The compiled ``tf`` of a subscribe.
+
+    Raises:
+        CommandError: 107 when the namespace does not allow tags filters or the tree is invalid.
+    """
+    if not opts.allow_tags_filter:
+        raise CommandError(codes.ERROR_BAD_REQUEST)
+    try:
+        return parse(tree)
+    except FilterError:
+        raise CommandError(codes.ERROR_BAD_REQUEST) from None
+
+
+def negotiate_delta(opts: ChannelOptions, requested: str, *, json_protocol: bool, filtered: bool) -> bool:
+    """Whether a subscribe asking for ``requested`` gets delta compression.
+
+    Raises:
+        DisconnectError: 3501 for an unknown delta type (centrifuge).
+        CommandError: 107 when a tags filter is asked for too (the two are exclusive).
+    """
+    if not requested:
+        return False
+    if requested not in DELTA_TYPES:
+        raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
+    if requested not in opts.allowed_delta_types or not json_protocol:
+        return False
+    if filtered:
+        raise CommandError(codes.ERROR_BAD_REQUEST)
+    return True
+
+
+def _escaped(data: bytes) -> bytes:
+    """``data`` (JSON text) as a JSON string: the form delta subscriptions receive."""
+    return orjson.dumps(data.decode("utf-8", "replace"))
+
+
+def recovered_for(sub: Subscription, pubs: list[Publication] | None) -> list[Publication] | None:
+    """The recovered publications a subscription is sent: filtered, and escaped (full) for delta."""
+    if pubs is None:
+        return None
+    if sub.tags_filter is not None:
+        pubs = [p for p in pubs if sub.tags_filter.match(p.tags)]
+    if sub.delta:
+        pubs = [Publication(_escaped(p.data), p.offset, p.info, p.tags, p.time) for p in pubs]
+    return pubs
+
+
+class _Forms:
+    """The two delta-subscription forms of one publication, each built on first use."""
+
+    __slots__ = ("_delta", "_delta_built", "_full", "pub", "push")
+
+    def __init__(self, pub: Publication, push: SharedPush) -> None:
+        self.pub = pub
+        self.push = push
+        self._full: SharedPush | None = None
+        self._delta: SharedPush | None = None
+        self._delta_built = False
+
+    def _encode(self, data: bytes, delta: bool) -> SharedPush:
+        pub = self.pub
+        obj = codec.publication_obj(data, pub.offset, pub.info, pub.tags)
+        if delta:
+            obj["delta"] = True
+        push = self.push
+        return SharedPush(codec.encode_push(push.channel, "pub", obj), conflation=push.conflation)
+
+    def full(self) -> SharedPush:
+        if self._full is None:
+            self._full = self._encode(_escaped(self.pub.data), False)
+        return self._full
+
+    def delta(self) -> SharedPush | None:
+        """The delta form, or None when a delta would not be smaller or is not UTF-8 text
+        (it travels as a JSON string)."""
+        if not self._delta_built:
+            self._delta_built = True
+            prev = self.push.prev
+            assert prev is not None
+            raw = fossil.create(prev[2], self.pub.data)
+            if len(raw) < len(self.pub.data):
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = None
+                if text is not None:
+                    self._delta = self._encode(orjson.dumps(text), True)
+        return self._delta
+
+
+def delta_push(sub: Subscription, pub: Publication, push: SharedPush) -> SharedPush:
+    """The push a delta subscription gets for ``pub`` (which passed its position check), and
+    the subscription's delta base moved to it."""
+    forms = push.variants
+    if not isinstance(forms, _Forms):
+        forms = push.variants = _Forms(pub, push)
+    chosen: SharedPush | None = None
+    prev = push.prev
+    if (
+        pub.delta
+        and pub.offset
+        and prev is not None
+        and prev[0] == pub.offset - 1
+        and prev[1] == push.epoch
+        and sub.delta_base == (prev[0], prev[1])
+    ):
+        chosen = forms.delta()
+    sub.delta_base = (pub.offset, push.epoch) if pub.offset else None
+    return chosen if chosen is not None else forms.full()

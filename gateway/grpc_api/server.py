@@ -1,0 +1,260 @@
+"""The gRPC server API (``grpc_api``): Centrifugo's ``CentrifugoApi`` service over grpcio, an
+adapter over the same executor as the HTTP API (``gateway.api.ServerApi``): each request message
+becomes the method's JSON params, the result JSON becomes the response message, so methods,
+validation and errors are those of the HTTP API.
+
+Conversions: ``bytes`` fields named ``data``, ``info``, ``params`` (requests) carry raw JSON, as
+in Centrifugo; an invalid one is error 107. In responses every ``bytes`` field (publication data,
+``conn_info``, ``chan_info``) is the raw JSON. Errors are the response's ``error`` field; with
+``grpc_api.error_mode: transport`` they become gRPC statuses instead. ``grpc_api.key`` is
+checked against the ``authorization: apikey <key>`` metadata (UNAUTHENTICATED otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+import orjson
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from gateway.api import ServerApi, error_obj
+from gateway.api_requests import ApiError, bad_request
+from gateway.config_schema import GrpcApiSettings
+from gateway.grpc_api import api_pb2, api_pb2_grpc
+from gateway.tls import load_pem
+
+log = logging.getLogger("taskcast.gateway.grpc_api")
+
+JSON_BYTES = frozenset({"data", "info", "params"})
+"""Request ``bytes`` fields that hold raw JSON."""
+
+METHODS: dict[str, tuple[str, type[Message]]] = {
+    "Publish": ("publish", api_pb2.PublishResponse),
+    "Broadcast": ("broadcast", api_pb2.BroadcastResponse),
+    "Subscribe": ("subscribe", api_pb2.SubscribeResponse),
+    "Unsubscribe": ("unsubscribe", api_pb2.UnsubscribeResponse),
+    "Disconnect": ("disconnect", api_pb2.DisconnectResponse),
+    "Presence": ("presence", api_pb2.PresenceResponse),
+    "PresenceStats": ("presence_stats", api_pb2.PresenceStatsResponse),
+    "History": ("history", api_pb2.HistoryResponse),
+    "HistoryRemove": ("history_remove", api_pb2.HistoryRemoveResponse),
+    "Info": ("info", api_pb2.InfoResponse),
+    "RPC": ("rpc", api_pb2.RPCResponse),
+    "Refresh": ("refresh", api_pb2.RefreshResponse),
+    "Channels": ("channels", api_pb2.ChannelsResponse),
+}
+"""gRPC method -> (API method, response type). ``Batch`` is handled on its own."""
+
+STATUS = {
+    100: grpc.StatusCode.INTERNAL,
+    101: grpc.StatusCode.UNAUTHENTICATED,
+    102: grpc.StatusCode.NOT_FOUND,
+    103: grpc.StatusCode.PERMISSION_DENIED,
+    104: grpc.StatusCode.UNIMPLEMENTED,
+    107: grpc.StatusCode.INVALID_ARGUMENT,
+    108: grpc.StatusCode.UNAVAILABLE,
+    112: grpc.StatusCode.OUT_OF_RANGE,
+    113: grpc.StatusCode.ALREADY_EXISTS,
+}
+"""gRPC status per error code in ``transport`` error mode."""
+
+_INT_TYPES = frozenset(
+    {
+        FieldDescriptor.TYPE_INT32,
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT32,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT32,
+        FieldDescriptor.TYPE_SINT64,
+    }
+)
+
+
+# --- message -> params ----------------------------------------------------------------------
+
+
+def _is_map(fd: FieldDescriptor) -> bool:
+    return fd.message_type is not None and fd.message_type.GetOptions().map_entry
+
+
+def _value_to_json(fd: FieldDescriptor, value: Any) -> Any:
+    if fd.type == FieldDescriptor.TYPE_MESSAGE:
+        return to_params(value)
+    if fd.type == FieldDescriptor.TYPE_BYTES:
+        if fd.name not in JSON_BYTES:
+            return value.decode("utf-8", "replace")
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            raise bad_request(f"{fd.name}: not JSON") from None
+    return value
+
+
+def to_params(msg: Message) -> dict[str, Any]:
+    """The JSON params of a request message (fields at their zero value are left out, which
+    the typed parser reads as absent)."""
+    out: dict[str, Any] = {}
+    for fd, value in msg.ListFields():
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            out[fd.name] = {k: _value_to_json(value_fd, v) for k, v in value.items()}
+        elif fd.is_repeated:
+            out[fd.name] = [_value_to_json(fd, v) for v in value]
+        else:
+            out[fd.name] = _value_to_json(fd, value)
+    return out
+
+
+# --- result -> message ----------------------------------------------------------------------
+
+
+def _scalar(fd: FieldDescriptor, value: Any) -> Any:
+    if fd.type == FieldDescriptor.TYPE_BYTES:
+        return orjson.dumps(value)
+    if fd.type in _INT_TYPES:
+        return int(value)
+    if fd.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT):
+        return float(value)
+    return value
+
+
+def fill(msg: Message, obj: dict[str, Any]) -> Message:
+    """Set ``msg``'s fields from a plain JSON object; keys the message lacks are skipped."""
+    fields = msg.DESCRIPTOR.fields_by_name
+    for key, value in obj.items():
+        fd = fields.get(key)
+        if fd is None or value is None:
+            continue
+        target = getattr(msg, key)
+        if _is_map(fd):
+            value_fd = fd.message_type.fields_by_name["value"]
+            for k, v in value.items():
+                if value_fd.type == FieldDescriptor.TYPE_MESSAGE:
+                    fill(target[k], v)
+                else:
+                    target[k] = _scalar(value_fd, v)
+        elif fd.is_repeated:
+            for v in value:
+                if fd.type == FieldDescriptor.TYPE_MESSAGE:
+                    fill(target.add(), v)
+                else:
+                    target.append(_scalar(fd, v))
+        elif fd.type == FieldDescriptor.TYPE_MESSAGE:
+            target.SetInParent()
+            fill(target, value)
+        else:
+            setattr(msg, key, _scalar(fd, value))
+    return msg
+
+
+def _plain(result: Any) -> Any:
+    """A result with its raw-JSON fragments parsed (one encode/decode)."""
+    return orjson.loads(orjson.dumps(result))
+
+
+# --- the servicer -------------------------------------------------------------------------------
+
+
+Handler = Callable[[Message, grpc.aio.ServicerContext], Awaitable[Message]]
+
+
+class Servicer:
+    """``CentrifugoApi``: one handler per method, each translating to ``ServerApi``."""
+
+    def __init__(self, api: ServerApi, settings: GrpcApiSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.transport_errors = settings.error_mode == "transport"
+        for name, (method, response) in METHODS.items():
+            setattr(self, name, self._handler(method, response))
+
+    async def _authorize(self, context: grpc.aio.ServicerContext) -> None:
+        key = self.settings.key
+        if not key:
+            return
+        for meta_key, meta_value in context.invocation_metadata() or ():
+            if meta_key == "authorization" and isinstance(meta_value, str):
+                scheme, _, supplied = meta_value.partition(" ")
+                supplied_key = supplied.strip().encode()
+                if scheme.lower() == "apikey" and hmac.compare_digest(supplied_key, key.encode()):
+                    return
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthenticated")
+
+    async def _error(
+        self, context: grpc.aio.ServicerContext, response: type[Message], exc: ApiError
+    ) -> Message:
+        if self.transport_errors:
+            await context.abort(STATUS.get(exc.code, grpc.StatusCode.INVALID_ARGUMENT), exc.message)
+        return fill(response(), {"error": error_obj(exc)})
+
+    def _handler(self, method: str, response: type[Message]) -> Handler:
+        async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
+            await self._authorize(context)
+            try:
+                result = await self.api.call(method, to_params(request), protocol="grpc")
+            except ApiError as exc:
+                return await self._error(context, response, exc)
+            return fill(response(), {"result": _plain(result)})
+
+        return handle
+
+    async def Batch(self, request: Message, context: grpc.aio.ServicerContext) -> Message:
+        await self._authorize(context)
+        commands: list[object] = []
+        try:
+            for command in request.commands:
+                ((fd, value),) = command.ListFields() or ((None, None),)
+                commands.append({fd.name: to_params(value)} if fd is not None else {})
+        except (ApiError, ValueError) as exc:
+            error = exc if isinstance(exc, ApiError) else bad_request("commands[]")
+            return await self._error(context, api_pb2.BatchResponse, error)
+        parallel = bool(getattr(request, "parallel", False))
+        replies = await self.api.batch(commands, parallel=parallel, protocol="grpc")
+        return fill(api_pb2.BatchResponse(), {"replies": _plain(replies)})
+
+
+def _bind(settings: GrpcApiSettings) -> str:
+    return f"{settings.address or '[::]'}:{settings.port}"
+
+
+async def serve(api: ServerApi, settings: GrpcApiSettings, started: asyncio.Event | None = None) -> None:
+    """Serve the gRPC API until cancelled (then stop with a short grace period).
+
+    Raises:
+        RuntimeError: the port could not be bound.
+    """
+    options = []
+    if settings.max_receive_message_size > 0:
+        options.append(("grpc.max_receive_message_length", settings.max_receive_message_size))
+    server = grpc.aio.server(options=options)
+    api_pb2_grpc.add_CentrifugoApiServicer_to_server(Servicer(api, settings), server)  # type: ignore[no-untyped-call]
+    address = _bind(settings)
+    tls = settings.tls
+    if tls.enabled:
+        pair = (
+            load_pem(tls.key_pem, "grpc_api.tls.key_pem"),
+            load_pem(tls.cert_pem, "grpc_api.tls.cert_pem"),
+        )
+        client_ca = load_pem(tls.client_ca_pem, "grpc_api.tls.client_ca_pem") if tls.client_ca_pem else None
+        credentials = grpc.ssl_server_credentials(
+            [pair], root_certificates=client_ca, require_client_auth=client_ca is not None
+        )
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
+    if port == 0:
+        raise RuntimeError(f"grpc_api: cannot listen on {address}")
+    await server.start()
+    log.info("gRPC server API listening on %s%s", address, " (TLS)" if tls.enabled else "")
+    if started is not None:
+        started.set()
+    try:
+        await server.wait_for_termination()
+    finally:
+        await asyncio.shield(server.stop(1.0))

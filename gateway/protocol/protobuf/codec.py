@@ -1,0 +1,402 @@
+"""``ProtobufCodec``: client protocol v2 in Protobuf (PROTOCOL.md §1, Centrifugo's
+``centrifuge-protobuf``), the second ``Codec`` beside ``JsonCodec`` (gateway/protocol/codec.py).
+
+A frame (a binary WebSocket message, an HTTP-streaming body, an emulation request's ``data``)
+holds one or more ``Command`` messages, each prefixed with its length as a varint; replies and
+pushes (``Reply{push}``) are written the same way, so the messages of one tick are joined with
+no separator (``separator = b""``). Payload fields (``data``, ``info``) are bytes on this wire
+and travel unchanged: JSON payloads stay JSON bytes, binary payloads stay binary.
+
+Decoding is all-or-nothing per frame, like the JSON codec: a truncated varint, a length past
+the end of the frame, a message the Protobuf parser rejects (corrupt wire format, invalid UTF-8
+in a string, too deep nesting), a known field sent with the wrong wire type (Centrifugo's
+vtprotobuf decoder refuses it; upb would keep it as an unknown field) or an empty frame raises
+``ProtocolError`` (3501 bad request) and no command of that frame runs. Unknown fields are
+skipped, as proto3 (and Centrifugo) do. Where Centrifugo ends a frame silently at a truncated
+length prefix, this codec refuses the frame (3501) like any other malformed input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from gateway.protocol import codes
+from gateway.protocol.codec import ProtocolError
+from gateway.protocol.messages import (
+    ChannelRequest,
+    ClientInfo,
+    Command,
+    ConnectRequest,
+    ConnectResult,
+    EmptyRequest,
+    EmptyResult,
+    HistoryPage,
+    HistoryRequest,
+    Method,
+    PresenceResult,
+    PresenceStatsResult,
+    Publication,
+    PublishRequest,
+    RefreshRequest,
+    RefreshResult,
+    Request,
+    Result,
+    RPCRequest,
+    RPCResult,
+    SendRequest,
+    StreamPosition,
+    SubRefreshRequest,
+    SubscribeRecovery,
+    SubscribeRequest,
+    SubscribeResult,
+    UnsubscribeRequest,
+)
+from gateway.protocol.protobuf import client_pb2 as pb
+
+SUBPROTOCOL = "centrifuge-protobuf"
+"""The WebSocket subprotocol a client offers to speak Protobuf."""
+CONTENT_TYPE = "application/octet-stream"
+"""The content type of Protobuf HTTP-streaming and emulation bodies (what the SDKs send)."""
+
+_METHODS = tuple(Method)
+_MAX_VARINT_BYTES = 10
+
+
+def read_varint(frame: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``pos`` and the position after it.
+
+    Raises:
+        ProtocolError: the frame ends inside the varint, or it is longer than 10 bytes.
+    """
+    result = shift = 0
+    end = min(len(frame), pos + _MAX_VARINT_BYTES)
+    while pos < end:
+        byte = frame[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+    raise ProtocolError("truncated varint")
+
+
+def varint(n: int) -> bytes:
+    """``n`` (>= 0) as an unsigned varint."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def split_frame(frame: bytes) -> list[bytes]:
+    """The varint-length-delimited messages of a frame, in order.
+
+    Raises:
+        ProtocolError: empty frame, truncated varint, or a length past the end of the frame.
+    """
+    if not frame:
+        raise ProtocolError("empty frame")
+    messages: list[bytes] = []
+    pos, size = 0, len(frame)
+    while pos < size:
+        length, pos = read_varint(frame, pos)
+        end = pos + length
+        if end > size:
+            raise ProtocolError("message length beyond the frame")
+        messages.append(frame[pos:end])
+        pos = end
+    return messages
+
+
+def delimited(message: Any) -> bytes:
+    """A Protobuf message serialized with its varint length prefix."""
+    body: bytes = message.SerializeToString()
+    return varint(len(body)) + body
+
+
+# --- decoding -------------------------------------------------------------------------------
+
+
+def decode_command(body: bytes) -> Command:
+    """One serialized ``Command``; the first request field set wins (as Centrifugo).
+
+    Raises:
+        ProtocolError: the Protobuf parser rejects the bytes.
+    """
+    cmd = pb.Command()
+    try:
+        cmd.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"malformed Protobuf command: {exc}") from exc
+    _check_wire_types(cmd)
+    cmd_id = int(cmd.id)
+    for method in _METHODS:
+        if cmd.HasField(method.value):
+            return Command(cmd_id, method, _decode_request(method, getattr(cmd, method.value)))
+    if cmd_id:
+        # As the JSON codec: an id but no known method is answered 108, never taken for a pong.
+        return Command(cmd_id, Method.PING, EmptyRequest())
+    return Command(0, None, None)
+
+
+def _check_wire_types(msg: Any) -> None:
+    """Refuse a known field that arrived with another wire type (the parser kept it as an
+    unknown field), in ``msg`` and every message it holds.
+
+    Raises:
+        ProtocolError: such a field was found.
+    """
+    unknown = UnknownFieldSet(msg)
+    if len(unknown):
+        known = msg.DESCRIPTOR.fields_by_number
+        for field in unknown:
+            if field.field_number in known:
+                raise ProtocolError(f"wrong wire type for {msg.DESCRIPTOR.name} field {field.field_number}")
+    for fd, value in msg.ListFields():
+        entry = fd.message_type
+        if entry is None:
+            continue
+        if entry.GetOptions().map_entry:
+            if entry.fields_by_name["value"].message_type is not None:
+                for item in value.values():
+                    _check_wire_types(item)
+        elif fd.is_repeated:
+            for item in value:
+                _check_wire_types(item)
+        else:
+            _check_wire_types(value)
+
+
+def _data(value: bytes) -> bytes | None:
+    """Proto3 cannot tell empty bytes from unset: both mean "no data"."""
+    return bytes(value) if value else None
+
+
+def _decode_request(method: Method, r: Any) -> Request:
+    if method is Method.CONNECT:
+        subs = {
+            str(ch): SubscribeRecovery(bool(s.recover), int(s.offset), str(s.epoch))
+            for ch, s in r.subs.items()
+        }
+        return ConnectRequest(token=r.token, data=_data(r.data), subs=subs, name=r.name, version=r.version)
+    if method is Method.SUBSCRIBE:
+        return SubscribeRequest(
+            channel=r.channel,
+            token=r.token,
+            recover=r.recover,
+            epoch=r.epoch,
+            offset=r.offset,
+            data=_data(r.data),
+            positioned=r.positioned,
+            recoverable=r.recoverable,
+            join_leave=r.join_leave,
+            flag=r.flag,
+            type=r.type,
+        )
+    if method is Method.UNSUBSCRIBE:
+        return UnsubscribeRequest(r.channel)
+    if method is Method.PUBLISH:
+        return PublishRequest(r.channel, bytes(r.data))
+    if method in (Method.PRESENCE, Method.PRESENCE_STATS):
+        return ChannelRequest(r.channel)
+    if method is Method.HISTORY:
+        since = StreamPosition(r.since.offset, r.since.epoch) if r.HasField("since") else None
+        return HistoryRequest(r.channel, r.limit, since, r.reverse)
+    if method is Method.RPC:
+        return RPCRequest(r.method, _data(r.data))
+    if method is Method.SEND:
+        return SendRequest(_data(r.data))
+    if method is Method.REFRESH:
+        return RefreshRequest(r.token)
+    if method is Method.SUB_REFRESH:
+        return SubRefreshRequest(r.channel, r.token)
+    return EmptyRequest()
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+def client_info_pb(info: ClientInfo) -> Any:
+    msg = pb.ClientInfo(user=info.user, client=info.client)
+    if info.conn_info is not None:
+        msg.conn_info = info.conn_info
+    if info.chan_info is not None:
+        msg.chan_info = info.chan_info
+    return msg
+
+
+def publication_pb(pub: Publication) -> Any:
+    msg = pb.Publication(data=pub.data, offset=pub.offset)
+    if pub.info is not None:
+        msg.info.CopyFrom(client_info_pb(pub.info))
+    if pub.tags:
+        msg.tags.update(pub.tags)
+    return msg
+
+
+def _subscribe_result_pb(r: SubscribeResult) -> Any:
+    msg = pb.SubscribeResult(
+        expires=r.expires,
+        ttl=r.ttl if r.expires else 0,
+        recoverable=r.recoverable,
+        positioned=r.positioned,
+        was_recovering=r.was_recovering,
+    )
+    if r.positioned:
+        msg.recovered = r.recovered
+        msg.epoch = r.epoch
+        msg.offset = r.offset
+        if r.publications:
+            msg.publications.extend(publication_pb(p) for p in r.publications)
+    if r.data is not None:
+        msg.data = r.data
+    return msg
+
+
+def _result_pb(result: Result) -> Any:
+    if isinstance(result, SubscribeResult):
+        return _subscribe_result_pb(result)
+    if isinstance(result, ConnectResult):
+        msg = pb.ConnectResult(
+            client=result.client,
+            version=result.version,
+            expires=result.expires,
+            ttl=result.ttl if result.expires else 0,
+            ping=result.ping,
+            pong=bool(result.pong),
+            session=result.session,
+            node=result.node,
+            time=result.time,
+        )
+        for ch, sub in (result.subs or {}).items():
+            msg.subs[ch].CopyFrom(_subscribe_result_pb(sub))
+        if result.data is not None:
+            msg.data = result.data
+        return msg
+    if isinstance(result, HistoryPage):
+        return pb.HistoryResult(
+            publications=[publication_pb(p) for p in result.publications],
+            epoch=result.epoch,
+            offset=result.offset,
+        )
+    if isinstance(result, PresenceResult):
+        msg = pb.PresenceResult()
+        for cid, info in result.presence.items():
+            msg.presence[cid].CopyFrom(client_info_pb(info))
+        return msg
+    if isinstance(result, PresenceStatsResult):
+        return pb.PresenceStatsResult(num_clients=result.num_clients, num_users=result.num_users)
+    if isinstance(result, RefreshResult):
+        return pb.RefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
+    if isinstance(result, EmptyResult):
+        return None
+    if isinstance(result, RPCResult):
+        return pb.RPCResult(data=result.data) if result.data is not None else None
+    return pb.SubRefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
+
+
+def _push(channel: str) -> tuple[Any, Any]:
+    reply = pb.Reply()
+    if channel:
+        reply.push.channel = channel
+    return reply, reply.push
+
+
+class ProtobufCodec:
+    """The Protobuf protocol (``centrifuge-protobuf``): varint-delimited Commands in,
+    varint-delimited Replies out. Stateless; one instance serves every connection."""
+
+    name = "protobuf"
+    separator = b""
+    """Messages of one write are concatenated: each carries its own length prefix."""
+    binary = True
+
+    def decode_frame(self, frame: str | bytes) -> list[Command]:
+        if isinstance(frame, str):
+            frame = frame.encode()
+        return [decode_command(body) for body in split_frame(frame)]
+
+    def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes:
+        reply = pb.Reply(id=cmd_id)
+        field = getattr(reply, method.value)
+        msg = _result_pb(result)
+        if msg is None:
+            field.SetInParent()
+        else:
+            field.CopyFrom(msg)
+        return delimited(reply)
+
+    def encode_error(self, cmd_id: int, error: codes.Error) -> bytes:
+        return delimited(
+            pb.Reply(
+                id=cmd_id, error=pb.Error(code=error.code, message=error.message, temporary=error.temporary)
+            )
+        )
+
+    def encode_ping(self) -> bytes:
+        return PING
+
+    def encode_publication(self, channel: str, pub: Publication) -> bytes:
+        reply, push = _push(channel)
+        push.pub.CopyFrom(publication_pb(pub))
+        return delimited(reply)
+
+    def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:
+        reply, push = _push(channel)
+        getattr(push, key).info.CopyFrom(client_info_pb(info))
+        return delimited(reply)
+
+    def encode_subscribe_push(self, channel: str, result: SubscribeResult) -> bytes:
+        reply, push = _push(channel)
+        sub = push.subscribe
+        sub.SetInParent()
+        sub.recoverable = result.recoverable
+        sub.positioned = result.positioned
+        if result.positioned:
+            sub.epoch = result.epoch
+            sub.offset = result.offset
+        if result.data is not None:
+            sub.data = result.data
+        return delimited(reply)
+
+    def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes:
+        reply, push = _push(channel)
+        push.unsubscribe.code = unsubscribe.code
+        push.unsubscribe.reason = unsubscribe.reason
+        return delimited(reply)
+
+    def encode_disconnect_push(self, disconnect: codes.Disconnect) -> bytes:
+        """The disconnect push that ends an HTTP stream (§1.8)."""
+        reply, push = _push("")
+        push.disconnect.code = disconnect.code
+        push.disconnect.reason = disconnect.reason
+        push.disconnect.reconnect = disconnect.reconnect
+        return delimited(reply)
+
+
+PING = delimited(pb.Reply())
+"""A server ping is an empty Reply (a zero length prefix, §1.4)."""
+
+PROTOBUF = ProtobufCodec()
+"""The Protobuf codec (stateless, shared)."""
+
+
+def decode_emulation_request(body: bytes) -> tuple[str, str, bytes]:
+    """``(session, node, data)`` of a Protobuf ``EmulationRequest`` body.
+
+    Raises:
+        ProtocolError: the body is not one.
+    """
+    req = pb.EmulationRequest()
+    try:
+        req.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise ProtocolError(f"malformed emulation request: {exc}") from exc
+    return str(req.session), str(req.node), bytes(req.data)

@@ -1,0 +1,75 @@
+"""Unidirectional WebSocket (Centrifugo's ``uni_websocket``): the client's first text message is a
+ConnectRequest (``{"token": ..., "subs": ...}``, ``{}`` is valid), then the server only pushes.
+
+Pushes go out like the other unidirectional transports' (gateway/transports/streaming.py): Push
+objects without the ``push`` wrapper, one text frame each, or newline-joined in one frame per
+write with ``uni_websocket.join_push_messages``. A disconnect is a close frame with its code and
+reason. Later client messages are ignored (Centrifugo reads them only to notice the close).
+
+The RFC 6455 layer is the WebSocket transport's (gateway/transports/websocket.py): its handshake
+routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket to a
+``gateway.client.Transport``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.client import Client, Connect
+from gateway.hub import SharedPush
+from gateway.protocol import codes
+from gateway.transports.framing import ws_text_frame
+from gateway.transports.streaming import _uni_command, _unwrap
+
+if TYPE_CHECKING:
+    from gateway.transports.websocket import GatewayWebSocketProtocol
+
+
+@dataclass(frozen=True, slots=True)
+class UniWebSocketEndpoint:
+    """What ``uni_websocket`` needs, bound by the composition root."""
+
+    handler_prefix: str
+    message_size_limit: int
+    join_push_messages: bool
+    connect: Connect
+
+
+class UniWebSocketTransport:
+    """The ``gateway.client.Transport`` of one unidirectional WebSocket connection."""
+
+    name = "uni_websocket"
+    emulation = False
+    unidirectional = True
+
+    def __init__(self, socket: GatewayWebSocketProtocol, endpoint: UniWebSocketEndpoint) -> None:
+        self.socket = socket
+        self.endpoint = endpoint
+        self.client: Client = endpoint.connect(self)
+        self.connect_received = False
+
+    def message(self, data: bytes) -> None:
+        """A text message from the client: the first is the ConnectRequest, the rest are ignored.
+        A first message that is not a JSON object closes with 3501 (bad request)."""
+        if self.connect_received:
+            return
+        self.connect_received = True
+        command = _uni_command(data)
+        if command is None:
+            self.client.disconnect(codes.DISCONNECT_BAD_REQUEST)
+            return
+        self.client.feed(command)
+
+    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+        pushes = [_unwrap(payload) for payload in payloads]
+        if self.endpoint.join_push_messages:
+            self.socket.write_raw(ws_text_frame(b"\n".join(pushes)))
+        else:
+            self.socket.write_raw(b"".join(ws_text_frame(push) for push in pushes))
+
+    def buffered_bytes(self) -> int:
+        return self.socket.buffered_bytes()
+
+    def close(self, disconnect: codes.Disconnect) -> None:
+        self.socket.close(disconnect)

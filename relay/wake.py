@@ -1,0 +1,94 @@
+"""The relay's half of the post-commit wake-up (issue 16; docs/relay.md "Wake-up"): subscribe to
+the Redis PUB/SUB channel the Status API publishes a hint on after each commit that wrote outbox
+rows (``status_api/wake.py``), and call ``on_wake`` for every hint.
+
+A hint is never the truth: the listener is a latency optimisation beside the relay's poll. While
+Redis is unreachable it reconnects with full-jitter backoff (capped at 5 s) and the poll alone
+publishes; after every (re)subscription it wakes the relay once, because hints sent while it was
+not subscribed are lost (PUB/SUB keeps nothing). The Redis URL (it may hold a password) is never
+logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+import redis.asyncio as redis
+
+from relay.backoff import full_jitter
+from relay.metrics import RelayMetrics
+
+log = logging.getLogger("taskcast.relay.wake")
+
+RECONNECT_BASE_SECONDS = 0.1
+RECONNECT_CAP_SECONDS = 5.0
+HEALTH_CHECK_SECONDS = 15
+#: How long one ``get_message`` waits before looking at ``stop`` again.
+READ_SLICE_SECONDS = 1.0
+
+
+class RedisWakeListener:
+    """Calls ``on_wake()`` on each hint published on ``channel``, until ``run``'s ``stop`` is set."""
+
+    def __init__(
+        self,
+        url: str,
+        channel: str,
+        on_wake: Callable[[], None],
+        metrics: RelayMetrics | None = None,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.url = url
+        self.channel = channel
+        self.on_wake = on_wake
+        self.metrics = metrics or RelayMetrics()
+        self.rand = rand
+        #: Set while subscribed (tests wait on it before publishing).
+        self.subscribed = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        failures = 0
+        while not stop.is_set():
+            try:
+                await self._listen(stop)
+                failures = 0
+            except (redis.RedisError, OSError, TimeoutError) as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning(
+                        "wake-up channel unavailable (%s); publishing at the poll interval until it is back",
+                        type(exc).__name__,
+                    )
+            finally:
+                self.subscribed.clear()
+                self.metrics.wake_listener_up.set(0)
+            if stop.is_set():
+                return
+            delay = full_jitter(failures, RECONNECT_BASE_SECONDS, RECONNECT_CAP_SECONDS, self.rand)
+            try:
+                async with asyncio.timeout(max(delay, RECONNECT_BASE_SECONDS)):
+                    await stop.wait()
+            except TimeoutError:
+                pass
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        # The health check PINGs an idle subscription, so a half-open link is noticed and replaced.
+        client = redis.Redis.from_url(
+            self.url, socket_connect_timeout=RECONNECT_CAP_SECONDS, health_check_interval=HEALTH_CHECK_SECONDS
+        )
+        try:
+            async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
+                await pubsub.subscribe(self.channel)
+                self.subscribed.set()
+                self.metrics.wake_listener_up.set(1)
+                log.info("subscribed to the wake-up channel %s", self.channel)
+                self.on_wake()  # hints sent while we were not subscribed are lost: look once now
+                while not stop.is_set():
+                    msg = await pubsub.get_message(timeout=READ_SLICE_SECONDS)
+                    if msg is not None and msg.get("type") == "message":
+                        self.on_wake()
+        finally:
+            await client.aclose()
