@@ -13,7 +13,7 @@ import dataclasses
 import json
 import sys
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
@@ -46,7 +46,10 @@ def _kind(hint: object) -> str:
     if hint is str:
         return "string"
     if get_origin(hint) is tuple:
-        return "list of strings"
+        (item, *_) = get_args(hint) or (str,)
+        return "list of objects" if _is_section(item) else "list of strings"
+    if get_origin(hint) in (Mapping, dict):
+        return "map of strings"
     raise TypeError(f"no kind for {hint!r}")
 
 
@@ -100,6 +103,8 @@ def status(path: str) -> str | None:
 def _jsonable(value: object) -> Any:
     if isinstance(value, tuple):
         return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
     return value
 
 
