@@ -159,8 +159,9 @@ def test_v6_env_vars_are_not_unknown(env: str) -> None:
         ("CENTRIFUGO_INIT_ENABLED", "init"),
         ("CENTRIFUGO_PID_FILE", "pid_file"),
         (
-            "CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_SUBSCRIBE_PROXY_ENABLED",
-            "channel.namespaces[].subscribe_proxy_enabled",
+            # (subscribe_proxy_enabled is supported since the proxies landed; stream proxies are not)
+            "CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_SUBSCRIBE_STREAM_PROXY_BIDIRECTIONAL",
+            "channel.namespaces[].subscribe_stream_proxy_bidirectional",
         ),
         ("CENTRIFUGO_ENGINE_REDIS_SENTINEL_TLS_ENABLED", "engine.redis.sentinel_tls"),
     ],
