@@ -34,8 +34,8 @@ from tests.faults.pipeline.clients import ConvergentClient
 from tests.faults.pipeline.conftest import SECRET, api, gateway_config
 from tests.helpers.convergence import Checker, ClientLog, Streams
 from tests.helpers.faultproxy import FaultProxy
-from tests.helpers.redis_engine import RedisServer, unique_prefix, wait_for
-from tests.support import ROOT, GatewayProcess
+from tests.helpers.redis_engine import RedisServer, unique_prefix
+from tests.support import ROOT, GatewayProcess, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -104,10 +104,10 @@ async def test_redis_kill_9_clients_recover_or_are_told_and_converge(
         async with ConvergentClient(gw.ws_url, SECRET, CHANNELS, snapshot=pub.snapshot) as client:
             await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
             server.kill()  # SIGKILL
-            await wait_for(lambda: not gw.health_ok(), 15, "gateway unhealthy")
+            await wait_until(lambda: not gw.health_ok(), 15, "gateway unhealthy")
             server.spawn()
             await server.wait_up()
-            await wait_for(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
+            await wait_until(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
             await pub.round(2)
             healed = await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
             after = await _streams(server.url, prefix)
@@ -157,10 +157,10 @@ async def test_failover_that_lost_the_tail_is_never_a_silent_gap(
         await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
         target["url"] = "ws://127.0.0.1:9/"  # the client is away (its reconnects fail) during the failover
         await client.drop()
-        await wait_for(lambda: not client.connected.is_set(), 10, "client away")
+        await wait_until(lambda: not client.connected.is_set(), 10, "client away")
         await _lose_tail(redis_url, prefix, CHANNELS[0], 2)
         target["url"] = gw.ws_url  # back, asking to recover from an offset past the stream's top
-        await wait_for(client.connected.is_set, HEAL_SECONDS, "client back")
+        await wait_until(client.connected.is_set, HEAL_SECONDS, "client back")
         await pub.round(1)
         healed = await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
         _assert_converged(Checker(), [client.log], pub)
@@ -214,7 +214,7 @@ async def test_stalled_redis_link_fails_publishes_fast_and_heals(
             assert "error" in reply, reply  # an engine error, not a hang
             assert time.monotonic() - started < 5
             proxy.pass_through()
-            await wait_for(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
+            await wait_until(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
             await pub.round(2)
             healed = await Checker().wait_converged([client.log], pub.expected(), within=HEAL_SECONDS)
             _assert_converged(Checker(streams=await _streams(redis_url, prefix)), [client.log], pub)
@@ -232,7 +232,7 @@ async def test_redis_outage_is_logged_once_per_state_change_not_per_publish(
         pub = Publisher(gw)
         await pub.round(1)
         server.kill()
-        await wait_for(lambda: not gw.health_ok(), 15, "gateway unhealthy")
+        await wait_until(lambda: not gw.health_ok(), 15, "gateway unhealthy")
         async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=10) as http:
             for n in range(200):  # a relay retrying through the outage
                 body = {"channel": CHANNELS[0], "data": {"taskId": "a0", "version": 100 + n}}
@@ -240,7 +240,7 @@ async def test_redis_outage_is_logged_once_per_state_change_not_per_publish(
                 assert reply["error"]["code"] == 100, reply
         server.spawn()
         await server.wait_up()
-        await wait_for(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
+        await wait_until(gw.health_ok, HEAL_SECONDS, "gateway healthy again")
         await pub.round(1)
     finally:
         server.stop()
