@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import ingest_http
 from fleet import (
     HTTPPool,
     Stats,
@@ -190,20 +190,7 @@ class E2E:
         key = ctx["taskId"]
         seq = self.seq.get(key, 0) + 1
         self.seq[key] = seq
-        body = {
-            "eventId": uuid.uuid4().hex,
-            "taskId": ctx["taskId"],
-            "taskAttempt": 1,
-            "stepId": ctx["stepId"],
-            "operationCode": "DOCUMENT.PARSE",
-            "stepAttempt": 1,
-            "producerId": ctx["producerId"],
-            "sourceSeq": seq,
-            "eventType": "STEP_STARTED" if seq == 1 else "STEP_PROGRESS",
-            "businessStatus": "PARSING",
-            "occurredAt": "2026-09-21T07:10:18.120Z",
-            "progress": {"current": seq, "total": 100000, "unit": "page"},
-        }
+        body = ingest_http.progress_event(ctx, seq, total=100000)
         headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
         return body, headers
 

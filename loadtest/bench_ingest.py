@@ -114,20 +114,7 @@ class Bench:
         return await self.comp.service.create_task(body, self.coordinator)
 
     async def send(self, ctx: dict[str, Any], seq: int, latencies: list[float]) -> None:
-        body = {
-            "eventId": uuid.uuid4().hex,
-            "taskId": ctx["taskId"],
-            "taskAttempt": 1,
-            "stepId": ctx["stepId"],
-            "operationCode": "DOCUMENT.PARSE",
-            "stepAttempt": 1,
-            "producerId": ctx["producerId"],
-            "sourceSeq": seq,
-            "eventType": "STEP_STARTED" if seq == 1 else "STEP_PROGRESS",
-            "businessStatus": "PARSING",
-            "occurredAt": "2026-09-21T07:10:18.120Z",
-            "progress": {"current": seq, "total": 1000, "unit": "page"},
-        }
+        body = ingest_http.progress_event(ctx, seq, total=1000)
         t0 = time.perf_counter()
         if self.http is not None:
             headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}

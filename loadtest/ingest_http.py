@@ -36,6 +36,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRET = "bench-secret-0123456789abcdef0123456789"
 
 
+def progress_event(ctx: dict[str, Any], seq: int, *, total: int) -> dict[str, Any]:
+    """The benchmarks' worker event: STEP_STARTED at ``seq`` 1, then STEP_PROGRESS ``seq``/``total``
+    for the step in ``ctx`` (``taskId``, ``stepId``, ``producerId`` of a created task)."""
+    return {
+        "eventId": uuid.uuid4().hex,
+        "taskId": ctx["taskId"],
+        "taskAttempt": 1,
+        "stepId": ctx["stepId"],
+        "operationCode": "DOCUMENT.PARSE",
+        "stepAttempt": 1,
+        "producerId": ctx["producerId"],
+        "sourceSeq": seq,
+        "eventType": "STEP_STARTED" if seq == 1 else "STEP_PROGRESS",
+        "businessStatus": "PARSING",
+        "occurredAt": "2026-09-21T07:10:18.120Z",
+        "progress": {"current": seq, "total": total, "unit": "page"},
+    }
+
+
 def server_config(db_url: str, port: int, pool: int) -> dict[str, Any]:
     return {
         "database": {"url": db_url, "pool_size": pool, "max_overflow": pool},
@@ -204,20 +223,7 @@ async def _generate(args: argparse.Namespace, contexts: list[dict[str, Any]]) ->
     async def send_all(ctx: dict[str, Any]) -> None:
         nonlocal ok, errors, first_error, t_last
         for seq in range(1, args.events + 1):
-            body = {
-                "eventId": uuid.uuid4().hex,
-                "taskId": ctx["taskId"],
-                "taskAttempt": 1,
-                "stepId": ctx["stepId"],
-                "operationCode": "DOCUMENT.PARSE",
-                "stepAttempt": 1,
-                "producerId": ctx["producerId"],
-                "sourceSeq": seq,
-                "eventType": "STEP_STARTED" if seq == 1 else "STEP_PROGRESS",
-                "businessStatus": "PARSING",
-                "occurredAt": "2026-09-21T07:10:18.120Z",
-                "progress": {"current": seq, "total": 1000, "unit": "page"},
-            }
+            body = progress_event(ctx, seq, total=1000)
             headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
             t = time.perf_counter()
             try:
