@@ -458,12 +458,7 @@ class Client:
         sub.chan_info = grant.info
         if req.tf is not None:
             sub.tags_filter = subscription_filter(opts, req.tf)
-        sub.delta = negotiate_delta(
-            opts,
-            req.delta,
-            json_protocol=self.session.codec.name == "json",
-            filtered=sub.tags_filter is not None,
-        )
+        sub.delta = negotiate_delta(opts, req.delta, filtered=sub.tags_filter is not None)
         result = await self._establish(
             sub,
             opts,
@@ -531,7 +526,7 @@ class Client:
             recovered=positioned is not None and positioned.recovered,
             epoch=positioned.reply.epoch if positioned else "",
             offset=positioned.reply.offset if positioned else 0,
-            publications=recovered_for(sub, positioned.publications) if positioned else None,
+            publications=recovered_for(sub, positioned.publications, self.codec) if positioned else None,
             was_recovering=wanted.recover,
             data=data,
             delta=sub.delta,
@@ -656,7 +651,7 @@ class Client:
         if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
             return
         if sub.delta:
-            push = delta_push(sub, pub, push)
+            push = delta_push(sub, pub, push, self.codec)
         self.outbox.put(push.payload, push)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:

@@ -29,7 +29,11 @@ def expected_state(n: int) -> dict[str, object]:
     return {"task": "delta-task", "version": n, "steps": steps}
 
 
-def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gateway_factory: GatewayFactory):
+def test_js_fossil_delta_reconstructs_exact_data_across_recovery(
+    node_bin, gateway_factory: GatewayFactory, js_wire: Wire
+):
+    # Every wire: JSON (the delta travels as a JSON string), Protobuf over WebSocket and
+    # HTTP-streaming (a binary fossil delta, Publication.delta = true).
     config = copy.deepcopy(standard_config())
     config["channel"]["namespaces"].append(DELTA_NAMESPACE)
     gw = gateway_factory(config)
@@ -38,7 +42,7 @@ def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gatew
         node_bin,
         "delta.mjs",
         gw,
-        Wire("json"),
+        js_wire,
         token=mint_token(SECRET, "42"),
         user="42",
         channel=channel,
@@ -65,7 +69,9 @@ def test_js_fossil_delta_reconstructs_exact_data_across_recovery(node_bin, gatew
     assert second["recovered"] is True and second["wasRecovering"] is True
 
 
-def test_js_tags_filter_delivers_only_matching_publications(node_bin, gateway_factory: GatewayFactory):
+def test_js_tags_filter_delivers_only_matching_publications(
+    node_bin, gateway_factory: GatewayFactory, js_wire: Wire
+):
     config = copy.deepcopy(standard_config())
     config["channel"]["namespaces"].append(
         {"name": "tagged", "allow_subscribe_for_client": True, "allow_tags_filter": True}
@@ -75,7 +81,7 @@ def test_js_tags_filter_delivers_only_matching_publications(node_bin, gateway_fa
         node_bin,
         "tags_filter.mjs",
         gw,
-        Wire("json"),
+        js_wire,
         token=mint_token(SECRET, "42"),
         channel=f"tagged:{uid()}",
     )

@@ -199,6 +199,8 @@ def _decode_request(method: Method, r: Any) -> Request:
             join_leave=r.join_leave,
             flag=r.flag,
             type=r.type,
+            tf=_filter_tree(r.tf) if r.HasField("tf") else None,
+            delta=r.delta,
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(r.channel)
@@ -257,7 +259,24 @@ def _subscribe_result_pb(r: SubscribeResult) -> Any:
             msg.publications.extend(publication_pb(p) for p in r.publications)
     if r.data is not None:
         msg.data = r.data
+    if r.delta:
+        msg.delta = True
     return msg
+
+
+def _filter_tree(node: Any) -> dict[str, Any]:
+    """A ``FilterNode`` as the JSON tree the tags filter parses (empty fields left out, as the
+    JSON SDKs send it)."""
+    tree: dict[str, Any] = {}
+    for name in ("op", "key", "cmp", "val"):
+        value = getattr(node, name)
+        if value:
+            tree[name] = value
+    if node.vals:
+        tree["vals"] = list(node.vals)
+    if node.nodes:
+        tree["nodes"] = [_filter_tree(child) for child in node.nodes]
+    return tree
 
 
 def _result_pb(result: Result) -> Any:
@@ -307,6 +326,16 @@ def _push(channel: str) -> tuple[Any, Any]:
     if channel:
         reply.push.channel = channel
     return reply, reply.push
+
+
+def encode_delta_publication(channel: str, pub: Publication) -> bytes:
+    """The push of ``pub`` whose ``data`` is a fossil delta against the subscription's previous
+    publication (``delta: true``; gateway/delivery.py). ``Publication.delta`` itself only says
+    a publication MAY be sent as a delta, so the plain encoding never sets the flag."""
+    reply, push = _push(channel)
+    push.pub.CopyFrom(publication_pb(pub))
+    push.pub.delta = True
+    return delimited(reply)
 
 
 class ProtobufCodec:
