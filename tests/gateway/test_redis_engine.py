@@ -470,14 +470,26 @@ async def test_sentinel_failover_resumes_publishing(sentinel_binary: str, form: 
             # A publication that reached the new master before this node's PUB/SUB reconnected
             # is not delivered live (the node recovers it from history after
             # on_broker_reconnect); live delivery resumes once the listener is on the new master.
+            # The sentinel may still answer "no master" for a moment after the promotion (its
+            # failover state settles after the first successful publish): a command failing
+            # with EngineError then is retried, within the same bound.
             async with asyncio.timeout(scaled(15)):
                 while True:
-                    marker = await broker.publish("ch", pub(), HISTORY)
+                    try:
+                        marker = await broker.publish("ch", pub(), HISTORY)
+                    except EngineError:
+                        await asyncio.sleep(0.05)
+                        continue
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(scaled(0.5)):
                             await wait_until(_delivered(events, _offset(marker)))
                         break
-            history = await broker.history("ch", HISTORY, limit=-1)
+                while True:
+                    try:
+                        history = await broker.history("ch", HISTORY, limit=-1)
+                        break
+                    except EngineError:
+                        await asyncio.sleep(0.05)
     finally:
         sentinel.kill()
         sentinel.wait(timeout=10)
