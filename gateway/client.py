@@ -84,6 +84,7 @@ from gateway.protocol.session import (
     Subscription,
     SubState,
 )
+from gateway.proxy.stream import StreamSubscriptions
 from gateway.server_refresh import ServerRefresher
 
 log = logging.getLogger("taskcast.gateway.client")
@@ -182,6 +183,7 @@ class Client:
         self.conn_info: bytes | None = None
         self.conn_meta: bytes | None = None
         self.refresher = ServerRefresher(self, self.loop, clock)
+        self.streams = StreamSubscriptions(self)  # channel.proxy.subscribe_stream
         self.name = ""
         self._closed = False
         self._registered = False
@@ -445,6 +447,10 @@ class Client:
         if error is not None:
             raise CommandError(error)
         self._check_limits(channel, rules)
+        if opts.subscribe_stream_proxy_enabled:  # the backend streams this subscription
+            result, go_live = await self.streams.subscribe(req, rules)
+            self._after_reply.append(go_live)
+            return result
         grant = await self.authorizer.subscribe(self.caller(), req, rules)
         self._check_limits(channel, rules)  # the authorisation awaited
         flags = policy.subscription_flags(
@@ -548,6 +554,8 @@ class Client:
 
     async def _release(self, sub: Subscription) -> None:
         """Undo a subscription's node-level effects: hub/broker, presence, leave."""
+        if await self.streams.release(sub):
+            return
         node = self.node
         await node.remove_subscriber(sub.channel, self)
         opts = self.settings.channel_options(sub.channel)
@@ -587,6 +595,8 @@ class Client:
     async def _publish(self, req: PublishRequest) -> EmptyResult:
         opts = self._options(req.channel)
         sub = self.session.subscriptions.get(req.channel)
+        if await self.streams.publish(req):  # into a bidirectional subscribe stream
+            return EmptyResult()
         grant = await self.authorizer.publish(self.caller(), req, opts, subscribed=sub is not None)
         data = grant.data if grant.data is not None else req.data
         await self.node.publish(
@@ -777,6 +787,7 @@ class Client:
             self._timer.cancel()
             self._timer = None
         self.refresher.close()
+        self.streams.close()
         self._inbox.clear()
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()

@@ -117,6 +117,28 @@ def _check_proxy_endpoint(proxy: ProxySettings, path: str) -> None:
         )
     if proxy.timeout <= 0:
         raise ConfigError(f"{path}.timeout", "must be positive")
+    check_client(proxy.http.tls, f"{path}.http.tls")
+    check_client(proxy.grpc.tls, f"{path}.grpc.tls")
+    for index, t in enumerate(proxy.http.status_to_code_transforms):
+        where = f"{path}.http.status_to_code_transforms[{index}]"
+        if not 100 <= t.status_code <= 599:
+            raise ConfigError(f"{where}.status_code", f"must be an HTTP status code, got {t.status_code}")
+        if bool(t.to_error.code) == bool(t.to_disconnect.code):
+            raise ConfigError(where, "set exactly one of to_error.code and to_disconnect.code")
+
+
+def _check_stream_proxy(opts: ChannelOptions, proxy: ProxySettings, where: str) -> None:
+    """Centrifugo's rules for ``subscribe_stream_proxy_enabled``: a gRPC proxy, and no
+    subscribe / publish / sub_refresh proxy in the same namespace."""
+    if not proxy.endpoint.startswith("grpc://"):
+        raise ConfigError(
+            f"{where}.subscribe_stream_proxy_enabled", "the subscribe stream proxy must be a grpc:// endpoint"
+        )
+    if opts.subscribe_proxy_enabled or opts.publish_proxy_enabled or opts.sub_refresh_proxy_enabled:
+        raise ConfigError(
+            f"{where}.subscribe_stream_proxy_enabled",
+            "can't use subscribe stream proxy together with subscribe, publish or sub refresh proxies",
+        )
 
 
 def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[str]) -> None:
@@ -132,18 +154,14 @@ def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[
         for kind in kinds:
             if not getattr(opts, f"{kind}_proxy_enabled"):
                 continue
-            if kind == "subscribe_stream":
-                warnings.append(
-                    f"{where}.subscribe_stream_proxy_enabled: stream proxies are not supported by "
-                    "Taskcast, ignored (subscriptions use the subscribe proxy or the permissions)"
-                )
-                continue
             name = getattr(opts, f"{kind}_proxy_name")
             proxy = named_proxy(settings.proxies, getattr(channel.proxy, kind), name)
             if proxy is None:
                 raise ConfigError(f"{where}.{kind}_proxy_name", f"no proxy named {name!r} in proxies")
             if proxy is getattr(channel.proxy, kind):
                 _check_proxy_endpoint(proxy, f"channel.proxy.{kind}")
+            if kind == "subscribe_stream":
+                _check_stream_proxy(opts, proxy, where)
     rpc = settings.rpc
     for ropts in (rpc.without_namespace, *rpc.namespaces):
         if not ropts.proxy_enabled:
