@@ -124,6 +124,8 @@ class StreamSubscriptions:
         labels = ("grpc", KIND, proxy.name)
         metrics = proxy.metrics
         started = time.perf_counter()
+        inflight = metrics.proxy_inflight.labels(*labels)
+        inflight.inc()
         try:
             call, first = await self._open(proxy, request, who.headers, bidi)
         except ProxyFailure as exc:
@@ -131,6 +133,7 @@ class StreamSubscriptions:
             log.warning("subscribe_stream proxy %s: %s", proxy.name, exc)
             raise CommandError(codes.ERROR_INTERNAL) from None
         finally:
+            inflight.dec()
             metrics.proxy_duration.labels(*labels).observe(time.perf_counter() - started)
         try:
             reply = parse_reply(to_plain(first.subscribe_response))
@@ -153,11 +156,15 @@ class StreamSubscriptions:
         sub = Subscription(channel=channel, namespace=rules.namespace, presence=flags.presence)
         sub.chan_info = grant.info
         sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        if sub.presence:
+            try:
+                await client.node.presence.add(channel, client.client_id, client.client_info(sub))
+            except BaseException:  # an engine failure: answered by the driver, no stream left open
+                call.cancel()
+                raise
         stream = _Stream(call, sub, bidi)
         client.session.add_subscription(sub)
         self.open[channel] = stream
-        if sub.presence:
-            await client.node.presence.add(channel, client.client_id, client.client_info(sub))
         client.node.metrics.subscriptions_accepted.labels(client.name, "").inc()
         client.session.schedule_sub_expiry(sub)
         result = SubscribeResult(
