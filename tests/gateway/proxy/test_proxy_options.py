@@ -89,9 +89,9 @@ async def test_static_headers_and_metadata_under_forwarded_ones(
     protocol: str, served: Served, start_gateway: GatewayStarter
 ) -> None:
     """Centrifugo: a forwarded header wins over a static one of the same name (the gateway sent
-    the static value before)."""
+    the static value before). The gRPC calls are gzip-compressed (``grpc.compression``)."""
     statics = {"Cookie": "session=static", "X-Env": "prod"}
-    extra = {"http": {"static_headers": statics}, "grpc": {"static_metadata": statics}}
+    extra = {"http": {"static_headers": statics}, "grpc": {"static_metadata": statics, "compression": True}}
     gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k), **extra))
     connect = await _connect_over("websocket", gw, {"Cookie": "session=vera"})
     assert connect["data"] == {"welcome": "vera"}
