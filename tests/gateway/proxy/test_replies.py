@@ -267,3 +267,19 @@ def test_emulated_headers_named_unsupported(tmp_path: Path) -> None:
         },
     )
     assert len(warnings) == 2 and all("unsupported option" in w and "http_headers" in w for w in warnings)
+
+
+def test_static_header_also_forwarded_warns(tmp_path: Path) -> None:
+    """A forwarded header wins over a static one (Centrifugo): a static secret under a forwarded
+    name could be replaced by the client, so startup says so."""
+    proxy = {
+        "enabled": True,
+        "endpoint": "http://x/c",
+        "http_headers": ["Cookie", "X-Secret"],
+        "http": {"static_headers": {"x-secret": "s3cr3t", "X-Env": "prod"}},
+    }
+    _, warnings = _load(tmp_path, {"client": {"proxy": {"connect": proxy}}})
+    assert len(warnings) == 1
+    assert (
+        "client.proxy.connect.http.static_headers: 'x-secret'" in warnings[0] and "s3cr3t" not in warnings[0]
+    )
