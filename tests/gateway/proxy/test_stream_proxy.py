@@ -232,3 +232,23 @@ async def test_stream_first_message_failures(
             line.startswith("centrifugo_proxy_errors_total") and 'type="subscribe_stream"' in line
             for line in text.splitlines()
         ), text
+
+
+async def test_stream_request_carries_the_connect_proxy_user_and_meta(
+    served: Served, start_gateway: GatewayStarter, clients: list[Client]
+) -> None:
+    """With a connect proxy in front, the stream's SubscribeRequest names the backend's user and
+    (``include_connection_meta``) the connection meta, token and data included."""
+    config = stream_config(served)
+    config["client"] = {"proxy": {"connect": {"enabled": True, "endpoint": served.endpoint("http", "connect"),
+                                              "http_headers": ["Cookie"]}}}  # fmt: skip
+    config["channel"]["proxy"]["subscribe_stream"]["include_connection_meta"] = True
+    gw = start_gateway(config)
+    client, events = await _connect(gw.ws_url, clients)
+    channel = f"st:{uuid.uuid4().hex[:8]}"
+    sub = client.new_subscription(channel, events=events, data={"want": "all"})
+    await sub.subscribe()
+    await sub.ready(timeout=scaled(10))
+    _, request, _ = served.backend.stream_requests[0]
+    assert request["user"] == "sam" and request["meta"] == {"tenant": "t1"}
+    assert request["data"] == {"want": "all"}
