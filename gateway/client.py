@@ -32,14 +32,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from gateway import channel_commands
 from gateway.auth import TokenVerifier
 from gateway.authorization import Authorizer, Caller, TokenAuthorizer
-from gateway.config import ChannelOptions
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
-from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
@@ -48,20 +47,15 @@ from gateway.protocol.messages import (
     Command,
     ConnectRequest,
     EmptyResult,
-    HistoryPage,
     HistoryRequest,
     Method,
-    PresenceResult,
-    PresenceStatsResult,
     PublishRequest,
     RefreshRequest,
     RefreshResult,
     Result,
     RPCRequest,
     SubRefreshRequest,
-    SubscribeRecovery,
     SubscribeRequest,
-    SubscribeResult,
     UnsubscribeRequest,
 )
 from gateway.protocol.session import (
@@ -73,7 +67,7 @@ from gateway.protocol.session import (
     Subscription,
 )
 from gateway.server_refresh import ServerRefresher
-from gateway.subscriptions import Subscriptions, channel_rules
+from gateway.subscriptions import Subscriptions
 
 log = logging.getLogger("taskcast.gateway.client")
 
@@ -197,11 +191,13 @@ class Client:
             refresher=self.refresher,
             clock=clock,
         )
-        # The hub's fan-out callbacks are the subscription table's own bound methods: no extra
-        # call per delivery on the hot path.
-        self.on_publication = self.subscriptions.on_publication
-        self.on_join_leave = self.subscriptions.on_join_leave
-        self.check_position = self.subscriptions.check_position
+        # The channel-level members of gateway.hub.Connection are the subscriptions' own bound
+        # methods: no extra call per delivery on the fan-out path.
+        subs = self.subscriptions
+        self.on_publication, self.on_join_leave = subs.on_publication, subs.on_join_leave
+        self.check_position, self.presence_tick = subs.check_position, subs.presence_tick
+        self.subscribe_server_side = subs.subscribe_server_side
+        self.unsubscribe_server_side = subs.unsubscribe_server_side
         node.connecting.add(self)
         self._rearm()
 
@@ -310,28 +306,24 @@ class Client:
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
         if isinstance(req, PublishRequest):
-            return await self._publish(req)
+            return await channel_commands.publish(self, self.node, req)
         if isinstance(req, HistoryRequest):
-            return await self._history(req)
+            return await channel_commands.history(self, self.node, req)
         if isinstance(req, ChannelRequest):
-            return await self._presence(req, stats=cmd.method is Method.PRESENCE_STATS)
+            return await channel_commands.presence(
+                self, self.node, req, stats=cmd.method is Method.PRESENCE_STATS
+            )
         if isinstance(req, RefreshRequest):
             return await self._refresh(req)
         if isinstance(req, SubRefreshRequest):
             return await self.subscriptions.sub_refresh(req)
         if isinstance(req, RPCRequest):
-            return await self._rpc(req)
+            return await self.authorizer.rpc(self.caller(), req)
         if cmd.method is Method.SEND:
             raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
         raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
 
-    # --- helpers (and the Driver of gateway/subscriptions.py) -------------------------------
-
-    def _options(self, channel: str) -> ChannelOptions:
-        """The options of a channel named by publish / history / presence (empty ⇒ 107)."""
-        if not channel:
-            raise CommandError(codes.ERROR_BAD_REQUEST)
-        return channel_rules(self.settings, channel).options
+    # --- the Driver of gateway/subscriptions.py (and Requester of channel_commands.py) -------
 
     def who(self) -> policy.Who:
         """The connection as ``gateway.protocol.policy`` sees it."""
@@ -383,14 +375,7 @@ class Client:
         ):
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
-        server_subs = dict(grant.subs) if grant is not None else {}
-        personal = personal_channel(self.settings, self.user)
-        if personal:
-            server_subs.setdefault(personal, policy.ServerSub())
-            if cfg.subscribe_to_user_personal_channel.single_connection:
-                await evict_other_connections(self.node, personal, self.user, self.client_id)
-        if cfg.channel_limit and len(server_subs) > cfg.channel_limit:
-            raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
+        server_subs = await self.subscriptions.connect_channels(grant.subs if grant is not None else {})
         self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True
@@ -402,12 +387,7 @@ class Client:
         self.node.metrics.connections_accepted.labels(
             self.transport.name, self.session.codec.name, req.name, req.version
         ).inc()
-        subs: dict[str, SubscribeResult] = {}
-        for channel, server_sub in server_subs.items():
-            subs[channel] = await self.subscriptions.subscribe_server(
-                channel, server_sub, req.subs.get(channel)
-            )
-        self.after_reply(self.subscriptions.connect_replied)
+        subs = await self.subscriptions.subscribe_at_connect(server_subs, req.subs)
         result = self.session.connect_result(
             client=self.client_id,
             version=f"{VERSION} Taskcast",
@@ -425,62 +405,6 @@ class Client:
         if grant.info is not None:
             self.conn_info = grant.info
         return self.session.refresh_result(self.clock())
-
-    # --- channel commands without subscription state -------------------------------------------
-
-    async def _publish(self, req: PublishRequest) -> EmptyResult:
-        opts = self._options(req.channel)
-        sub = self.subscriptions.get(req.channel)
-        grant = await self.authorizer.publish(self.caller(), req, opts, subscribed=sub is not None)
-        data = grant.data if grant.data is not None else req.data
-        await self.node.publish(
-            req.channel, opts, data, info=self.client_info(sub), skip_history=grant.skip_history
-        )
-        return EmptyResult()
-
-    async def _history(self, req: HistoryRequest) -> HistoryPage:
-        opts = self._options(req.channel)
-        limit = policy.history_request(
-            opts,
-            self.who(),
-            subscribed=req.channel in self.subscriptions,
-            limit=req.limit,
-            reverse=req.reverse,
-            since_offset=req.since.offset if req.since is not None else None,
-            cap=self.settings.client.history_max_publication_limit,
-        )
-        if isinstance(limit, codes.Error):
-            raise CommandError(limit)
-        result = await self.node.history(req.channel, opts, since=req.since, limit=limit, reverse=req.reverse)
-        if req.since is not None and req.since.epoch and req.since.epoch != result.position.epoch:
-            raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
-        return HistoryPage(result.publications, result.position.epoch, result.position.offset)
-
-    async def _presence(self, req: ChannelRequest, *, stats: bool) -> PresenceResult | PresenceStatsResult:
-        opts = self._options(req.channel)
-        error = policy.presence_request(opts, self.who(), subscribed=req.channel in self.subscriptions)
-        if error is not None:
-            raise CommandError(error)
-        if stats:
-            st = await self.node.presence.stats(req.channel)
-            return PresenceStatsResult(st.num_clients, st.num_users)
-        return PresenceResult(await self.node.presence.presence(req.channel))
-
-    async def _rpc(self, req: RPCRequest) -> Result:
-        return await self.authorizer.rpc(self.caller(), req)
-
-    # --- gateway.hub.Connection: server-side actions -----------------------------------------
-
-    def subscribe_server_side(
-        self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None
-    ) -> None:
-        self.subscriptions.subscribe_server_side(channel, sub, recovery)
-
-    def unsubscribe_server_side(self, channel: str) -> None:
-        self.subscriptions.unsubscribe_server_side(channel)
-
-    def presence_tick(self) -> None:
-        self.subscriptions.presence_tick()
 
     def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         if expired:

@@ -2,21 +2,16 @@
 §5.4).
 
 The seam: gateway/client.py drives ONE connection (I/O, its timer, command order, connect,
-refresh, disconnect); this module owns the life of each channel subscription on it:
-
-* establish: client ``subscribe`` and server-side subscriptions (connect token
-  ``channels``/``subs``, the personal channel, server API ``subscribe``) — limits, the pure
-  ``policy`` flags, hub add + broker subscribe and positioning (``Node``), presence, join;
-* go live once the reply (or ``subscribe`` push) is queued;
-* deliver live publications (the fan-out hot path), joins/leaves, stream-top checks, and the
-  insufficient-state outcome of a lost message;
-* ``sub_refresh`` bookkeeping (expiry, channel info, the server-side refresh timer);
-* release: unsubscribe (client, server API, expiry, insufficient state) and connection close.
+refresh, disconnect); this module owns the life of each channel subscription on it: establish
+(client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
+server API ``subscribe``), go live once the reply or push is queued, deliver (the fan-out hot
+path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and release
+(unsubscribe by client, server API, expiry or insufficient state; connection close).
 
 The subscription table itself (limits, per-namespace counts, expiry deadlines) is the
-``Session``'s, pure state; this module carries its outcomes out against the ``Node`` and the
-connection's ``Outbox``. It reaches the driver only through ``Driver``: identity, the hub
-``Connection`` it is, and send/spawn/after_reply/disconnect. Logs go to the connection's logger.
+``Session``'s pure state; the permissions and flags are the pure ``policy``'s; this module
+carries their outcomes out against the ``Node`` and the connection's ``Outbox``, and reaches the
+driver only through ``Driver``. It logs to the connection's logger.
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
@@ -31,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from gateway.authorization import Authorizer, Caller
@@ -43,6 +38,7 @@ from gateway.errors import CommandError, DisconnectError, GatewayError
 from gateway.hub import Connection, SharedPush
 from gateway.node import Node
 from gateway.outbox import Outbox
+from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ClientInfo,
@@ -64,35 +60,25 @@ __all__ = ["Driver", "Subscriptions", "channel_rules"]
 
 class Driver(Connection, Protocol):
     """What the subscriptions need of their connection's driver (gateway/client.py): the hub
-    ``Connection`` it registers as subscriber, its identity, and these actions."""
+    ``Connection`` it registers as subscriber; its identity (``name``: the connect's client name,
+    a metrics label; ``who``, ``caller``, ``client_info``: as the policy, the authorizer and
+    publications see it); and three actions: ``send`` an encoded push for this tick's write,
+    ``spawn`` a job in command order (dropped once closed), ``after_reply``: call back right after
+    the current command's success reply is queued (never, if it fails)."""
 
     name: str
-    """The client name sent in connect (a metrics label)."""
 
-    def who(self) -> policy.Who:
-        """The connection as the policy sees it."""
-        ...
+    def who(self) -> policy.Who: ...
 
-    def caller(self) -> Caller:
-        """The connection as the authorizer sees it."""
-        ...
+    def caller(self) -> Caller: ...
 
-    def client_info(self, sub: Subscription | None = None) -> ClientInfo:
-        """The connection's ``ClientInfo`` (with the channel info of ``sub``)."""
-        ...
+    def client_info(self, sub: Subscription | None = None) -> ClientInfo: ...
 
-    def send(self, payload: bytes) -> None:
-        """Queue an encoded reply or push for this tick's write."""
-        ...
+    def send(self, payload: bytes) -> None: ...
 
-    def spawn(self, job: Callable[[], Awaitable[object]]) -> None:
-        """Run ``job`` later, in command order (dropped once the connection closed)."""
-        ...
+    def spawn(self, job: Callable[[], Awaitable[object]]) -> None: ...
 
-    def after_reply(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` right after the current command's success reply is queued (never,
-        if it fails)."""
-        ...
+    def after_reply(self, callback: Callable[[], None]) -> None: ...
 
 
 def channel_rules(settings: Settings, channel: str) -> ChannelRules:
@@ -201,12 +187,45 @@ class Subscriptions:
         self._driver.after_reply(lambda: self._go_live(sub))
         return result
 
-    async def subscribe_server(
+    async def connect_channels(self, granted: Mapping[str, policy.ServerSub]) -> dict[str, policy.ServerSub]:
+        """The server-side subscriptions of a connect, before it registers: the granted ones
+        (token ``channels``/``subs``, connect proxy) and the user's personal channel (with
+        ``single_connection``, the user's other connections are evicted first).
+
+        Raises:
+            DisconnectError: more than ``client.channel_limit`` of them (3505).
+        """
+        settings, driver = self._settings, self._driver
+        server_subs = dict(granted)
+        personal = personal_channel(settings, driver.user)
+        if personal:
+            server_subs.setdefault(personal, policy.ServerSub())
+            if settings.client.subscribe_to_user_personal_channel.single_connection:
+                await evict_other_connections(self._node, personal, driver.user, driver.client_id)
+        if settings.client.channel_limit and len(server_subs) > settings.client.channel_limit:
+            raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
+        return server_subs
+
+    async def subscribe_at_connect(
+        self, server_subs: Mapping[str, policy.ServerSub], wanted: Mapping[str, SubscribeRecovery]
+    ) -> dict[str, SubscribeResult]:
+        """Establish a connect's server-side subscriptions (recovering from ``wanted``, the
+        connect's ``subs``); they go live once the connect reply is queued.
+
+        Raises:
+            CommandError: one was refused (the connect fails, as Centrifugo's does).
+        """
+        results: dict[str, SubscribeResult] = {}
+        for channel, server_sub in server_subs.items():
+            results[channel] = await self._subscribe_server(channel, server_sub, wanted.get(channel))
+        self._driver.after_reply(self._connect_replied)
+        return results
+
+    async def _subscribe_server(
         self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
     ) -> SubscribeResult:
-        """A server-side subscription (connect token ``channels``/``subs``, the personal
-        channel, server API). It stays SUBSCRIBING (buffering) until the caller queued the
-        connect reply (``connect_replied``) or the ``subscribe`` push.
+        """A server-side subscription (connect, personal channel, server API). It stays
+        SUBSCRIBING (buffering) until the connect reply or the ``subscribe`` push is queued.
 
         Raises:
             CommandError: refused; unknown channel ⇒ 102, as Centrifugo fails the connect.
@@ -273,7 +292,7 @@ class Subscriptions:
             delta=sub.delta,
         )
 
-    def connect_replied(self) -> None:
+    def _connect_replied(self) -> None:
         """The connect reply is queued: server-side subscriptions go live (their buffered
         publications follow the reply)."""
         if self._session.state is not State.CONNECTED:
@@ -419,7 +438,7 @@ class Subscriptions:
         if self._closed or channel in self._session.subscriptions:
             return
         try:
-            result = await self.subscribe_server(channel, server_sub, wanted)
+            result = await self._subscribe_server(channel, server_sub, wanted)
         except (GatewayError, EngineError) as exc:
             log.info("server-side subscribe of %s to %s refused: %s", self._driver.client_id, channel, exc)
             return
