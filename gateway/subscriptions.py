@@ -107,13 +107,25 @@ class Subscriptions:
         clock: Unix seconds (ttl in replies).
     """
 
+    __slots__ = (
+        "_authorizer",
+        "_clock",
+        "_closed",
+        "_codec",
+        "_driver",
+        "_node",
+        "_outbox",
+        "_refresher",
+        "_session",
+        "_settings",
+    )
+
     def __init__(
         self,
         driver: Driver,
         node: Node,
         session: Session,
         outbox: Outbox,
-        *,
         authorizer: Authorizer,
         refresher: ServerRefresher,
         clock: Callable[[], float],
