@@ -37,6 +37,7 @@ from gateway.auth import TokenVerifier
 from gateway.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
+from gateway.hub import SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
@@ -49,12 +50,15 @@ from gateway.protocol.messages import (
     EmptyResult,
     HistoryRequest,
     Method,
+    Publication,
     PublishRequest,
     RefreshRequest,
     RefreshResult,
     Result,
     RPCRequest,
+    StreamPosition,
     SubRefreshRequest,
+    SubscribeRecovery,
     SubscribeRequest,
     UnsubscribeRequest,
 )
@@ -123,8 +127,8 @@ class Connect(Protocol):
 
 class Client:
     """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
-    node and cluster use it as a ``gateway.hub.Connection`` (its channel-level methods are the
-    ``Subscriptions``'); ``Subscriptions`` uses it as its ``Driver``."""
+    node and cluster use it as a ``gateway.hub.Connection`` (its channel-level members hand over
+    to ``Subscriptions``, one call each); ``Subscriptions`` uses it as its ``Driver``."""
 
     def __init__(
         self,
@@ -194,13 +198,6 @@ class Client:
             clock=clock,
             streams=self.streams,
         )
-        # The channel-level members of gateway.hub.Connection are the subscriptions' own bound
-        # methods: no extra call per delivery on the fan-out path.
-        subs = self.subscriptions
-        self.on_publication, self.on_join_leave = subs.on_publication, subs.on_join_leave
-        self.check_position, self.presence_tick = subs.check_position, subs.presence_tick
-        self.subscribe_server_side = subs.subscribe_server_side
-        self.unsubscribe_server_side = subs.unsubscribe_server_side
         node.connecting.add(self)
         self._rearm()
 
@@ -410,6 +407,28 @@ class Client:
         if grant.info is not None:
             self.conn_info = grant.info
         return self.session.refresh_result(self.clock())
+
+    # --- gateway.hub.Connection: the channel-level members are the subscriptions' -----------
+
+    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
+        self.subscriptions.on_publication(channel, pub, epoch, push)  # the fan-out hot path
+
+    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
+        self.subscriptions.on_join_leave(channel, key, push)
+
+    def check_position(self, channel: str, top: StreamPosition) -> None:
+        self.subscriptions.check_position(channel, top)
+
+    def subscribe_server_side(
+        self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None
+    ) -> None:
+        self.subscriptions.subscribe_server_side(channel, sub, recovery)
+
+    def unsubscribe_server_side(self, channel: str) -> None:
+        self.subscriptions.unsubscribe_server_side(channel)
+
+    def presence_tick(self) -> None:
+        self.subscriptions.presence_tick()
 
     def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         if expired:

@@ -120,13 +120,26 @@ class Subscriptions:
             permission and limit checks) and releases.
     """
 
+    __slots__ = (
+        "_authorizer",
+        "_clock",
+        "_closed",
+        "_codec",
+        "_driver",
+        "_node",
+        "_outbox",
+        "_refresher",
+        "_session",
+        "_settings",
+        "_streams",
+    )
+
     def __init__(
         self,
         driver: Driver,
         node: Node,
         session: Session,
         outbox: Outbox,
-        *,
         authorizer: Authorizer,
         refresher: ServerRefresher,
         clock: Callable[[], float],
