@@ -2,8 +2,8 @@
 PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTTP statuses in
 ``transport`` error mode); a missing or wrong key is 401 with an empty body.
 
-``ServerApi`` is the one executor of every method (and of ``batch``); ``ApiEndpoint`` is its HTTP
-adapter and gateway/grpc_api/server.py its gRPC adapter.
+``ServerApi`` is the one executor of every method (and of ``batch``); gateway/api_http.py is its
+HTTP adapter and gateway/grpc_api/server.py its gRPC adapter.
 This module only parses requests (gateway/api_requests.py, one typed parser) and calls the node;
 actions on connections go to every node through the cluster (gateway/cluster.py). Errors are
 values of the one catalogue (gateway/protocol/codes.py), raised as a fresh ``ApiError`` each time.
@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from time import perf_counter
 from typing import Any
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 
 from gateway.api_requests import (
     ApiError,
@@ -44,7 +41,6 @@ from gateway.api_requests import (
 )
 from gateway.channels import resolve
 from gateway.config import ChannelOptions, Settings
-from gateway.config_schema import HttpApiSettings
 from gateway.engine.base import EngineError
 from gateway.node import Node
 from gateway.protocol import codec, codes
@@ -56,8 +52,6 @@ Result = dict[str, Any]
 
 TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 113: 409}
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
-
-MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +118,7 @@ class ServerApi:
         if spec is None:
             raise ApiError(codes.ERROR_NOT_FOUND)
         metrics = self.node.metrics
-        started = time.perf_counter()
+        started = perf_counter()
         try:
             return await spec.handler(parse(spec.request, params))
         except ApiError as exc:
@@ -136,27 +130,27 @@ class ServerApi:
             metrics.api_errors.labels(protocol, method, "100").inc()
             raise ApiError(codes.ERROR_INTERNAL) from None
         finally:
-            metrics.api_duration.labels(protocol, method).observe(time.perf_counter() - started)
+            metrics.api_timer(protocol, method).observe(perf_counter() - started)
 
     async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
         """``batch``: each command ``{"<method>": params}`` answered in order with
         ``{"<method>": result}`` or ``{"error": ...}``; ``parallel`` runs them concurrently
         (Centrifugo's ``parallel``), else one after another."""
-
-        async def one(command: object) -> Result:
-            if not isinstance(command, dict) or len(command) != 1:
-                return {"error": error_obj(bad_request("commands[]"))}
-            ((method, method_params),) = command.items()
-            try:
-                if method == "batch":
-                    raise ApiError(codes.ERROR_NOT_FOUND)
-                return {method: await self.call(method, method_params, protocol=protocol)}
-            except ApiError as exc:
-                return {"error": error_obj(exc)}
-
         if parallel:
-            return list(await asyncio.gather(*(one(command) for command in commands)))
-        return [await one(command) for command in commands]
+            return list(await asyncio.gather(*(self._command(command, protocol) for command in commands)))
+        return [await self._command(command, protocol) for command in commands]
+
+    async def _command(self, command: object, protocol: str) -> Result:
+        """One ``batch`` command: ``{"<method>": result}`` or ``{"error": ...}``."""
+        if not isinstance(command, dict) or len(command) != 1:
+            return {"error": error_obj(bad_request("commands[]"))}
+        ((method, method_params),) = command.items()
+        try:
+            if method == "batch":
+                raise ApiError(codes.ERROR_NOT_FOUND)
+            return {method: await self.call(method, method_params, protocol=protocol)}
+        except ApiError as exc:
+            return {"error": error_obj(exc)}
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
@@ -266,99 +260,3 @@ class ServerApi:
 
     async def rpc(self, req: RpcRequest) -> Result:
         raise ApiError(codes.ERROR_NOT_FOUND)
-
-
-# --- HTTP endpoint ---------------------------------------------------------------------------------
-
-
-def _authorized(request: Request, key: str) -> bool:
-    supplied = request.headers.get("x-api-key") or None
-    if supplied is None:
-        auth = request.headers.get("authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() == "apikey":
-            supplied = value.strip()
-    if supplied is None:
-        supplied = request.query_params.get("api_key")
-    return supplied is not None and bool(key) and hmac.compare_digest(supplied.encode(), key.encode())
-
-
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
-
-
-def _text(text: str, status: int) -> Response:
-    return Response(text, status_code=status, media_type="text/plain")
-
-
-class ApiEndpoint:
-    """Starlette endpoint for ``/api/<method>``, ``/api/batch`` and the legacy ``/api``."""
-
-    def __init__(self, api: ServerApi, settings: HttpApiSettings, max_body: int = MAX_BODY_BYTES) -> None:
-        self.api = api
-        self.settings = settings
-        self.max_body = max_body
-
-    async def __call__(self, request: Request) -> Response:
-        settings = self.settings
-        if request.method != "POST":
-            return Response(status_code=405)
-        if not settings.insecure and not _authorized(request, settings.key):
-            return Response(status_code=401)
-        try:
-            body = await request.body()
-        except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
-            return Response(status_code=400)
-        if len(body) > self.max_body:
-            return _text("request entity too large", 413)
-        method = request.path_params.get("method", "")
-        transport_mode = (
-            settings.error_mode == "transport"
-            or request.headers.get("x-centrifugo-error-mode") == "transport"
-        )
-        if not method:
-            return await self._legacy(body)
-        try:
-            params = orjson.loads(body) if body.strip() else {}
-        except orjson.JSONDecodeError:
-            return _text("bad request", 400)
-        if method == "batch":
-            return await self._batch(params)
-        try:
-            result = await self.api.call(method, params)
-        except ApiError as exc:
-            if transport_mode:
-                return _json(error_obj(exc), TRANSPORT_STATUS.get(exc.code, 400))
-            return _json({"error": error_obj(exc)})
-        return _json({"result": result})
-
-    async def _batch(self, params: Any) -> Response:
-        commands = params.get("commands") if isinstance(params, dict) else None
-        parallel = params.get("parallel", False) if isinstance(params, dict) else False
-        if not isinstance(commands, list):
-            return _json({"error": error_obj(bad_request("commands"))})
-        if not isinstance(parallel, bool):
-            return _json({"error": error_obj(bad_request("parallel"))})
-        return _json({"replies": await self.api.batch(commands, parallel=parallel)})
-
-    async def _legacy(self, body: bytes) -> Response:
-        """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""
-        lines: list[bytes] = []
-        for raw_line in body.split(b"\n"):
-            if not raw_line.strip():
-                continue
-            try:
-                cmd = orjson.loads(raw_line)
-            except orjson.JSONDecodeError:
-                return _text("bad request", 400)
-            if not isinstance(cmd, dict):
-                return _text("bad request", 400)
-            method = cmd.get("method")
-            try:
-                if not isinstance(method, str):
-                    raise bad_request("method")
-                result = await self.api.call(method, cmd.get("params") or {})
-                lines.append(orjson.dumps({"result": result}))
-            except ApiError as exc:
-                lines.append(orjson.dumps({"error": error_obj(exc)}))
-        return Response(b"\n".join(lines), media_type="application/json")

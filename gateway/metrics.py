@@ -146,13 +146,27 @@ class Metrics:
             registry=r,
         )
         self._sent_pub = self.messages_sent_count.labels("publication", "")
+        self._actions: dict[str, Counter] = {}
+        self._api_timers: dict[tuple[str, str], Histogram] = {}
         self.registry.register(_AsyncioTasks())
 
     def register_node_gauges(self, collector: Collector) -> None:
         self.registry.register(collector)
 
     def action(self, action: str, channel: str) -> None:
-        self.action_count.labels(action, "").inc()
+        child = self._actions.get(action)
+        if child is None:
+            child = self._actions[action] = self.action_count.labels(action, "")
+        child.inc()
+
+    def api_timer(self, protocol: str, method: str) -> Histogram:
+        """The ``api_command_duration`` child of (protocol, method), bound once: a labels()
+        lookup per call costs more than the observation itself."""
+        key = (protocol, method)
+        child = self._api_timers.get(key)
+        if child is None:
+            child = self._api_timers[key] = self.api_duration.labels(protocol, method)
+        return child
 
     def messages_sent(self, channel: str, n: int) -> None:
         if n:

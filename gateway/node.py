@@ -40,6 +40,8 @@ from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, S
 
 VERSION = "0.1.0"
 
+NO_HISTORY = HistoryOptions()
+
 
 @dataclass(frozen=True, slots=True)
 class Positioned:
@@ -86,6 +88,7 @@ class Node:
         self._unlinks: dict[str, asyncio.Task[None]] = {}
         """Per channel: a broker unsubscribe in flight."""
         self.last_pub_at: dict[str, float] = {}
+        self._history_options: dict[int, tuple[ChannelOptions, HistoryOptions]] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
@@ -117,8 +120,17 @@ class Node:
     # --- options -----------------------------------------------------------------------------
 
     def history_options(self, opts: ChannelOptions) -> HistoryOptions:
+        """The engine's history settings of a namespace (built once per options object: the
+        settings are immutable and hold every ``ChannelOptions`` for the process lifetime)."""
+        cached = self._history_options.get(id(opts))
+        if cached is not None and cached[0] is opts:
+            return cached[1]
         meta_ttl = opts.history_meta_ttl or self.settings.channel.history_meta_ttl
-        return HistoryOptions(opts.history_size, opts.history_ttl, meta_ttl)
+        history = HistoryOptions(opts.history_size, opts.history_ttl, meta_ttl)
+        if len(self._history_options) >= 1024:  # options built outside the settings (tests)
+            self._history_options.clear()
+        self._history_options[id(opts)] = (opts, history)
+        return history
 
     # --- BrokerEventHandler --------------------------------------------------------------------
 
@@ -210,7 +222,7 @@ class Node:
         version_epoch: str = "",
         delta: bool = False,
     ) -> PublishResult:
-        history = HistoryOptions() if skip_history else self.history_options(opts)
+        history = NO_HISTORY if skip_history else self.history_options(opts)
         pub = Publication(
             data=data,
             info=info,
