@@ -50,6 +50,9 @@ log = logging.getLogger("taskcast.gateway.api")
 
 Result = dict[str, Any]
 
+INLINE_METHODS = frozenset({"publish", "broadcast"})
+"""Methods that never suspend on an engine that publishes inline (the memory engine)."""
+
 TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 113: 409}
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
 
@@ -94,6 +97,26 @@ class ServerApi:
             "info": _Method(InfoRequest, self.info),
             "rpc": _Method(RpcRequest, self.rpc),
         }
+        self._inline = bool(getattr(node.broker, "publishes_inline", False))
+
+    def runs_inline(self, method: str) -> bool:
+        """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
+        may run it outside a task): publishes on an engine with ``publishes_inline``."""
+        return self._inline and method in INLINE_METHODS
+
+    def runs_inline_batch(self, params: object) -> bool:
+        """``runs_inline`` for the params of ``batch``: sequential, and every command inline."""
+        if not self._inline:
+            return False
+        if not isinstance(params, dict) or params.get("parallel"):
+            return not isinstance(params, dict)
+        commands = params.get("commands")
+        if not isinstance(commands, list):
+            return True  # answered with an error, nothing runs
+        return all(
+            not isinstance(command, dict) or len(command) != 1 or next(iter(command)) in INLINE_METHODS
+            for command in commands
+        )
 
     def _options(self, channel: str) -> ChannelOptions:
         rules = resolve(self.settings, channel)

@@ -17,6 +17,7 @@ Executes nothing itself: every method goes to ``ServerApi`` (gateway/api.py).
 from __future__ import annotations
 
 import hmac
+from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -30,6 +31,8 @@ from gateway.config_schema import HttpApiSettings
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
 Scope = dict[str, Any]
+Response = tuple[int, bytes, bytes | None]
+"""(status, body, content type or None)."""
 Receive = Any
 Send = Any
 
@@ -51,6 +54,40 @@ class ApiEndpoint:
         self.settings = settings
         self.max_body = max_body
         self._key = settings.key.encode()
+        self.prefix = settings.handler_prefix.rstrip("/")
+        """The API's path ("" with ``handler_prefix: "/"``: then only Starlette routes it)."""
+        self._methods_prefix = self.prefix + "/"
+
+    def route(self, path: str) -> str | None:
+        """The method ``path`` names ("" = the legacy ``<prefix>``), None when it is not an API
+        path served outside Starlette's routing (as Starlette's ``{method:str}``: one segment)."""
+        if not self.prefix:
+            return None
+        if path.startswith(self._methods_prefix):
+            method = path[len(self._methods_prefix) :]
+            return method if method and "/" not in method else None
+        return "" if path == self.prefix else None
+
+    def respond_inline(
+        self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
+    ) -> tuple[Coroutine[Any, Any, Response], bool]:
+        """The response to a request the HTTP protocol read itself (gateway/server_inline.py),
+        as a coroutine, and whether it may run outside a task: True when it does not suspend
+        (``ServerApi.runs_inline``: e.g. publishes on the memory engine)."""
+        refused = self._refuse(http_method, headers, query)
+        if refused is not None:
+            return _ready(refused), True
+        if len(body) > self.max_body:
+            return _ready(_TOO_LARGE), True
+        parsed = self._parse(method, body)
+        if isinstance(parsed, tuple):
+            return _ready(parsed), True
+        api = self.api
+        if method == "batch":
+            inline = api.runs_inline_batch(parsed)
+        else:
+            inline = bool(method) and api.runs_inline(method)
+        return self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
@@ -63,28 +100,47 @@ class ApiEndpoint:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def respond(self, scope: Scope, receive: Receive, method: str) -> tuple[int, bytes, bytes | None]:
-        """(status, body, content type) of one request."""
-        if scope["method"] != "POST":
-            return 405, b"", None
-        api_key, authorization, error_mode = _headers(scope["headers"])
-        if not self.settings.insecure and not self._authorized(scope, api_key, authorization):
-            return 401, b"", None
+    async def respond(self, scope: Scope, receive: Receive, method: str) -> Response:
+        """(status, body, content type) of one ASGI request."""
+        headers = scope["headers"]
+        refused = self._refuse(scope["method"], headers, scope.get("query_string", b""))
+        if refused is not None:
+            return refused
         body = await self._body(receive)
         if body is None:  # gone mid-body (or cut by http_server.request_timeout)
             return _EMPTY_400
         if body is _OVERSIZED:
             return _TOO_LARGE
+        parsed = self._parse(method, body)
+        if isinstance(parsed, tuple):
+            return parsed
+        return await self._execute(method, parsed, body, _transport_mode(self.settings, headers))
+
+    def _refuse(self, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes) -> Response | None:
+        """405 for a method other than POST, 401 without the key; None: go on."""
+        if http_method != "POST":
+            return 405, b"", None
+        if not self.settings.insecure and not self._authorized(headers, query):
+            return 401, b"", None
+        return None
+
+    @staticmethod
+    def _parse(method: str, body: bytes) -> Any:
+        """The JSON params of a method's body (the legacy endpoint parses per line), or the 400
+        response (a tuple) for a body that is not JSON."""
+        if not method:
+            return None
+        try:
+            return orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError:
+            return _BAD_REQUEST
+
+    async def _execute(self, method: str, params: Any, body: bytes, transport_mode: bool) -> Response:
         if not method:
             try:
                 return 200, await self._legacy(body), _JSON
             except _Refused:
                 return _BAD_REQUEST
-        transport_mode = self.settings.error_mode == "transport" or error_mode == b"transport"
-        try:
-            params = orjson.loads(body) if body.strip() else {}
-        except orjson.JSONDecodeError:
-            return _BAD_REQUEST
         if method == "batch":
             return 200, await self.batch_body(params), _JSON
         try:
@@ -95,15 +151,15 @@ class ApiEndpoint:
             return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
         return 200, orjson.dumps({"result": result}), _JSON
 
-    def _authorized(self, scope: Scope, api_key: bytes | None, authorization: bytes | None) -> bool:
+    def _authorized(self, headers: list[tuple[bytes, bytes]], query: bytes) -> bool:
+        api_key, authorization = _auth_headers(headers)
         supplied = api_key.decode("latin-1") if api_key else None
         if supplied is None and authorization is not None:
             scheme, _, value = authorization.decode("latin-1").partition(" ")
             if scheme.lower() == "apikey":
                 supplied = value.strip()
-        if supplied is None and scope.get("query_string"):
-            query = dict(parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True))
-            supplied = query.get("api_key")
+        if supplied is None and query:
+            supplied = dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True)).get("api_key")
         return supplied is not None and bool(self._key) and hmac.compare_digest(supplied.encode(), self._key)
 
     async def _body(self, receive: Receive) -> bytes | None:
@@ -162,19 +218,30 @@ class ApiEndpoint:
         return b"\n".join(lines)
 
 
-def _headers(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None, bytes | None]:
-    """The first ``x-api-key``, ``authorization`` and ``x-centrifugo-error-mode`` values."""
-    api_key = authorization = error_mode = None
+def _auth_headers(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The first ``x-api-key`` and ``authorization`` values."""
+    api_key = authorization = None
     for name, value in headers:
         if name == b"x-api-key":
             if api_key is None:
                 api_key = value
-        elif name == b"authorization":
-            if authorization is None:
-                authorization = value
-        elif name == b"x-centrifugo-error-mode" and error_mode is None:
-            error_mode = value
-    return api_key, authorization, error_mode
+        elif name == b"authorization" and authorization is None:
+            authorization = value
+    return api_key, authorization
+
+
+def _transport_mode(settings: HttpApiSettings, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Errors as HTTP statuses: ``http_api.error_mode`` or the first ``X-Centrifugo-Error-Mode``."""
+    if settings.error_mode == "transport":
+        return True
+    for name, value in headers:
+        if name == b"x-centrifugo-error-mode":
+            return value == b"transport"
+    return False
+
+
+async def _ready(response: Response) -> Response:
+    return response
 
 
 class _Refused(Exception):
@@ -182,26 +249,18 @@ class _Refused(Exception):
 
 
 class ApiFirst(Starlette):
-    """The gateway's ASGI app: requests for ``<prefix>/<method>`` and ``<prefix>`` go straight to
-    the server API endpoint, everything else (and every other ASGI event) to Starlette's routes.
-    With an empty prefix (``handler_prefix: "/"``) the API is left to Starlette's routes."""
+    """The gateway's ASGI app: the paths ``ApiEndpoint.route`` names go straight to the server
+    API endpoint, everything else (and every other ASGI event) to Starlette's routes."""
 
-    def __init__(self, *, api: ApiEndpoint | None, api_prefix: str, **kwargs: Any) -> None:
+    def __init__(self, *, api: ApiEndpoint | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._api = api if api_prefix else None
-        self._api_root = api_prefix
-        self._api_methods = api_prefix + "/"
+        self.api = api
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
-        api = self._api
+        api = self.api
         if api is not None and scope["type"] == "http":
-            path: str = scope["path"]
-            if path.startswith(self._api_methods):
-                method = path[len(self._api_methods) :]
-                if method and "/" not in method:
-                    await api.handle(scope, receive, send, method)
-                    return
-            elif path == self._api_root:
-                await api.handle(scope, receive, send, "")
+            method = api.route(scope["path"])
+            if method is not None:
+                await api.handle(scope, receive, send, method)
                 return
         await super().__call__(scope, receive, send)

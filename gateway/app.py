@@ -301,12 +301,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
     routes = _routes(settings, rt)
     api = next((r.app for r in routes if isinstance(r.app, ApiEndpoint)), None)
-    app = ApiFirst(
-        api=api,
-        api_prefix=settings.http_api.handler_prefix.rstrip("/"),
-        routes=routes,
-        lifespan=lifespan,
-    )
+    app = ApiFirst(api=api, routes=routes, lifespan=lifespan)
     app.state.runtime = rt
     return app
 
@@ -339,8 +334,10 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 uni=uni,
             )
         )
+    app = create_app(settings, rt)
     return Served(
-        app=create_app(settings, rt),
+        app=app,
+        inline=app.api if isinstance(app, ApiFirst) else None,
         websocket=protocol,
         on_shutdown=rt.on_shutdown,
         internal_prefixes=internal_prefixes(settings),

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import islice
+from typing import ClassVar
 
 from gateway.engine.base import (
     BrokerEventHandler,
@@ -100,6 +101,10 @@ class MemoryBroker:
         sweep_interval_seconds: Pause between sweeps in ``run()``.
         sweep_batch: Most channels (and idempotency results) examined per sweep.
     """
+
+    publishes_inline: ClassVar[bool] = True
+    """``publish`` never suspends: the server API may run a publish outside a task
+    (gateway/server_inline.py). A subclass whose ``publish`` awaits must set it to False."""
 
     def __init__(
         self,
