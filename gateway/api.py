@@ -38,6 +38,7 @@ from gateway.api_requests import (
     UnsubscribeRequest,
     bad_request,
     parse,
+    parse_publish,
 )
 from gateway.channels import resolve
 from gateway.config import ChannelOptions, Settings
@@ -53,6 +54,9 @@ Result = dict[str, Any]
 INLINE_METHODS = frozenset({"publish", "broadcast"})
 """Methods that never suspend on an engine that publishes inline (the memory engine)."""
 
+RESOLVED_CHANNELS = 65536
+"""Channel names whose resolution is kept (the cache is emptied when it is full)."""
+
 TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 113: 409}
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
 
@@ -61,6 +65,11 @@ TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 
 class _Method:
     request: type[Any]
     handler: Callable[[Any], Awaitable[Result]]
+    parser: Callable[[object], Any] | None = None
+    """Builds the typed request (default: ``parse(request, params)``)."""
+
+    def parse(self, params: object) -> Any:
+        return parse(self.request, params) if self.parser is None else self.parser(params)
 
 
 def _b64(name: str, value: str) -> bytes:
@@ -83,7 +92,7 @@ class ServerApi:
         self.node = node
         self.settings = settings
         self.methods: dict[str, _Method] = {
-            "publish": _Method(PublishRequest, self.publish),
+            "publish": _Method(PublishRequest, self.publish, parse_publish),
             "broadcast": _Method(BroadcastRequest, self.broadcast),
             "subscribe": _Method(SubscribeRequest, self.subscribe),
             "unsubscribe": _Method(UnsubscribeRequest, self.unsubscribe),
@@ -98,6 +107,7 @@ class ServerApi:
             "rpc": _Method(RpcRequest, self.rpc),
         }
         self._inline = bool(getattr(node.broker, "publishes_inline", False))
+        self._resolved: dict[str, ChannelOptions | codes.Error] = {}
 
     def runs_inline(self, method: str) -> bool:
         """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
@@ -119,10 +129,18 @@ class ServerApi:
         )
 
     def _options(self, channel: str) -> ChannelOptions:
-        rules = resolve(self.settings, channel)
-        if isinstance(rules, codes.Error):
-            raise ApiError(rules, "channel")
-        return rules.options
+        """The channel's namespace options (resolved once per channel name: the settings are
+        immutable); raises the resolution's 102/107."""
+        resolved = self._resolved.get(channel)
+        if resolved is None:
+            rules = resolve(self.settings, channel)
+            resolved = rules if isinstance(rules, codes.Error) else rules.options
+            if len(self._resolved) >= RESOLVED_CHANNELS:
+                self._resolved.clear()
+            self._resolved[channel] = resolved
+        if isinstance(resolved, codes.Error):
+            raise ApiError(resolved, "channel")
+        return resolved
 
     def _history_options(self, channel: str) -> ChannelOptions:
         opts = self._options(channel)
@@ -143,7 +161,7 @@ class ServerApi:
         metrics = self.node.metrics
         started = perf_counter()
         try:
-            return await spec.handler(parse(spec.request, params))
+            return await spec.handler(spec.parse(params))
         except ApiError as exc:
             metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
             raise
