@@ -8,6 +8,7 @@ namespace labels off), which keeps cardinality bounded.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -28,13 +29,8 @@ class Metrics:
         r = self.registry
         build = Gauge("node_build", "Node build info.", ["version"], namespace=NS, registry=r)
         build.labels(version).set(1)
-        self.action_count = Counter(
-            "node_action_count",
-            "Number of node actions.",
-            ["action", "channel_namespace"],
-            namespace=NS,
-            registry=r,
-        )
+        self.action_count = _ActionCounts()
+        r.register(self.action_count)
         self.messages_sent_count = Counter(
             "node_messages_sent_count",
             "Number of messages sent to clients.",
@@ -146,7 +142,6 @@ class Metrics:
             registry=r,
         )
         self._sent_pub = self.messages_sent_count.labels("publication", "")
-        self._actions: dict[str, Counter] = {}
         self._api_timers: dict[tuple[str, str], Histogram] = {}
         self.registry.register(_AsyncioTasks())
 
@@ -154,10 +149,12 @@ class Metrics:
         self.registry.register(collector)
 
     def action(self, action: str, channel: str) -> None:
-        child = self._actions.get(action)
-        if child is None:
-            child = self._actions[action] = self.action_count.labels(action, "")
-        child.inc()
+        counts = self.action_count.counts
+        n = counts.get(action)
+        if n is None:
+            self.action_count.created[action] = time.time()
+            n = 0
+        counts[action] = n + 1
 
     def api_timer(self, protocol: str, method: str) -> Histogram:
         """The ``api_command_duration`` child of (protocol, method), bound once: a labels()
@@ -224,6 +221,24 @@ class HoldGauges(Collector):
             "Queued publications dropped for a newer one of the same conflation key (seed §13.3).",
             value=conflated,
         )
+
+
+class _ActionCounts(Collector):
+    """``centrifugo_node_action_count`` (labels action, channel_namespace): counted in a dict on
+    the publish path (a prometheus Counter takes a lock per increment) and exposed at scrape
+    time with the same samples (``_total`` and ``_created``)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.created: dict[str, float] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            f"{NS}_node_action_count", "Number of node actions.", labels=["action", "channel_namespace"]
+        )
+        for action, n in list(self.counts.items()):
+            family.add_metric([action, ""], n, created=self.created.get(action))
+        yield family
 
 
 class _AsyncioTasks(Collector):
