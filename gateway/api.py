@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from gateway.api_batch import PublishRuns
 from gateway.api_requests import (
     ApiError,
     BroadcastRequest,
@@ -42,7 +43,7 @@ from gateway.api_requests import (
 )
 from gateway.channels import resolve
 from gateway.config import ChannelOptions, Settings
-from gateway.engine.base import EngineError
+from gateway.engine.base import BatchBroker, EngineError
 from gateway.node import Node
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import StreamPosition
@@ -128,6 +129,9 @@ class ServerApi:
             for command in commands
         )
 
+    def channel_options(self, channel: str) -> ChannelOptions:
+        return self._options(channel)
+
     def _options(self, channel: str) -> ChannelOptions:
         """The channel's namespace options (resolved once per channel name: the settings are
         immutable); raises the resolution's 102/107."""
@@ -179,7 +183,13 @@ class ServerApi:
         (Centrifugo's ``parallel``), else one after another."""
         if parallel:
             return list(await asyncio.gather(*(self._command(command, protocol) for command in commands)))
+        broker = self.node.broker
+        if not self._inline and isinstance(broker, BatchBroker):
+            return await PublishRuns(self, broker, protocol).run(commands)
         return [await self._command(command, protocol) for command in commands]
+
+    async def command(self, command: object, protocol: str) -> Result:
+        return await self._command(command, protocol)
 
     async def _command(self, command: object, protocol: str) -> Result:
         """One ``batch`` command: ``{"<method>": result}`` or ``{"error": ...}``."""
@@ -192,6 +202,9 @@ class ServerApi:
             return {method: await self.call(method, method_params, protocol=protocol)}
         except ApiError as exc:
             return {"error": error_obj(exc)}
+
+    def payload(self, data: object, b64data: str) -> bytes:
+        return self._data(data, b64data)
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:

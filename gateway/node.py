@@ -26,11 +26,13 @@ from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
 from gateway.conflation import conflation_key
 from gateway.engine.base import (
+    BatchBroker,
     Broker,
     EngineError,
     HistoryOptions,
     HistoryResult,
     PresenceManager,
+    PublishItem,
     PublishResult,
 )
 from gateway.hub import Connection, Hub
@@ -223,13 +225,7 @@ class Node:
         delta: bool = False,
     ) -> PublishResult:
         history = NO_HISTORY if skip_history else self.history_options(opts)
-        pub = Publication(
-            data=data,
-            info=info,
-            tags=tags or None,
-            time=int(self.clock() * 1000),
-            delta=delta or opts.delta_publish,
-        )
+        pub = self._publication(opts, data, info, tags, delta)
         result = await self.broker.publish(
             channel,
             pub,
@@ -240,6 +236,49 @@ class Node:
         )
         self.metrics.action("publish", channel)
         return result
+
+    def _publication(
+        self,
+        opts: ChannelOptions,
+        data: bytes,
+        info: ClientInfo | None,
+        tags: dict[str, str] | None,
+        delta: bool,
+    ) -> Publication:
+        return Publication(
+            data=data,
+            info=info,
+            tags=tags or None,
+            time=int(self.clock() * 1000),
+            delta=delta or opts.delta_publish,
+        )
+
+    def publish_item(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        data: bytes,
+        *,
+        tags: dict[str, str] | None = None,
+        skip_history: bool = False,
+        idempotency_key: str = "",
+        version: int = 0,
+        version_epoch: str = "",
+        delta: bool = False,
+    ) -> PublishItem:
+        """What ``publish`` would publish, for ``publish_many``."""
+        history = NO_HISTORY if skip_history else self.history_options(opts)
+        pub = self._publication(opts, data, None, tags, delta)
+        return PublishItem(channel, pub, history, idempotency_key, version, version_epoch)
+
+    async def publish_many(
+        self, broker: BatchBroker, items: Sequence[PublishItem]
+    ) -> list[PublishResult | EngineError]:
+        """``publish`` of every item in one engine round trip (``BatchBroker.publish_many``)."""
+        results = await broker.publish_many(items)
+        for _ in items:
+            self.metrics.action("publish", "")
+        return results
 
     async def history(
         self,
