@@ -21,6 +21,8 @@ from prometheus_client.utils import floatToGoString
 
 NS = "centrifugo"
 
+_SENT_PUBLICATION = ("publication", "")
+
 NodeCounts = Callable[[], tuple[int, int, int, int, int, bool]]
 """Returns (clients, users, subscriptions, channels, live nodes, engine healthy) of this node."""
 
@@ -33,15 +35,16 @@ class Metrics:
         r = self.registry
         build = Gauge("node_build", "Node build info.", ["version"], namespace=NS, registry=r)
         build.labels(version).set(1)
-        self.action_count = _ActionCounts()
-        r.register(self.action_count)
-        self.messages_sent_count = Counter(
-            "node_messages_sent_count",
-            "Number of messages sent to clients.",
-            ["type", "channel_namespace"],
-            namespace=NS,
-            registry=r,
+        self.action_count = LoopCounters(
+            f"{NS}_node_action_count", "Number of node actions.", ("action", "channel_namespace")
         )
+        r.register(self.action_count)
+        self.messages_sent_count = LoopCounters(
+            f"{NS}_node_messages_sent_count",
+            "Number of messages sent to clients.",
+            ("type", "channel_namespace"),
+        )
+        r.register(self.messages_sent_count)
         self.pub_sub_lag = LoopHistograms(
             f"{NS}_node_pub_sub_lag_seconds",
             "Lag from publish to delivery to local subscribers.",
@@ -145,19 +148,14 @@ class Metrics:
             namespace=NS,
             registry=r,
         )
-        self._sent_pub = self.messages_sent_count.labels("publication", "")
+        self.messages_sent_count.inc(_SENT_PUBLICATION, 0)
         self.registry.register(_AsyncioTasks())
 
     def register_node_gauges(self, collector: Collector) -> None:
         self.registry.register(collector)
 
     def action(self, action: str, channel: str) -> None:
-        counts = self.action_count.counts
-        n = counts.get(action)
-        if n is None:
-            self.action_count.created[action] = time.time()
-            n = 0
-        counts[action] = n + 1
+        self.action_count.inc((action, ""))
 
     def api_timer(self, protocol: str, method: str) -> LoopHistogram:
         """The ``api_command_duration`` child of (protocol, method)."""
@@ -165,7 +163,7 @@ class Metrics:
 
     def messages_sent(self, channel: str, n: int) -> None:
         if n:
-            self._sent_pub.inc(n)
+            self.messages_sent_count.inc(_SENT_PUBLICATION, n)
 
     def observe_pub_lag(self, seconds: float) -> None:
         self._pub_sub_lag.observe(seconds)
@@ -275,21 +273,30 @@ class LoopHistograms(Collector):
         yield family
 
 
-class _ActionCounts(Collector):
-    """``centrifugo_node_action_count`` (labels action, channel_namespace): counted in a dict on
-    the publish path (a prometheus Counter takes a lock per increment) and exposed at scrape
-    time with the same samples (``_total`` and ``_created``)."""
+class LoopCounters(Collector):
+    """A labelled counter updated only from the event loop's thread (a dict, no lock per
+    increment), exposed at scrape time with a prometheus ``Counter``'s samples (``_total`` and
+    ``_created``)."""
 
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-        self.created: dict[str, float] = {}
+    def __init__(self, name: str, documentation: str, labels: tuple[str, ...]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.label_names = labels
+        self.counts: dict[tuple[str, ...], float] = {}
+        self.created: dict[tuple[str, ...], float] = {}
+
+    def inc(self, values: tuple[str, ...], amount: float = 1) -> None:
+        counts = self.counts
+        n = counts.get(values)
+        if n is None:
+            self.created[values] = time.time()
+            n = 0
+        counts[values] = n + amount
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily(
-            f"{NS}_node_action_count", "Number of node actions.", labels=["action", "channel_namespace"]
-        )
-        for action, n in list(self.counts.items()):
-            family.add_metric([action, ""], n, created=self.created.get(action))
+        family = CounterMetricFamily(self.name, self.documentation, labels=self.label_names)
+        for values, n in list(self.counts.items()):
+            family.add_metric(list(values), n, created=self.created.get(values))
         yield family
 
 

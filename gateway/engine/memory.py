@@ -84,6 +84,10 @@ class _Cursor:
         return batch
 
 
+UNPOSITIONED = PublishResult(None)
+"""The result of every publish to a channel without history (immutable: shared)."""
+
+
 class MemoryBroker:
     """A ``Broker`` for one process: history, idempotency and delivery to this node's handler.
 
@@ -215,7 +219,7 @@ class MemoryBroker:
             heapq.heappush(self._result_expiries, (expires_at, channel, idempotency_key))
             # Bound the cache even when run() is not sweeping.
             self._expire_results(now, 2)
-        return PublishResult(position)
+        return PublishResult(position) if position is not None else UNPOSITIONED
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None:
         handler = self._handler

@@ -1,5 +1,5 @@
-"""gateway/metrics.py's lock-free histograms expose exactly the samples of a prometheus_client
-``Histogram`` given the same observations (pure, in-process)."""
+"""gateway/metrics.py's lock-free histograms and counters expose exactly the samples of a
+prometheus_client ``Histogram`` / ``Counter`` given the same observations (pure, in-process)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from gateway.metrics import LoopHistograms
+from gateway.metrics import LoopCounters, LoopHistograms
 
 CREATED = re.compile(r"_created(\{[^}]*\})? \S+")
 
@@ -47,4 +47,16 @@ def test_custom_buckets_without_labels():
     for value in (0.0, 0.001, 0.0011, 5.0, 10.0, 11.0):
         expected.observe(value)
         mine.labels().observe(value)
+    assert exposition(ours) == exposition(reference)
+
+
+def test_counters_have_the_samples_of_a_prometheus_counter():
+    reference, ours = CollectorRegistry(), CollectorRegistry()
+    expected = Counter("actions", "doc.", ["action", "ns"], registry=reference)
+    mine = LoopCounters("actions", "doc.", ("action", "ns"))
+    ours.register(mine)
+    assert exposition(ours) == exposition(reference)
+    for action, n in (("publish", 1), ("history", 2), ("publish", 3)):
+        expected.labels(action, "").inc(n)
+        mine.inc((action, ""), n)
     assert exposition(ours) == exposition(reference)
