@@ -2,8 +2,8 @@
 PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTTP statuses in
 ``transport`` error mode); a missing or wrong key is 401 with an empty body.
 
-``ServerApi`` is the one executor of every method (and of ``batch``); ``ApiEndpoint`` is its HTTP
-adapter and gateway/grpc_api/server.py its gRPC adapter.
+``ServerApi`` is the one executor of every method (and of ``batch``); gateway/api_http.py is its
+HTTP adapter and gateway/grpc_api/server.py its gRPC adapter.
 This module only parses requests (gateway/api_requests.py, one typed parser) and calls the node;
 actions on connections go to every node through the cluster (gateway/cluster.py). Errors are
 values of the one catalogue (gateway/protocol/codes.py), raised as a fresh ``ApiError`` each time.
@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from time import perf_counter
 from typing import Any
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
 
+from gateway.api_batch import PublishRuns
 from gateway.api_requests import (
     ApiError,
     BroadcastRequest,
@@ -41,11 +39,11 @@ from gateway.api_requests import (
     UnsubscribeRequest,
     bad_request,
     parse,
+    parse_publish,
 )
 from gateway.channels import resolve
 from gateway.config import ChannelOptions, Settings
-from gateway.config_schema import HttpApiSettings
-from gateway.engine.base import EngineError
+from gateway.engine.base import BatchBroker, EngineError
 from gateway.node import Node
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import StreamPosition
@@ -54,16 +52,25 @@ log = logging.getLogger("taskcast.gateway.api")
 
 Result = dict[str, Any]
 
+INLINE_METHODS = frozenset({"publish", "broadcast"})
+"""Methods that never suspend on an engine that publishes inline (the memory engine)."""
+
+RESOLVED_CHANNELS = 65536
+"""Channel names whose resolution is kept (the cache is emptied when it is full)."""
+
 TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 113: 409}
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
-
-MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class _Method:
     request: type[Any]
     handler: Callable[[Any], Awaitable[Result]]
+    parser: Callable[[object], Any] | None = None
+    """Builds the typed request (default: ``parse(request, params)``)."""
+
+    def parse(self, params: object) -> Any:
+        return parse(self.request, params) if self.parser is None else self.parser(params)
 
 
 def _b64(name: str, value: str) -> bytes:
@@ -86,7 +93,7 @@ class ServerApi:
         self.node = node
         self.settings = settings
         self.methods: dict[str, _Method] = {
-            "publish": _Method(PublishRequest, self.publish),
+            "publish": _Method(PublishRequest, self.publish, parse_publish),
             "broadcast": _Method(BroadcastRequest, self.broadcast),
             "subscribe": _Method(SubscribeRequest, self.subscribe),
             "unsubscribe": _Method(UnsubscribeRequest, self.unsubscribe),
@@ -100,12 +107,44 @@ class ServerApi:
             "info": _Method(InfoRequest, self.info),
             "rpc": _Method(RpcRequest, self.rpc),
         }
+        self._inline = bool(getattr(node.broker, "publishes_inline", False))
+        self._resolved: dict[str, ChannelOptions | codes.Error] = {}
+
+    def runs_inline(self, method: str) -> bool:
+        """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
+        may run it outside a task): publishes on an engine with ``publishes_inline``."""
+        return self._inline and method in INLINE_METHODS
+
+    def runs_inline_batch(self, params: object) -> bool:
+        """``runs_inline`` for the params of ``batch``: sequential, and every command inline."""
+        if not self._inline:
+            return False
+        if not isinstance(params, dict) or params.get("parallel"):
+            return not isinstance(params, dict)
+        commands = params.get("commands")
+        if not isinstance(commands, list):
+            return True  # answered with an error, nothing runs
+        return all(
+            not isinstance(command, dict) or len(command) != 1 or next(iter(command)) in INLINE_METHODS
+            for command in commands
+        )
+
+    def channel_options(self, channel: str) -> ChannelOptions:
+        return self._options(channel)
 
     def _options(self, channel: str) -> ChannelOptions:
-        rules = resolve(self.settings, channel)
-        if isinstance(rules, codes.Error):
-            raise ApiError(rules, "channel")
-        return rules.options
+        """The channel's namespace options (resolved once per channel name: the settings are
+        immutable); raises the resolution's 102/107."""
+        resolved = self._resolved.get(channel)
+        if resolved is None:
+            rules = resolve(self.settings, channel)
+            resolved = rules if isinstance(rules, codes.Error) else rules.options
+            if len(self._resolved) >= RESOLVED_CHANNELS:
+                self._resolved.clear()
+            self._resolved[channel] = resolved
+        if isinstance(resolved, codes.Error):
+            raise ApiError(resolved, "channel")
+        return resolved
 
     def _history_options(self, channel: str) -> ChannelOptions:
         opts = self._options(channel)
@@ -124,9 +163,9 @@ class ServerApi:
         if spec is None:
             raise ApiError(codes.ERROR_NOT_FOUND)
         metrics = self.node.metrics
-        started = time.perf_counter()
+        started = perf_counter()
         try:
-            return await spec.handler(parse(spec.request, params))
+            return await spec.handler(spec.parse(params))
         except ApiError as exc:
             metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
             raise
@@ -136,27 +175,36 @@ class ServerApi:
             metrics.api_errors.labels(protocol, method, "100").inc()
             raise ApiError(codes.ERROR_INTERNAL) from None
         finally:
-            metrics.api_duration.labels(protocol, method).observe(time.perf_counter() - started)
+            metrics.api_timer(protocol, method).observe(perf_counter() - started)
 
     async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
         """``batch``: each command ``{"<method>": params}`` answered in order with
         ``{"<method>": result}`` or ``{"error": ...}``; ``parallel`` runs them concurrently
         (Centrifugo's ``parallel``), else one after another."""
-
-        async def one(command: object) -> Result:
-            if not isinstance(command, dict) or len(command) != 1:
-                return {"error": error_obj(bad_request("commands[]"))}
-            ((method, method_params),) = command.items()
-            try:
-                if method == "batch":
-                    raise ApiError(codes.ERROR_NOT_FOUND)
-                return {method: await self.call(method, method_params, protocol=protocol)}
-            except ApiError as exc:
-                return {"error": error_obj(exc)}
-
         if parallel:
-            return list(await asyncio.gather(*(one(command) for command in commands)))
-        return [await one(command) for command in commands]
+            return list(await asyncio.gather(*(self._command(command, protocol) for command in commands)))
+        broker = self.node.broker
+        if not self._inline and isinstance(broker, BatchBroker):
+            return await PublishRuns(self, broker, protocol).run(commands)
+        return [await self._command(command, protocol) for command in commands]
+
+    async def command(self, command: object, protocol: str) -> Result:
+        return await self._command(command, protocol)
+
+    async def _command(self, command: object, protocol: str) -> Result:
+        """One ``batch`` command: ``{"<method>": result}`` or ``{"error": ...}``."""
+        if not isinstance(command, dict) or len(command) != 1:
+            return {"error": error_obj(bad_request("commands[]"))}
+        ((method, method_params),) = command.items()
+        try:
+            if method == "batch":
+                raise ApiError(codes.ERROR_NOT_FOUND)
+            return {method: await self.call(method, method_params, protocol=protocol)}
+        except ApiError as exc:
+            return {"error": error_obj(exc)}
+
+    def payload(self, data: object, b64data: str) -> bytes:
+        return self._data(data, b64data)
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
@@ -266,99 +314,3 @@ class ServerApi:
 
     async def rpc(self, req: RpcRequest) -> Result:
         raise ApiError(codes.ERROR_NOT_FOUND)
-
-
-# --- HTTP endpoint ---------------------------------------------------------------------------------
-
-
-def _authorized(request: Request, key: str) -> bool:
-    supplied = request.headers.get("x-api-key") or None
-    if supplied is None:
-        auth = request.headers.get("authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() == "apikey":
-            supplied = value.strip()
-    if supplied is None:
-        supplied = request.query_params.get("api_key")
-    return supplied is not None and bool(key) and hmac.compare_digest(supplied.encode(), key.encode())
-
-
-def _json(obj: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
-
-
-def _text(text: str, status: int) -> Response:
-    return Response(text, status_code=status, media_type="text/plain")
-
-
-class ApiEndpoint:
-    """Starlette endpoint for ``/api/<method>``, ``/api/batch`` and the legacy ``/api``."""
-
-    def __init__(self, api: ServerApi, settings: HttpApiSettings, max_body: int = MAX_BODY_BYTES) -> None:
-        self.api = api
-        self.settings = settings
-        self.max_body = max_body
-
-    async def __call__(self, request: Request) -> Response:
-        settings = self.settings
-        if request.method != "POST":
-            return Response(status_code=405)
-        if not settings.insecure and not _authorized(request, settings.key):
-            return Response(status_code=401)
-        try:
-            body = await request.body()
-        except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
-            return Response(status_code=400)
-        if len(body) > self.max_body:
-            return _text("request entity too large", 413)
-        method = request.path_params.get("method", "")
-        transport_mode = (
-            settings.error_mode == "transport"
-            or request.headers.get("x-centrifugo-error-mode") == "transport"
-        )
-        if not method:
-            return await self._legacy(body)
-        try:
-            params = orjson.loads(body) if body.strip() else {}
-        except orjson.JSONDecodeError:
-            return _text("bad request", 400)
-        if method == "batch":
-            return await self._batch(params)
-        try:
-            result = await self.api.call(method, params)
-        except ApiError as exc:
-            if transport_mode:
-                return _json(error_obj(exc), TRANSPORT_STATUS.get(exc.code, 400))
-            return _json({"error": error_obj(exc)})
-        return _json({"result": result})
-
-    async def _batch(self, params: Any) -> Response:
-        commands = params.get("commands") if isinstance(params, dict) else None
-        parallel = params.get("parallel", False) if isinstance(params, dict) else False
-        if not isinstance(commands, list):
-            return _json({"error": error_obj(bad_request("commands"))})
-        if not isinstance(parallel, bool):
-            return _json({"error": error_obj(bad_request("parallel"))})
-        return _json({"replies": await self.api.batch(commands, parallel=parallel)})
-
-    async def _legacy(self, body: bytes) -> Response:
-        """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""
-        lines: list[bytes] = []
-        for raw_line in body.split(b"\n"):
-            if not raw_line.strip():
-                continue
-            try:
-                cmd = orjson.loads(raw_line)
-            except orjson.JSONDecodeError:
-                return _text("bad request", 400)
-            if not isinstance(cmd, dict):
-                return _text("bad request", 400)
-            method = cmd.get("method")
-            try:
-                if not isinstance(method, str):
-                    raise bad_request("method")
-                result = await self.api.call(method, cmd.get("params") or {})
-                lines.append(orjson.dumps({"result": result}))
-            except ApiError as exc:
-                lines.append(orjson.dumps({"error": error_obj(exc)}))
-        return Response(b"\n".join(lines), media_type="application/json")

@@ -22,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.api import ApiEndpoint, ServerApi
+from gateway.api import ServerApi
+from gateway.api_http import ApiEndpoint, ApiFirst
 from gateway.auth import TokenVerifier
 from gateway.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.client import ClientFactory
@@ -208,13 +209,9 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
     if not settings.http_api.disabled:
         prefix = settings.http_api.handler_prefix.rstrip("/")
         endpoint = ApiEndpoint(rt.api, settings.http_api)
-
-        async def api(request: Request) -> Response:
-            return await endpoint(request)
-
-        routes += [
-            Route(prefix + "/{method:str}", api, methods=ALL_METHODS),
-            Route(prefix or "/", api, methods=ALL_METHODS),
+        routes += [  # ApiFirst serves these paths before routing; with an empty prefix, here
+            Route(prefix + "/{method:str}", endpoint, methods=ALL_METHODS),
+            Route(prefix or "/", endpoint, methods=ALL_METHODS),
         ]
         links["api"] = prefix or "/"
     origins = tuple(settings.client.allowed_origins)
@@ -302,7 +299,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                     task.cancel()
         await rt.close()
 
-    app = Starlette(routes=_routes(settings, rt), lifespan=lifespan)
+    routes = _routes(settings, rt)
+    api = next((r.app for r in routes if isinstance(r.app, ApiEndpoint)), None)
+    app = ApiFirst(api=api, routes=routes, lifespan=lifespan)
     app.state.runtime = rt
     return app
 
@@ -335,8 +334,10 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 uni=uni,
             )
         )
+    app = create_app(settings, rt)
     return Served(
-        app=create_app(settings, rt),
+        app=app,
+        inline=app.api if isinstance(app, ApiFirst) else None,
         websocket=protocol,
         on_shutdown=rt.on_shutdown,
         internal_prefixes=internal_prefixes(settings),

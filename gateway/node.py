@@ -26,11 +26,13 @@ from gateway.cluster import Cluster
 from gateway.config import ChannelOptions, Settings
 from gateway.conflation import conflation_key
 from gateway.engine.base import (
+    BatchBroker,
     Broker,
     EngineError,
     HistoryOptions,
     HistoryResult,
     PresenceManager,
+    PublishItem,
     PublishResult,
 )
 from gateway.hub import Connection, Hub
@@ -39,6 +41,8 @@ from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 
 VERSION = "0.1.0"
+
+NO_HISTORY = HistoryOptions()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,7 @@ class Node:
         self._unlinks: dict[str, asyncio.Task[None]] = {}
         """Per channel: a broker unsubscribe in flight."""
         self.last_pub_at: dict[str, float] = {}
+        self._history_options: dict[int, tuple[ChannelOptions, HistoryOptions]] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
@@ -117,8 +122,17 @@ class Node:
     # --- options -----------------------------------------------------------------------------
 
     def history_options(self, opts: ChannelOptions) -> HistoryOptions:
+        """The engine's history settings of a namespace (built once per options object: the
+        settings are immutable and hold every ``ChannelOptions`` for the process lifetime)."""
+        cached = self._history_options.get(id(opts))
+        if cached is not None and cached[0] is opts:
+            return cached[1]
         meta_ttl = opts.history_meta_ttl or self.settings.channel.history_meta_ttl
-        return HistoryOptions(opts.history_size, opts.history_ttl, meta_ttl)
+        history = HistoryOptions(opts.history_size, opts.history_ttl, meta_ttl)
+        if len(self._history_options) >= 1024:  # options built outside the settings (tests)
+            self._history_options.clear()
+        self._history_options[id(opts)] = (opts, history)
+        return history
 
     # --- BrokerEventHandler --------------------------------------------------------------------
 
@@ -210,14 +224,8 @@ class Node:
         version_epoch: str = "",
         delta: bool = False,
     ) -> PublishResult:
-        history = HistoryOptions() if skip_history else self.history_options(opts)
-        pub = Publication(
-            data=data,
-            info=info,
-            tags=tags or None,
-            time=int(self.clock() * 1000),
-            delta=delta or opts.delta_publish,
-        )
+        history = NO_HISTORY if skip_history else self.history_options(opts)
+        pub = self._publication(opts, data, info, tags, delta)
         result = await self.broker.publish(
             channel,
             pub,
@@ -228,6 +236,49 @@ class Node:
         )
         self.metrics.action("publish", channel)
         return result
+
+    def _publication(
+        self,
+        opts: ChannelOptions,
+        data: bytes,
+        info: ClientInfo | None,
+        tags: dict[str, str] | None,
+        delta: bool,
+    ) -> Publication:
+        return Publication(
+            data=data,
+            info=info,
+            tags=tags or None,
+            time=int(self.clock() * 1000),
+            delta=delta or opts.delta_publish,
+        )
+
+    def publish_item(
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        data: bytes,
+        *,
+        tags: dict[str, str] | None = None,
+        skip_history: bool = False,
+        idempotency_key: str = "",
+        version: int = 0,
+        version_epoch: str = "",
+        delta: bool = False,
+    ) -> PublishItem:
+        """What ``publish`` would publish, for ``publish_many``."""
+        history = NO_HISTORY if skip_history else self.history_options(opts)
+        pub = self._publication(opts, data, None, tags, delta)
+        return PublishItem(channel, pub, history, idempotency_key, version, version_epoch)
+
+    async def publish_many(
+        self, broker: BatchBroker, items: Sequence[PublishItem]
+    ) -> list[PublishResult | EngineError]:
+        """``publish`` of every item in one engine round trip (``BatchBroker.publish_many``)."""
+        results = await broker.publish_many(items)
+        for _ in items:
+            self.metrics.action("publish", "")
+        return results
 
     async def history(
         self,

@@ -14,7 +14,7 @@ up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wi
 uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
 ws=<class>)``). The head bound and the request deadline have no public hook, so
 ``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
-uvicorn's version range for that reason. Imports nothing from the gateway but config and tls
+uvicorn's version range for that reason. Imports nothing from the gateway but config, tls and server_inline
 (``http_server.tls``). With ``http_server.internal_port`` one server listens on two sockets and
 ``ListenerSplit`` keeps the internal endpoints off the public one.
 """
@@ -34,6 +34,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.config import Settings
 from gateway.logging_setup import uvicorn_log_level
+from gateway.server_inline import InlineHandler, InlineRequests
 from gateway.tls import uvicorn_ssl_kwargs
 
 logger = logging.getLogger("taskcast.gateway.server")
@@ -61,7 +62,7 @@ REQUEST_TIMEOUT_RESPONSE = _canned(b"408 Request Timeout", b"request timeout")
 HEAD_TOO_LARGE_RESPONSE = _canned(b"431 Request Header Fields Too Large", b"request header fields too large")
 
 
-class GatewayHttpProtocol(HttpToolsProtocol):
+class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
     """uvicorn's HTTP protocol with a head bound and a request deadline.
 
     Head bound: httptools buffers a header until its end, and uvicorn keeps every header, so a
@@ -77,6 +78,8 @@ class GatewayHttpProtocol(HttpToolsProtocol):
     the WebSocket protocol (whose own stale timer then applies). On expiry an unfinished head gets
     408 and the connection is closed; a stalled body is closed (the app sees ``http.disconnect``).
     Long-lived stream responses are not affected: their request is complete before they start.
+
+    Server API requests are answered inline when ``inline_handler`` is set (gateway/server_inline.py).
     """
 
     max_head_bytes: ClassVar[int] = MAX_HEAD_BYTES
@@ -174,17 +177,31 @@ class GatewayHttpProtocol(HttpToolsProtocol):
         if self._head_exact > self.max_head_bytes:
             self._refuse_head()  # no ASGI task starts; the parser's later callbacks are ignored
             return
+        if not self._inline_begin():
+            super().on_headers_complete()
+
+    def _uvicorn_headers_complete(self) -> None:
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
-        if not self._refused:
+        if self._refused:
+            return
+        if self._inline_method is not None:
+            self._inline_body(body)
+        else:
             super().on_body(body)
+
+    def _uvicorn_body(self, body: bytes) -> None:
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._refused:
             return
         self._disarm()
-        super().on_message_complete()
+        if self._inline_method is not None:
+            self._inline_complete()
+        else:
+            super().on_message_complete()
 
     def handle_websocket_upgrade(self) -> None:
         if self._refused:
@@ -194,15 +211,22 @@ class GatewayHttpProtocol(HttpToolsProtocol):
 
 
 def http_protocol(
-    *, request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES
+    *,
+    request_timeout: float,
+    max_head_bytes: int = MAX_HEAD_BYTES,
+    inline_handler: InlineHandler | None = None,
+    inline_port: int = 0,
 ) -> type[GatewayHttpProtocol]:
-    """A ``GatewayHttpProtocol`` class bound to these limits (uvicorn builds one per connection)."""
+    """A ``GatewayHttpProtocol`` class bound to these limits and this inline handler (uvicorn
+    builds one per connection)."""
 
     class BoundHttpProtocol(GatewayHttpProtocol):
         pass
 
     BoundHttpProtocol.request_timeout = request_timeout
     BoundHttpProtocol.max_head_bytes = max_head_bytes
+    BoundHttpProtocol.inline_handler = inline_handler
+    BoundHttpProtocol.inline_port = inline_port
     return BoundHttpProtocol
 
 
@@ -216,6 +240,8 @@ class Served:
     on_shutdown: Callable[[], None] | None = None
     internal_prefixes: tuple[str, ...] = ()
     """With ``http_server.internal_port``: the paths served only on the internal listener."""
+    inline: InlineHandler | None = None
+    """Requests it routes are answered by the HTTP protocol itself (gateway/server_inline.py)."""
 
 
 NOT_FOUND = b"not found"
@@ -326,7 +352,11 @@ def build_server(
         app,
         host=host if host is not None else (http.address or "0.0.0.0"),
         port=port if port is not None else http.port,
-        http=http_protocol(request_timeout=http.request_timeout),
+        http=http_protocol(
+            request_timeout=http.request_timeout,
+            inline_handler=served.inline,
+            inline_port=internal[1] if internal is not None else 0,
+        ),
         ws=served.websocket if served.websocket is not None else "none",
         lifespan="on",
         log_level=log_level if log_level is not None else uvicorn_log_level(settings.log.level),

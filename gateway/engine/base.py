@@ -9,9 +9,9 @@ This module must not import asyncio-specific I/O, starlette or redis.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
@@ -50,6 +50,31 @@ class HistoryResult:
 
     publications: list[Publication]
     position: StreamPosition
+
+
+@dataclass(frozen=True, slots=True)
+class PublishItem:
+    """One publication of ``BatchBroker.publish_many`` (the arguments of ``Broker.publish``)."""
+
+    channel: str
+    pub: Publication
+    history: HistoryOptions
+    idempotency_key: str = ""
+    version: int = 0
+    version_epoch: str = ""
+
+
+@runtime_checkable
+class BatchBroker(Protocol):
+    """A broker that publishes many publications in one round trip (the Redis engine: one
+    pipeline per shard). The server API's sequential ``batch`` uses it for runs of publishes."""
+
+    async def publish_many(self, items: Sequence[PublishItem]) -> list[PublishResult | EngineError]:
+        """Publish every item, in order per channel (and per shard), as ``publish`` would; one
+        result per item: its ``PublishResult``, or the ``EngineError`` it failed with (a
+        shard's failure fails each of its items; the others are unaffected). Never raises
+        ``EngineError`` itself."""
+        ...
 
 
 class BrokerEventHandler(Protocol):

@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import islice
+from typing import ClassVar
 
 from gateway.engine.base import (
     BrokerEventHandler,
@@ -83,6 +84,10 @@ class _Cursor:
         return batch
 
 
+UNPOSITIONED = PublishResult(None)
+"""The result of every publish to a channel without history (immutable: shared)."""
+
+
 class MemoryBroker:
     """A ``Broker`` for one process: history, idempotency and delivery to this node's handler.
 
@@ -100,6 +105,10 @@ class MemoryBroker:
         sweep_interval_seconds: Pause between sweeps in ``run()``.
         sweep_batch: Most channels (and idempotency results) examined per sweep.
     """
+
+    publishes_inline: ClassVar[bool] = True
+    """``publish`` never suspends: the server API may run a publish outside a task
+    (gateway/server_inline.py). A subclass whose ``publish`` awaits must set it to False."""
 
     def __init__(
         self,
@@ -210,7 +219,7 @@ class MemoryBroker:
             heapq.heappush(self._result_expiries, (expires_at, channel, idempotency_key))
             # Bound the cache even when run() is not sweeping.
             self._expire_results(now, 2)
-        return PublishResult(position)
+        return PublishResult(position) if position is not None else UNPOSITIONED
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None:
         handler = self._handler

@@ -34,11 +34,13 @@ from gateway.engine.base import (
     EngineError,
     HistoryOptions,
     HistoryResult,
+    PublishItem,
     PublishResult,
 )
 from gateway.engine.failures import FailureRun
 from gateway.engine.memory import new_epoch
 from gateway.engine.redis import Client, LuaScript, RedisShard
+from gateway.engine.redis_batch import publish_many, publish_result
 from gateway.engine.redis_codec import (
     JOIN,
     LEAVE,
@@ -324,28 +326,44 @@ class RedisBroker:
         version: int = 0,
         version_epoch: str = "",
     ) -> PublishResult:
+        script_keys, args = self.publish_call(
+            PublishItem(channel, pub, history, idempotency_key, version, version_epoch),
+            idempotent_result_ttl_seconds,
+        )
+
+        async def run(client: Client) -> Any:
+            return await PUBLISH.run(client, script_keys, args)
+
+        return publish_result(await self._shard(channel).call(run, op="publish"))
+
+    def publish_call(
+        self, item: PublishItem, idempotent_result_ttl_seconds: float = 300.0
+    ) -> tuple[list[str], list[str | bytes | int]]:
+        """The keys and arguments of publish.lua for one publication."""
         keys = self.keys
+        channel, history = item.channel, item.history
         enabled = history.enabled
-        result_ttl = _ms(idempotent_result_ttl_seconds) if idempotency_key else 0
-        script_keys = [keys.stream(channel), keys.meta(channel), keys.result(channel, idempotency_key)]
+        result_ttl = _ms(idempotent_result_ttl_seconds) if item.idempotency_key else 0
+        script_keys = [keys.stream(channel), keys.meta(channel), keys.result(channel, item.idempotency_key)]
         args: list[str | bytes | int] = [
-            encode_publication(pub),
+            encode_publication(item.pub),
             history.size if enabled else 0,
             _ms(history.ttl_seconds),
             keys.client_channel(channel),
             _ms(history.meta_ttl_seconds),
             self._new_epoch() if enabled else "",
             result_ttl,
-            str(version),  # a string: Lua numbers are doubles, a uint64 version must compare exactly
-            version_epoch,
+            str(item.version),  # a string: Lua numbers are doubles, a uint64 version must compare exactly
+            item.version_epoch,
         ]
+        return script_keys, args
 
-        async def run(client: Client) -> Any:
-            return await PUBLISH.run(client, script_keys, args)
-
-        offset, epoch, suppressed = await self._shard(channel).call(run, op="publish")
-        position = StreamPosition(int(offset), epoch.decode()) if int(offset) > 0 else None
-        return PublishResult(position, suppressed=bool(suppressed))
+    async def publish_many(self, items: Sequence[PublishItem]) -> list[PublishResult | EngineError]:
+        """``BatchBroker.publish_many``: one pipeline of publish.lua calls per shard
+        (gateway/engine/redis_batch.py), the shards side by side."""
+        shards = len(self.shards)
+        calls = [(shard_index(item.channel, shards), *self.publish_call(item)) for item in items]
+        return await publish_many(self.shards, calls, PUBLISH)
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None:
         await self._publish(channel, JOIN + encode_info(info))

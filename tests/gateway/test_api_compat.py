@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.api import ApiEndpoint, ServerApi
+from gateway.api import ServerApi
+from gateway.api_http import ApiEndpoint
 from gateway.api_requests import ApiError
 from gateway.engine.base import HistoryOptions, PublishResult
 from gateway.engine.memory import MemoryBroker
@@ -141,8 +142,8 @@ async def test_batch_parallel_runs_concurrently_and_replies_in_order():
         {"publish": {"channel": "undefined:x", "data": 2}},
         {"publish": {"channel": "release", "data": 3}},
     ]
-    response = await asyncio.wait_for(endpoint._batch({"commands": commands, "parallel": True}), WAIT_SECONDS)
-    replies = orjson.loads(bytes(response.body))["replies"]
+    body = await asyncio.wait_for(endpoint.batch_body({"commands": commands, "parallel": True}), WAIT_SECONDS)
+    replies = orjson.loads(body)["replies"]
     assert replies[0] == {"publish": {"offset": 1, "epoch": replies[0]["publish"]["epoch"]}}
     assert replies[1]["error"]["code"] == 102
     assert replies[2]["publish"]["offset"] == 1
@@ -151,5 +152,5 @@ async def test_batch_parallel_runs_concurrently_and_replies_in_order():
 async def test_batch_parallel_must_be_a_boolean():
     h = Harness()
     endpoint = ApiEndpoint(ServerApi(h.node, h.settings), h.settings.http_api)
-    response = await endpoint._batch({"commands": [], "parallel": "yes"})
-    assert orjson.loads(bytes(response.body))["error"]["code"] == 107
+    body = await endpoint.batch_body({"commands": [], "parallel": "yes"})
+    assert orjson.loads(body)["error"]["code"] == 107

@@ -1,0 +1,106 @@
+"""The server API's sequential ``batch`` on an engine that publishes many publications in one
+round trip (``BatchBroker``: the Redis engine): each run of consecutive ``publish`` commands is
+prepared command by command (parse, channel, payload: the same checks and coded errors as
+``ServerApi.publish``) and published with one ``publish_many`` call; any other command ends the
+run and is executed alone, so commands still take effect in their order. Replies, error codes
+and metrics are those of one ``ServerApi.call`` per command (a command's duration runs from its
+preparation to the end of its run's round trip). A malformed command is answered in place
+without ending the run (nothing runs for it). Imports nothing but the API's request parser
+and the engine's base types; ``ServerApi`` is handed in.
+"""
+
+from __future__ import annotations
+
+import logging
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from gateway.api_requests import ApiError, parse_publish
+from gateway.engine.base import BatchBroker, EngineError, PublishItem
+from gateway.protocol import codes
+
+if TYPE_CHECKING:
+    from gateway.api import ServerApi
+
+log = logging.getLogger("taskcast.gateway.api")
+
+Result = dict[str, Any]
+
+
+class PublishRuns:
+    """One sequential batch over a ``BatchBroker``."""
+
+    def __init__(self, api: ServerApi, broker: BatchBroker, protocol: str) -> None:
+        self.api = api
+        self.broker = broker
+        self.protocol = protocol
+        self.metrics = api.node.metrics
+        self.timer = self.metrics.api_timer(protocol, "publish")
+
+    async def run(self, commands: list[object]) -> list[Result]:
+        replies: list[Result] = []
+        pending: list[tuple[int, PublishItem, float]] = []
+        for command in commands:
+            params = _publish_params(command)
+            if params is None:
+                if isinstance(command, dict) and len(command) == 1:  # runs: keep the order
+                    await self._flush(pending, replies)
+                replies.append(await self.api.command(command, self.protocol))
+                continue
+            started = perf_counter()
+            try:
+                item = self._prepare(params)
+            except ApiError as exc:
+                self._error(exc.code, started)
+                replies.append({"error": {"code": exc.code, "message": exc.message}})
+                continue
+            replies.append({})  # filled in by the flush
+            pending.append((len(replies) - 1, item, started))
+        await self._flush(pending, replies)
+        return replies
+
+    def _prepare(self, params: object) -> PublishItem:
+        api = self.api
+        req = parse_publish(params)
+        opts = api.channel_options(req.channel)
+        return api.node.publish_item(
+            req.channel,
+            opts,
+            api.payload(req.data, req.b64data),
+            tags=req.tags,
+            skip_history=req.skip_history,
+            idempotency_key=req.idempotency_key,
+            version=req.version,
+            version_epoch=req.version_epoch,
+            delta=req.delta,
+        )
+
+    async def _flush(self, pending: list[tuple[int, PublishItem, float]], replies: list[Result]) -> None:
+        if not pending:
+            return
+        results = await self.api.node.publish_many(self.broker, [item for _, item, _ in pending])
+        for (index, item, started), result in zip(pending, results, strict=True):
+            if isinstance(result, EngineError):
+                # The engine logs its outages once per state change; per command only a debug line.
+                log.debug("engine error in API publish to %s: %s", item.channel, result)
+                self._error(100, started)
+                error = codes.ERROR_INTERNAL
+                replies[index] = {"error": {"code": error.code, "message": error.message}}
+                continue
+            self.timer.observe(perf_counter() - started)
+            position = result.position
+            reply = {} if position is None else {"offset": position.offset, "epoch": position.epoch}
+            replies[index] = {"publish": reply}
+        pending.clear()
+
+    def _error(self, code: int, started: float) -> None:
+        self.metrics.api_errors.labels(self.protocol, "publish", str(code)).inc()
+        self.timer.observe(perf_counter() - started)
+
+
+def _publish_params(command: object) -> object | None:
+    """The params of a ``{"publish": params}`` command, else None."""
+    if isinstance(command, dict) and len(command) == 1 and "publish" in command:
+        params: object = command["publish"]
+        return params
+    return None

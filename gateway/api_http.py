@@ -1,0 +1,266 @@
+"""The server API's HTTP adapter (PROTOCOL.md §6): a raw ASGI endpoint for ``POST
+<http_api.handler_prefix>/<method>``, ``/batch`` and the legacy ``POST <prefix>``.
+
+Raw ASGI on purpose: a publication is the gateway's most frequent request, and Starlette's
+routing, middleware, ``Request`` and ``Response`` objects cost more per call than the publish
+itself. ``ApiFirst`` (the app gateway/app.py builds) hands API paths straight to ``ApiEndpoint``
+and everything else to Starlette. Every check of the Starlette version is kept: 405 for a method
+other than POST, 401 with an empty body for a missing or wrong key (``X-API-Key``,
+``Authorization: apikey <key>`` or ``?api_key=``, compared in constant time), 400 for a body cut
+by a disconnect, 413 past the body bound, 400 for a body that is not JSON; coded errors come back
+as HTTP 200 ``{"error": ...}`` or, in ``transport`` error mode, as the HTTP status of
+``TRANSPORT_STATUS``. The JSON body is parsed once (orjson) and the response encoded once.
+
+Executes nothing itself: every method goes to ``ServerApi`` (gateway/api.py).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Coroutine
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.applications import Starlette
+
+from gateway.api import TRANSPORT_STATUS, ServerApi, error_obj
+from gateway.api_requests import ApiError, bad_request
+from gateway.config_schema import HttpApiSettings
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+
+Scope = dict[str, Any]
+Response = tuple[int, bytes, bytes | None]
+"""(status, body, content type or None)."""
+Receive = Any
+Send = Any
+
+_JSON = b"application/json"
+_TEXT = b"text/plain; charset=utf-8"
+_BAD_REQUEST = (400, b"bad request", _TEXT)
+_TOO_LARGE = (413, b"request entity too large", _TEXT)
+_EMPTY_400 = (400, b"", None)
+_OVERSIZED = b"<over max_body>"
+"""Returned by ``ApiEndpoint._body`` (by identity) for a body past the bound."""
+
+
+class ApiEndpoint:
+    """ASGI endpoint of the server API. Mounted by Starlette (``path_params["method"]``) or
+    called by ``ApiFirst`` through ``handle`` with the method name ("" = legacy ``/api``)."""
+
+    def __init__(self, api: ServerApi, settings: HttpApiSettings, max_body: int = MAX_BODY_BYTES) -> None:
+        self.api = api
+        self.settings = settings
+        self.max_body = max_body
+        self._key = settings.key.encode()
+        self.prefix = settings.handler_prefix.rstrip("/")
+        """The API's path ("" with ``handler_prefix: "/"``: then only Starlette routes it)."""
+        self._methods_prefix = self.prefix + "/"
+
+    def route(self, path: str) -> str | None:
+        """The method ``path`` names ("" = the legacy ``<prefix>``), None when it is not an API
+        path served outside Starlette's routing (as Starlette's ``{method:str}``: one segment)."""
+        if not self.prefix:
+            return None
+        if path.startswith(self._methods_prefix):
+            method = path[len(self._methods_prefix) :]
+            return method if method and "/" not in method else None
+        return "" if path == self.prefix else None
+
+    def respond_inline(
+        self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
+    ) -> tuple[Coroutine[Any, Any, Response], bool]:
+        """The response to a request the HTTP protocol read itself (gateway/server_inline.py),
+        as a coroutine, and whether it may run outside a task: True when it does not suspend
+        (``ServerApi.runs_inline``: e.g. publishes on the memory engine)."""
+        refused = self._refuse(http_method, headers, query)
+        if refused is not None:
+            return _ready(refused), True
+        if len(body) > self.max_body:
+            return _ready(_TOO_LARGE), True
+        parsed = self._parse(method, body)
+        if isinstance(parsed, tuple):
+            return _ready(parsed), True
+        api = self.api
+        if method == "batch":
+            inline = api.runs_inline_batch(parsed)
+        else:
+            inline = bool(method) and api.runs_inline(method)
+        return self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, method: str) -> None:
+        status, body, content_type = await self.respond(scope, receive, method)
+        headers = [(b"content-length", b"%d" % len(body))]
+        if content_type is not None:
+            headers.append((b"content-type", content_type))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def respond(self, scope: Scope, receive: Receive, method: str) -> Response:
+        """(status, body, content type) of one ASGI request."""
+        headers = scope["headers"]
+        refused = self._refuse(scope["method"], headers, scope.get("query_string", b""))
+        if refused is not None:
+            return refused
+        body = await self._body(receive)
+        if body is None:  # gone mid-body (or cut by http_server.request_timeout)
+            return _EMPTY_400
+        if body is _OVERSIZED:
+            return _TOO_LARGE
+        parsed = self._parse(method, body)
+        if isinstance(parsed, tuple):
+            return parsed
+        return await self._execute(method, parsed, body, _transport_mode(self.settings, headers))
+
+    def _refuse(self, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes) -> Response | None:
+        """405 for a method other than POST, 401 without the key; None: go on."""
+        if http_method != "POST":
+            return 405, b"", None
+        if not self.settings.insecure and not self._authorized(headers, query):
+            return 401, b"", None
+        return None
+
+    @staticmethod
+    def _parse(method: str, body: bytes) -> Any:
+        """The JSON params of a method's body (the legacy endpoint parses per line), or the 400
+        response (a tuple) for a body that is not JSON."""
+        if not method:
+            return None
+        try:
+            return orjson.loads(body) if body.strip() else {}
+        except orjson.JSONDecodeError:
+            return _BAD_REQUEST
+
+    async def _execute(self, method: str, params: Any, body: bytes, transport_mode: bool) -> Response:
+        if not method:
+            try:
+                return 200, await self._legacy(body), _JSON
+            except _Refused:
+                return _BAD_REQUEST
+        if method == "batch":
+            return 200, await self.batch_body(params), _JSON
+        try:
+            result = await self.api.call(method, params)
+        except ApiError as exc:
+            if transport_mode:
+                return TRANSPORT_STATUS.get(exc.code, 400), orjson.dumps(error_obj(exc)), _JSON
+            return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+        return 200, orjson.dumps({"result": result}), _JSON
+
+    def _authorized(self, headers: list[tuple[bytes, bytes]], query: bytes) -> bool:
+        api_key, authorization = _auth_headers(headers)
+        supplied = api_key.decode("latin-1") if api_key else None
+        if supplied is None and authorization is not None:
+            scheme, _, value = authorization.decode("latin-1").partition(" ")
+            if scheme.lower() == "apikey":
+                supplied = value.strip()
+        if supplied is None and query:
+            supplied = dict(parse_qsl(query.decode("latin-1"), keep_blank_values=True)).get("api_key")
+        return supplied is not None and bool(self._key) and hmac.compare_digest(supplied.encode(), self._key)
+
+    async def _body(self, receive: Receive) -> bytes | None:
+        """The whole request body (None: the client went away first). Past ``max_body`` the rest
+        is read and dropped, so the answer is 413 whatever the body's size."""
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        body: bytes = message.get("body", b"")
+        if not message.get("more_body", False):
+            return body if len(body) <= self.max_body else _OVERSIZED
+        chunks = [body]
+        size = len(body)
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= self.max_body:
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks) if size <= self.max_body else _OVERSIZED
+
+    async def batch_body(self, params: Any) -> bytes:
+        """The JSON body answering ``batch`` params (Centrifugo's ``commands`` / ``parallel``)."""
+        commands = params.get("commands") if isinstance(params, dict) else None
+        parallel = params.get("parallel", False) if isinstance(params, dict) else False
+        if not isinstance(commands, list):
+            return orjson.dumps({"error": error_obj(bad_request("commands"))})
+        if not isinstance(parallel, bool):
+            return orjson.dumps({"error": error_obj(bad_request("parallel"))})
+        return orjson.dumps({"replies": await self.api.batch(commands, parallel=parallel)})
+
+    async def _legacy(self, body: bytes) -> bytes:
+        """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""
+        lines: list[bytes] = []
+        for raw_line in body.split(b"\n"):
+            if not raw_line.strip():
+                continue
+            try:
+                cmd = orjson.loads(raw_line)
+            except orjson.JSONDecodeError:
+                raise _Refused from None
+            if not isinstance(cmd, dict):
+                raise _Refused
+            method = cmd.get("method")
+            try:
+                if not isinstance(method, str):
+                    raise bad_request("method")
+                result = await self.api.call(method, cmd.get("params") or {})
+                lines.append(orjson.dumps({"result": result}))
+            except ApiError as exc:
+                lines.append(orjson.dumps({"error": error_obj(exc)}))
+        return b"\n".join(lines)
+
+
+def _auth_headers(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The first ``x-api-key`` and ``authorization`` values."""
+    api_key = authorization = None
+    for name, value in headers:
+        if name == b"x-api-key":
+            if api_key is None:
+                api_key = value
+        elif name == b"authorization" and authorization is None:
+            authorization = value
+    return api_key, authorization
+
+
+def _transport_mode(settings: HttpApiSettings, headers: list[tuple[bytes, bytes]]) -> bool:
+    """Errors as HTTP statuses: ``http_api.error_mode`` or the first ``X-Centrifugo-Error-Mode``."""
+    if settings.error_mode == "transport":
+        return True
+    for name, value in headers:
+        if name == b"x-centrifugo-error-mode":
+            return value == b"transport"
+    return False
+
+
+async def _ready(response: Response) -> Response:
+    return response
+
+
+class _Refused(Exception):
+    """A legacy body line that is not a JSON object: the whole request is answered 400."""
+
+
+class ApiFirst(Starlette):
+    """The gateway's ASGI app: the paths ``ApiEndpoint.route`` names go straight to the server
+    API endpoint, everything else (and every other ASGI event) to Starlette's routes."""
+
+    def __init__(self, *, api: ApiEndpoint | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.api = api
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # type: ignore[override]
+        api = self.api
+        if api is not None and scope["type"] == "http":
+            method = api.route(scope["path"])
+            if method is not None:
+                await api.handle(scope, receive, send, method)
+                return
+        await super().__call__(scope, receive, send)

@@ -1,0 +1,230 @@
+"""Inline requests: the HTTP protocol answers the server API's requests itself, without an ASGI
+cycle, a task or ASGI messages per request (the gateway's most frequent request is a publish).
+
+``InlineRequests`` is a mixin of gateway/server.py's ``GatewayHttpProtocol`` (uvicorn's httptools
+protocol, whose private state it shares; pyproject.toml pins uvicorn for that reason). A request
+is taken inline when an ``InlineHandler`` (gateway/api_http.py's ``ApiEndpoint``) routes its path
+and nothing makes uvicorn's own path necessary: method POST, no upgrade, no ``Expect:
+100-continue``, no ``%`` in the path, the connection's previous response complete and its writes
+not paused, and (with ``http_server.internal_port``) the request arrived on the internal
+listener. Everything else, and a body past ``INLINE_BODY_BYTES``, goes through uvicorn and the
+ASGI app unchanged (the buffered head and body are handed over as they came).
+
+When the handler says its coroutine does not suspend (publishes on the memory engine), the
+coroutine is driven by hand, outside any task, and the response is written straight to the
+transport (status line, the server's
+default headers, ``content-length``/``content-type``, ``connection: close`` when the request
+does not keep the connection alive). Otherwise (an engine round trip; or it suspended after all) it runs
+in a task owned by the server (uvicorn awaits ``server_state.tasks`` at shutdown), and a
+placeholder cycle holds later pipelined requests in uvicorn's queue until the response is
+written, so responses keep the requests' order. Imports nothing from the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine, Generator
+from typing import TYPE_CHECKING, Any, Protocol
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+log = logging.getLogger("taskcast.gateway.server")
+
+INLINE_BODY_BYTES = 1 << 20
+"""Largest body buffered inline; a larger one is handed to the ASGI app (which bounds it)."""
+
+Response = tuple[int, bytes, bytes | None]
+"""(status, body, content type or None)."""
+
+INTERNAL_ERROR: Response = (500, b"Internal Server Error", b"text/plain; charset=utf-8")
+
+
+class InlineHandler(Protocol):
+    """What the protocol needs from the server API's HTTP adapter."""
+
+    def route(self, path: str) -> str | None:
+        """The API method a path names ("" = the legacy single endpoint), None: not the API."""
+
+    def respond_inline(
+        self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
+    ) -> tuple[Coroutine[Any, Any, Response], bool]:
+        """The response to one complete request (every check of the ASGI endpoint included), and
+        whether the coroutine may run outside a task (it does not suspend)."""
+
+
+class _Event:
+    def set(self) -> None:
+        pass
+
+
+class _Pending:
+    """Stands in for uvicorn's ``RequestResponseCycle`` while an inline response is awaited:
+    uvicorn queues pipelined requests behind it and tells it about disconnects and shutdown."""
+
+    __slots__ = ("disconnected", "keep_alive", "message_event", "response_complete")
+
+    def __init__(self, keep_alive: bool) -> None:
+        self.response_complete = False
+        self.disconnected = False
+        self.keep_alive = keep_alive
+        self.message_event = _Event()
+
+
+class _Resume:
+    """Awaitable continuing a coroutine that already yielded ``first`` (driven by a task)."""
+
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro: Coroutine[Any, Any, Response], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Response]:
+        coro, value = self.coro, self.first
+        while True:
+            try:
+                sent = yield value
+            except BaseException as exc:  # cancellation and the like go into the coroutine
+                try:
+                    value = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+
+
+class InlineRequests:
+    """Mixin state and steps; the protocol calls ``_inline_begin`` from ``on_headers_complete``,
+    ``_inline_body`` from ``on_body`` and ``_inline_complete`` from ``on_message_complete``."""
+
+    inline_handler: InlineHandler | None = None
+    inline_port: int = 0
+    """Non-zero: inline only on the listener of this local port (``http_server.internal_port``)."""
+
+    _inline_method: str | None = None
+    _inline_chunks: list[bytes]
+    _inline_size = 0
+    _inline_query = b""
+    _inline_keep_alive = True
+
+    if TYPE_CHECKING:  # uvicorn's HttpToolsProtocol state and steps, and the protocol's hooks
+        parser: Any
+        transport: asyncio.Transport
+        flow: Any
+        url: bytes
+        headers: list[tuple[bytes, bytes]]
+        cycle: Any
+        server: Any
+        expect_100_continue: bool
+        server_state: Any
+        loop: asyncio.AbstractEventLoop
+
+        def on_response_complete(self) -> None: ...
+
+        def _uvicorn_headers_complete(self) -> None: ...
+
+        def _uvicorn_body(self, body: bytes) -> None: ...
+
+    def _inline_begin(self) -> bool:
+        """At the end of a head: take the request inline (True) or leave it to uvicorn."""
+        handler = self.inline_handler
+        if handler is None:
+            return False
+        cycle = self.cycle
+        parser = self.parser
+        if (
+            (cycle is not None and not cycle.response_complete)
+            or self.expect_100_continue
+            or self.flow.write_paused
+            or parser.get_method() != b"POST"
+            or parser.should_upgrade()
+        ):
+            return False
+        if self.inline_port and (self.server is None or self.server[1] != self.inline_port):
+            return False
+        parsed = httptools.parse_url(self.url)
+        raw_path: bytes = parsed.path
+        if b"%" in raw_path:
+            return False
+        method = handler.route(raw_path.decode("ascii"))
+        if method is None:
+            return False
+        version = parser.get_http_version()
+        self._inline_method = method
+        self._inline_query = parsed.query or b""
+        self._inline_chunks = []
+        self._inline_size = 0
+        self._inline_keep_alive = version != "1.0" and parser.should_keep_alive()
+        return True
+
+    def _inline_body(self, body: bytes) -> None:
+        self._inline_chunks.append(body)
+        self._inline_size += len(body)
+        if self._inline_size > INLINE_BODY_BYTES:
+            # Too large to buffer here: uvicorn takes over from the head on (the app bounds it).
+            chunks, self._inline_chunks = self._inline_chunks, []
+            self._inline_method = None
+            self._uvicorn_headers_complete()
+            self._uvicorn_body(b"".join(chunks))
+
+    def _inline_complete(self) -> None:
+        method, self._inline_method = self._inline_method, None
+        assert method is not None and self.inline_handler is not None
+        chunks, self._inline_chunks = self._inline_chunks, []
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        handler = self.inline_handler
+        coro, inline = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
+        keep_alive = self._inline_keep_alive
+        rest: Coroutine[Any, Any, Response] | _Resume = coro
+        if inline:
+            try:
+                first = coro.send(None)
+            except StopIteration as stop:
+                self._inline_write(stop.value, keep_alive)
+                return
+            except Exception:
+                log.exception("server API request failed")
+                self._inline_write(INTERNAL_ERROR, False)
+                return
+            rest = _Resume(coro, first)  # it suspended after all: a task drives the rest
+        pending = _Pending(keep_alive)
+        self.cycle = pending
+        task = self.loop.create_task(self._inline_finish(rest, pending))
+        tasks = self.server_state.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    async def _inline_finish(self, rest: Coroutine[Any, Any, Response] | _Resume, pending: _Pending) -> None:
+        try:
+            response = await rest
+        except Exception:
+            log.exception("server API request failed")
+            response, pending.keep_alive = INTERNAL_ERROR, False
+        pending.response_complete = True
+        if not pending.disconnected:
+            self._inline_write(response, pending.keep_alive)
+
+    def _inline_write(self, response: Response, keep_alive: bool) -> None:
+        status, body, content_type = response
+        transport = self.transport
+        if transport.is_closing():
+            return
+        parts = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            parts += [name, b": ", value, b"\r\n"]
+        parts.append(b"content-length: %d\r\n" % len(body))
+        if content_type is not None:
+            parts += [b"content-type: ", content_type, b"\r\n"]
+        if status == 500 or not keep_alive:
+            keep_alive = False
+            parts.append(b"connection: close\r\n")
+        parts += [b"\r\n", body]
+        transport.write(b"".join(parts))
+        if not keep_alive:
+            transport.close()
+        self.on_response_complete()
