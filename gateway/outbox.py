@@ -136,6 +136,7 @@ class Outbox:
     """
 
     __slots__ = (
+        "_all_shared",
         "_base",
         "_bytes",
         "_closed",
@@ -144,13 +145,12 @@ class Outbox:
         "_hold_at",
         "_limit",
         "_on_failure",
-        "_all_shared",
         "_pending",
         "_pushes",
-        "_spare_pending",
-        "_spare_pushes",
         "_retry",
         "_separator",
+        "_spare_pending",
+        "_spare_pushes",
         "transport",
     )
 
