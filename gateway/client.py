@@ -42,7 +42,7 @@ from gateway.config import ChannelOptions
 from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError
-from gateway.hub import SharedPush
+from gateway.hub import DirectTarget, SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.personal import evict_other_connections, personal_channel
@@ -542,6 +542,7 @@ class Client:
             return
         buffered, sub.buffer = sub.buffer, []
         sub.state = SubState.SUBSCRIBED
+        self.node.hub.refresh_fanout(sub.channel)
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
@@ -648,6 +649,13 @@ class Client:
             self._deliver(sub, pub, push)
         elif verdict is Delivery.INSUFFICIENT_STATE:
             self.insufficient_state(sub)
+
+    def direct_target(self, channel: str) -> DirectTarget | None:
+        subs = self.session.subscriptions
+        sub = subs.get(channel)
+        if sub is None or self._closed or sub.state is not _SUBSCRIBED:
+            return None
+        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self.outbox)
 
     def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
         """Queue a publication that passed the position check: unless the tags filter drops it,
