@@ -377,6 +377,8 @@ def _convert(default: object, hint: object, value: object, path: str, ctx: _Cont
             return _build_namespaces(value, path, ctx)
         item = get_args(hint)[0]
         if isinstance(item, type) and dataclasses.is_dataclass(item):
+            if "name" not in {f.name for f in dataclasses.fields(item)}:
+                return _build_list(item, value, path, ctx)
             return _build_named_list(item, value, path, ctx)
         return _to_str_tuple(value, path)
     if get_origin(hint) is Mapping:
@@ -446,6 +448,14 @@ def _to_str_map(value: object, path: str) -> Mapping[str, str]:
     ):
         raise ConfigError(path, f"expected an object of strings, got {_describe(value)}")
     return MappingProxyType(dict(value))
+
+
+def _build_list(item: type, value: object, path: str, ctx: _Context) -> tuple[object, ...]:
+    """A list of objects without names (``http.status_to_code_transforms``)."""
+    value = _from_env_json(value, path)
+    if not isinstance(value, list):
+        raise ConfigError(path, f"expected a list of objects, got {_describe(value)}")
+    return tuple(_build(item(), entry, f"{path}[{index}]", ctx) for index, entry in enumerate(value))
 
 
 def _build_named_list(item: type, value: object, path: str, ctx: _Context) -> tuple[object, ...]:

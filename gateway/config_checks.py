@@ -109,7 +109,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
 _PROXY_SCHEMES = ("http://", "https://", "grpc://")
 
 
-def _check_proxy_endpoint(proxy: ProxySettings, path: str) -> None:
+def _check_proxy_endpoint(proxy: ProxySettings, path: str, warnings: list[str]) -> None:
     if not proxy.endpoint.startswith(_PROXY_SCHEMES):
         raise ConfigError(
             f"{path}.endpoint",
@@ -117,33 +117,59 @@ def _check_proxy_endpoint(proxy: ProxySettings, path: str) -> None:
         )
     if proxy.timeout <= 0:
         raise ConfigError(f"{path}.timeout", "must be positive")
+    forwarded = {h.lower() for h in (*proxy.http_headers, *proxy.grpc_metadata)}
+    for option, statics in (("http.static_headers", proxy.http.static_headers),
+                            ("grpc.static_metadata", proxy.grpc.static_metadata)):  # fmt: skip
+        for name in sorted(k for k in statics if k.lower() in forwarded):
+            warnings.append(
+                f"{path}.{option}: {name!r} is also forwarded from the client (http_headers / "
+                "grpc_metadata), and a forwarded header wins: the client can replace this value"
+            )
+    check_client(proxy.http.tls, f"{path}.http.tls")
+    check_client(proxy.grpc.tls, f"{path}.grpc.tls")
+    for index, t in enumerate(proxy.http.status_to_code_transforms):
+        where = f"{path}.http.status_to_code_transforms[{index}]"
+        if not 100 <= t.status_code <= 599:
+            raise ConfigError(f"{where}.status_code", f"must be an HTTP status code, got {t.status_code}")
+        if bool(t.to_error.code) == bool(t.to_disconnect.code):
+            raise ConfigError(where, "set exactly one of to_error.code and to_disconnect.code")
+
+
+def _check_stream_proxy(opts: ChannelOptions, proxy: ProxySettings, where: str) -> None:
+    """Centrifugo's rules for ``subscribe_stream_proxy_enabled``: a gRPC proxy, and no
+    subscribe / publish / sub_refresh proxy in the same namespace."""
+    if not proxy.endpoint.startswith("grpc://"):
+        raise ConfigError(
+            f"{where}.subscribe_stream_proxy_enabled", "the subscribe stream proxy must be a grpc:// endpoint"
+        )
+    if opts.subscribe_proxy_enabled or opts.publish_proxy_enabled or opts.sub_refresh_proxy_enabled:
+        raise ConfigError(
+            f"{where}.subscribe_stream_proxy_enabled",
+            "can't use subscribe stream proxy together with subscribe, publish or sub refresh proxies",
+        )
 
 
 def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[str]) -> None:
     """Every enabled proxy resolves to a configured endpoint (Centrifugo fails to start too)."""
     for named in settings.proxies:
-        _check_proxy_endpoint(named, f"proxies[{named.name}]")
+        _check_proxy_endpoint(named, f"proxies[{named.name}]", warnings)
     for kind, cp in (("connect", settings.client.proxy.connect), ("refresh", settings.client.proxy.refresh)):
         if cp.enabled:
-            _check_proxy_endpoint(cp, f"client.proxy.{kind}")
+            _check_proxy_endpoint(cp, f"client.proxy.{kind}", warnings)
     kinds = ("subscribe", "publish", "sub_refresh", "subscribe_stream")
     for opts in (channel.without_namespace, *channel.namespaces):
         where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
         for kind in kinds:
             if not getattr(opts, f"{kind}_proxy_enabled"):
                 continue
-            if kind == "subscribe_stream":
-                warnings.append(
-                    f"{where}.subscribe_stream_proxy_enabled: stream proxies are not supported by "
-                    "Taskcast, ignored (subscriptions use the subscribe proxy or the permissions)"
-                )
-                continue
             name = getattr(opts, f"{kind}_proxy_name")
             proxy = named_proxy(settings.proxies, getattr(channel.proxy, kind), name)
             if proxy is None:
                 raise ConfigError(f"{where}.{kind}_proxy_name", f"no proxy named {name!r} in proxies")
             if proxy is getattr(channel.proxy, kind):
-                _check_proxy_endpoint(proxy, f"channel.proxy.{kind}")
+                _check_proxy_endpoint(proxy, f"channel.proxy.{kind}", warnings)
+            if kind == "subscribe_stream":
+                _check_stream_proxy(opts, proxy, where)
     rpc = settings.rpc
     for ropts in (rpc.without_namespace, *rpc.namespaces):
         if not ropts.proxy_enabled:
@@ -153,7 +179,7 @@ def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[
         if proxy is None:
             raise ConfigError(f"{where}.proxy_name", f"no proxy named {ropts.proxy_name!r} in proxies")
         if proxy is rpc.proxy:
-            _check_proxy_endpoint(proxy, "rpc.proxy")
+            _check_proxy_endpoint(proxy, "rpc.proxy", warnings)
 
 
 def _check_listeners(settings: Settings, warnings: list[str]) -> None:

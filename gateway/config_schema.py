@@ -36,6 +36,7 @@ SECRET_OPTIONS = frozenset(
         "key_pem",
         "credentials_value",
         "static_headers",
+        "static_metadata",
     }
 )
 """Option names whose values ``Settings.redacted`` replaces by ``"***"``."""
@@ -127,29 +128,53 @@ class ClientSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ProxyTlsSettings:
-    """``…http.tls`` / ``…grpc.tls`` of a proxy (a subset of Centrifugo's TLSConfig)."""
+class ProxyTransformError:
+    """``to_error`` of an ``http.status_to_code_transforms`` entry (code 0 = not used)."""
 
-    enabled: bool = False
-    cert_pem_file: str = ""
-    key_pem_file: str = ""
-    server_ca_pem_file: str = ""
-    insecure_skip_verify: bool = False
-    server_name: str = ""
+    code: int = 0
+    message: str = ""
+    temporary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyTransformDisconnect:
+    """``to_disconnect`` of an ``http.status_to_code_transforms`` entry (code 0 = not used)."""
+
+    code: int = 0
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyStatusTransform:
+    """One ``http.status_to_code_transforms`` entry: a backend answering ``status_code`` is
+    answered to the client as ``to_error`` or ``to_disconnect`` instead of error 100."""
+
+    status_code: int = 0
+    to_error: ProxyTransformError = field(default_factory=ProxyTransformError)
+    to_disconnect: ProxyTransformDisconnect = field(default_factory=ProxyTransformDisconnect)
 
 
 @dataclass(frozen=True, slots=True)
 class ProxyHttpSettings:
-    tls: ProxyTlsSettings = field(default_factory=ProxyTlsSettings)
+    """``http`` of a proxy: ``tls`` of the client connection to the backend (``cert_pem``/
+    ``key_pem`` = client certificate, ``server_ca_pem`` verifies the backend), ``static_headers``
+    (the client's forwarded headers win over them, as in Centrifugo), ``status_to_code_transforms``."""
+
+    tls: TlsSettings = field(default_factory=lambda: TlsSettings())
     static_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    status_to_code_transforms: tuple[ProxyStatusTransform, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class ProxyGrpcSettings:
-    tls: ProxyTlsSettings = field(default_factory=ProxyTlsSettings)
+    """``grpc`` of a proxy: ``tls``, one per-call metadata pair ``credentials_key``:
+    ``credentials_value``, gzip ``compression``, ``static_metadata`` (forwarded values win)."""
+
+    tls: TlsSettings = field(default_factory=lambda: TlsSettings())
     credentials_key: str = ""
     credentials_value: str = ""
     compression: bool = False
+    static_metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +273,7 @@ class ChannelOptions:
     sub_refresh_proxy_name: str = ""
     subscribe_stream_proxy_enabled: bool = False
     subscribe_stream_proxy_name: str = ""
+    subscribe_stream_proxy_bidirectional: bool = False
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 

@@ -9,12 +9,28 @@ section (everything under it). Pure data and lookups: imports nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
 _PROXY = "use client.proxy.connect / client.proxy.refresh (Centrifugo v6 names) or connection JWTs"
 _BUFFERS = "buffers are managed by the server; drop the option"
 _WRITES = "writes never block; a client behind by client.queue_max_size bytes is disconnected (3008)"
+
+_EMULATED = (
+    "headers emulation (the connect frame's headers map) is not read: send the value as a real "
+    "HTTP header of the connection request and list it in http_headers"
+)
+_PROXY_PATHS = (
+    "client.proxy.connect",
+    "client.proxy.refresh",
+    "channel.proxy.subscribe",
+    "channel.proxy.publish",
+    "channel.proxy.sub_refresh",
+    "channel.proxy.subscribe_stream",
+    "rpc.proxy",
+    "proxies[]",
+)
 
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
@@ -53,7 +69,8 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "client.connect_code_to_unidirectional_disconnect": (
             "unidirectional transports close with the connect error's disconnect code"
         ),
-        # channel / rpc
+        # channel / rpc / proxies: each proxy's emulated_headers (any proxy path, proxies[] too)
+        **{f"{where}.emulated_headers": _EMULATED for where in _PROXY_PATHS},
         # engine
         "engine.redis.history_use_lists": "history always uses Redis Streams: drop the option",
         "engine.redis.force_resp2": "Taskcast always speaks RESP2 to Redis: drop the option",
@@ -88,7 +105,6 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
         "subscription_type": "no map subscriptions: stream subscriptions only",
         "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
         "shared_poll": "no shared polling: publish changes through the server API",
-        "subscribe_stream_proxy_bidirectional": "no stream proxies: use the subscribe proxy or permissions",
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)
@@ -109,7 +125,7 @@ def advice_for(path: str, *, namespace_option: str | None = None) -> str | None:
     named ``namespace_option``), or None when it is not a known unsupported option."""
     if namespace_option is not None and namespace_option in UNSUPPORTED_CHANNEL_OPTIONS:
         return UNSUPPORTED_CHANNEL_OPTIONS[namespace_option]
-    parts = path.split(".")
+    parts = re.sub(r"\[[^\]]*\]", "[]", path).split(".")  # proxies[name].x -> proxies[].x
     for end in range(len(parts), 0, -1):
         found = UNSUPPORTED.get(".".join(parts[:end]))
         if found is not None:

@@ -2,6 +2,10 @@
 
 A bare ``pytest`` without those servers skips the ``redis``/``mysql`` tests; under
 ``TASKCAST_TEST_REQUIRE_SERVICES=1`` (set by ``make test`` and CI) a missing server is a failure.
+
+Per-test time limits are bounds, not expectations: every test without its own ``timeout`` marker
+gets the ini's ``timeout`` (property-based tests, which generate hundreds of examples, get
+``HYPOTHESIS_TIMEOUT_SECONDS``), scaled by ``TASKCAST_TEST_TIME_SCALE`` like every wait.
 """
 
 from __future__ import annotations
@@ -9,6 +13,21 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from tests.support.waiting import scaled
+
+HYPOTHESIS_TIMEOUT_SECONDS = 600.0
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    base = float(config.getini("timeout") or 0)
+    for item in items:
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        limit = HYPOTHESIS_TIMEOUT_SECONDS if hypothesis_test else base
+        if limit > 0:
+            item.add_marker(pytest.mark.timeout(scaled(limit)))
 
 
 def _service_url(var: str) -> str:

@@ -5,6 +5,10 @@
 * nothing imports the composition root gateway/app.py but the entry points (gateway/cli.py,
   taskcast/up.py) and tests;
 * only the transports and the composition root import the connection driver gateway/client.py;
+* the driver's parts (gateway/subscriptions.py, gateway/channel_commands.py) import only the
+  modules listed for them in ``CONNECTION_PARTS``: the node, hub, outbox, policy and the other
+  pure or engine-facing collaborators, never the driver, a transport, the composition root or an
+  I/O framework — they reach the driver through their ``Driver`` / ``Requester`` protocols;
 * the gateway imports neither of the other services;
 * the relay imports nothing of the gateway (it speaks HTTP) and, of status_api, only the outbox
   contract and the plumbing shared with the Status API (database, config file loader) — checked on
@@ -46,6 +50,33 @@ PURE = ["gateway/protocol", "gateway/recovery.py", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
 CLIENT_IMPORTERS = {"gateway/app.py"}
+#: The parts of the connection driver and everything each may import (a gateway module, or a
+#: name in one; anything else is stdlib typing/plumbing listed in ``CONNECTION_PARTS_STDLIB``).
+CONNECTION_PARTS = {
+    "gateway/subscriptions.py": {
+        "gateway.authorization",
+        "gateway.channels",
+        "gateway.config",
+        "gateway.delivery",
+        "gateway.engine.base",
+        "gateway.errors",
+        "gateway.hub",
+        "gateway.node",
+        "gateway.outbox",
+        "gateway.personal",
+        "gateway.protocol",
+        "gateway.server_refresh",
+    },
+    "gateway/channel_commands.py": {
+        "gateway.authorization",
+        "gateway.config",
+        "gateway.errors",
+        "gateway.node",
+        "gateway.protocol",
+        "gateway.subscriptions",
+    },
+}
+CONNECTION_PARTS_STDLIB = {"__future__", "collections", "functools", "logging", "typing"}
 
 
 def _modules(path: Path) -> list[Path]:
@@ -131,6 +162,41 @@ def test_only_transports_and_the_composition_root_import_the_client_driver():
         if rel.startswith(CLIENT_IMPORTERS_PREFIX) or rel in CLIENT_IMPORTERS or rel == "gateway/client.py":
             continue
         assert "gateway.client" not in _imports(file), f"{rel} imports gateway/client.py"
+
+
+def _forbidden(names: set[str], allowed: set[str]) -> list[str]:
+    """The imports (most specific names, ``_targets``) outside ``allowed`` and the stdlib list."""
+
+    def ok(name: str) -> bool:
+        if name.split(".")[0] != "gateway":
+            return name.split(".")[0] in CONNECTION_PARTS_STDLIB
+        return any(name == a or name.startswith(a + ".") for a in allowed)
+
+    return sorted(n for n in names if not ok(n))
+
+
+@pytest.mark.parametrize("part", sorted(CONNECTION_PARTS))
+def test_the_driver_parts_import_only_their_collaborators(part):
+    """gateway/subscriptions.py and gateway/channel_commands.py talk to the driver through a
+    Protocol: importing gateway.client (or a transport, app.py, starlette, asyncio...) would be
+    reaching into it."""
+    bad = _forbidden(_targets(ROOT / part), CONNECTION_PARTS[part])
+    assert not bad, f"{part} imports {bad}"
+
+
+def test_the_driver_parts_check_sees_a_forbidden_import(tmp_path):
+    """The check above, on a probe that reaches into the driver and the event loop."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import asyncio\nfrom typing import Protocol\nfrom gateway.client import Client\n"
+        "from gateway.hub import SharedPush\nfrom gateway.transports import websocket\n"
+    )
+    allowed = CONNECTION_PARTS["gateway/subscriptions.py"]
+    assert _forbidden(_targets(probe), allowed) == [
+        "asyncio",
+        "gateway.client.Client",
+        "gateway.transports.websocket",
+    ]
 
 
 def test_gateway_does_not_import_other_services():

@@ -8,7 +8,7 @@ import { EventSource } from 'eventsource';
 import WebSocket from 'ws';
 
 import { Client, StatusApi, TaskFeed, taskList, timelineOf } from '../src/index.js';
-import { GATEWAY_SECRET, devUser, freePort, hs256, startStack, waitFor } from './support/services.js';
+import { GATEWAY_SECRET, devUser, freePort, hs256, ms, startStack, waitFor } from './support/services.js';
 
 let stack;
 let n = 0;
@@ -45,12 +45,12 @@ function makeClient(kinds, options = {}) {
 }
 
 /** Resolves with the next `event` emitted by `emitter` that satisfies `pred`. */
-function next(emitter, event, pred = () => true, timeoutMs = 10000) {
+function next(emitter, event, pred = () => true, timeoutMs = 30000) {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       off();
       reject(new Error(`timeout waiting for ${event}`));
-    }, timeoutMs);
+    }, ms(timeoutMs));
     const off = emitter.on(event, (ctx) => {
       if (!pred(ctx)) return;
       clearTimeout(timer);
@@ -163,7 +163,7 @@ describe('client behaviour', () => {
     c.connect();
     await next(sub, 'subscribed');
     // ttl is 2 s in this stack: both refreshes happen while the connection stays up.
-    await waitFor(() => connTokens >= 2 && subTokens >= 2, { what: 'token refreshes', timeoutMs: 10000 });
+    await waitFor(() => connTokens >= 2 && subTokens >= 2, { what: 'token refreshes', timeoutMs: 30000 });
     assert.equal(c.state, 'connected');
     assert.equal(sub.state, 'subscribed');
     const pub = next(sub, 'publication');

@@ -25,7 +25,7 @@ from gateway.proxy.replies import ProxyFailure, ProxyReply, parse_reply
 log = logging.getLogger("taskcast.gateway.proxy")
 
 DEFAULT_MAX_CONCURRENCY = 64
-KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc")
+KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc", "subscribe_stream")
 
 
 class ProxyTransport(Protocol):
@@ -149,7 +149,7 @@ class Proxies:
     def any(self) -> bool:
         """True when some proxy is configured (the app builds ``ProxyAuthorizer`` then)."""
         s = self.settings
-        kinds = ("subscribe", "publish", "sub_refresh")
+        kinds = ("subscribe", "publish", "sub_refresh", "subscribe_stream")
         return bool(
             self.connect
             or self.refresh
@@ -162,7 +162,8 @@ class Proxies:
         )
 
     def for_channel(self, kind: str, channel: str) -> Proxy | None:
-        """The ``subscribe`` / ``publish`` / ``sub_refresh`` proxy of a channel's namespace."""
+        """The ``subscribe`` / ``publish`` / ``sub_refresh`` / ``subscribe_stream`` proxy of a
+        channel's namespace."""
         opts = self.settings.channel_options(channel)
         if opts is None or not getattr(opts, f"{kind}_proxy_enabled"):
             return None

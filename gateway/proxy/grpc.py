@@ -1,25 +1,25 @@
 """The gRPC transport of a proxy: the ``CentrifugoProxy`` service (``proxy.proto``, generated code
 committed beside this module) over one grpcio aio channel per proxy. Forwarded headers and
-``grpc_metadata`` go out as metadata, ``grpc.credentials_key``/``credentials_value`` as one more
-metadata pair, ``grpc.tls`` makes the channel secure. A status other than OK raises
-``ProxyFailure``; the caller bounds time.
+``grpc_metadata`` go out as metadata over ``grpc.static_metadata``, ``grpc.credentials_key``/
+``credentials_value`` as one more metadata pair, ``grpc.tls`` makes the channel secure. A status
+other than OK raises ``ProxyFailure``; the caller bounds time.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.config_schema import ProxySettings, ProxyTlsSettings
+from gateway.config_schema import ProxySettings, TlsSettings
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy import proxy_pb2_grpc as pb_grpc
 from gateway.proxy.replies import ProxyFailure
+from gateway.tls import load_pem
 
 _METHODS: dict[str, tuple[str, type[Message]]] = {
     "connect": ("Connect", pb.ConnectRequest),
@@ -28,18 +28,21 @@ _METHODS: dict[str, tuple[str, type[Message]]] = {
     "publish": ("Publish", pb.PublishRequest),
     "rpc": ("RPC", pb.RPCRequest),
     "sub_refresh": ("SubRefresh", pb.SubRefreshRequest),
+    "subscribe_stream": ("SubscribeUnidirectional", pb.SubscribeRequest),
 }
 _RESULT_BYTES = ("data", "info", "meta")
 
 
-def _credentials(tls: ProxyTlsSettings) -> grpc.ChannelCredentials:
-    def read(path: str) -> bytes | None:
-        return Path(path).read_bytes() if path else None
+def _credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
+    """Channel credentials from Centrifugo's ``grpc.tls`` (each ``*_pem``: PEM, base64 or a path)."""
+
+    def read(value: str, option: str) -> bytes | None:
+        return load_pem(value, f"grpc.tls.{option}") if value else None
 
     return grpc.ssl_channel_credentials(
-        root_certificates=read(tls.server_ca_pem_file),
-        private_key=read(tls.key_pem_file),
-        certificate_chain=read(tls.cert_pem_file),
+        root_certificates=read(tls.server_ca_pem, "server_ca_pem"),
+        private_key=read(tls.key_pem, "key_pem"),
+        certificate_chain=read(tls.cert_pem, "cert_pem"),
     )
 
 
@@ -60,6 +63,12 @@ def to_plain(response: Message) -> dict[str, Any]:
     return obj
 
 
+def request_message(kind: str, request: Mapping[str, Any]) -> Message:
+    """The proxy.proto request message of ``kind`` from a request object (bytes as bytes)."""
+    plain = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in request.items()}
+    return json_format.ParseDict(plain, _METHODS[kind][1]())
+
+
 class GrpcProxyTransport:
     """Calls one gRPC proxy (``grpc://host:port``). ``close`` closes the channel."""
 
@@ -76,14 +85,14 @@ class GrpcProxyTransport:
         else:
             self.channel = grpc.aio.insecure_channel(target, options=options)
         self.stub = pb_grpc.CentrifugoProxyStub(self.channel)  # type: ignore[no-untyped-call]
+        self.static = {k.lower(): v for k, v in g.static_metadata.items()}
         self.extra = ((g.credentials_key.lower(), g.credentials_value),) if g.credentials_key else ()
         self.compression = grpc.Compression.Gzip if g.compression else None
 
     async def call(self, kind: str, request: Mapping[str, Any], headers: Mapping[str, str]) -> object:
-        name, message_type = _METHODS[kind]
-        plain = {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in request.items()}
-        message = json_format.ParseDict(plain, message_type())
-        metadata = tuple((k.lower(), v) for k, v in headers.items()) + self.extra
+        name = _METHODS[kind][0]
+        message = request_message(kind, request)
+        metadata = self.metadata(headers)
         try:
             response = await getattr(self.stub, name)(
                 message, metadata=metadata, compression=self.compression
@@ -96,6 +105,12 @@ class GrpcProxyTransport:
                 raise ProxyFailure("unavailable", str(exc.details())) from None
             raise ProxyFailure("status", f"gRPC status {code.name}") from None
         return to_plain(response)
+
+    def metadata(self, headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """``grpc.static_metadata`` under the forwarded headers, then the credentials pair."""
+        merged = dict(self.static)
+        merged.update((k.lower(), v) for k, v in headers.items())
+        return tuple(merged.items()) + self.extra
 
     async def close(self) -> None:
         await self.channel.close()

@@ -1,6 +1,7 @@
 """The HTTP transport of a proxy: ``POST <endpoint>`` with a JSON body shaped like Centrifugo's
 proxy.proto request (raw JSON ``data``/``meta`` embedded unchanged), one keep-alive aiohttp pool
-per proxy, TLS from ``http.tls``, ``http.static_headers`` and the forwarded headers. A non-200
+per proxy, TLS from ``http.tls``, ``http.static_headers`` under the forwarded headers. A non-200
+status matched by ``http.status_to_code_transforms`` becomes that ``error``/``disconnect`` answer; any other
 status, a connection failure or a body that is not JSON raise ``ProxyFailure``; the caller bounds
 time. aiohttp, not httpx: a proxy call is on every connect/subscribe, and httpx cost ~10x the CPU
 per request here (docs/PERFORMANCE.md, proxy section).
@@ -15,22 +16,48 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.config_schema import ProxySettings, ProxyTlsSettings
+from gateway.config_schema import ProxySettings, ProxyStatusTransform, TlsSettings
 from gateway.proxy.replies import ProxyFailure
+from gateway.tls import load_pem, pem_path
 
 _RESULT_BYTES = ("data", "info", "meta")
 _SUB_BYTES = ("data", "info")
 
 
-def ssl_context(tls: ProxyTlsSettings) -> ssl.SSLContext:
-    """A client TLS context from ``tls`` (CA file, client certificate, skip-verify)."""
-    ctx = ssl.create_default_context(cafile=tls.server_ca_pem_file or None)
-    if tls.cert_pem_file:
-        ctx.load_cert_chain(tls.cert_pem_file, tls.key_pem_file or None)
+def ssl_context(tls: TlsSettings, section: str) -> ssl.SSLContext:
+    """A client TLS context from Centrifugo's ``tls`` options: ``server_ca_pem`` verifies the
+    backend (else the system store), ``cert_pem``/``key_pem`` are the client certificate (mTLS),
+    ``server_name`` is the name checked, ``insecure_skip_verify`` turns verification off. Each
+    ``*_pem`` is PEM text, its base64 or a file path (``gateway.tls``).
+
+    Raises:
+        ConfigError: a PEM that does not load.
+    """
+    ctx = ssl.create_default_context()
+    if tls.server_ca_pem:
+        ctx.load_verify_locations(cadata=load_pem(tls.server_ca_pem, f"{section}.server_ca_pem").decode())
+    if tls.cert_pem:
+        ctx.load_cert_chain(
+            pem_path(tls.cert_pem, f"{section}.cert_pem"), pem_path(tls.key_pem, f"{section}.key_pem")
+        )
     if tls.insecure_skip_verify:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+def status_answer(status: int, transforms: tuple[ProxyStatusTransform, ...]) -> dict[str, Any] | None:
+    """The ``error`` / ``disconnect`` answer ``http.status_to_code_transforms`` gives a non-200
+    status (Centrifugo's transformHTTPStatusError), or None when no entry matches."""
+    for t in transforms:
+        if t.status_code != status:
+            continue
+        if t.to_disconnect.code:
+            return {"disconnect": {"code": t.to_disconnect.code, "reason": t.to_disconnect.reason}}
+        if t.to_error.code:
+            e = t.to_error
+            return {"error": {"code": e.code, "message": e.message, "temporary": e.temporary}}
+    return None
 
 
 def _to_json(value: object) -> object:
@@ -70,10 +97,12 @@ class HttpProxyTransport:
         """Build inside the running event loop (aiohttp binds the session to it)."""
         self.endpoint = settings.endpoint
         self.static_headers = dict(settings.http.static_headers)
+        self.transforms = settings.http.status_to_code_transforms
         tls = settings.http.tls
+        self.server_hostname = tls.server_name or None
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
-                limit=max_connections, ssl=ssl_context(tls) if tls.enabled else True
+                limit=max_connections, ssl=ssl_context(tls, "http.tls") if tls.enabled else True
             ),
             timeout=aiohttp.ClientTimeout(total=settings.timeout),
             skip_auto_headers=("User-Agent",),
@@ -81,10 +110,18 @@ class HttpProxyTransport:
 
     async def call(self, kind: str, request: Mapping[str, Any], headers: Mapping[str, str]) -> object:
         body = orjson.dumps({k: _to_json(v) for k, v in request.items()})
-        sent = {**headers, **self.static_headers, "Content-Type": "application/json"}
+        # The client's forwarded headers win over static_headers (Centrifugo's priority).
+        sent = {k.lower(): v for k, v in self.static_headers.items()}
+        sent.update((k.lower(), v) for k, v in headers.items())
+        sent["content-type"] = "application/json"
         try:
-            async with self.http.post(self.endpoint, data=body, headers=sent) as response:
+            async with self.http.post(
+                self.endpoint, data=body, headers=sent, server_hostname=self.server_hostname
+            ) as response:
                 if response.status != 200:
+                    answer = status_answer(response.status, self.transforms)
+                    if answer is not None:
+                        return answer
                     raise ProxyFailure("status", f"unexpected HTTP status code: {response.status}")
                 content = await response.read()
         except TimeoutError:

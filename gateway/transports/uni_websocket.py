@@ -49,6 +49,11 @@ class UniWebSocketTransport:
         self.client: Client = endpoint.connect(self)
         self.connect_received = False
 
+    @property
+    def request_headers(self) -> dict[str, str]:
+        """The upgrade request's headers (lower-case names): proxies forward their allow-list."""
+        return self.socket.request_headers
+
     def message(self, data: bytes) -> None:
         """A text message from the client: the first is the ConnectRequest, the rest are ignored.
         A first message that is not a JSON object closes with 3501 (bad request)."""

@@ -71,7 +71,7 @@ def _wait_healthy(up: Up) -> None:
         except httpx.TransportError:
             return False
 
-    with httpx.Client(timeout=2.0) as c:
+    with httpx.Client(timeout=scaled(30)) as c:
         try:
             wait_until_blocking(lambda: healthy(c), STARTUP_SECONDS, "taskcast up healthy")
         except WaitTimeout as exc:
@@ -90,7 +90,7 @@ class Summaries(ClientEventHandler):
 
 async def _succeeded_via_api_and_realtime(up: Up) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     headers = {"X-Taskcast-Dev-User": USER}
-    async with httpx.AsyncClient(base_url=up.api, headers=headers, timeout=5.0) as api:
+    async with httpx.AsyncClient(base_url=up.api, headers=headers, timeout=scaled(30)) as api:
         session = (await api.get("/api/realtime/session")).json()
         summaries = Summaries()
         client = Client(

@@ -2,7 +2,9 @@
 gateway, the Status API and the outbox relay themselves), the index.d.ts type check, the bundle
 byte budget, and the browser tests in headless Debian chromium (playwright-core).
 
-Everything runs in a subprocess with a timeout; a failure prints the script's output.
+Everything runs in a subprocess with a timeout (scaled by TASKCAST_TEST_TIME_SCALE, which the npm
+scripts' own waits read too: client-js/test/support/services.js ``ms()``); a failure prints the
+script's output.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import scaled
 
 pytestmark = pytest.mark.node
 
@@ -38,22 +42,22 @@ def npm(*args: str, timeout: float) -> None:
     assert proc.returncode == 0, f"npm run {' '.join(args)}\n{output}"
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(scaled(480))
 def test_node_suites_store_properties_and_client_against_real_gateway() -> None:
-    npm("test", timeout=220)
+    npm("test", timeout=scaled(460))
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(scaled(120))
 def test_typecheck_build_and_byte_budget() -> None:
-    npm("typecheck", timeout=100)
-    npm("build", timeout=60)
-    npm("size", timeout=30)
+    npm("typecheck", timeout=scaled(100))
+    npm("build", timeout=scaled(60))
+    npm("size", timeout=scaled(30))
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(scaled(1500))
 def test_board_in_headless_chromium() -> None:
     """Board, outage (gateway down at cold start, Status API down during a gateway restart, detail
     after STALE: each waits out the feed's 10 s STALE timer or its 30 s batchGet check), SSE."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} missing: run `bash scripts/bootstrap.sh` (installs Debian chromium)")
-    npm("test:browser", timeout=880)
+    npm("test:browser", timeout=scaled(1480))

@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from taskcast.demo import run_demo
 from taskcast.dev.topology import Topology, topology_nodes
 from tests.helpers.raw_client import Raw
-from tests.support import mint_token, wait_until
+from tests.support import mint_token, scaled, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql]
 
@@ -66,7 +66,7 @@ def _user_token(topology: Topology, user: str) -> str:
 
 async def _truth(topology: Topology, user: str) -> dict[str, tuple[int, str]]:
     headers = {"Authorization": f"Bearer {_user_token(topology, user)}"}
-    async with httpx.AsyncClient(base_url=topology.public_url, headers=headers, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=topology.public_url, headers=headers, timeout=scaled(30)) as http:
         body = (await http.get("/api/tasks", params={"limit": 100})).json()
     return {t["id"]: (int(t["version"]), t["lifecycleStatus"]) for t in body["items"]}
 

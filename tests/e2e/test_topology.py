@@ -11,7 +11,7 @@ from websockets.asyncio.client import connect
 
 from taskcast.dev.topology import Topology, topology_nodes
 from tests.helpers.raw_client import Raw
-from tests.support import mint_token
+from tests.support import mint_token, scaled
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql]
 
@@ -27,7 +27,7 @@ async def _connected(topology: Topology, user: str) -> tuple[Raw, object]:
 
 async def test_every_process_is_healthy_and_reachable_through_nginx(topology: Topology):
     assert all(proc.running for proc in topology.procs.values())
-    async with httpx.AsyncClient(timeout=5) as http:
+    async with httpx.AsyncClient(timeout=scaled(30)) as http:
         assert (await http.get(f"{topology.public_url}/readyz")).status_code == 200
         info = await http.post(
             f"{topology.internal_api_url}/info", json={}, headers={"X-API-Key": topology.api_key}
@@ -40,7 +40,7 @@ async def test_publications_reach_clients_on_both_gateways_through_the_balancer(
     try:
         for raw, _ in clients:
             await raw.call("subscribe", {"channel": "task_system:public"})
-        async with httpx.AsyncClient(timeout=5, headers={"X-API-Key": topology.api_key}) as http:
+        async with httpx.AsyncClient(timeout=scaled(30), headers={"X-API-Key": topology.api_key}) as http:
             nodes = await topology_nodes(topology)
             assert {n["name"] for n in nodes} == {"gateway1", "gateway2"}
             result = await http.post(
@@ -52,7 +52,7 @@ async def test_publications_reach_clients_on_both_gateways_through_the_balancer(
             msg = await raw.wait_for(lambda m: "pub" in m.get("push", {}))
             assert msg["push"]["pub"]["data"] == {"hi": 1}
         channels = None
-        async with httpx.AsyncClient(timeout=5, headers={"X-API-Key": topology.api_key}) as http:
+        async with httpx.AsyncClient(timeout=scaled(30), headers={"X-API-Key": topology.api_key}) as http:
             channels = (await http.post(f"{topology.internal_api_url}/channels", json={})).json()["result"]
         assert channels["channels"]["task_system:public"]["num_clients"] == 6
     finally:

@@ -15,7 +15,7 @@ from websockets.asyncio.client import connect
 
 from tests.helpers.raw_client import Raw
 from tests.helpers.redis_engine import RedisServer, unique_prefix
-from tests.support import GatewayProcess, mint_token, wait_until
+from tests.support import GatewayProcess, mint_token, scaled, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -60,7 +60,7 @@ def nodes(tmp_path: Path) -> Iterator[Callable[..., list[GatewayProcess]]]:
 
 
 async def _api(gw: GatewayProcess, method: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=5) as http:
+    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=scaled(30)) as http:
         return (await http.post(f"{gw.api_url}/{method}", json=body)).json()
 
 

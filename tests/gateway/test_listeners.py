@@ -214,7 +214,7 @@ def _taskcast() -> list[str]:
 
 def _status(http: httpx.Client, url: str) -> int | None:
     try:
-        return http.get(url, timeout=2).status_code
+        return http.get(url, timeout=scaled(2)).status_code
     except (httpx.HTTPError, ssl.SSLError, OSError):
         return None
 

@@ -20,7 +20,7 @@ from websockets.asyncio.client import connect
 
 from tests.helpers.raw_client import Raw
 from tests.helpers.redis_engine import unique_prefix
-from tests.support import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled
 
 pytestmark = pytest.mark.redis
 
@@ -64,7 +64,7 @@ async def raw(gateway: GatewayProcess) -> AsyncIterator[Raw]:
 
 
 async def api(gw: GatewayProcess, method: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=10) as http:
+    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=scaled(30)) as http:
         reply: dict[str, Any] = (await http.post(f"{gw.api_url}/{method}", json=body)).json()
         return reply
 

@@ -30,7 +30,7 @@ from relay.relay import Relay
 from status_api.storage import outbox
 from status_api.storage.outbox import OutboxMessage
 from status_api.storage.tables import task_outbox
-from tests.support import GatewayProcess, mint_token
+from tests.support import GatewayProcess, mint_token, scaled
 from tests.support import RelayProcess as RelayProcess  # re-exported for the relay tests
 from tests.support import wait_until as wait_until  # re-exported for the relay tests
 
@@ -120,7 +120,7 @@ class Subscriber:
 
     async def __aenter__(self) -> Subscriber:
         token = mint_token(SECRET, "watcher", exp_in=600, channels=self.channels)
-        self._ws = await websockets.connect(self.gateway.ws_url, open_timeout=10, max_size=None)
+        self._ws = await websockets.connect(self.gateway.ws_url, open_timeout=scaled(30), max_size=None)
         await self._ws.send(json.dumps({"id": 1, "connect": {"token": token}}))
         reply = json.loads((await self._ws.recv()).split("\n")[0])
         assert "connect" in reply, reply

@@ -24,7 +24,7 @@ from status_api.storage.database import create_engine
 from status_api.storage.tables import task, task_event_log, task_outbox
 from tests.helpers.mysql_db import schema_database
 from tests.status_api.harness import COORDINATOR, DEFAULT_STEPS, TEST_CONFIG
-from tests.support import ServiceProcess, free_port, merge, wait_until
+from tests.support import ServiceProcess, free_port, merge, scaled, wait_until
 
 pytestmark = pytest.mark.mysql
 
@@ -97,7 +97,7 @@ def _event(created: dict[str, Any]) -> dict[str, Any]:
 
 async def _client(url: str, owner: str) -> tuple[httpx.AsyncClient, list[str]]:
     """One keep-alive connection that creates tasks and reports a step event on each."""
-    http = httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=1), timeout=60)
+    http = httpx.AsyncClient(base_url=url, limits=httpx.Limits(max_connections=1), timeout=scaled(60))
     ids = []
     for i in range(TASKS_PER_CLIENT):
         body = {

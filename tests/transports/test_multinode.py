@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.support import GatewayProcess, mint_token, wait_until, wait_until_blocking
+from tests.support import GatewayProcess, mint_token, scaled, wait_until, wait_until_blocking
 from tests.transports.conftest import SECRET, of, open_stream, run_js, stream_config, uid
 
 pytestmark = pytest.mark.redis
@@ -39,7 +39,7 @@ def nodes(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 def wait_for_cluster(a: GatewayProcess, b: GatewayProcess) -> None:
     """Both nodes have seen each other's heartbeat (sent every 3 s)."""
-    with httpx.Client(timeout=5) as http:
+    with httpx.Client(timeout=scaled(30)) as http:
 
         def both_see_two() -> bool:
             counts = [

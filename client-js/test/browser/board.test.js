@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, startStack, waitFor } from '../support/services.js';
+import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, ms, startStack, waitFor } from '../support/services.js';
 import { PHONE, assertClean, boardRows, boardUrl, horizontalOverflow, launch, newPage, openBoard } from './browser.js';
 
 let stack;
@@ -34,11 +34,11 @@ describe('task board', () => {
     const page = await openBoard(browser, boardUrl(stack, 'walk'));
     const task = await stack.coordinator.createTask({ owner: 'walk', title: 'Quarterly contract review' });
     const row = `[data-task-id="${task.id}"]`;
-    await page.waitForSelector(`${row}[data-status="PENDING"]`, { timeout: 10000 });
+    await page.waitForSelector(`${row}[data-status="PENDING"]`, { timeout: ms(30000) });
     await page.click(row);
     await page.waitForSelector(`[data-detail-id="${task.id}"]`);
     await stack.coordinator.walkToSuccess(task, 42600);
-    await page.waitForSelector(`${row}[data-status="SUCCEEDED"][data-version="9"]`, { timeout: 15000 });
+    await page.waitForSelector(`${row}[data-status="SUCCEEDED"][data-version="9"]`, { timeout: ms(30000) });
     assert.equal(await page.textContent(`${row} [data-field="elapsed"]`), '42.6 s');
     await page.waitForSelector('[data-step-id="02_parse"] .data >> text=36 pages');
     assert.equal(await page.textContent('[data-field="detail-elapsed"]'), '42.6 s');
@@ -73,7 +73,7 @@ describe('task board', () => {
     await stack.coordinator.step(task, '02_parse', 'STEP_FAILED', 'PARSE_FAILED', {
       error: { category: 'BUSINESS_INPUT', code: 'UNREADABLE_FILE', retryable: false, userMessage: 'The file could not be opened' },
     });
-    const toast = await page.waitForSelector('.toast[data-notice-id]', { timeout: 10000 });
+    const toast = await page.waitForSelector('.toast[data-notice-id]', { timeout: ms(30000) });
     const noticeId = await toast.getAttribute('data-notice-id');
     assert.match(noticeId, new RegExp(`^${task.id}:\\d+$`));
     // At-least-once delivery: publish the very same summary again, and re-read the snapshot.
@@ -93,7 +93,7 @@ describe('task board', () => {
       error: { category: 'BUSINESS_INPUT', code: 'UNREADABLE_FILE', retryable: false, userMessage: 'The file could not be opened' },
     });
     // After the failure the later step did not run: it is not "queued" any more.
-    await page.waitForSelector('[data-step-id="03_store"][data-state="SKIPPED"] [data-field="step-status"] >> text=Not run', { timeout: 10000 });
+    await page.waitForSelector('[data-step-id="03_store"][data-state="SKIPPED"] [data-field="step-status"] >> text=Not run', { timeout: ms(30000) });
     assert.equal(await page.locator('.detail-pane button:has-text("Retry"), .detail-pane button:has-text("Download")').count(), 0, 'no dead buttons');
     assertClean(assert, page);
     await page.close();
@@ -108,15 +108,15 @@ describe('task board', () => {
     // Stop the relay too, so what changes while the gateway is down can only arrive by re-reading.
     await stack.relay.stop();
     await stack.gateway.proc.stop();
-    await page.waitForSelector('#connection-badge[data-status="RECOVERING"]', { timeout: 15000 });
+    await page.waitForSelector('#connection-badge[data-status="RECOVERING"]', { timeout: ms(30000) });
     await stack.coordinator.walkToSuccess(a, 5000);
     await stack.coordinator.step(b, '01_prepare', 'STEP_STARTED', 'PREPARING');
     const c = await stack.coordinator.createTask({ owner: user, title: 'Created while the gateway is down' });
     await stack.gateway.start();
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 30000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(30000) });
     const history = await page.evaluate(() => window.taskcast.badgeHistory);
     assert.deepEqual(history.slice(-2), ['RECOVERING', 'LIVE']);
-    await page.waitForSelector(`[data-task-id="${c.id}"]`, { timeout: 10000 });
+    await page.waitForSelector(`[data-task-id="${c.id}"]`, { timeout: ms(30000) });
     assert.deepEqual(await boardRows(page), await dbSnapshot(user));
     stack.relay = new Relay(stack.dir, stack.api.dbUrl, stack.gateway).start();
     await page.close();
@@ -172,8 +172,8 @@ describe('task board', () => {
     assert.equal(url.searchParams.get('q'), 'invoice');
     assert.equal(url.searchParams.get('state'), 'active');
     await page.reload();
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 20000 });
-    await page.waitForSelector(`.detail-head[data-detail-id="${keep.id}"][data-version]`, { timeout: 10000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(30000) });
+    await page.waitForSelector(`.detail-head[data-detail-id="${keep.id}"][data-version]`, { timeout: ms(30000) });
     assert.equal(await page.inputValue('#search'), 'invoice');
     assert.equal(await page.getAttribute('[data-filter="active"]', 'aria-pressed'), 'true');
     assert.equal(await page.locator('[data-task-id]').count(), 2);
@@ -187,7 +187,7 @@ describe('task board', () => {
 
   test('a deep link to a task that is not yours says so instead of loading forever', async () => {
     const page = await openBoard(browser, boardUrl(stack, 'nobody', '&task=not-a-task-of-mine'));
-    await page.waitForSelector('[data-field="detail-missing"] >> text=not among your tasks', { timeout: 15000 });
+    await page.waitForSelector('[data-field="detail-missing"] >> text=not among your tasks', { timeout: ms(30000) });
     assert.deepEqual(page.errors, []);
     await page.close();
   });
@@ -199,7 +199,7 @@ describe('task board', () => {
     const page = await openBoard(browser, boardUrl(stack, user));
     await page.waitForFunction(() => document.querySelectorAll('[data-task-id]').length >= 50);
     await page.locator('[data-action="more"]').scrollIntoViewIfNeeded();
-    await page.waitForFunction((n) => document.querySelectorAll('[data-task-id]').length === n, 57, { timeout: 15000 });
+    await page.waitForFunction((n) => document.querySelectorAll('[data-task-id]').length === n, 57, { timeout: ms(30000) });
     assert.equal(await page.locator('[data-action="more"]').count(), 0, 'nothing more to load');
     assert.match(await page.textContent('#counts'), /^57 tasks/);
     // The search covers the loaded older tasks too.
@@ -218,7 +218,7 @@ describe('task board', () => {
     assert.equal(await page.textContent('#connection-badge .label'), 'Not connected');
     await page.fill('#choose-form input', 't1/chooser');
     await page.click('#choose-form button');
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 20000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(30000) });
     assert.equal(new URL(page.url()).searchParams.get('user'), 't1/chooser');
     await page.waitForSelector('[data-field="list-empty"]');
     // The Status API's own root is a landing page pointing here, with the same favicon.
@@ -315,9 +315,9 @@ describe('task board', () => {
     };
     const before = await metric();
     const task = await stack.coordinator.createTask({ owner: user, title: 'Measured' });
-    await page.waitForSelector(`[data-task-id="${task.id}"]`, { timeout: 10000 });
+    await page.waitForSelector(`[data-task-id="${task.id}"]`, { timeout: ms(30000) });
     await stack.coordinator.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
-    await page.waitForSelector(`[data-task-id="${task.id}"][data-version="2"]`, { timeout: 10000 });
+    await page.waitForSelector(`[data-task-id="${task.id}"][data-version="2"]`, { timeout: ms(30000) });
     await page.evaluate(() => window.taskcast.feed.telemetry.flush());
     const sampled = () => reports.flatMap((r) => r.samples.commitToVisibleMs || []);
     await waitFor(() => sampled().length >= 2, { what: 'a report with both pushed versions' });

@@ -2,6 +2,8 @@
 // and the probe's flag set; playwright makes its own temporary profile). Every wait is a Playwright waitFor* with a timeout.
 import { chromium } from 'playwright-core';
 
+import { ms } from '../support/services.js';
+
 export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
 export function launch() {
@@ -32,6 +34,7 @@ export const PHONE = { width: 390, height: 844 };
  */
 export async function newPage(browser, viewport = DESKTOP) {
   const page = await browser.newPage({ viewport });
+  page.setDefaultTimeout(ms(30000));
   page.errors = [];
   page.consoleErrors = [];
   page.badResponses = [];
@@ -55,7 +58,7 @@ export async function openBoard(browser, url, { viewport = DESKTOP, waitFor = '#
   });
   page.navigations = () => navigations;
   await page.goto(url);
-  if (waitFor) await page.waitForSelector(waitFor, { timeout: 20000 });
+  if (waitFor) await page.waitForSelector(waitFor, { timeout: ms(30000) });
   return page;
 }
 

@@ -4,12 +4,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { Relay, devUser, startStack } from '../support/services.js';
+import { devUser, ms, Relay, startStack } from '../support/services.js';
 import { boardRows, boardUrl, launch, openBoard } from './browser.js';
 
 let stack;
 let browser;
-const STALE_WAIT = 40000; // the feed's staleAfterMs (10 s) plus a loaded machine
+const STALE_WAIT = ms(40000); // the feed's staleAfterMs (10 s) plus a loaded machine
 
 before(async () => {
   [stack, browser] = await Promise.all([startStack(), launch()]);
@@ -47,10 +47,10 @@ describe('board through outages', () => {
     await page.waitForSelector(`[data-task-id="${running.id}"] [data-field="unconfirmed"]`);
     assert.equal(await page.locator(`[data-task-id="${done.id}"] [data-field="unconfirmed"]`).count(), 0, 'finished tasks are confirmed');
     await stack.gateway.start();
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 30000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(30000) });
     assert.equal(await page.isVisible('#stale-banner'), false);
     const later = await stack.coordinator.createTask({ owner: user, title: 'Created after the outage' });
-    await page.waitForSelector(`[data-task-id="${later.id}"]`, { timeout: 15000 });
+    await page.waitForSelector(`[data-task-id="${later.id}"]`, { timeout: ms(30000) });
     assert.equal(page.navigations(), 1, 'no reload');
     assert.deepEqual(page.errors, []);
     await page.close();
@@ -65,17 +65,17 @@ describe('board through outages', () => {
     await stack.gateway.proc.stop();
     await stack.api.stop();
     // New epoch: the client must re-read the list, and the API is down - that read fails.
-    const failedRead = page.waitForEvent('requestfailed', { predicate: (r) => r.url().includes('/api/tasks?'), timeout: 30000 });
+    const failedRead = page.waitForEvent('requestfailed', { predicate: (r) => r.url().includes('/api/tasks?'), timeout: ms(30000) });
     await stack.gateway.start();
     await failedRead;
     assert.notEqual(await page.getAttribute('#connection-badge', 'data-status'), 'LIVE');
     await stack.api.start();
     stack.relay = new Relay(stack.dir, stack.api.dbUrl, stack.gateway).start();
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 60000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(60000) });
     const b = await stack.coordinator.createTask({ owner: user, title: 'Created after the recovery' });
-    await page.waitForSelector(`[data-task-id="${b.id}"]`, { timeout: 15000 });
+    await page.waitForSelector(`[data-task-id="${b.id}"]`, { timeout: ms(30000) });
     await stack.coordinator.walkToSuccess(a, 3000);
-    await page.waitForSelector(`[data-task-id="${a.id}"][data-status="SUCCEEDED"]`, { timeout: 15000 });
+    await page.waitForSelector(`[data-task-id="${a.id}"][data-status="SUCCEEDED"]`, { timeout: ms(30000) });
     assert.deepEqual(await boardRows(page), await dbRows(user));
     assert.equal(page.navigations(), 1, 'no reload');
     assert.deepEqual(page.errors, []);
@@ -87,7 +87,7 @@ describe('board through outages', () => {
     const task = await stack.coordinator.createTask({ owner: user, title: 'Transcoded while offline' });
     await stack.coordinator.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
     const page = await openBoard(browser, boardUrl(stack, user, `&task=${encodeURIComponent(task.id)}`));
-    await page.waitForSelector(`.detail-head[data-detail-id="${task.id}"][data-version="2"]`, { timeout: 15000 });
+    await page.waitForSelector(`.detail-head[data-detail-id="${task.id}"][data-version="2"]`, { timeout: ms(30000) });
     // Record every rendering of the pane: header version/status, step states, the row's version.
     await page.evaluate((id) => {
       window.renders = [];
@@ -112,9 +112,9 @@ describe('board through outages', () => {
     const final = (await dbRows(user)).find((t) => t.id === task.id).version;
     // The feed's low-frequency status:batchGet while not LIVE (30 s ± 30 %) brings the summary forward;
     // the open detail must then be re-read, not left at the old version under a newer header.
-    await page.waitForSelector(`[data-task-id="${task.id}"][data-version="${final}"]`, { timeout: 70000 });
-    await page.waitForSelector(`.detail-head[data-version="${final}"][data-status="SUCCEEDED"]`, { timeout: 20000 });
-    await page.waitForFunction((n) => document.querySelectorAll('.timeline li').length === n, Number(final), { timeout: 20000 });
+    await page.waitForSelector(`[data-task-id="${task.id}"][data-version="${final}"]`, { timeout: ms(70000) });
+    await page.waitForSelector(`.detail-head[data-version="${final}"][data-status="SUCCEEDED"]`, { timeout: ms(30000) });
+    await page.waitForFunction((n) => document.querySelectorAll('.timeline li').length === n, Number(final), { timeout: ms(30000) });
     assert.deepEqual(await page.$$eval('.step', (els) => els.map((e) => e.dataset.state)), ['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
     const renders = await page.evaluate(() => window.renders);
     for (const r of renders) {
@@ -123,7 +123,7 @@ describe('board through outages', () => {
     }
     await stack.gateway.start();
     await restartRelay();
-    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: 30000 });
+    await page.waitForSelector('#connection-badge[data-status="LIVE"]', { timeout: ms(30000) });
     assert.equal(await page.locator('[data-field="detail-unconfirmed"]').count(), 0);
     assert.deepEqual(page.errors, []);
     await page.close();

@@ -31,9 +31,20 @@ export async function freePort() {
   });
 }
 
+const timeScale = Number(process.env.TASKCAST_TEST_TIME_SCALE) > 0 ? Number(process.env.TASKCAST_TEST_TIME_SCALE) : 1;
+
+/**
+ * A wait bound in ms, scaled by TASKCAST_TEST_TIME_SCALE (default 1) like the Python suites'
+ * tests/support/waiting.py: every bound in these tests goes through it. Bounds are generous on
+ * purpose (a condition that holds returns at once; only a failing wait pays the whole bound).
+ */
+export function ms(n) {
+  return Math.round(n * timeScale);
+}
+
 /** Poll `check` until it returns a truthy value (interval of a readiness loop, not a sync sleep). */
-export async function waitFor(check, { timeoutMs = 15000, what = 'condition', intervalMs = 50 } = {}) {
-  const deadline = Date.now() + timeoutMs;
+export async function waitFor(check, { timeoutMs = 30000, what = 'condition', intervalMs = 50 } = {}) {
+  const deadline = Date.now() + ms(timeoutMs);
   let last;
   while (Date.now() < deadline) {
     try {
@@ -48,7 +59,7 @@ export async function waitFor(check, { timeoutMs = 15000, what = 'condition', in
 }
 
 async function httpOk(url) {
-  const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+  const res = await fetch(url, { signal: AbortSignal.timeout(ms(2000)) });
   return res.ok;
 }
 
@@ -78,7 +89,7 @@ class Proc {
   async stop() {
     if (!this.child || this.child.exitCode !== null) return;
     this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.child.kill('SIGKILL'), 10000);
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), ms(10000));
     await this.exited;
     clearTimeout(timer);
   }

@@ -22,7 +22,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from tests.helpers.convergence import ClientLog
-from tests.support import mint_token
+from tests.support import mint_token, scaled
 
 Snapshot = Callable[[str], Awaitable[Mapping[str, int]]]
 
@@ -94,7 +94,7 @@ class ConvergentClient:
             ch: {"recover": True, "epoch": epoch, "offset": offset}
             for ch, (epoch, offset) in self.log.position.items()
         }
-        async with websockets.connect(self._url(), open_timeout=5, max_size=None) as ws:
+        async with websockets.connect(self._url(), open_timeout=scaled(30), max_size=None) as ws:
             self._ws = ws
             await ws.send(json.dumps({"id": 1, "connect": {"token": token, "subs": subs}}))
             async with asyncio.timeout(10):

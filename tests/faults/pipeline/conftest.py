@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers.convergence import Streams, task_version_of
 from tests.relay.conftest import engine, relay_db_url  # reuse: one schema per session
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 __all__ = ["engine", "relay_db_url"]
 
@@ -61,7 +61,7 @@ def gateways(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
 
 
 async def api(gw: GatewayProcess, method: str, body: dict[str, Any]) -> dict[str, Any]:
-    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=10) as http:
+    async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=scaled(30)) as http:
         reply: dict[str, Any] = (await http.post(f"{gw.api_url}/{method}", json=body)).json()
         return reply
 

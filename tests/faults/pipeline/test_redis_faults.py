@@ -35,7 +35,7 @@ from tests.faults.pipeline.conftest import SECRET, api, gateway_config
 from tests.helpers.convergence import Checker, ClientLog, Streams
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.redis_engine import RedisServer, unique_prefix
-from tests.support import ROOT, GatewayProcess, wait_until
+from tests.support import ROOT, GatewayProcess, scaled, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -233,7 +233,7 @@ async def test_redis_outage_is_logged_once_per_state_change_not_per_publish(
         await pub.round(1)
         server.kill()
         await wait_until(lambda: not gw.health_ok(), 15, "gateway unhealthy")
-        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=10) as http:
+        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=scaled(30)) as http:
             for n in range(200):  # a relay retrying through the outage
                 body = {"channel": CHANNELS[0], "data": {"taskId": "a0", "version": 100 + n}}
                 reply = (await http.post(f"{gw.api_url}/publish", json=body)).json()

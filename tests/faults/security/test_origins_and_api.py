@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.faults.security.conftest import ALLOWED_ORIGIN, Secrets, api
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,7 +38,7 @@ async def test_websocket_handshake_from_a_foreign_origin_is_403(
     security_gateway: GatewayProcess, origin: str
 ):
     with pytest.raises(InvalidStatus) as info:
-        async with connect(security_gateway.ws_url, origin=origin, open_timeout=10):  # type: ignore[arg-type]
+        async with connect(security_gateway.ws_url, origin=origin, open_timeout=scaled(30)):  # type: ignore[arg-type]
             pass
     assert info.value.response.status_code == 403
 
@@ -47,7 +47,7 @@ async def test_websocket_handshake_from_a_foreign_origin_is_403(
 async def test_websocket_handshake_from_the_board_or_a_non_browser_is_accepted(
     security_gateway: GatewayProcess, secrets: Secrets, origin: str | None
 ):
-    async with connect(security_gateway.ws_url, origin=origin, open_timeout=10) as ws:  # type: ignore[arg-type]
+    async with connect(security_gateway.ws_url, origin=origin, open_timeout=scaled(30)) as ws:  # type: ignore[arg-type]
         await ws.send(json.dumps({"id": 1, "connect": {"token": secrets.token(sub="o", exp_in=60)}}))
         assert "connect" in json.loads(await ws.recv())
 
@@ -62,7 +62,7 @@ async def test_streams_and_emulation_from_a_foreign_origin_are_403(
         if path == "/emulation"
         else ({"token": token} if "uni_" in path else {"id": 1, "connect": {"token": token}})
     )
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=scaled(30)) as http:
         for origin in FOREIGN_ORIGINS:
             r = await http.post(security_gateway.url + path, json=body, headers={"Origin": origin})
             assert r.status_code == 403, (path, origin, r.status_code)
@@ -95,7 +95,7 @@ async def test_server_api_without_the_right_key_is_401_with_an_empty_body(
     key = security_gateway.api_key
     fill = {"key": key, "key_prefix": key[:8]}
     sent = {name: value.format(**fill) for name, value in headers.items()}
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=scaled(30)) as http:
         for method in ("publish", "info", "disconnect"):
             r = await http.post(
                 f"{security_gateway.api_url}/{method}{query.format(**fill)}",

@@ -28,7 +28,7 @@ from taskcast.demo import run_demo
 from taskcast.dev.topology import Topology
 from tests.faults.security.conftest import Secrets
 from tests.helpers.raw_client import Raw
-from tests.support import mint_token
+from tests.support import mint_token, scaled
 
 pytestmark = [pytest.mark.redis, pytest.mark.mysql, pytest.mark.timeout(60)]
 
@@ -75,7 +75,7 @@ async def test_no_secret_or_token_in_any_log_of_the_topology(topology: Topology)
 
     user_token = book.add(_user_token(topology.user_secret, USER))
     forged = book.add(_user_token("forged-user-secret-0123456789abcdef", USER))
-    async with httpx.AsyncClient(base_url=topology.public_url, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=topology.public_url, timeout=scaled(30)) as http:
         assert (
             await http.get("/api/realtime/session", headers={"Authorization": f"Bearer {forged}"})
         ).status_code == 401
@@ -106,7 +106,7 @@ async def test_no_secret_or_token_in_any_log_of_the_topology(topology: Topology)
         detail_token = book.add(detail.json()["token"])
         detail_channel = detail.json()["channel"]
 
-    async with connect(topology.public_ws_url, open_timeout=10) as ws:
+    async with connect(topology.public_ws_url, open_timeout=scaled(30)) as ws:
         raw = Raw(ws)
         pump = asyncio.create_task(raw.pump())
         reply = await raw.call("connect", {"token": session["token"]})
@@ -114,14 +114,14 @@ async def test_no_secret_or_token_in_any_log_of_the_topology(topology: Topology)
         reply = await raw.call("subscribe", {"channel": detail_channel, "token": detail_token})
         assert "subscribe" in reply, reply
         pump.cancel()
-    async with connect(topology.public_ws_url, open_timeout=10) as ws:
+    async with connect(topology.public_ws_url, open_timeout=scaled(30)) as ws:
         raw = Raw(ws)
         pump = asyncio.create_task(raw.pump())
         bad = book.add(mint_token("forged-gateway-secret-0123456789abcdef", "alice"))
         await raw.send("connect", {"token": bad})
         assert await raw.close_code() == 3500
         pump.cancel()
-    async with httpx.AsyncClient(timeout=10) as http:
+    async with httpx.AsyncClient(timeout=scaled(30)) as http:
         wrong = book.add(topology.api_key[::-1])
         r = await http.post(f"{topology.internal_api_url}/info", json={}, headers={"X-API-Key": wrong})
         assert r.status_code == 401

@@ -162,7 +162,7 @@ async def test_a_finished_request_and_a_long_lived_stream_are_not_cut_by_the_req
     channel = f"ctl:{uid()}"
     body = {"id": 1, "connect": {"token": secrets.token(sub="streamer", channels=[channel])}}
     async with (
-        httpx.AsyncClient(timeout=10) as http,
+        httpx.AsyncClient(timeout=scaled(30)) as http,
         http.stream("POST", gw.url + "/connection/http_stream", json=body) as response,
     ):
         assert response.status_code == 200

@@ -11,6 +11,10 @@ that is not JSON / an unreadable result), ``hang`` (never answers until the test
 info, data, meta and (for user ``subs``) a server-side subscription; subscribe answers info/data
 and an override; publish replaces data by ``{"modified": true, "original": <data>}``; rpc echoes;
 refresh / sub_refresh extend by ``refresh_ttl`` seconds (``expired`` when ``expire`` is set).
+
+Subscribe streams (gRPC ``SubscribeUnidirectional`` / ``SubscribeBidirectional``): the first
+message per ``stream_mode``, then what the test puts into ``feed(channel, cookie)``; a
+bidirectional stream echoes each publication the gateway writes into it as ``{"echo": data}``.
 """
 
 from __future__ import annotations
@@ -56,6 +60,23 @@ class Backend:
     sub_ttl: int = 0
     expire: bool = False
     hang: asyncio.Event = field(default_factory=asyncio.Event)
+    status_code: int = 500
+    """The HTTP status of the ``status`` behaviour."""
+    stream_mode: str = "ok"
+    """Subscribe streams: ``ok``, ``error``, ``disconnect``, ``silent`` (never a first message)."""
+    feeds: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
+    """Per channel and cookie (``feed``): publications a test pushes into that open stream
+    (None ends it cleanly, b"abort" ends it with a gRPC error)."""
+    stream_requests: list[tuple[str, dict[str, Any], dict[str, str]]] = field(default_factory=list)
+    """(method, subscribe request, metadata) of each stream opened."""
+    streams_closed: list[str] = field(default_factory=list)
+    """Channels whose stream ended on the backend side (the gateway cancelled, or it ended)."""
+    stream_published: list[tuple[str, Any]] = field(default_factory=list)
+    """(channel, data) the gateway wrote into bidirectional streams."""
+
+    def feed(self, channel: str, cookie: str = "session=sam") -> asyncio.Queue[bytes | None]:
+        """The stream of ``channel`` opened by the connection with this Cookie header."""
+        return self.feeds.setdefault(f"{channel}|{cookie}", asyncio.Queue())
 
     def of(self, kind: str) -> list[Call]:
         return [c for c in self.calls if c.kind == kind]
@@ -136,7 +157,7 @@ def http_app(backend: Backend) -> Starlette:
             await backend.hang.wait()
         if backend.mode[kind] == "status":
             backend.calls.append(Call(kind, body, headers))
-            return Response("boom", status_code=500)
+            return Response("boom", status_code=backend.status_code)
         answer = _answer(backend, kind, body, headers)
         if answer is None:
             return Response(b"<html>not json", media_type="text/html")
@@ -213,6 +234,72 @@ class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
 
     async def SubRefresh(self, request: Any, context: Any) -> Any:
         return await self._handle("sub_refresh", request, context)
+
+    def _first(self, method: str, request: Any, context: Any) -> pb.StreamSubscribeResponse | None:
+        backend = self.backend
+        body = _from_grpc(request)
+        backend.stream_requests.append((method, body, dict(context.invocation_metadata())))
+        if backend.stream_mode == "silent":
+            return None
+        if backend.stream_mode == "error":
+            answer: dict[str, Any] = {"error": {"code": 1000, "message": "custom error"}}
+        elif backend.stream_mode == "disconnect":
+            answer = {"disconnect": {"code": 4501, "reason": "backend says no"}}
+        else:
+            result = {"info": {"stream": True}, "data": {"stream": body["channel"]}}
+            _b64_json(result, ("data", "info"))
+            answer = {"result": result}
+        return pb.StreamSubscribeResponse(
+            subscribe_response=json_format.ParseDict(answer, pb.SubscribeResponse())
+        )
+
+    async def _publications(self, channel: str, context: Any) -> AsyncIterator[pb.StreamSubscribeResponse]:
+        feed = self.backend.feed(channel, dict(context.invocation_metadata()).get("cookie", ""))
+        while True:
+            data = await feed.get()
+            if data is None:
+                return
+            if data == b"abort":
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "backend stream broke")
+            yield pb.StreamSubscribeResponse(publication=pb.Publication(data=data, tags={"via": "stream"}))
+
+    async def SubscribeUnidirectional(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        channel = request.channel
+        try:
+            first = self._first("unidirectional", request, context)
+            if first is None:
+                await self.backend.hang.wait()
+                return
+            yield first
+            async for pub in self._publications(channel, context):
+                yield pub
+        finally:
+            self.backend.streams_closed.append(channel)
+
+    async def SubscribeBidirectional(self, requests: Any, context: Any) -> AsyncIterator[Any]:
+        opening = await requests.__anext__()
+        channel = opening.subscribe_request.channel
+        backend = self.backend
+
+        async def echo() -> None:  # what the client publishes comes back as a publication
+            async for message in requests:
+                data = orjson.loads(message.publication.data)
+                backend.stream_published.append((channel, data))
+                cookie = dict(context.invocation_metadata()).get("cookie", "")
+                backend.feed(channel, cookie).put_nowait(orjson.dumps({"echo": data}))
+
+        task = asyncio.create_task(echo())
+        try:
+            first = self._first("bidirectional", opening.subscribe_request, context)
+            if first is None:
+                await backend.hang.wait()
+                return
+            yield first
+            async for pub in self._publications(channel, context):
+                yield pub
+        finally:
+            task.cancel()
+            backend.streams_closed.append(channel)
 
 
 @dataclass

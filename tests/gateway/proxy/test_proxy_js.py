@@ -1,5 +1,6 @@
 """The official centrifuge-js SDK (Node, tests/conformance/js/proxy_cookie.mjs) through the
-connect, subscribe, publish and RPC proxies with a cookie and no token, over HTTP and gRPC."""
+connect, subscribe, publish and RPC proxies with a cookie and no token, over HTTP and gRPC; and
+(stream_proxy.mjs) through a subscribe stream proxy, over JSON and Protobuf."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from tests.conformance.conftest import JS_DIR
 from tests.gateway.proxy.backend import Served
 from tests.gateway.proxy.conftest import GatewayStarter, proxy_config
-from tests.support.waiting import scaled
+from tests.gateway.proxy.test_stream_proxy import stream_config
+from tests.support.waiting import scaled, wait_until
 
 pytestmark = pytest.mark.node
 
@@ -51,3 +53,33 @@ async def test_js_sdk_through_proxies(protocol: str, served: Served, start_gatew
     assert by["publication"]["data"] == {"modified": True, "original": {"text": "from js"}}
     assert by["rpc"]["data"] == {"method": "echo", "echo": {"js": True}}
     assert served.backend.of("connect")[0].headers["cookie"] == "session=jsuser"
+
+
+@pytest.mark.parametrize("protocol", ["json", "protobuf"])
+@pytest.mark.parametrize("bidi", [False, True], ids=["unidirectional", "bidirectional"])
+async def test_js_sdk_stream_subscription(
+    protocol: str, bidi: bool, served: Served, start_gateway: GatewayStarter
+) -> None:
+    gw = start_gateway(stream_config(served, bidirectional=bidi))
+    channel = f"st:{uuid.uuid4().hex[:8]}"
+    payload = {
+        "url": gw.ws_url,
+        "cookie": "session=sam",
+        "channel": channel,
+        "bidi": bidi,
+        "protocol": protocol,
+    }
+    script = asyncio.create_task(_run("stream_proxy.mjs", payload))
+    await wait_until(lambda: served.backend.stream_requests or script.done(), what="stream opened")
+    served.backend.feed(channel).put_nowait(b'{"n":1}')
+    events = await script
+    by = {e["event"]: e for e in events}
+    assert by["subscribe_data"]["data"] == {"stream": channel}
+    pubs = [e["data"] for e in events if e["event"] == "publication"]
+    assert pubs[0] == {"n": 1}
+    assert all(e["tags"] == {"via": "stream"} for e in events if e["event"] == "publication")
+    if bidi:
+        assert pubs[1] == {"echo": {"from": "js"}}
+        assert served.backend.stream_published == [(channel, {"from": "js"})]
+    assert served.backend.stream_requests[0][1]["protocol"] == protocol
+    await wait_until(lambda: served.backend.streams_closed, what="stream cancelled")

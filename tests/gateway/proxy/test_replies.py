@@ -166,8 +166,120 @@ def test_generated_code_has_no_drift(tmp_path: Path) -> None:
         assert generated == (ROOT / "gateway" / "proxy" / name).read_text(), name
 
 
-def test_subscribe_stream_proxy_warns(tmp_path: Path) -> None:
-    _, warnings = _load(
-        tmp_path, {"channel": {"namespaces": [{"name": "nn", "subscribe_stream_proxy_enabled": True}]}}
+def test_subscribe_stream_proxy_rules(tmp_path: Path) -> None:
+    """Centrifugo's rules: a gRPC endpoint, and no other channel proxy in the namespace."""
+    ns = {"name": "nn", "subscribe_stream_proxy_enabled": True}
+    stream = {"endpoint": "grpc://127.0.0.1:1"}
+    with pytest.raises(ConfigError, match=r"channel.proxy.subscribe_stream.endpoint"):
+        _load(tmp_path, {"channel": {"namespaces": [ns]}})
+    with pytest.raises(ConfigError, match="must be a grpc:// endpoint"):
+        _load(
+            tmp_path,
+            {"channel": {"proxy": {"subscribe_stream": {"endpoint": "http://x/s"}}, "namespaces": [ns]}},
+        )
+    with pytest.raises(ConfigError, match="together with subscribe"):
+        _load(
+            tmp_path,
+            {
+                "channel": {
+                    "proxy": {"subscribe_stream": stream, "publish": {"endpoint": "http://x/p"}},
+                    "namespaces": [{**ns, "publish_proxy_enabled": True}],
+                }
+            },
+        )
+    settings, warnings = _load(
+        tmp_path,
+        {
+            "channel": {
+                "proxy": {"subscribe_stream": stream},
+                "namespaces": [{**ns, "subscribe_stream_proxy_bidirectional": True}],
+            }
+        },
     )
-    assert len(warnings) == 1 and "subscribe_stream_proxy_enabled" in warnings[0]
+    assert warnings == []
+    assert settings.channel.by_name["nn"].subscribe_stream_proxy_bidirectional
+
+
+def test_status_transforms_and_tls_options(tmp_path: Path) -> None:
+    """``http.status_to_code_transforms`` (a list without names), v6 TLS names, static metadata."""
+    proxy = {
+        "endpoint": "https://127.0.0.1:1/c",
+        "http": {
+            "status_to_code_transforms": [
+                {"status_code": 401, "to_disconnect": {"code": 4501, "reason": "unauthorized"}},
+                {"status_code": 429, "to_error": {"code": 111, "message": "slow down", "temporary": True}},
+            ],
+            "tls": {"enabled": True, "insecure_skip_verify": True, "server_name": "backend"},
+        },
+        "grpc": {"static_metadata": {"x-env": "prod"}},
+    }
+    settings, warnings = _load(tmp_path, {"client": {"proxy": {"connect": {"enabled": True, **proxy}}}})
+    assert warnings == []
+    connect = settings.client.proxy.connect
+    first, second = connect.http.status_to_code_transforms
+    assert (first.status_code, first.to_disconnect.code, first.to_disconnect.reason) == (
+        401,
+        4501,
+        "unauthorized",
+    )
+    assert (second.to_error.code, second.to_error.message, second.to_error.temporary) == (
+        111,
+        "slow down",
+        True,
+    )
+    assert connect.http.tls.server_name == "backend" and dict(connect.grpc.static_metadata) == {
+        "x-env": "prod"
+    }
+    assert "prod" not in json.dumps(settings.redacted())
+    bad = {"status_code": 401, "to_error": {"code": 100}, "to_disconnect": {"code": 4501}}
+    with pytest.raises(ConfigError, match=r"status_to_code_transforms\[0\]"):
+        _load(
+            tmp_path,
+            {
+                "proxies": [
+                    {"name": "p", "endpoint": "http://x", "http": {"status_to_code_transforms": [bad]}}
+                ]
+            },
+        )
+    with pytest.raises(ConfigError, match=r"status_to_code_transforms\[0\].status_code"):
+        _load(
+            tmp_path,
+            {"proxies": [{"name": "p", "endpoint": "http://x", "http": {"status_to_code_transforms": [{}]}}]},
+        )
+    with pytest.raises(ConfigError, match=r"client.proxy.connect.http.tls.server_ca_pem"):
+        tls = {"enabled": True, "server_ca_pem": "/no/such/ca.pem"}
+        _load(
+            tmp_path,
+            {
+                "client": {
+                    "proxy": {"connect": {"enabled": True, "endpoint": "https://x", "http": {"tls": tls}}}
+                }
+            },
+        )
+
+
+def test_emulated_headers_named_unsupported(tmp_path: Path) -> None:
+    _, warnings = _load(
+        tmp_path,
+        {
+            "proxies": [{"name": "p", "endpoint": "http://x", "emulated_headers": ["Authorization"]}],
+            "rpc": {"proxy": {"endpoint": "http://x", "emulated_headers": ["X-A"]}},
+        },
+    )
+    assert len(warnings) == 2 and all("unsupported option" in w and "http_headers" in w for w in warnings)
+
+
+def test_static_header_also_forwarded_warns(tmp_path: Path) -> None:
+    """A forwarded header wins over a static one (Centrifugo): a static secret under a forwarded
+    name could be replaced by the client, so startup says so."""
+    proxy = {
+        "enabled": True,
+        "endpoint": "http://x/c",
+        "http_headers": ["Cookie", "X-Secret"],
+        "http": {"static_headers": {"x-secret": "s3cr3t", "X-Env": "prod"}},
+    }
+    _, warnings = _load(tmp_path, {"client": {"proxy": {"connect": proxy}}})
+    assert len(warnings) == 1
+    assert (
+        "client.proxy.connect.http.static_headers: 'x-secret'" in warnings[0] and "s3cr3t" not in warnings[0]
+    )

@@ -1,0 +1,527 @@
+"""The channel subscriptions of one connection, from establishing to release (PROTOCOL.md §3,
+§5.4).
+
+The seam: gateway/client.py drives ONE connection (I/O, its timer, command order, connect,
+refresh, disconnect); this module owns the life of each channel subscription on it: establish
+(client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
+server API ``subscribe``), go live once the reply or push is queued, deliver (the fan-out hot
+path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and release
+(unsubscribe by client, server API, expiry or insufficient state; connection close).
+
+The subscription table itself (limits, per-namespace counts, expiry deadlines) is the
+``Session``'s pure state; the permissions and flags are the pure ``policy``'s; this module
+carries their outcomes out against the ``Node`` and the connection's ``Outbox``, and reaches the
+driver only through ``Driver``. It logs to the connection's logger.
+
+Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
+publications arriving meanwhile are buffered on the subscription; they are merged with the
+recovered history by offset (``Node.position``), the reply is written, and only then do the
+remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
+and the reply always precedes the channel's publications.
+
+Imports no transport and not gateway/client.py (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+from gateway.authorization import Authorizer, Caller
+from gateway.channels import ChannelRules, resolve
+from gateway.config import ChannelOptions, Settings
+from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
+from gateway.engine.base import EngineError
+from gateway.errors import CommandError, DisconnectError, GatewayError
+from gateway.hub import Connection, DirectTarget, SharedPush
+from gateway.node import Node
+from gateway.outbox import Outbox
+from gateway.personal import evict_other_connections, personal_channel
+from gateway.protocol import codes, policy
+from gateway.protocol.messages import (
+    ClientInfo,
+    Publication,
+    StreamPosition,
+    SubRefreshRequest,
+    SubRefreshResult,
+    SubscribeRecovery,
+    SubscribeRequest,
+    SubscribeResult,
+)
+from gateway.protocol.session import Delivery, Session, State, Subscription, SubState
+from gateway.server_refresh import ServerRefresher
+
+log = logging.getLogger("taskcast.gateway.client")
+
+_SUBSCRIBED, _SUBSCRIBING = SubState.SUBSCRIBED, SubState.SUBSCRIBING
+"""Enum members as module constants for the per-delivery path (a member lookup on an enum class
+costs ~10 plain name lookups on Python 3.11)."""
+
+__all__ = ["Driver", "Subscriptions", "channel_rules"]
+
+
+class Driver(Connection, Protocol):
+    """What the subscriptions need of their connection's driver (gateway/client.py): the hub
+    ``Connection`` it registers as subscriber; its identity (``name``: the connect's client name,
+    a metrics label; ``who``, ``caller``, ``client_info``: as the policy, the authorizer and
+    publications see it); and three actions: ``send`` an encoded push for this tick's write,
+    ``spawn`` a job in command order (dropped once closed), ``after_reply``: call back right after
+    the current command's success reply is queued (never, if it fails)."""
+
+    name: str
+
+    def who(self) -> policy.Who: ...
+
+    def caller(self) -> Caller: ...
+
+    def client_info(self, sub: Subscription | None = None) -> ClientInfo: ...
+
+    def send(self, payload: bytes) -> None: ...
+
+    def spawn(self, job: Callable[[], Awaitable[object]]) -> None: ...
+
+    def after_reply(self, callback: Callable[[], None]) -> None: ...
+
+
+class StreamHook(Protocol):
+    """Subscriptions the application backend streams (``channel.proxy.subscribe_stream``,
+    gateway/proxy/stream.py): not in the hub, broker or history."""
+
+    async def subscribe(
+        self, req: SubscribeRequest, rules: ChannelRules
+    ) -> tuple[SubscribeResult, Callable[[], None]]: ...
+
+    async def release(self, sub: Subscription) -> bool: ...
+
+
+def channel_rules(settings: Settings, channel: str) -> ChannelRules:
+    """The namespace rules of ``channel``.
+
+    Raises:
+        CommandError: its channel error (unknown namespace 102, bad name).
+    """
+    rules = resolve(settings, channel)
+    if isinstance(rules, codes.Error):
+        raise CommandError(rules)
+    return rules
+
+
+class Subscriptions:
+    """The subscriptions of one connection.
+
+    Args:
+        driver: The connection's driver.
+        node: The node (hub, broker, presence, metrics, settings).
+        session: The connection's Session: it holds the table, limits and expiry deadlines.
+        outbox: Where deliveries are queued (directly: the hot path).
+        authorizer: Decides subscribe and sub_refresh.
+        refresher: The connection's server-side refresh timers (a subscription's is armed at
+            subscribe and cancelled at unsubscribe).
+        clock: Unix seconds (ttl in replies).
+        streams: Where a namespace with ``subscribe_stream_proxy_enabled`` subscribes (after the
+            permission and limit checks) and releases.
+    """
+
+    __slots__ = (
+        "_authorizer",
+        "_clock",
+        "_closed",
+        "_codec",
+        "_driver",
+        "_node",
+        "_outbox",
+        "_refresher",
+        "_session",
+        "_settings",
+        "_streams",
+    )
+
+    def __init__(
+        self,
+        driver: Driver,
+        node: Node,
+        session: Session,
+        outbox: Outbox,
+        authorizer: Authorizer,
+        refresher: ServerRefresher,
+        clock: Callable[[], float],
+        streams: StreamHook | None = None,
+    ) -> None:
+        self._driver = driver
+        self._streams = streams
+        self._node = node
+        self._settings = node.settings
+        self._session = session
+        self._outbox = outbox
+        self._codec = driver.codec
+        self._authorizer = authorizer
+        self._refresher = refresher
+        self._clock = clock
+        self._closed = False
+
+    def get(self, channel: str) -> Subscription | None:
+        return self._session.subscriptions.get(channel)
+
+    def __contains__(self, channel: str) -> bool:
+        return channel in self._session.subscriptions
+
+    # --- establish -----------------------------------------------------------------------------
+
+    def _check_limits(self, channel: str, rules: ChannelRules) -> None:
+        error = self._session.check_subscribe(
+            channel, rules.namespace, rules.options.subscription_limit_per_connection
+        )
+        if error is not None:
+            raise CommandError(error)
+
+    async def subscribe(self, req: SubscribeRequest) -> SubscribeResult:
+        """A client ``subscribe`` (§3); the subscription goes live after its reply is queued.
+
+        Raises:
+            CommandError: refused (the reply's error); nothing is left subscribed.
+            DisconnectError: an empty channel (3501) or the authorizer's disconnect.
+        """
+        channel = req.channel
+        if not channel:
+            raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
+        rules = channel_rules(self._settings, channel)
+        opts = rules.options
+        error = policy.subscription_type(req.type)
+        if error is not None:
+            raise CommandError(error)
+        self._check_limits(channel, rules)
+        if opts.subscribe_stream_proxy_enabled and self._streams is not None:  # the backend streams it
+            result, go_live = await self._streams.subscribe(req, rules)
+            self._driver.after_reply(go_live)
+            return result
+        grant = await self._authorizer.subscribe(self._driver.caller(), req, rules)
+        self._check_limits(channel, rules)  # the authorisation awaited
+        flags = policy.subscription_flags(
+            opts,
+            self._driver.who(),
+            policy.Asks(req.recoverable, req.positioned, req.join_leave),
+            grant.override,
+        )
+        sub = _new_subscription(channel, rules, flags, server_side=False)
+        if grant.expire_at is not None and self._authorizer.server_side_sub_refresh(channel):
+            self._refresher.subscription(channel, grant.expire_at)
+        else:
+            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        sub.chan_info = grant.info
+        if req.tf is not None:
+            sub.tags_filter = subscription_filter(opts, req.tf)
+        sub.delta = negotiate_delta(opts, req.delta, filtered=sub.tags_filter is not None)
+        result = await self._establish(
+            sub,
+            opts,
+            SubscribeRecovery(req.recover, req.offset, req.epoch),
+            reject_unrecovered=bool(req.flag & SubscribeRequest.FLAG_REJECT_UNRECOVERED),
+            data=grant.data,
+        )
+        self._driver.after_reply(lambda: self._go_live(sub))
+        return result
+
+    async def connect_channels(self, granted: Mapping[str, policy.ServerSub]) -> dict[str, policy.ServerSub]:
+        """The server-side subscriptions of a connect, before it registers: the granted ones
+        (token ``channels``/``subs``, connect proxy) and the user's personal channel (with
+        ``single_connection``, the user's other connections are evicted first).
+
+        Raises:
+            DisconnectError: more than ``client.channel_limit`` of them (3505).
+        """
+        settings, driver = self._settings, self._driver
+        server_subs = dict(granted)
+        personal = personal_channel(settings, driver.user)
+        if personal:
+            server_subs.setdefault(personal, policy.ServerSub())
+            if settings.client.subscribe_to_user_personal_channel.single_connection:
+                await evict_other_connections(self._node, personal, driver.user, driver.client_id)
+        if settings.client.channel_limit and len(server_subs) > settings.client.channel_limit:
+            raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
+        return server_subs
+
+    async def subscribe_at_connect(
+        self, server_subs: Mapping[str, policy.ServerSub], wanted: Mapping[str, SubscribeRecovery]
+    ) -> dict[str, SubscribeResult]:
+        """Establish a connect's server-side subscriptions (recovering from ``wanted``, the
+        connect's ``subs``); they go live once the connect reply is queued.
+
+        Raises:
+            CommandError: one was refused (the connect fails, as Centrifugo's does).
+        """
+        results: dict[str, SubscribeResult] = {}
+        for channel, server_sub in server_subs.items():
+            results[channel] = await self._subscribe_server(channel, server_sub, wanted.get(channel))
+        self._driver.after_reply(self._connect_replied)
+        return results
+
+    async def _subscribe_server(
+        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
+    ) -> SubscribeResult:
+        """A server-side subscription (connect, personal channel, server API). It stays
+        SUBSCRIBING (buffering) until the connect reply or the ``subscribe`` push is queued.
+
+        Raises:
+            CommandError: refused; unknown channel ⇒ 102, as Centrifugo fails the connect.
+        """
+        rules = channel_rules(self._settings, channel)
+        self._check_limits(channel, rules)
+        flags = policy.subscription_flags(
+            rules.options, self._driver.who(), policy.Asks(), server_sub.override
+        )
+        sub = _new_subscription(channel, rules, flags, server_side=True)
+        sub.chan_info = server_sub.info
+        if server_sub.expire_at:
+            sub.expire_at = float(server_sub.expire_at)
+        return await self._establish(
+            sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
+        )
+
+    async def _establish(
+        self,
+        sub: Subscription,
+        opts: ChannelOptions,
+        wanted: SubscribeRecovery,
+        *,
+        reject_unrecovered: bool,
+        data: bytes | None,
+    ) -> SubscribeResult:
+        """Add ``sub`` to the table and the hub, position it, add presence and publish the join.
+        A failure before the position is known leaves nothing subscribed."""
+        node = self._node
+        driver = self._driver
+        channel = sub.channel
+        self._session.add_subscription(sub)
+        positioned = None
+        try:
+            await node.add_subscriber(channel, driver)
+            if sub.positioned:
+                positioned = await node.position(
+                    channel, opts, wanted if sub.recoverable else None, sub.buffer
+                )
+                if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
+                    raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
+                sub.offset, sub.epoch = positioned.start.offset, positioned.start.epoch
+        except BaseException:
+            if self._session.remove_subscription(channel) is not None:
+                await node.remove_subscriber(channel, driver)
+            raise
+        if sub.presence:
+            await node.presence.add(channel, driver.client_id, driver.client_info(sub))
+        if opts.join_leave:
+            await node.broker.publish_join(channel, driver.client_info(sub))
+        node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        self._session.schedule_sub_expiry(sub)
+        return SubscribeResult(
+            expires=sub.expire_at is not None,
+            ttl=policy.expiry_ttl(sub.expire_at, self._clock()) if sub.expire_at is not None else 0,
+            recoverable=sub.recoverable,
+            positioned=sub.positioned,
+            recovered=positioned is not None and positioned.recovered,
+            epoch=positioned.reply.epoch if positioned else "",
+            offset=positioned.reply.offset if positioned else 0,
+            publications=recovered_for(sub, positioned.publications, self._codec) if positioned else None,
+            was_recovering=wanted.recover,
+            data=data,
+            delta=sub.delta,
+        )
+
+    def _connect_replied(self) -> None:
+        """The connect reply is queued: server-side subscriptions go live (their buffered
+        publications follow the reply)."""
+        if self._session.state is not State.CONNECTED:
+            return
+        for sub in list(self._session.subscriptions.values()):
+            if sub.server_side and sub.state is SubState.SUBSCRIBING:
+                self._go_live(sub)
+
+    def _go_live(self, sub: Subscription) -> None:
+        """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""
+        if self._session.subscriptions.get(sub.channel) is not sub:
+            return
+        buffered, sub.buffer = sub.buffer, []
+        sub.state = SubState.SUBSCRIBED
+        self._node.hub.refresh_fanout(sub.channel)
+        for pub, epoch, push in buffered:
+            verdict = sub.check_position(pub.offset, epoch)
+            if verdict is Delivery.DELIVER:
+                self._deliver(sub, pub, push)
+            elif verdict is Delivery.INSUFFICIENT_STATE:
+                self._insufficient_state(sub)
+                return
+
+    async def sub_refresh(self, req: SubRefreshRequest) -> SubRefreshResult:
+        """``sub_refresh`` (§5.4). A token whose exp already passed does not extend the
+        subscription: it is answered with the current expiry, and the subscription expires
+        (2501) unless a valid token arrives.
+
+        Raises:
+            CommandError: not subscribed, or server-side (103); the authorizer's error.
+        """
+        sub = self._session.subscriptions.get(req.channel)
+        if sub is None or sub.server_side:
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        grant = await self._authorizer.sub_refresh(self._driver.caller(), req)
+        if grant is not None and not grant.expired:
+            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+            if grant.info is not None:
+                sub.chan_info = grant.info
+            self._session.schedule_sub_expiry(sub)
+        return self._session.sub_refresh_result(sub, self._clock())
+
+    # --- release -------------------------------------------------------------------------------
+
+    async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
+        """Drop a subscription (client request, server API, expiry, insufficient state); with
+        ``push``, tell the client why. Not subscribed: nothing happens."""
+        self._refresher.subscription(channel, None)
+        sub = self._session.remove_subscription(channel)
+        if sub is None:
+            return
+        if push is not None:
+            self._node.metrics.server_unsubscribes.labels(str(push.code), "").inc()
+            self._driver.send(self._session.unsubscribe_push(channel, push))
+        await self._release(sub)
+
+    async def _release(self, sub: Subscription) -> None:
+        """Undo a subscription's node-level effects: hub/broker, presence, leave."""
+        if self._streams is not None and await self._streams.release(sub):
+            return
+        node = self._node
+        driver = self._driver
+        await node.remove_subscriber(sub.channel, driver)
+        opts = self._settings.channel_options(sub.channel)
+        if sub.presence:
+            await node.presence.remove(sub.channel, driver.client_id)
+        if opts is not None and opts.join_leave:
+            await node.broker.publish_leave(sub.channel, driver.client_info(sub))
+
+    def close(self) -> None:
+        """The connection is gone: deliver nothing more, forget every subscription and release
+        them in the background (idempotent)."""
+        self._closed = True
+        subs = self._session.clear_subscriptions()
+        if subs:
+            self._node.background(self._release_all(subs))
+
+    async def _release_all(self, subs: list[Subscription]) -> None:
+        for sub in subs:
+            await self._release(sub)
+
+    # --- delivery: the hub's fan-out callbacks (gateway.hub.Connection) ------------------------
+
+    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
+        """A live publication (hot path: runs once per subscriber of each publication)."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is None or self._closed:
+            return
+        if sub.state is _SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
+            self._outbox.put(push.payload, push)  # the common case, kept short
+            return
+        if sub.state is _SUBSCRIBING:
+            sub.buffer.append((pub, epoch, push))
+            return
+        verdict = sub.check_position(pub.offset, epoch)
+        if verdict is Delivery.DELIVER:
+            self._deliver(sub, pub, push)
+        elif verdict is Delivery.INSUFFICIENT_STATE:
+            self._insufficient_state(sub)
+
+    def direct_target(self, channel: str) -> DirectTarget | None:
+        """What the hub needs to queue ``channel``'s pushes itself (gateway/hub.py's direct
+        fan-out): the live subscription table, the subscription and the outbox, while the
+        subscription is live and needs no per-delivery check (position, delta, tags filter)."""
+        subs = self._session.subscriptions
+        sub = subs.get(channel)
+        if sub is None or self._closed or sub.state is not _SUBSCRIBED:
+            return None
+        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._outbox)
+
+    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
+        """Queue a publication that passed the position check: unless the tags filter drops it,
+        as the shared push or (delta subscriptions) its delta / escaped form."""
+        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
+            return
+        if sub.delta:
+            push = delta_push(sub, pub, push, self._codec)
+        self._outbox.put(push.payload, push)
+
+    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
+        """A join/leave push: sent to subscriptions that asked for them, once live."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
+            self._outbox.put(push.payload, push)
+
+    def check_position(self, channel: str, top: StreamPosition) -> None:
+        """The channel's stream top: a live positioned subscription behind it (or on another
+        epoch) lost messages."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self._closed:
+            return
+        if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
+            self._insufficient_state(sub)
+
+    def _insufficient_state(self, sub: Subscription) -> None:
+        """Message loss detected on a subscription (§3.2): a client-side one is unsubscribed
+        (2500, in command order), a server-side one cannot be, so the connection goes (3010)."""
+        if sub.server_side:
+            self._driver.disconnect(codes.DISCONNECT_INSUFFICIENT_STATE)
+        else:
+            self._driver.spawn(lambda: self.unsubscribe(sub.channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
+
+    # --- server-side actions (gateway.hub.Connection) ------------------------------------------
+
+    def subscribe_server_side(
+        self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None
+    ) -> None:
+        """Server API ``subscribe``: queued in command order; already subscribed: nothing."""
+        if not self._closed and channel not in self._session.subscriptions:
+            self._driver.spawn(functools.partial(self._server_subscribe, channel, sub, recovery))
+
+    async def _server_subscribe(
+        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
+    ) -> None:
+        """Establish, push ``subscribe``, go live; a refusal is logged (there is no reply)."""
+        if self._closed or channel in self._session.subscriptions:
+            return
+        try:
+            result = await self._subscribe_server(channel, server_sub, wanted)
+        except (GatewayError, EngineError) as exc:
+            log.info("server-side subscribe of %s to %s refused: %s", self._driver.client_id, channel, exc)
+            return
+        self._driver.send(self._session.subscribe_push(channel, result))
+        sub = self._session.subscriptions.get(channel)
+        if sub is not None:
+            self._go_live(sub)
+
+    def unsubscribe_server_side(self, channel: str) -> None:
+        """Server API ``unsubscribe``: push ``unsubscribe`` (2000), in command order."""
+        self._driver.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
+
+    def presence_tick(self) -> None:
+        """Re-add the connection to the presence of its live channels (every
+        ``presence_update_interval``)."""
+        driver = self._driver
+        for sub in self._session.subscriptions.values():
+            if sub.presence and sub.state is SubState.SUBSCRIBED:
+                driver.spawn(
+                    functools.partial(
+                        self._node.presence.add, sub.channel, driver.client_id, driver.client_info(sub)
+                    )
+                )
+
+
+def _new_subscription(
+    channel: str, rules: ChannelRules, flags: policy.Flags, *, server_side: bool
+) -> Subscription:
+    return Subscription(
+        channel=channel,
+        namespace=rules.namespace,
+        server_side=server_side,
+        positioned=flags.positioned,
+        recoverable=flags.recoverable,
+        push_join_leave=flags.push_join_leave,
+        presence=flags.presence,
+    )
