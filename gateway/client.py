@@ -37,7 +37,7 @@ from gateway.auth import TokenVerifier
 from gateway.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
-from gateway.hub import SharedPush
+from gateway.hub import DirectTarget, SharedPush
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
@@ -412,6 +412,9 @@ class Client:
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         self.subscriptions.on_publication(channel, pub, epoch, push)  # the fan-out hot path
+
+    def direct_target(self, channel: str) -> DirectTarget | None:
+        return self.subscriptions.direct_target(channel)  # when the hub snapshots its fan-out
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         self.subscriptions.on_join_leave(channel, key, push)

@@ -11,7 +11,7 @@ transports or gateway/client.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from gateway.protocol import codes
@@ -48,6 +48,17 @@ class SharedPush:
         self.conflation = conflation
 
 
+class Queue(Protocol):
+    """A connection's output queue (gateway/outbox.py ``Outbox``): returns at once."""
+
+    def put(self, payload: bytes, shared: SharedPush | None = None) -> None: ...
+
+
+DirectTarget = tuple[Mapping[str, object], object, Queue]
+"""A subscriber the fan-out queues to directly: (its subscription table, the subscription, its
+output queue). Valid while ``table.get(channel) is subscription``."""
+
+
 class Connection(Protocol):
     """What the hub, the node and the cluster may do with a local connection
     (gateway/client.py implements it). Every method returns at once; work that needs I/O runs
@@ -61,6 +72,15 @@ class Connection(Protocol):
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         """A live publication of a channel this connection subscribes to (hot path)."""
+        ...
+
+    def direct_target(self, channel: str) -> DirectTarget | None:
+        """For the hub's fan-out snapshot: when this connection's subscription to ``channel`` is
+        live and takes every publication unchanged (no position check, delta or tags filter),
+        its subscription table, that subscription and its output queue: the hub then queues
+        each publication itself while the table still holds that subscription (an unsubscribed
+        or replaced one gets nothing; a closed queue drops it). None: every publication goes
+        through ``on_publication``."""
         ...
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None: ...
@@ -104,9 +124,9 @@ class Hub:
         self.users: dict[str, dict[str, Connection]] = {}
         self.sessions: dict[str, Connection] = {}
         self.channels: dict[str, dict[str, Connection]] = {}
-        self._fanout: dict[str, tuple[tuple[Codec, tuple[Connection, ...]], ...]] = {}
+        self._fanout: dict[str, tuple[_Group, ...]] = {}
         """Per channel, a snapshot of its subscribers grouped by codec, for fan-out; dropped on
-        every change."""
+        every change of its subscribers and when one goes live (``refresh_fanout``)."""
         self._prev: dict[str, tuple[int, str, bytes]] = {}
         """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
@@ -176,6 +196,11 @@ class Hub:
             return True
         return False
 
+    def refresh_fanout(self, channel: str) -> None:
+        """A subscriber of ``channel`` went live: rebuild the fan-out snapshot at the next
+        publication (so it is queued to directly, ``Connection.direct_target``)."""
+        self._fanout.pop(channel, None)
+
     def subscribers(self, channel: str) -> Iterable[Connection]:
         return self.channels.get(channel, {}).values()
 
@@ -191,16 +216,21 @@ class Hub:
             subs = self.channels.get(channel)
             if not subs:
                 return 0
-            groups = self._fanout[channel] = _by_codec(subs.values())
+            groups = self._fanout[channel] = _snapshot(channel, subs.values())
         prev = self._prev.get(channel)
         if pub.offset:
             self._prev[channel] = (pub.offset, epoch, pub.data)
         count = 0
-        for codec, targets in groups:
+        for codec, direct, others in groups:
             push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
-            for client in targets:
+            payload = push.payload
+            # Per delivery: no call into the connection, just its queue (the common case).
+            for table, sub, queue in direct:
+                if table.get(channel) is sub:
+                    queue.put(payload, push)
+            for client in others:
                 client.on_publication(channel, pub, epoch, push)
-            count += len(targets)
+            count += len(direct) + len(others)
         return count
 
     def broadcast_join_leave(self, channel: str, key: str, info: ClientInfo) -> None:
@@ -213,6 +243,10 @@ class Hub:
                 client.on_join_leave(channel, key, push)
 
 
+_Group = tuple[Codec, tuple[DirectTarget, ...], tuple[Connection, ...]]
+"""One codec's subscribers of a channel: queued to directly, and the others."""
+
+
 def _by_codec(clients: Iterable[Connection]) -> tuple[tuple[Codec, tuple[Connection, ...]], ...]:
     """Connections grouped by codec (in subscription order within a group)."""
     groups: dict[int, tuple[Codec, list[Connection]]] = {}
@@ -223,3 +257,19 @@ def _by_codec(clients: Iterable[Connection]) -> tuple[tuple[Codec, tuple[Connect
             group = groups[id(codec)] = (codec, [])
         group[1].append(client)
     return tuple((codec, tuple(members)) for codec, members in groups.values())
+
+
+def _snapshot(channel: str, clients: Iterable[Connection]) -> tuple[_Group, ...]:
+    """The fan-out snapshot of a channel: per codec, the direct targets and the others."""
+    snapshot: list[_Group] = []
+    for codec, members in _by_codec(clients):
+        direct: list[DirectTarget] = []
+        others: list[Connection] = []
+        for client in members:
+            target = client.direct_target(channel)
+            if target is None:
+                others.append(client)
+            else:
+                direct.append(target)
+        snapshot.append((codec, tuple(direct), tuple(others)))
+    return tuple(snapshot)

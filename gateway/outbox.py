@@ -48,7 +48,8 @@ class Transport(Protocol):
         """Write queued messages at once (one call per loop tick). When ``shared`` is set, its
         payload is exactly ``payloads`` joined with the connection's codec separator
         (``b"\\n"`` for JSON, nothing for Protobuf) and is shared by every connection that
-        queued the same pushes: build its wire frame once (gateway/transports/framing.py)."""
+        queued the same pushes: build its wire frame once (gateway/transports/framing.py).
+        ``payloads`` is reused after the call returns: do not keep it."""
         ...
 
     def buffered_bytes(self) -> int:
@@ -72,26 +73,51 @@ class HoldStats:
         self.conflated = 0
 
 
-class Flusher:
-    """End-of-tick writes for one node: every outbox that got output in a tick is flushed by ONE
-    loop callback (a publication to N subscribers costs one handle, not N), with one shared
-    table of joined pushes."""
+FLUSH_CHUNK = 512
+"""Outboxes written per loop callback. A fan-out to more connections is written in chunks with a
+turn of the event loop between them, so the publisher's requests and other sockets are served
+while a hot channel's writes go out (and publications that arrive meanwhile join the writes of
+the connections not yet written: still one write per connection)."""
 
-    def __init__(self) -> None:
+
+class Flusher:
+    """End-of-tick writes for one node: every outbox that got output is flushed by a loop
+    callback (a publication to N subscribers costs N / ``chunk`` handles, not N), in the order
+    the outboxes got their first message, ``chunk`` outboxes per callback, with one table of
+    joined pushes per callback."""
+
+    __slots__ = ("_chunk", "_dirty", "_scheduled", "stats")
+
+    def __init__(self, chunk: int = FLUSH_CHUNK) -> None:
         self._dirty: list[Outbox] = []
+        self._scheduled = False
+        self._chunk = max(1, chunk)
         self.stats = HoldStats()
         """Node-wide figures of held output (``/metrics``)."""
 
     def schedule(self, outbox: Outbox) -> None:
-        if not self._dirty:
-            asyncio.get_running_loop().call_soon(self._flush)
+        """``outbox`` has output to write (called once until it is flushed)."""
         self._dirty.append(outbox)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        dirty, self._dirty = self._dirty, []
-        frames: dict[tuple[int, ...], SharedPush] = {}
-        for outbox in dirty:
+        dirty = self._dirty
+        chunk = self._chunk
+        if len(dirty) <= chunk:
+            self._dirty = []
+            batch = dirty
+        else:
+            batch = dirty[:chunk]
+            del dirty[:chunk]
+        frames: dict[tuple[SharedPush, ...], SharedPush] = {}
+        for outbox in batch:
             outbox.flush(frames)
+        if self._dirty:
+            asyncio.get_running_loop().call_soon(self._flush)
+        else:
+            self._scheduled = False
 
 
 class Outbox:
@@ -110,6 +136,7 @@ class Outbox:
     """
 
     __slots__ = (
+        "_all_shared",
         "_base",
         "_bytes",
         "_closed",
@@ -122,6 +149,8 @@ class Outbox:
         "_pushes",
         "_retry",
         "_separator",
+        "_spare_pending",
+        "_spare_pushes",
         "transport",
     )
 
@@ -144,8 +173,12 @@ class Outbox:
         self._held: HeldQueue | None = None
         self._retry: asyncio.TimerHandle | None = None
         self._pending: list[bytes] = []
-        self._pushes: list[SharedPush] | None = None
-        """The shared pushes behind ``_pending`` while every queued item is one (else None)."""
+        self._pushes: list[SharedPush] = []
+        """The shared pushes behind ``_pending`` (meaningful while ``_all_shared``)."""
+        self._all_shared = True
+        """Every message queued this tick is a shared push."""
+        self._spare_pending: list[bytes] = []
+        self._spare_pushes: list[SharedPush] = []
         self._bytes = 0
         self._base = 0
         self._closed = False
@@ -153,7 +186,7 @@ class Outbox:
     def put(self, payload: bytes, shared: SharedPush | None = None) -> None:
         """Queue one message. The first message of a tick schedules the flush and samples the
         transport's unsent bytes; the sum of both is bounded by ``limit_bytes`` (overflow ⇒
-        3008, PROTOCOL.md §2.3)."""
+        3008, PROTOCOL.md §2.3). Allocates nothing in the common case (it runs per delivery)."""
         if self._closed:
             return
         if self._held is not None:
@@ -167,24 +200,23 @@ class Outbox:
                 self._hold(payload, shared)
                 return
             self._base = base
-            self._pushes = []
+            self._all_shared = True
             self._flusher.schedule(self)
         self._bytes += len(payload) + 1
         if self._limit and self._bytes + self._base > self._limit:
             self._on_failure(codes.DISCONNECT_SLOW)
             return
         pending.append(payload)
-        pushes = self._pushes
-        if pushes is not None:
+        if self._all_shared:
             if shared is None:
-                self._pushes = None
+                self._all_shared = False
             else:
-                pushes.append(shared)
+                self._pushes.append(shared)
 
-    def flush(self, frames: dict[tuple[int, ...], SharedPush] | None = None) -> None:
-        """Write everything queued in one transport write. ``frames`` is shared by all outboxes
-        flushed in the same tick: connections that queued the same sequence of shared pushes (a
-        hot channel) reuse one joined push instead of building their own. Held output is
+    def flush(self, frames: dict[tuple[SharedPush, ...], SharedPush] | None = None) -> None:
+        """Write everything queued in one transport write. ``frames`` is shared by the outboxes
+        flushed in the same callback: connections that queued the same sequence of shared pushes
+        (a hot channel) reuse one joined push instead of building their own. Held output is
         written first, whatever the transport's state (the connection is closing)."""
         if self._held is not None and not self._closed:
             self._release()
@@ -192,14 +224,19 @@ class Outbox:
         if not pending or self._closed:
             return
         pushes = self._pushes
-        self._pending, self._pushes, self._bytes = [], None, 0
+        # The queues are swapped with empty spares before the write (a failing write may
+        # re-enter through ``on_failure``) and cleared after it: no list per tick.
+        self._pending, self._spare_pending = self._spare_pending, pending
+        self._pushes, self._spare_pushes = self._spare_pushes, pushes
+        self._bytes = 0
         shared: SharedPush | None = None
-        if pushes:
+        if self._all_shared:
             if len(pushes) == 1:
                 shared = pushes[0]
             elif frames is not None:
-                # Pushes of different codecs are different objects: the key is per protocol.
-                key = tuple(map(id, pushes))
+                # Pushes of different codecs are different objects: the key is per protocol
+                # (the pushes themselves, compared by identity, alive while the table is).
+                key = tuple(pushes)
                 shared = frames.get(key)
                 if shared is None:
                     shared = frames[key] = SharedPush(self._separator.join(pending))
@@ -208,11 +245,16 @@ class Outbox:
         except Exception:
             log.debug("transport write failed", exc_info=True)
             self._on_failure(codes.DISCONNECT_WRITE_ERROR)
+        finally:
+            pending.clear()
+            pushes.clear()
 
     def close(self) -> None:
         """Drop whatever is queued; later puts and flushes do nothing."""
         self._closed = True
-        self._pending, self._pushes, self._bytes = [], None, 0
+        self._pending.clear()
+        self._pushes.clear()
+        self._bytes = 0
         self._drop_held()
 
     # --- held output (seed §13.3) ----------------------------------------------------------

@@ -115,6 +115,9 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.connections.add(self)
+        # The outbox samples this once per connection per tick: the transport's own (C) method,
+        # without a Python frame of ours around it.
+        self.buffered_bytes = self.transport.get_write_buffer_size  # type: ignore[method-assign]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.connections.discard(self)
@@ -254,10 +257,14 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
         transport = self.transport
-        if transport is None or transport.is_closing() or self.close_sent:
+        if transport is None or self.close_sent or transport.is_closing():
             return
-        codec = self.codec
-        transport.write(framing.ws_frame(payloads, shared, binary=codec.binary, separator=codec.separator))
+        # Per delivery: a shared push's frame is built by the first writer and reused as is.
+        frame = shared.frame if shared is not None else None
+        if frame is None:
+            codec = self.codec
+            frame = framing.ws_frame(payloads, shared, binary=codec.binary, separator=codec.separator)
+        transport.write(frame)
 
     def write_raw(self, frames: bytes) -> None:
         """Already-built frames (the unidirectional transport frames its own pushes)."""

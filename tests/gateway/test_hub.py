@@ -29,6 +29,9 @@ class Recorder:
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         self.pushes.append((key, push))
 
+    def direct_target(self, channel: str) -> None:
+        return None
+
     def check_position(self, channel: str, top: StreamPosition) -> None: ...
     def feed(self, frame: bytes | str) -> None: ...
     def disconnect(self, disconnect: codes.Disconnect) -> None: ...

@@ -1,0 +1,111 @@
+"""The per-tick write path (gateway/outbox.py ``Flusher`` and ``Outbox``) in-process, on a real
+event loop with recording transports: a fan-out wider than one chunk is written over several
+loop callbacks (other callbacks run between them), a publication that arrives between chunks
+joins the queues not yet written (still one write per connection, in order), connections that
+queued the same pushes share one joined push, and a write that fails and re-enters the outbox
+writes nothing twice. No timers: each step waits on a condition (tests/support)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.hub import SharedPush
+from gateway.outbox import Flusher, Outbox
+from gateway.protocol import codes
+from tests.support import wait_until
+
+
+class Recording:
+    """A transport that records each write (a copy: the outbox reuses its lists)."""
+
+    name = "websocket"
+    emulation = False
+    unidirectional = False
+
+    def __init__(self, log: list[tuple[str, object]] | None = None, tag: str = "") -> None:
+        self.writes: list[tuple[list[bytes], SharedPush | None]] = []
+        self.log = log
+        self.tag = tag
+        self.fail = False
+
+    def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+        if self.fail:
+            raise OSError("peer gone")
+        self.writes.append((list(payloads), shared))
+        if self.log is not None:
+            self.log.append(("write", self.tag))
+
+    def buffered_bytes(self) -> int:
+        return 0
+
+    def close(self, disconnect: codes.Disconnect) -> None:
+        pass
+
+
+def _outboxes(n: int, flusher: Flusher, log: list[tuple[str, object]] | None = None) -> list[Outbox]:
+    return [
+        Outbox(Recording(log, str(i)), flusher, limit_bytes=0, on_failure=lambda d: None) for i in range(n)
+    ]
+
+
+def _writes(box: Outbox) -> list[tuple[list[bytes], SharedPush | None]]:
+    transport = box.transport
+    assert isinstance(transport, Recording)
+    return transport.writes
+
+
+async def test_a_wide_fan_out_is_written_in_chunks_with_the_loop_turning_between_them() -> None:
+    log: list[tuple[str, object]] = []
+    boxes = _outboxes(7, Flusher(chunk=3), log)
+    push = SharedPush(b"p1")
+    for box in boxes:
+        box.put(push.payload, push)
+    # Scheduled after the fan-out: runs after the first chunk, before the last one.
+    asyncio.get_running_loop().call_soon(lambda: log.append(("other", None)))
+    await wait_until(lambda: all(_writes(b) for b in boxes))
+    order = [entry for entry in log]
+    assert order.index(("other", None)) == 3, order  # after chunk 1 (3 writes), before chunk 2
+    assert [tag for kind, tag in order if kind == "write"] == [str(i) for i in range(7)]
+
+
+async def test_a_publication_between_chunks_joins_the_unwritten_queues_in_order() -> None:
+    boxes = _outboxes(4, Flusher(chunk=2))
+    first, second = SharedPush(b"p1"), SharedPush(b"p2")
+    for box in boxes:
+        box.put(first.payload, first)
+    # Runs between the first chunk and the second: boxes 0 and 1 are written, 2 and 3 are not.
+    asyncio.get_running_loop().call_soon(lambda: [box.put(second.payload, second) for box in boxes])
+    await wait_until(lambda: all(sum(len(w[0]) for w in _writes(b)) == 2 for b in boxes))
+    for box in boxes[:2]:
+        assert [w[0] for w in _writes(box)] == [[b"p1"], [b"p2"]]
+        assert [w[1] for w in _writes(box)] == [first, second]  # the shared pushes, unjoined
+    joined = {id(_writes(box)[0][1]) for box in boxes[2:]}
+    for box in boxes[2:]:
+        ((payloads, shared),) = _writes(box)  # one write per connection
+        assert payloads == [b"p1", b"p2"]
+        assert shared is not None and shared.payload == b"p1\np2"
+    assert len(joined) == 1  # one joined push for the connections of one chunk
+
+
+async def test_queues_are_reused_and_a_failing_write_is_not_repeated_on_reentry() -> None:
+    flusher = Flusher()
+    failures: list[int] = []
+    transport = Recording()
+
+    def on_failure(d: codes.Disconnect) -> None:
+        failures.append(d.code)
+        box.flush()  # the connection flushes what it queued before closing (re-entry)
+        box.close()
+
+    box = Outbox(transport, flusher, limit_bytes=0, on_failure=on_failure)
+    for n in range(3):
+        box.put(b"m%d" % n)
+        box.flush()
+    assert [w[0] for w in transport.writes] == [[b"m0"], [b"m1"], [b"m2"]]
+    transport.fail = True
+    box.put(b"lost")
+    box.flush()
+    assert failures == [codes.DISCONNECT_WRITE_ERROR.code]  # once: the re-entrant flush found nothing
+    box.put(b"after close")
+    box.flush()
+    assert len(transport.writes) == 3
