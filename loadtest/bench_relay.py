@@ -378,14 +378,15 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: st
         "issue 14 asked for 5,000).",
         "",
         "| relays | wall time | rows/s (wall, incl. start-up) | rows/s (first→last publish) | "
-        "per batch: claim / publish / mark (ms) | mean commit→publish (s) | "
+        "per batch: rows / claim / publish / mark (ms) | mean commit→publish (s) | "
         "CPU s: relays / gateway / MariaDB | CPU µs per row (all three) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['relays']} | {r['elapsed']:.1f} s | {r['rate_wall']:,.0f} | {r['rate_steady']:,.0f} | "
-            f"{r['claim_ms']:.1f} / {r['publish_ms']:.1f} / {r['mark_ms']:.1f} | {r['lag_p_mean']:.1f} | "
+            f"{r['rows_per_claim']:.0f} / {r['claim_ms']:.1f} / {r['publish_ms']:.1f} / {r['mark_ms']:.1f} | "
+            f"{r['lag_p_mean']:.1f} | "
             f"{r['cpu_relays']:.1f} / {r['cpu_gateway']:.1f} / {r['cpu_mariadb']:.1f} | "
             f"{1e6 * (r['cpu_relays'] + r['cpu_gateway'] + r['cpu_mariadb']) / r['rows']:.0f} |"
         )
