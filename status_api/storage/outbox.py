@@ -195,19 +195,21 @@ async def append(
     await append_many(conn, [(aggregate_id, aggregate_version, messages, now)])
 
 
-def _row(r: Any, taken_over: frozenset[int] = frozenset(), attempts_delta: int = 0) -> OutboxRow:
+def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
+    """An :class:`OutboxRow` from a row of :data:`_CLAIM_COLUMNS` (positional: the claim's hot loop)."""
+    rid, agg_type, agg_id, version, channel, projection, payload, priority, attempts, created_at = r
     return OutboxRow(
-        id=int(r["id"]),
-        aggregate_type=r["aggregate_type"],
-        aggregate_id=r["aggregate_id"],
-        aggregate_version=int(r["aggregate_version"]),
-        channel=r["channel"],
-        projection=r["projection"],
-        payload=orjson.Fragment(r["payload"]),
-        priority=int(r["priority"]),
-        attempts=int(r["attempts"]) + attempts_delta,
-        created_at=r["created_at"],
-        taken_over=int(r["id"]) in taken_over,
+        int(rid),
+        agg_type,
+        agg_id,
+        int(version),
+        channel,
+        projection,
+        orjson.Fragment(payload),
+        int(priority),
+        int(attempts) + attempts_delta,
+        created_at,
+        int(rid) in taken_over,
     )
 
 
@@ -229,7 +231,7 @@ _CLAIM_COLUMNS = (
 
 
 async def _lock(conn: AsyncConnection, query: sa.Select[Any]) -> list[Any]:
-    return list((await conn.execute(query.with_for_update(skip_locked=True))).mappings())
+    return list(await conn.execute(query.with_for_update(skip_locked=True)))
 
 
 async def claim(
@@ -261,7 +263,7 @@ async def claim(
             .order_by(c.locked_at, c.id)
             .limit(limit),
         )
-        taken = frozenset(int(r["id"]) for r in found)
+        taken = frozenset(int(r[0]) for r in found)
     due = sa.and_(c.status == PENDING, c.available_at <= now)
     tiers = [
         (c.priority > 0, (c.priority.desc(), c.available_at, c.id)),
@@ -277,7 +279,7 @@ async def claim(
         return []
     await conn.execute(
         sa.update(task_outbox)
-        .where(c.id.in_([int(r["id"]) for r in found]))
+        .where(c.id.in_([int(r[0]) for r in found]))
         .values(status=PROCESSING, locked_by=relay_id, locked_at=now, attempts=c.attempts + 1)
     )
     # The rows were read under their row locks just before the update: only attempts changed.
