@@ -77,10 +77,36 @@ def services_stop(state: Path) -> None:
     subprocess.run(["bash", "scripts/services.sh", "stop", str(state)], cwd=ROOT, check=False)
 
 
+#: Source tree each kind of process runs from (``--relay-tree`` / ``--gateway-tree``): an A/B
+#: against an older commit checked out elsewhere (``git worktree add``) with the same venv.
+TREES: dict[str, Path] = {"relay": ROOT, "gateway": ROOT}
+
+
 def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a Taskcast process with its output in ``log_path``."""
+    """Start a Taskcast process with its output in ``log_path``, from the tree of its kind."""
+    tree = TREES.get(argv[0], ROOT)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     with log_path.open("wb") as log:
-        return subprocess.Popen(service_argv(*argv), cwd=ROOT, stdout=log, stderr=log)
+        return subprocess.Popen(service_argv(*argv), cwd=tree, env=env, stdout=log, stderr=log)
+
+
+def profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """``py-spy record`` of ``pid`` into ``out`` (raw collapsed stacks) until SIGINT."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    argv = [
+        str(py_spy),
+        "record",
+        "--pid",
+        str(pid),
+        "-r",
+        "200",
+        "-f",
+        "raw",
+        "-o",
+        str(out),
+        "--nonblocking",
+    ]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
@@ -218,6 +244,12 @@ async def run_case(
         proc = spawn(["relay", "run", "--config", str(path)], workdir / f"relay-{relays}-{i}.log")
         procs.append((proc, port))
     ps = [psutil.Process(p.pid) for p, _ in procs]
+    spies = []
+    if args.profile:
+        spies = [
+            profile(p.pid, Path(args.profile) / f"relay-{relays}-{i}.txt") for i, (p, _) in enumerate(procs)
+        ]
+        spies.append(profile(gw_proc.pid, Path(args.profile) / f"gateway-{relays}.txt"))
     while (done := await published(engine)) < args.rows:
         if any(p.poll() is not None for p, _ in procs):
             raise RuntimeError(f"a relay exited early ({done} rows published); see {workdir}")
@@ -225,6 +257,9 @@ async def run_case(
     elapsed = time.perf_counter() - started
     relay_cpu = sum(cpu_seconds(p) for p in ps)
     metrics = [scrape(port) for _, port in procs]
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=30)
     for p, _ in procs:
         p.send_signal(signal.SIGTERM)
     for p, _ in procs:
@@ -245,6 +280,7 @@ async def run_case(
         "rate_wall": args.rows / elapsed,
         "rate_steady": args.rows / steady if steady > 0 else float("nan"),
         "claims": int(claims),
+        "rows_per_claim": total("taskcast_relay_claimed_rows_total") / max(claims, 1),
         "claim_ms": 1000 * total("taskcast_relay_claim_seconds_sum") / max(claims, 1),
         "publish_ms": 1000 * total("taskcast_relay_publish_request_seconds_sum") / max(claims, 1),
         "mark_ms": 1000 * total("taskcast_relay_mark_seconds_sum") / max(claims, 1),
@@ -342,14 +378,15 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: st
         "issue 14 asked for 5,000).",
         "",
         "| relays | wall time | rows/s (wall, incl. start-up) | rows/s (first→last publish) | "
-        "per batch: claim / publish / mark (ms) | mean commit→publish (s) | "
+        "per batch: rows / claim / publish / mark (ms) | mean commit→publish (s) | "
         "CPU s: relays / gateway / MariaDB | CPU µs per row (all three) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['relays']} | {r['elapsed']:.1f} s | {r['rate_wall']:,.0f} | {r['rate_steady']:,.0f} | "
-            f"{r['claim_ms']:.1f} / {r['publish_ms']:.1f} / {r['mark_ms']:.1f} | {r['lag_p_mean']:.1f} | "
+            f"{r['rows_per_claim']:.0f} / {r['claim_ms']:.1f} / {r['publish_ms']:.1f} / {r['mark_ms']:.1f} | "
+            f"{r['lag_p_mean']:.1f} | "
             f"{r['cpu_relays']:.1f} / {r['cpu_gateway']:.1f} / {r['cpu_mariadb']:.1f} | "
             f"{1e6 * (r['cpu_relays'] + r['cpu_gateway'] + r['cpu_mariadb']) / r['rows']:.0f} |"
         )
@@ -468,7 +505,12 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     p.add_argument("--outage-seconds", type=float, default=30.0, help="gateway outage case (0 = skip)")
     p.add_argument("--outage-rate", type=int, default=100, help="rows/s committed during the outage")
-    asyncio.run(amain(p.parse_args()))
+    p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
+    p.add_argument("--gateway-tree", type=Path, default=ROOT, help="source tree the gateway runs from (A/B)")
+    p.add_argument("--profile", help="directory for py-spy raw profiles of the relays and the gateway")
+    args = p.parse_args()
+    TREES.update(relay=args.relay_tree.resolve(), gateway=args.gateway_tree.resolve())
+    asyncio.run(amain(args))
 
 
 if __name__ == "__main__":

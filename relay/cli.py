@@ -24,7 +24,6 @@ from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
-from relay.wake import RedisWakeListener
 from status_api.storage.database import create_engine
 from status_api.storage.outbox import DeadRow
 
@@ -90,6 +89,8 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         if cfg.wake_redis_url is None:
             await relay.run(stop)
         else:
+            from relay.wake import RedisWakeListener  # only with wake-up: redis costs start-up time
+
             listener = RedisWakeListener(
                 cfg.wake_redis_url, cfg.wake_channel, lambda: relay.wake("redis"), metrics
             )

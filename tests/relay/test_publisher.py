@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 import httpx
+import orjson
 import pytest
 
 from relay.publisher import PUBLISHED, HttpGatewayPublisher, Outcome, PublishResult
@@ -155,3 +156,19 @@ async def test_single_row_uses_publish_and_api_error_message_is_kept_sanitized()
     assert res.outcome is Outcome.DEAD and res.failure_class == "api_107"
     assert "107" in res.error and KEY not in res.error
     await pub.aclose()
+
+
+async def test_a_claimed_payload_is_spliced_into_the_request_as_stored() -> None:
+    """``outbox.claim`` hands payloads on as ``orjson.Fragment`` of the stored text: the batch
+    request carries those bytes unchanged (no decode, no re-encode) next to the rows' tags."""
+
+    stored = '{"kind":"task.summary", "n": 1.50, "s":"\\u00e9"}'  # spacing and escapes kept as stored
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert b'"data":' + stored.encode() + b"," in request.content
+        n = len(json.loads(request.content)["commands"])
+        return httpx.Response(200, json={"replies": [{"publish": {}}] * n})
+
+    pub, seen = publisher(handler)
+    assert await pub.publish([row(1, payload=orjson.Fragment(stored)), row(2)]) == [PUBLISHED, PUBLISHED]
+    assert len(seen) == 1

@@ -194,3 +194,36 @@ async def test_idle_loops_of_one_relay_poll_in_their_own_staggered_slots(sqlite_
             phase = (t - slot * interval / 4) % interval
             assert min(phase, interval - phase) < 1e-6, (slot, t)
     assert sorted(wakes) == [0, 1, 2, 3]
+
+
+async def test_a_backlog_drains_in_full_batches_with_every_loop_awake(sqlite_url: str) -> None:
+    """Issue 14's benchmark regression suspect, as a behaviour: a full batch wakes the idle loops
+    (``wake("backlog")``), and they must still drain a backlog in full batches — every claim but
+    the tail ones takes ``batch_size`` rows, and no row is published twice."""
+    engine = create_engine(sqlite_url)
+    specs = plan(tasks=40, versions=5)  # 400 rows
+    await insert(engine, specs)
+    cfg = config(
+        sqlite_url, concurrency=4, batch_size=25, poll_interval_seconds=30, stats_interval_seconds=60
+    )
+    stop = asyncio.Event()
+
+    class Counting(RecordingPublisher):
+        async def publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+            results = await super().publish(rows)
+            if sum(len(c) for c in self.calls) >= len(specs):
+                stop.set()
+            return results
+
+    publisher = Counting()
+    relay = Relay(OutboxLeases(engine, cfg.relay_id, lease_seconds=30), publisher, cfg)
+    relay.wake("test")  # the poll interval is long: only wake-ups move the loops
+    try:
+        async with asyncio.timeout(scaled(60)):
+            await relay.run(stop)
+        assert await statuses(engine) == {"PUBLISHED": len(specs)}
+    finally:
+        await engine.dispose()
+    ids = [i for call in publisher.calls for i in call]
+    assert len(ids) == len(set(ids)) == len(specs)
+    assert [len(c) for c in publisher.calls] == [25] * (len(specs) // 25)
