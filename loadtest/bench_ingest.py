@@ -300,10 +300,11 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         await bench.reset()
         server = await bench.server_version()
-        results = [await bench.hot(16, args.hot_events)]
-        await bench.reset()
-        results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
-        if args.http:
+        results = [] if args.only_processes else [await bench.hot(16, args.hot_events)]
+        if not args.only_processes:
+            await bench.reset()
+            results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
+        if args.http and not args.only_processes:
             await bench.reset()
             results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency, http=True))
         for workers in args.processes:
@@ -312,6 +313,8 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ingest_http.run_case, args.url, workers, args, _mariadb_pid(args.url)
             )
             print(json.dumps(row), flush=True)
+            for name, share in row["profile"]:
+                print(f"  {share:5.1f} %  {name}", flush=True)
             http_rows.append(row)
     finally:
         await bench.comp.engine.dispose()
@@ -321,7 +324,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, batch {r['batch']:.1f}, "
             f"cpu {r['cpu_ms']:.2f} ms/event, load {r['load']:.1f}"
         )
-    if args.out:
+    if args.out and results:
         write_section(Path(args.out), _markdown(results, args, server, http_rows))
     return results
 
@@ -346,4 +349,6 @@ if __name__ == "__main__":
         help="worker counts for the out-of-process HTTP case (e.g. 1,2): serve --workers W + generators",
     )
     p.add_argument("--generators", type=int, default=2, help="load generator processes (with --processes)")
+    p.add_argument("--only-processes", action="store_true", help="run only the out-of-process HTTP case")
+    p.add_argument("--profile", action="store_true", help="py-spy the workers in the out-of-process case")
     asyncio.run(main(p.parse_args()))
