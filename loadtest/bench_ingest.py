@@ -351,4 +351,9 @@ if __name__ == "__main__":
     p.add_argument("--generators", type=int, default=2, help="load generator processes (with --processes)")
     p.add_argument("--only-processes", action="store_true", help="run only the out-of-process HTTP case")
     p.add_argument("--profile", action="store_true", help="py-spy the workers in the out-of-process case")
+    p.add_argument(
+        "--server-root",
+        type=Path,
+        help="run the Status API from this checkout (A/B: `git worktree add /tmp/ab-old <commit>`)",
+    )
     asyncio.run(main(p.parse_args()))

@@ -147,8 +147,8 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
             "--workers",
             str(workers),
         ],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=getattr(args, "server_root", None) or ROOT,
+        env={**env, "PYTHONPATH": str(getattr(args, "server_root", None) or ROOT)},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
