@@ -202,8 +202,12 @@ def _mariadb_pid(url: str) -> int | None:
 
 HTTP_HEADER = (
     "| workers | accepted events | errors | events/s | p50 ms | p99 ms | mean ms "
-    "| CPU s: workers / MariaDB | load |"
+    "| CPU s: workers / MariaDB | CPU ms per event: workers / MariaDB | load |"
 )
+
+
+def _per_event(row: dict[str, Any], key: str) -> str:
+    return f"{row[key] / row['events'] * 1000:.2f}" if row["events"] else "–"
 
 
 def _http_markdown(rows: list[dict[str, Any]]) -> str:
@@ -212,8 +216,15 @@ def _http_markdown(rows: list[dict[str, Any]]) -> str:
     body = "\n".join(
         f"| {r['workers']} | {r['events']} | {r['errors']} | {r['eps']:.0f} | {r['p50']:.1f} "
         f"| {r['p99']:.1f} | {r['mean']:.1f} | {r['cpu_workers_s']:.1f} / {r['cpu_mariadb_s']:.1f} "
-        f"| {r['load']:.1f} |"
+        f"| {_per_event(r, 'cpu_workers_s')} / {_per_event(r, 'cpu_mariadb_s')} | {r['load']:.1f} |"
         for r in rows
+    )
+    split = "".join(
+        f"\nWhere the workers' CPU went with {r['workers']} worker(s) (py-spy, share of non-idle samples): "
+        + "; ".join(f"{name} {share:.1f} %" for name, share in r["profile"])
+        + ".\n"
+        for r in rows
+        if r.get("profile")
     )
     best = max(rows, key=lambda r: r["eps"])
     met = best["eps"] >= 2000 and best["p99"] < 50
@@ -225,9 +236,9 @@ are separate uvloop processes on raw keep-alive HTTP/1.1. Everything shares the 
 {len(os.sched_getaffinity(0))} CPUs.
 
 {HTTP_HEADER}
-|---:|---:|---:|---:|---:|---:|---:|---|---:|
+|---:|---:|---:|---:|---:|---:|---:|---|---|---:|
 {body}
-
+{split}
 Target (issue 16: >= 2,000 accepted events/s, p99 < 50 ms, 2,000 tasks x 1 reporter):
 **{"met" if met else "not met"}** in this run (best: {best["eps"]:.0f} events/s, p99 {best["p99"]:.1f} ms
 with {best["workers"]} worker(s)).
@@ -324,7 +335,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, batch {r['batch']:.1f}, "
             f"cpu {r['cpu_ms']:.2f} ms/event, load {r['load']:.1f}"
         )
-    if args.out and results:
+    if args.out and results:  # the full run only (--only-processes prints its rows)
         write_section(Path(args.out), _markdown(results, args, server, http_rows))
     return results
 

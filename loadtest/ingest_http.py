@@ -209,18 +209,20 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
 # --- py-spy of the workers: where an event's CPU goes -----------------------------------------
 
 #: (category, substrings of a frame): a stack counts for the FIRST category any of its frames
-#: matches, so the specific parts (auth, schema, SQL) win over the layers around them (HTTP).
+#: matches, so the specific parts (auth, schema, SQL) win over the layers around them (the batch
+#: runner, HTTP). SQLAlchemy runs statements in greenlets, whose samples lose the caller's frames:
+#: SQL work is therefore matched by SQLAlchemy's and the driver's own frames.
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("auth (JWT verify, token cache)", ("jwt/", "status_api/tokens.py", "status_api/auth.py")),
     ("JSON Schema validation", ("jsonschema", "status_api/schemas.py", "fastjsonschema")),
     ("JSON parse (request body)", ("status_api/json_input.py",)),
     ("wake-up publish", ("status_api/wake.py",)),
-    ("group commit", ("status_api/group_commit.py",)),
     ("SQLAlchemy statement building", ("sqlalchemy/sql/", "cache_key", "sqlalchemy/engine/default.py")),
     ("SQL driver + results (asyncmy, SQLAlchemy engine)", ("asyncmy", "sqlalchemy/")),
     ("domain (state machine, projections)", ("status_api/domain/",)),
     ("service (ingest, outbox rows, hashing)", ("status_api/service/", "status_api/storage/")),
     ("JSON encode (responses, payloads)", ("json/encoder", "orjson", "starlette/responses.py")),
+    ("group commit (queue, batch runner)", ("status_api/group_commit.py",)),
     ("HTTP (uvicorn, starlette, routes)", ("uvicorn/", "starlette/", "httptools", "status_api/")),
 ]
 IDLE = ("select (selectors.py", "EpollSelector.select", "_run_once (asyncio/base_events.py")
