@@ -202,8 +202,12 @@ def _mariadb_pid(url: str) -> int | None:
 
 HTTP_HEADER = (
     "| workers | accepted events | errors | events/s | p50 ms | p99 ms | mean ms "
-    "| CPU s: workers / MariaDB | load |"
+    "| CPU s: workers / MariaDB | CPU ms per event: workers / MariaDB | load |"
 )
+
+
+def _per_event(row: dict[str, Any], key: str) -> str:
+    return f"{row[key] / row['events'] * 1000:.2f}" if row["events"] else "–"
 
 
 def _http_markdown(rows: list[dict[str, Any]]) -> str:
@@ -212,8 +216,15 @@ def _http_markdown(rows: list[dict[str, Any]]) -> str:
     body = "\n".join(
         f"| {r['workers']} | {r['events']} | {r['errors']} | {r['eps']:.0f} | {r['p50']:.1f} "
         f"| {r['p99']:.1f} | {r['mean']:.1f} | {r['cpu_workers_s']:.1f} / {r['cpu_mariadb_s']:.1f} "
-        f"| {r['load']:.1f} |"
+        f"| {_per_event(r, 'cpu_workers_s')} / {_per_event(r, 'cpu_mariadb_s')} | {r['load']:.1f} |"
         for r in rows
+    )
+    split = "".join(
+        f"\nWhere the workers' CPU went with {r['workers']} worker(s) (py-spy, share of non-idle samples): "
+        + "; ".join(f"{name} {share:.1f} %" for name, share in r["profile"])
+        + ".\n"
+        for r in rows
+        if r.get("profile")
     )
     best = max(rows, key=lambda r: r["eps"])
     met = best["eps"] >= 2000 and best["p99"] < 50
@@ -225,9 +236,9 @@ are separate uvloop processes on raw keep-alive HTTP/1.1. Everything shares the 
 {len(os.sched_getaffinity(0))} CPUs.
 
 {HTTP_HEADER}
-|---:|---:|---:|---:|---:|---:|---:|---|---:|
+|---:|---:|---:|---:|---:|---:|---:|---|---|---:|
 {body}
-
+{split}
 Target (issue 16: >= 2,000 accepted events/s, p99 < 50 ms, 2,000 tasks x 1 reporter):
 **{"met" if met else "not met"}** in this run (best: {best["eps"]:.0f} events/s, p99 {best["p99"]:.1f} ms
 with {best["workers"]} worker(s)).
@@ -300,10 +311,11 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         await bench.reset()
         server = await bench.server_version()
-        results = [await bench.hot(16, args.hot_events)]
-        await bench.reset()
-        results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
-        if args.http:
+        results = [] if args.only_processes else [await bench.hot(16, args.hot_events)]
+        if not args.only_processes:
+            await bench.reset()
+            results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency))
+        if args.http and not args.only_processes:
             await bench.reset()
             results.append(await bench.wide(args.tasks, args.wide_events, args.concurrency, http=True))
         for workers in args.processes:
@@ -312,6 +324,8 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ingest_http.run_case, args.url, workers, args, _mariadb_pid(args.url)
             )
             print(json.dumps(row), flush=True)
+            for name, share in row["profile"]:
+                print(f"  {share:5.1f} %  {name}", flush=True)
             http_rows.append(row)
     finally:
         await bench.comp.engine.dispose()
@@ -321,7 +335,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"p50 {r['p50']:.1f} ms, p99 {r['p99']:.1f} ms, batch {r['batch']:.1f}, "
             f"cpu {r['cpu_ms']:.2f} ms/event, load {r['load']:.1f}"
         )
-    if args.out:
+    if args.out and results:  # the full run only (--only-processes prints its rows)
         write_section(Path(args.out), _markdown(results, args, server, http_rows))
     return results
 
@@ -346,4 +360,11 @@ if __name__ == "__main__":
         help="worker counts for the out-of-process HTTP case (e.g. 1,2): serve --workers W + generators",
     )
     p.add_argument("--generators", type=int, default=2, help="load generator processes (with --processes)")
+    p.add_argument("--only-processes", action="store_true", help="run only the out-of-process HTTP case")
+    p.add_argument("--profile", action="store_true", help="py-spy the workers in the out-of-process case")
+    p.add_argument(
+        "--server-root",
+        type=Path,
+        help="run the Status API from this checkout (A/B: `git worktree add /tmp/ab-old <commit>`)",
+    )
     asyncio.run(main(p.parse_args()))

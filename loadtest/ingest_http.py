@@ -147,8 +147,8 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
             "--workers",
             str(workers),
         ],
-        cwd=ROOT,
-        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=getattr(args, "server_root", None) or ROOT,
+        env={**env, "PYTHONPATH": str(getattr(args, "server_root", None) or ROOT)},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -172,9 +172,11 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
             gens.append(subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=ROOT))
         worker_procs = sup.children() or [sup]
         procs = [*worker_procs, *([psutil.Process(db_pid)] if db_pid else [])]
+        spies = _start_spies(worker_procs, work) if args.profile else []
         cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
         outs = [json.loads(g.communicate(timeout=600)[0]) for g in gens]
         cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu0[p.pid] for p in procs}
+        split = _stop_spies(spies)
     finally:
         server.terminate()
         try:
@@ -200,7 +202,72 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
         "cpu_workers_s": sum(cpu[p.pid] for p in worker_procs),
         "cpu_mariadb_s": cpu.get(db_pid or -1, 0.0),
         "load": os.getloadavg()[0],
+        "profile": split,
     }
+
+
+# --- py-spy of the workers: where an event's CPU goes -----------------------------------------
+
+#: (category, substrings of a frame): a stack counts for the FIRST category any of its frames
+#: matches, so the specific parts (auth, schema, SQL) win over the layers around them (the batch
+#: runner, HTTP). SQLAlchemy runs statements in greenlets, whose samples lose the caller's frames:
+#: SQL work is therefore matched by SQLAlchemy's and the driver's own frames.
+CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("auth (JWT verify, token cache)", ("jwt/", "status_api/tokens.py", "status_api/auth.py")),
+    ("JSON Schema validation", ("jsonschema", "status_api/schemas.py", "fastjsonschema")),
+    ("JSON parse (request body)", ("status_api/json_input.py",)),
+    ("wake-up publish", ("status_api/wake.py",)),
+    ("SQLAlchemy statement building", ("sqlalchemy/sql/", "cache_key", "sqlalchemy/engine/default.py")),
+    ("SQL driver + results (asyncmy, SQLAlchemy engine)", ("asyncmy", "sqlalchemy/")),
+    ("domain (state machine, projections)", ("status_api/domain/",)),
+    ("service (ingest, outbox rows, hashing)", ("status_api/service/", "status_api/storage/")),
+    ("JSON encode (responses, payloads)", ("json/encoder", "orjson", "starlette/responses.py")),
+    ("group commit (queue, batch runner)", ("status_api/group_commit.py",)),
+    ("HTTP (uvicorn, starlette, routes)", ("uvicorn/", "starlette/", "httptools", "status_api/")),
+]
+IDLE = ("select (selectors.py", "EpollSelector.select", "_run_once (asyncio/base_events.py")
+
+
+def categorize(raw: str) -> list[tuple[str, float]]:
+    """py-spy raw (collapsed) stacks -> (category, % of the non-idle samples), largest first."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in raw.splitlines():
+        stack, _, cnt = line.rpartition(" ")
+        if not stack or not cnt.isdigit():
+            continue
+        frames = stack.split(";")
+        if any(marker in frames[-1] for marker in IDLE):
+            continue  # waiting for the loop's next event, not work
+        total += int(cnt)
+        name = next((c for c, subs in CATEGORIES if any(s in f for f in frames for s in subs)), "other")
+        counts[name] = counts.get(name, 0) + int(cnt)
+    return sorted(((c, round(100 * n / total, 1)) for c, n in counts.items()), key=lambda x: -x[1])
+
+
+def _start_spies(workers: list[psutil.Process], work: Path) -> list[tuple[subprocess.Popen[bytes], Path]]:
+    spy = Path(sys.executable).parent / "py-spy"
+    out = []
+    for w in workers:
+        path = work / f"spy-{w.pid}.txt"
+        argv = [str(spy), "record", "--nonblocking", "-r", "100", "-f", "raw", "-o", str(path)]
+        argv += ["-p", str(w.pid)]
+        out.append((subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), path))
+    return out
+
+
+def _stop_spies(spies: list[tuple[subprocess.Popen[bytes], Path]]) -> list[tuple[str, float]]:
+    import signal
+
+    raw = []
+    for proc, path in spies:
+        proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raw.append(path.read_text() if path.exists() else "")
+    return categorize("\n".join(raw)) if spies else []
 
 
 # --- the generator process ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
 from status_api.json_input import DEFAULT_MAX_DEPTH, MAX_SAFE_INTEGER, JsonInputError
 from status_api.json_input import parse as parse_json
+from status_api.json_response import FastJSONResponse
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
@@ -190,7 +191,7 @@ async def task_events(request: Request) -> Response:
         out["stale"],
         out["taskVersion"],
     )
-    return JSONResponse(out)
+    return FastJSONResponse(out)
 
 
 @_guard

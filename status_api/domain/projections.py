@@ -58,7 +58,9 @@ def iso(ts: datetime | None) -> str | None:
     """``2026-09-21T07:10:18.156Z`` (UTC, milliseconds)."""
     if ts is None:
         return None
-    return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    # isoformat is a C fast path (strftime was 2 % of an ingest worker's CPU); the wall-clock fields
+    # of the value as given, as strftime printed them, whatever its tzinfo
+    return ts.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def user_channel(tenant_id: str, user_id: str) -> str:

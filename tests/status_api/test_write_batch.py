@@ -1,0 +1,103 @@
+"""The one writer's statement shape (storage/write.py) and the hot path's small encoders (issue 16).
+
+On MariaDB a batch's task and step rows are written with one multi-row upsert per table, not one
+UPDATE per row; the rows read back exactly as the events left them, and a task row that vanished
+under the lock still fails the batch (the version check's job). On SQLite the executemany path is
+unchanged (the same behaviour tests run on both dialects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from status_api.domain.projections import iso
+from status_api.json_response import FastJSONResponse
+from status_api.storage import repository as repo
+from status_api.storage.tables import task, task_step
+from status_api.storage.write import Change, write
+from tests.status_api.harness import Harness
+
+
+async def _global_status(h: Harness, name: str) -> int:
+    async with h.comp.engine.connect() as conn:
+        row = (await conn.execute(sa.text(f"SHOW GLOBAL STATUS LIKE '{name}'"))).one()
+    return int(row[1])
+
+
+async def test_a_batch_writes_its_task_and_step_rows_without_one_update_per_row(h: Harness) -> None:
+    """8 tasks' events in one batch: 0 UPDATE statements on MariaDB (was 16: one per task row and
+    one per step row), and every row reads back as the events left it."""
+    if h.comp.engine.dialect.name == "sqlite":
+        pytest.skip("the multi-row upsert is the MariaDB path; SQLite keeps its executemany")
+    tasks = [await h.create_task(owner=f"u{i}") for i in range(8)]
+    group = h.service.ingestor.group
+    assert group is not None
+    bodies = [
+        h.step_event(t, "02_parse", "STEP_STARTED", "PARSING", progress={"current": i, "total": 9})
+        for i, t in enumerate(tasks)
+    ]
+    callers = [h.comp.api.service_auth.event_caller(t.steps["02_parse"].token) for t in tasks]
+    updates_before = await _global_status(h, "Com_update")
+    before = len(group.batch_sizes)
+    results = await asyncio.gather(
+        *(h.service.ingest_event(b, c, b["eventId"]) for b, c in zip(bodies, callers, strict=True))
+    )
+    assert list(group.batch_sizes)[before:] == [8], "expected one batch"
+    assert await _global_status(h, "Com_update") - updates_before == 0
+    assert [r["taskVersion"] for r in results] == ["2"] * 8
+    async with h.comp.engine.connect() as conn:
+        stored = await repo.get_tasks(conn, [t.id for t in tasks])
+        steps = await repo.current_steps(conn, [t.id for t in tasks])
+    for i, t in enumerate(tasks):
+        assert stored[t.id].version == 2 and stored[t.id].business_status == "PARSING"
+        step = steps[t.id]["02_parse"]
+        assert step.version == 2 and step.progress is not None and step.progress.current == i
+        assert step.lifecycle.value == "RUNNING"
+        assert steps[t.id]["01_prepare"].version == 1  # the untouched step stays as it was
+
+
+async def test_a_task_row_that_vanished_under_the_lock_fails_the_batch(h: Harness) -> None:
+    """The version predicate's guard on both dialects: the row is gone, the write raises, and the
+    rollback leaves no trace (on MariaDB the upsert must not re-insert it)."""
+    t = await h.create_task()
+    async with h.comp.engine.connect() as conn:
+        state = (await repo.get_tasks(conn, [t.id]))[t.id]
+    moved = Change(at=state.updated_at, task=state, base_version=state.version)
+    with pytest.raises(RuntimeError):
+        async with h.comp.engine.begin() as conn:
+            await conn.execute(task_step.delete().where(task_step.c.task_id == t.id))
+            await conn.execute(task.delete().where(task.c.id == t.id))
+            await write(conn, [moved])
+    assert await h.scalar(sa.select(sa.func.count()).where(task.c.id == t.id)) == 1
+
+
+def test_iso_prints_the_wall_clock_fields_in_milliseconds_whatever_the_tzinfo() -> None:
+    def old(ts: datetime) -> str:
+        return ts.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+    cases = [
+        datetime(2026, 9, 21, 7, 10, 18, 156_789),
+        datetime(2026, 9, 21, 7, 10, 18),
+        datetime(2026, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 1, 2, 3, 4, 5, 1_000, tzinfo=timezone(timedelta(hours=2))),
+    ]
+    for ts in cases:
+        assert iso(ts) == old(ts)
+    assert iso(None) is None
+
+
+def test_fast_json_response_matches_starlette_and_falls_back_for_what_orjson_refuses() -> None:
+    from starlette.responses import JSONResponse
+
+    body: dict[str, Any] = {"accepted": True, "taskVersion": "2", "stepId": None, "msg": "é\u2028", "n": 7}
+    assert FastJSONResponse(body).body == JSONResponse(body).body
+    assert orjson.loads(FastJSONResponse(body).body) == body
+    huge = {"n": 2**70}
+    assert FastJSONResponse(huge).body == JSONResponse(huge).body
+    assert FastJSONResponse(body).headers["content-type"] == "application/json"
