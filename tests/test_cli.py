@@ -196,3 +196,21 @@ async def test_a_gentoken_token_is_accepted_by_a_running_gateway(tmp_path: Path,
         assert reply["id"] == 1 and reply["connect"]["client"], reply
     finally:
         gw.terminate()
+
+
+def test_a_service_command_does_not_load_the_helper_commands() -> None:
+    """``taskcast relay ...`` dispatches before the Centrifugo helpers' table is imported (it loads
+    the gateway's config schema and node: 0.4 CPU-s more per relay or Status API start)."""
+    probe = (
+        "import sys\n"
+        "from taskcast.cli import main\n"
+        "try:\n"
+        "    main(['relay', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m in ('taskcast.centrifugo_cli', 'gateway.config_schema', 'gateway.node')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=scaled(60), check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout

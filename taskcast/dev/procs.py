@@ -36,6 +36,9 @@ def http_ok(url: str, timeout: float = 1.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp:
             return bool(resp.status == 200)
+    except urllib.error.HTTPError as err:  # a non-2xx answer (e.g. 503 while starting) holds the socket
+        err.close()
+        return False
     except (urllib.error.URLError, OSError):
         return False
 

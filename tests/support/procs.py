@@ -25,7 +25,7 @@ import jwt
 from taskcast.dev.procs import ROOT, Proc, free_port, http_ok, service_argv
 from tests.support.waiting import scaled, wait_until, wait_until_blocking
 
-READY_TIMEOUT_SECONDS = 20.0
+READY_TIMEOUT_SECONDS = 60.0
 DEFAULT_API_KEY = "conformance-api-key"
 # Variables that would silently override the config file a test writes.
 _OVERRIDE_PREFIXES = ("CENTRIFUGO_", "TASKCAST_STATUS_API_", "TASKCAST_RELAY_", "TASKCAST_HTTP_")
