@@ -22,6 +22,11 @@ from gateway.grpc_api.generate import HERE, OUTPUTS, generate
 from tests.support import free_port, scaled
 from tests.support.procs import GatewayProcess, mint_token
 
+# centrifuge-python can leave the socket of a reconnect attempt after a server-side disconnect to
+# the garbage collector; the unraisable ResourceWarning then fails whichever later test of this
+# module collects it (seen once in a fresh-clone run, in test_transport_error_mode_answers_statuses).
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
 KEY = "grpc-test-key"
 SECRET = "grpc-secret-0123456789abcdefghijklmnop"
 AUTH = (("authorization", f"apikey {KEY}"),)
@@ -134,7 +139,7 @@ async def test_every_method(gateway: tuple[GatewayProcess, int], stub: api_pb2_g
         assert ok.publish.offset == 1 and bad.error.code == 102
 
         disconnected = await stub.Disconnect(
-            pb.DisconnectRequest(user="42", disconnect=pb.Disconnect(code=4000, reason="bye")), metadata=AUTH
+            pb.DisconnectRequest(user="42", disconnect=pb.Disconnect(code=4500, reason="bye")), metadata=AUTH
         )
         assert not disconnected.HasField("error")
     finally:
