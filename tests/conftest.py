@@ -19,15 +19,24 @@ from tests.support.waiting import scaled
 HYPOTHESIS_TIMEOUT_SECONDS = 600.0
 
 
+def timeout_bound(base: float, marked: float | None, hypothesis_test: bool) -> float:
+    """A test's pytest-timeout limit: the largest of the ini's ``timeout``, its own ``timeout``
+    marker and (property-based tests) ``HYPOTHESIS_TIMEOUT_SECONDS``, scaled. A marker may raise the
+    bound, never lower it: the first test of a module also pays for its module fixtures (whole
+    topologies), and a loaded machine is slow, not broken. 0 = no limit."""
+    limit = max(base, marked or 0.0, HYPOTHESIS_TIMEOUT_SECONDS if hypothesis_test else 0.0)
+    return scaled(limit) if limit > 0 else 0.0
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     base = float(config.getini("timeout") or 0)
     for item in items:
-        if item.get_closest_marker("timeout") is not None:
-            continue
+        marker = item.get_closest_marker("timeout")
+        marked = float(marker.args[0] if marker.args else marker.kwargs.get("timeout", 0)) if marker else None
         hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
-        limit = HYPOTHESIS_TIMEOUT_SECONDS if hypothesis_test else base
+        limit = timeout_bound(base, marked, hypothesis_test)
         if limit > 0:
-            item.add_marker(pytest.mark.timeout(scaled(limit)))
+            item.add_marker(pytest.mark.timeout(limit), append=False)  # first: the closest marker wins
 
 
 def _service_url(var: str) -> str:

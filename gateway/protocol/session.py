@@ -326,7 +326,12 @@ class Session:
             return []
         if self._stale_at is not None and self._stale_at <= now:
             self._stale_at = None
-            if self.state is State.CONNECTING:
+            if self.state is State.CONNECTING and self.connecting:
+                # The connect arrived and is being executed (token check, connect proxy, engine):
+                # a server that is slow to answer it must not call its client stale. Its outcome
+                # decides; a rejected connect is closed at this re-armed deadline.
+                self._stale_at = now + self.config.stale_close_delay
+            elif self.state is State.CONNECTING:
                 return [codes.DISCONNECT_STALE]
         if self._pong_at is not None and self._pong_at <= now:
             self._pong_at = None

@@ -42,19 +42,19 @@ def npm(*args: str, timeout: float) -> None:
     assert proc.returncode == 0, f"npm run {' '.join(args)}\n{output}"
 
 
-@pytest.mark.timeout(scaled(480))
+@pytest.mark.timeout(480)
 def test_node_suites_store_properties_and_client_against_real_gateway() -> None:
     npm("test", timeout=scaled(460))
 
 
-@pytest.mark.timeout(scaled(120))
+@pytest.mark.timeout(120)
 def test_typecheck_build_and_byte_budget() -> None:
     npm("typecheck", timeout=scaled(100))
     npm("build", timeout=scaled(60))
     npm("size", timeout=scaled(30))
 
 
-@pytest.mark.timeout(scaled(1500))
+@pytest.mark.timeout(1500)
 def test_board_in_headless_chromium() -> None:
     """Board, outage (gateway down at cold start, Status API down during a gateway restart, detail
     after STALE: each waits out the feed's 10 s STALE timer or its 30 s batchGet check), SSE."""

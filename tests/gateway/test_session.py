@@ -164,6 +164,19 @@ def test_stale_deadline_closes_3502_unless_connected():
     assert ok.on_deadline(105.0) == []
 
 
+def test_stale_deadline_waits_for_a_connect_already_received():
+    # A connect read before the deadline but still executing (a loaded loop, a slow connect
+    # proxy) is not stale: the deadline moves on by one delay, and a rejected connect closes then.
+    s = Session(config=CFG, now=100.0)
+    (action,) = s.receive_frame(b'{"id":1,"connect":{}}')
+    assert isinstance(action, Execute)
+    assert s.on_deadline(105.0) == []
+    assert s.next_deadline() == 110.0
+    s.connect_rejected()
+    assert s.on_deadline(109.9) == []
+    assert s.on_deadline(110.0) == [codes.DISCONNECT_STALE]
+
+
 def test_ping_pong_cycle_and_no_pong_3012():
     s = _connected()
     assert s.next_deadline() == 110.0
