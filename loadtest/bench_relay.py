@@ -109,7 +109,7 @@ def profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not http_ok(url):
         if proc.poll() is not None:

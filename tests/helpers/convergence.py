@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support import scaled
+
 Key = tuple[str, str]  # (channel, task)
 
 
@@ -355,12 +357,13 @@ class Checker:
         """Wait until every client that stayed reached ``expected``; returns the seconds it took.
         Fails with what is still missing after ``within`` seconds (the stated healing bound)."""
         logs = list(logs)
+        bound = scaled(within)  # like every bound of the suite (TASKCAST_TEST_TIME_SCALE)
         started = time.monotonic()
         while True:
             want = expected() if callable(expected) else expected
             missing = [m for log in logs if log.stayed for m in self.missing(log, want)]
             if not missing:
                 return time.monotonic() - started
-            if time.monotonic() - started > within:
-                raise AssertionError(f"not converged within {within}s:\n  " + "\n  ".join(missing[:20]))
+            if time.monotonic() - started > bound:
+                raise AssertionError(f"not converged within {bound:g}s:\n  " + "\n  ".join(missing[:20]))
             await asyncio.sleep(0.02)  # polling interval of a bounded wait on client state

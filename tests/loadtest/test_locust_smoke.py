@@ -1,6 +1,6 @@
 """Every locust scenario runs headless for a few seconds with a few users against real processes
 (the local topology: MariaDB, Redis, 2 gateways, Status API, reconciler, 2 relays, nginx) and must
-report requests and no failures. One topology for all scenarios keeps the whole file < 60 s."""
+report requests and no failures. One topology serves all scenarios."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ def _run(
 def test_scenario_reports_requests_and_no_failures(topology: Topology, scenario: str, tmp_path: Path) -> None:
     # locust runs for a fixed time and its faults fire at fractions of it: the run time is scaled
     # like every other bound, so a loaded machine (TASKCAST_TEST_TIME_SCALE) gets a longer run.
-    base = 8 if scenario in ("storm", "node_restart") else 4
+    # The floor is generous: at load 10 a 4 s run ended before a reporter's first event.
+    base = 16 if scenario in ("storm", "node_restart") else 10
     res = _run(topology, scenario, tmp_path, seconds=max(base, round(scaled(base))))
     stats = {(r["type"], r["name"]): r for r in res["stats"] if r["type"]}
     assert res["exit_code"] == 0, res["stderr_tail"]
