@@ -459,7 +459,7 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         for name, frames in top["profile"].items():
             prof += f"\n- **{name}**: " + "; ".join(f"`{f}` {s} %" for f, s in frames[:6])
     conn = res.get("connect", {})
-    stages = render_stages(res)
+    stages = e2e_stages.render(res, fmt)
     return f"""## End-to-end: commit → visible (`loadtest/bench_e2e.py`)
 
 Generated {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} by `make bench`; {res["machine"]}.
@@ -481,44 +481,28 @@ the 2 CPUs.
 commit→visible (p50/p90/p99) is split by the relay's `tags.published_at_ms` (its send time): commit→publish
 = outbox commit → the relay sends (wake-up, claim, batch), publish→visible = send → the client has it
 (gateway API, fan-out, the client process). Status API: `serve --workers {args.status_api_workers}`;
-relays woken by the Status API's Redis hint (deploy/relay.yaml: `wake_redis_url`, poll 0.2 s as the
-safety net).
+relays woken by the Status API's Redis hint (deploy/relay.yaml: `wake_redis_url`; the safety-net poll
+is `wake_poll_interval_seconds` (2 s) while subscribed, 0.2 s otherwise). Reconciler heartbeat timeout
+{args.heartbeat_timeout:g} s, so no step goes STALE while the bench sets up.
 
 Targets (issue 16, {args.clients:,} clients): {verdict}.
 Pipeline vs gateway-only p99 at the highest rate in this run: {ratio}.{prof}
 {stages}"""
 
 
-def render_stages(res: dict[str, Any]) -> str:
-    """The commit→publish breakdown per pipeline rate and the idle CPU (loadtest/e2e_stages.py)."""
-    out = ""
-    rungs = [r for r in res.get("pipeline", []) if r.get("stages")]
-    if rungs:
-        names = list(rungs[0]["stages"])
-        out += "\nStages (ms, p50 / p99; wall clock of the one machine; `loadtest/e2e_stages.py`):\n\n"
-        out += "| offered/s | " + " | ".join(names) + " | relay claims (rows) / wake-ups |\n"
-        out += "|---:|" + "---:|" * len(names) + "---|\n"
-        for r in rungs:
-            cells = [f"{fmt(r['stages'][n]['p50'])} / {fmt(r['stages'][n]['p99'])}" for n in names]
-            relays = "; ".join(
-                f"{d.get('claims_total', 0):.0f} ({d.get('claimed_rows_total', 0):.0f}) / "
-                + ", ".join(f"{k[14:-1]} {v:.0f}" for k, v in d.items() if k.startswith("wakeups_total{"))
-                for d in r.get("relays", [])
-            )
-            out += f"| {r['offered']:,} | " + " | ".join(cells) + f" | {relays} |\n"
-    idle = res.get("idle")
-    if idle:
-        cpu = ", ".join(f"{k} {v:.1f} %" for k, v in idle["cpu_pct"].items())
-        out += f"\nIdle ({idle['seconds']:.0f} s, no traffic, load {idle['load']}): {cpu} of one core.\n"
-    return out
-
-
 async def amain(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.clients * 2 + 1000)), hard))
     services = Services(args.redis_url, args.mysql_url).start()
+    # The tasks are silent from their STEP_STARTED through the client connects (often > 60 s): with
+    # the topology's 60 s heartbeat timeout the reconciler marked every step STALE mid-run (1,000
+    # STEP_HEALTH_CHANGED versions and their outbox rows inside the measured rungs, issue 16).
     topo = Topology(
-        workdir, services.redis_url, services.mysql_url, status_api_workers=args.status_api_workers
+        workdir,
+        services.redis_url,
+        services.mysql_url,
+        status_api_workers=args.status_api_workers,
+        heartbeat_timeout_seconds=args.heartbeat_timeout,
     )
     res: dict[str, Any] = {"machine": machine_note()}
     try:
@@ -541,6 +525,9 @@ def main() -> int:
     p.add_argument("--drain", type=float, default=10.0)
     p.add_argument("--http-conns", type=int, default=64)
     p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument(
+        "--heartbeat-timeout", type=float, default=3600.0, help="reconciler STALE bound (topology: 60)"
+    )
     p.add_argument("--idle-seconds", type=float, default=10.0, help="measure idle CPU first (0 = skip)")
     p.add_argument("--budget-s", type=float, default=600.0, help="global deadline")
     p.add_argument("--redis-url", default="")

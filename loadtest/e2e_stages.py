@@ -20,6 +20,7 @@ import asyncio
 import bisect
 import contextlib
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,4 +119,28 @@ def relay_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, 
         n = d.get(f"taskcast_relay_{h}_count", 0.0)
         if n:
             out[f"{h.removesuffix('_seconds')}_mean_ms"] = round(1000 * d[f"taskcast_relay_{h}_sum"] / n, 2)
+    return out
+
+
+def render(res: dict[str, Any], fmt: Callable[[Any], str]) -> str:
+    """The commit→publish breakdown per pipeline rate and the idle CPU (loadtest/e2e_stages.py)."""
+    out = ""
+    rungs = [r for r in res.get("pipeline", []) if r.get("stages")]
+    if rungs:
+        names = list(rungs[0]["stages"])
+        out += "\nStages (ms, p50 / p99; wall clock of the one machine; `loadtest/e2e_stages.py`):\n\n"
+        out += "| offered/s | " + " | ".join(names) + " | relay claims (rows) / wake-ups |\n"
+        out += "|---:|" + "---:|" * len(names) + "---|\n"
+        for r in rungs:
+            cells = [f"{fmt(r['stages'][n]['p50'])} / {fmt(r['stages'][n]['p99'])}" for n in names]
+            relays = "; ".join(
+                f"{d.get('claims_total', 0):.0f} ({d.get('claimed_rows_total', 0):.0f}) / "
+                + ", ".join(f"{k[14:-1]} {v:.0f}" for k, v in d.items() if k.startswith("wakeups_total{"))
+                for d in r.get("relays", [])
+            )
+            out += f"| {r['offered']:,} | " + " | ".join(cells) + f" | {relays} |\n"
+    idle = res.get("idle")
+    if idle:
+        cpu = ", ".join(f"{k} {v:.1f} %" for k, v in idle["cpu_pct"].items())
+        out += f"\nIdle ({idle['seconds']:.0f} s, no traffic, load {idle['load']}): {cpu} of one core.\n"
     return out
