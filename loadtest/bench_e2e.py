@@ -40,6 +40,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import e2e_stages
 import ingest_http
 from fleet import (
     HTTPPool,
@@ -69,6 +70,8 @@ class Receiver:
         self.to_visible: list[float] = []
         self.count = 0
         self.baseline = False  # count the baseline's publications (data.bench) or the pipeline's
+        #: Per-event stage timestamps of the pipeline (loadtest/e2e_stages.py).
+        self.stages = e2e_stages.StageRecorder()
 
     def on_push(self, conn: WSConn, channel: str, pub: dict[str, Any]) -> None:
         tags = pub.get("tags") or {}
@@ -78,6 +81,8 @@ class Receiver:
             self.count += 1
             self.samples.append(now - float(committed))
             published = tags.get("published_at_ms")
+            if not self.baseline:
+                self.stages.seen(pub, float(committed), None if published is None else float(published), now)
             if published is not None:
                 self.to_publish.append(float(published) - float(committed))
                 self.to_visible.append(now - float(published))
@@ -119,6 +124,26 @@ class E2E:
         import jwt
 
         self.coordinator = jwt.encode(coordinator, topo.service_secret, algorithm="HS256")
+
+    @property
+    def relay_metrics_urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{p}/metrics" for p in self.topo.relay_metrics_ports]
+
+    async def idle(self, seconds: float) -> dict[str, Any]:
+        """CPU share of one core of each process (and relay counters) with no traffic at all."""
+        pids = self.pids()
+        relay0 = [e2e_stages.relay_counters(u) for u in self.relay_metrics_urls]
+        cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
+        t0 = time.perf_counter()
+        await asyncio.sleep(seconds)
+        wall = time.perf_counter() - t0
+        relay1 = [e2e_stages.relay_counters(u) for u in self.relay_metrics_urls]
+        return {
+            "seconds": round(wall, 1),
+            "cpu_pct": {n: round(100 * (cpu_seconds(p) - cpu0[n]) / wall, 1) for n, p in pids.items()},
+            "relays": [e2e_stages.relay_delta(a, b) for a, b in zip(relay0, relay1, strict=True)],
+            "load": round(__import__("os").getloadavg()[0], 2),
+        }
 
     def pids(self) -> dict[str, list[int]]:
         """Each process's pid and its children's (``status-api --workers N``: the supervisor idles,
@@ -239,6 +264,8 @@ class E2E:
         pids = self.pids()
         self.receiver.take()
         self.receiver.take_split()
+        self.receiver.stages.take()
+        relay0 = [e2e_stages.relay_counters(u) for u in self.relay_metrics_urls]
         cpu0 = {n: cpu_seconds(p) for n, p in pids.items()}
         spies = self.start_profile(pids) if profile else []
         res = await self.open_loop(rate, self.args.window, send)
@@ -248,6 +275,10 @@ class E2E:
             await asyncio.sleep(0.1)
         cpu = {n: round(cpu_seconds(p) - cpu0[n], 2) for n, p in pids.items()}
         count, samples = self.receiver.take()
+        relay1 = [e2e_stages.relay_counters(u) for u in self.relay_metrics_urls]
+        if not self.receiver.baseline:
+            res["stages"] = e2e_stages.summarise(*self.receiver.stages.take())
+            res["relays"] = [e2e_stages.relay_delta(a, b) for a, b in zip(relay0, relay1, strict=True)]
         to_publish, to_visible = self.receiver.take_split()
         res.update(
             commit_to_publish_p50_ms=pct(to_publish, 50),
@@ -316,6 +347,14 @@ class E2E:
                 await asyncio.sleep(0.1)
                 if self.receiver.count >= len(self.steps):
                     break
+            hints_ready = asyncio.Event()
+            hints = asyncio.create_task(
+                self.receiver.stages.listen(self.topo.redis_url, self.topo.wake_channel, hints_ready)
+            )
+            await asyncio.wait_for(hints_ready.wait(), 30)
+            if self.args.idle_seconds > 0:
+                out["idle"] = await self.idle(self.args.idle_seconds)
+                print(f"idle: {json.dumps(out['idle'])}", flush=True)
             api_headers = {"X-API-Key": self.topo.api_key}
             stride = max(1, self.args.clients // self.args.tasks)
 
@@ -332,9 +371,12 @@ class E2E:
 
             async def report(i: int) -> None:
                 body, headers = self.event(self.steps[i % len(self.steps)])
+                sent = now_ms()
                 status, raw = await http.request("/internal/v1/task-events", body, headers, wait_s=30)
                 if status != 200:
                     raise RuntimeError(f"event {status} {raw[:200]!r}")
+                answer = json.loads(raw)
+                self.receiver.stages.sent((answer["taskId"], answer["taskVersion"]), sent, now_ms())
 
             async def fresh_pools() -> None:
                 # Both servers close a connection that sends nothing within their request deadline
@@ -354,6 +396,7 @@ class E2E:
                 await fresh_pools()
                 profile = self.args.profile and rate == max(rates)
                 out["pipeline"].append(await self.rung("Status API → relay → gateway", rate, report, profile))
+            hints.cancel()
         finally:
             for c in self.conns:
                 c.abort()
@@ -416,6 +459,7 @@ def render(res: dict[str, Any], args: argparse.Namespace) -> str:
         for name, frames in top["profile"].items():
             prof += f"\n- **{name}**: " + "; ".join(f"`{f}` {s} %" for f, s in frames[:6])
     conn = res.get("connect", {})
+    stages = e2e_stages.render(res, fmt)
     return f"""## End-to-end: commit → visible (`loadtest/bench_e2e.py`)
 
 Generated {time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())} by `make bench`; {res["machine"]}.
@@ -437,20 +481,28 @@ the 2 CPUs.
 commit→visible (p50/p90/p99) is split by the relay's `tags.published_at_ms` (its send time): commit→publish
 = outbox commit → the relay sends (wake-up, claim, batch), publish→visible = send → the client has it
 (gateway API, fan-out, the client process). Status API: `serve --workers {args.status_api_workers}`;
-relays woken by the Status API's Redis hint (deploy/relay.yaml: `wake_redis_url`, poll 0.2 s as the
-safety net).
+relays woken by the Status API's Redis hint (deploy/relay.yaml: `wake_redis_url`; the safety-net poll
+is `wake_poll_interval_seconds` (2 s) while subscribed, 0.2 s otherwise). Reconciler heartbeat timeout
+{args.heartbeat_timeout:g} s, so no step goes STALE while the bench sets up.
 
 Targets (issue 16, {args.clients:,} clients): {verdict}.
 Pipeline vs gateway-only p99 at the highest rate in this run: {ratio}.{prof}
-"""
+{stages}"""
 
 
 async def amain(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.clients * 2 + 1000)), hard))
     services = Services(args.redis_url, args.mysql_url).start()
+    # The tasks are silent from their STEP_STARTED through the client connects (often > 60 s): with
+    # the topology's 60 s heartbeat timeout the reconciler marked every step STALE mid-run (1,000
+    # STEP_HEALTH_CHANGED versions and their outbox rows inside the measured rungs, issue 16).
     topo = Topology(
-        workdir, services.redis_url, services.mysql_url, status_api_workers=args.status_api_workers
+        workdir,
+        services.redis_url,
+        services.mysql_url,
+        status_api_workers=args.status_api_workers,
+        heartbeat_timeout_seconds=args.heartbeat_timeout,
     )
     res: dict[str, Any] = {"machine": machine_note()}
     try:
@@ -473,6 +525,10 @@ def main() -> int:
     p.add_argument("--drain", type=float, default=10.0)
     p.add_argument("--http-conns", type=int, default=64)
     p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument(
+        "--heartbeat-timeout", type=float, default=3600.0, help="reconciler STALE bound (topology: 60)"
+    )
+    p.add_argument("--idle-seconds", type=float, default=10.0, help="measure idle CPU first (0 = skip)")
     p.add_argument("--budget-s", type=float, default=600.0, help="global deadline")
     p.add_argument("--redis-url", default="")
     p.add_argument("--mysql-url", default="")

@@ -65,12 +65,12 @@ class OutboxLeases:
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
-    async def claim(self, limit: int) -> list[outbox.OutboxRow]:
-        """Lease up to ``limit`` rows (expired leases of any relay first); see ``outbox.claim``."""
+    async def claim(self, limit: int, *, takeover: bool = True) -> list[outbox.OutboxRow]:
+        """Lease up to ``limit`` rows (expired leases of any relay first, unless ``takeover`` is
+        False); see ``outbox.claim``."""
         now = self.now()
-        return await self._tx(
-            lambda c: outbox.claim(c, self.relay_id, limit, now, lease_seconds=self.lease_seconds)
-        )
+        lease = self.lease_seconds if takeover else None
+        return await self._tx(lambda c: outbox.claim(c, self.relay_id, limit, now, lease_seconds=lease))
 
     async def settle(
         self,

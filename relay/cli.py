@@ -77,13 +77,14 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     log.info(
-        "relay %s started (%s, batch %d x %d, wake-up %s, poll %gs)",
+        "relay %s started (%s, batch %d x %d, wake-up %s, poll %gs, %gs while hints flow)",
         cfg.relay_id,
         leases.dialect,
         cfg.batch_size,
         cfg.concurrency,
         "redis" if cfg.wake_redis_url else "off",
         cfg.poll_interval_seconds,
+        cfg.wake_poll_interval_seconds if cfg.wake_redis_url else cfg.poll_interval_seconds,
     )
     try:
         if cfg.wake_redis_url is None:
@@ -92,7 +93,11 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
             from relay.wake import RedisWakeListener  # only with wake-up: redis costs start-up time
 
             listener = RedisWakeListener(
-                cfg.wake_redis_url, cfg.wake_channel, lambda: relay.wake("redis"), metrics
+                cfg.wake_redis_url,
+                cfg.wake_channel,
+                lambda: relay.wake("redis"),
+                metrics,
+                on_state=relay.hints_up,
             )
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(listener.run(stop), name="wake-listener")

@@ -62,6 +62,10 @@ class RelayConfig:
     #: null = poll only.
     wake_redis_url: str | None = None
     wake_channel: str = WAKE_CHANNEL
+    #: The safety-net poll interval while subscribed to the wake-up channel (a lost hint costs at
+    #: most this / ``concurrency``; never shorter than ``poll_interval_seconds``, which applies
+    #: whenever the relay is not subscribed).
+    wake_poll_interval_seconds: float = 2.0
 
 
 _POSITIVE = (
@@ -78,6 +82,7 @@ _POSITIVE = (
     "purge_interval_seconds",
     "stats_interval_seconds",
     "shutdown_timeout_seconds",
+    "wake_poll_interval_seconds",
     "db_pool_size",
     "db_lock_wait_timeout_seconds",
 )

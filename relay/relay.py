@@ -15,6 +15,10 @@ A row is only ever marked after its publish was acknowledged, so there is no los
 Wake-up (issue 16, docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
 Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
 loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
+While the hint listener reports itself subscribed (:meth:`Relay.hints_up`) the safety net polls at
+``wake_poll_interval_seconds`` instead of ``poll_interval_seconds`` (a lost hint then costs at most
+``wake_poll_interval_seconds / concurrency``); the moment it is not, the relay claims once and polls
+fast again. A claim made for a hint skips the expired-lease scan; polls and backlog claims do it.
 
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
@@ -115,6 +119,7 @@ class Relay:
         # that arrives while every loop is claiming makes the next idle loop claim again.
         self._wake_pending = False
         self._wake_event = asyncio.Event()
+        self._hints_up = False
 
     @property
     def gateway_up(self) -> bool:
@@ -130,13 +135,30 @@ class Relay:
         fired, self._wake_event = self._wake_event, asyncio.Event()
         fired.set()
 
-    async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> None:
-        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop``, whichever comes first."""
+    def hints_up(self, up: bool) -> None:
+        """The hint listener is subscribed (``up``) or not: sets which poll interval applies. Going
+        down wakes the relay once (hints may have been lost meanwhile) and back to the fast poll."""
+        was, self._hints_up = self._hints_up, up
+        if was and not up:
+            self.wake("listener-down")
+
+    @property
+    def poll_interval_seconds(self) -> float:
+        """The safety-net poll interval in force: ``wake_poll_interval_seconds`` while hints flow."""
+        cfg = self.config
+        if self._hints_up:
+            return max(cfg.wake_poll_interval_seconds, cfg.poll_interval_seconds)
+        return cfg.poll_interval_seconds
+
+    async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> bool:
+        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop``, whichever comes first;
+        True for a wake-up, False for the poll (or ``stop``)."""
         while not self._wake_pending and not stop.is_set():
             delay = self.idle_delay(slot, origin, time.monotonic())
             if not await _wait_any((stop, self._wake_event), delay):
-                return  # the safety-net poll's turn
-        self._wake_pending = False
+                return False  # the safety-net poll's turn
+        woken, self._wake_pending = self._wake_pending, False
+        return woken
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -146,13 +168,14 @@ class Relay:
         """Claim, publish and mark one batch; returns the number of rows claimed (0 = nothing due)."""
         return (await self.run_batch()).claimed
 
-    async def run_batch(self, limit: int | None = None) -> BatchReport:
-        """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``).
-        Database errors propagate (rows stay leased and are taken over after the lease); publish
-        failures never raise."""
+    async def run_batch(self, limit: int | None = None, *, takeover: bool = True) -> BatchReport:
+        """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``);
+        ``takeover=False`` leaves expired leases to a later claim (a hint's claim: the fresh rows
+        are what it is for). Database errors propagate (rows stay leased and are taken over after
+        the lease); publish failures never raise."""
         m = self.metrics
         started = time.perf_counter()
-        rows = await self.leases.claim(limit or self.config.batch_size)
+        rows = await self.leases.claim(limit or self.config.batch_size, takeover=takeover)
         if not rows:
             return BatchReport()
         m.claim_seconds.observe(time.perf_counter() - started)
@@ -265,33 +288,34 @@ class Relay:
 
     def idle_delay(self, slot: int, origin: float, now: float) -> float:
         """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
-        cfg = self.config
-        return staggered_delay(now, origin, cfg.poll_interval_seconds, slot, cfg.concurrency)
+        return staggered_delay(now, origin, self.poll_interval_seconds, slot, self.config.concurrency)
 
     async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
         cfg = self.config
         db_failures = 0
-        await self._idle(stop, slot, origin)
+        woken = await self._idle(stop, slot, origin)
         while not stop.is_set():
             await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
             if stop.is_set():
                 return
             try:
-                report = await self.run_batch()
+                report = await self.run_batch(takeover=not woken)
             except Exception:
                 log.exception("relay iteration failed; backing off")
                 self.metrics.loop_errors.inc()
                 db_failures += 1
                 await _wait(stop, self._pause(db_failures))
+                woken = False
                 continue
             db_failures = 0
+            woken = False
             if report.gateway_unavailable:
                 self._gateway_failed()
                 continue
             if report.claimed >= cfg.batch_size:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
-            await self._idle(stop, slot, origin)
+            woken = await self._idle(stop, slot, origin)
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():

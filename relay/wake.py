@@ -5,8 +5,9 @@ rows (``status_api/wake.py``), and call ``on_wake`` for every hint.
 A hint is never the truth: the listener is a latency optimisation beside the relay's poll. While
 Redis is unreachable it reconnects with full-jitter backoff (capped at 5 s) and the poll alone
 publishes; after every (re)subscription it wakes the relay once, because hints sent while it was
-not subscribed are lost (PUB/SUB keeps nothing). The Redis URL (it may hold a password) is never
-logged.
+not subscribed are lost (PUB/SUB keeps nothing). ``on_state(True)`` / ``on_state(False)`` report
+each subscription and its loss (``Relay.hints_up``: the relay polls slower only while subscribed).
+The Redis URL (it may hold a password) is never logged.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ READ_SLICE_SECONDS = 1.0
 
 
 class RedisWakeListener:
-    """Calls ``on_wake()`` on each hint published on ``channel``, until ``run``'s ``stop`` is set."""
+    """Calls ``on_wake()`` on each hint published on ``channel``, until ``run``'s ``stop`` is set;
+    ``on_state(subscribed)`` when the subscription starts and ends."""
 
     def __init__(
         self,
@@ -40,10 +42,12 @@ class RedisWakeListener:
         on_wake: Callable[[], None],
         metrics: RelayMetrics | None = None,
         rand: Callable[[], float] = random.random,
+        on_state: Callable[[bool], None] | None = None,
     ) -> None:
         self.url = url
         self.channel = channel
         self.on_wake = on_wake
+        self.on_state = on_state
         self.metrics = metrics or RelayMetrics()
         self.rand = rand
         #: Set while subscribed (tests wait on it before publishing).
@@ -63,6 +67,8 @@ class RedisWakeListener:
                         type(exc).__name__,
                     )
             finally:
+                if self.subscribed.is_set() and self.on_state is not None:
+                    self.on_state(False)
                 self.subscribed.clear()
                 self.metrics.wake_listener_up.set(0)
             if stop.is_set():
@@ -84,6 +90,8 @@ class RedisWakeListener:
                 await pubsub.subscribe(self.channel)
                 self.subscribed.set()
                 self.metrics.wake_listener_up.set(1)
+                if self.on_state is not None:
+                    self.on_state(True)
                 log.info("subscribed to the wake-up channel %s", self.channel)
                 self.on_wake()  # hints sent while we were not subscribed are lost: look once now
                 while not stop.is_set():

@@ -213,7 +213,7 @@ class ServiceContext:
         async def tx() -> R:
             async with self.engine.begin() as conn:
                 decision = await decide(conn)
-                outbox_rows = await write(conn, decision.changes)
+                outbox_rows = await write(conn, decision.changes, self.clock)
             if outbox_rows:  # committed: the rows are visible to the relays now
                 self._committed(outbox_rows)
             return decision.result

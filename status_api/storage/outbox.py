@@ -230,8 +230,39 @@ _CLAIM_COLUMNS = (
 )
 
 
-async def _lock(conn: AsyncConnection, query: sa.Select[Any]) -> list[Any]:
-    return list(await conn.execute(query.with_for_update(skip_locked=True)))
+def _locking(query: sa.Select[Any]) -> sa.Select[Any]:
+    """``query`` with ``LIMIT :limit`` and ``FOR UPDATE SKIP LOCKED`` (dropped by SQLite)."""
+    return query.limit(sa.bindparam("limit")).with_for_update(skip_locked=True)
+
+
+# The claim's statements, built once (issue 16): a statement object memoizes its compiled-cache
+# key, where one built per claim paid SQLAlchemy's cache-key walk (``_generate_cache_key``) on
+# every poll. Times, the limit, the ids and the relay id are bound parameters.
+_TAKEOVER = _locking(
+    sa.select(*_CLAIM_COLUMNS)
+    .where(_c.status == PROCESSING, _c.locked_at < sa.bindparam("cutoff"))
+    .order_by(_c.locked_at, _c.id)
+)
+_DUE = sa.and_(_c.status == PENDING, _c.available_at <= sa.bindparam("now"))
+#: The priority tiers, most urgent first (see :func:`claim`).
+_TIERS = tuple(
+    _locking(sa.select(*_CLAIM_COLUMNS).where(_DUE, cond).order_by(*order))
+    for cond, order in (
+        (_c.priority > 0, (_c.priority.desc(), _c.available_at, _c.id)),
+        (_c.priority == 0, (_c.available_at, _c.id)),
+        (_c.priority < 0, (_c.priority.desc(), _c.available_at, _c.id)),
+    )
+)
+_LEASE = (
+    sa.update(task_outbox)
+    .where(_c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(
+        status=PROCESSING,
+        locked_by=sa.bindparam("b_me"),
+        locked_at=sa.bindparam("b_at"),
+        attempts=_c.attempts + 1,
+    )
+)
 
 
 async def claim(
@@ -247,41 +278,24 @@ async def claim(
 
     Ordering by due time (not id) is what keeps a retried row from starving the rows behind it: a
     retry moves its ``available_at`` into the future and so to the back of the queue, while a fresh
-    row's ``available_at`` is its transaction time. Each tier is a separate ``LIMIT`` query so the
+    row's ``available_at`` is its commit time. Each tier is a separate ``LIMIT`` query so the
     common tier (``priority = 0``) walks ``outbox_claim_idx (status, available_at, id)`` in order
-    instead of sorting the whole backlog.
+    instead of sorting the whole backlog. Without ``lease_seconds`` no expired lease is taken over
+    (the relay's wake-up claims: its polls take them over).
     """
-    c = task_outbox.c
     found: list[Any] = []
     taken: frozenset[int] = frozenset()
     if lease_seconds is not None:
         cutoff = now - timedelta(seconds=lease_seconds)
-        found = await _lock(
-            conn,
-            sa.select(*_CLAIM_COLUMNS)
-            .where(c.status == PROCESSING, c.locked_at < cutoff)
-            .order_by(c.locked_at, c.id)
-            .limit(limit),
-        )
+        found = list(await conn.execute(_TAKEOVER, {"cutoff": cutoff, "limit": limit}))
         taken = frozenset(int(r[0]) for r in found)
-    due = sa.and_(c.status == PENDING, c.available_at <= now)
-    tiers = [
-        (c.priority > 0, (c.priority.desc(), c.available_at, c.id)),
-        (c.priority == 0, (c.available_at, c.id)),
-        (c.priority < 0, (c.priority.desc(), c.available_at, c.id)),
-    ]
-    for cond, order in tiers:
+    for tier in _TIERS:
         if len(found) >= limit:
             break
-        query = sa.select(*_CLAIM_COLUMNS).where(due, cond).order_by(*order).limit(limit - len(found))
-        found += await _lock(conn, query)
+        found += await conn.execute(tier, {"now": now, "limit": limit - len(found)})
     if not found:
         return []
-    await conn.execute(
-        sa.update(task_outbox)
-        .where(c.id.in_([int(r[0]) for r in found]))
-        .values(status=PROCESSING, locked_by=relay_id, locked_at=now, attempts=c.attempts + 1)
-    )
+    await conn.execute(_LEASE, {"ids": [int(r[0]) for r in found], "b_me": relay_id, "b_at": now})
     # The rows were read under their row locks just before the update: only attempts changed.
     return [_row(r, taken, attempts_delta=1) for r in found]
 
@@ -294,15 +308,38 @@ def _leased(ids: Sequence[int], relay_id: str) -> Any:
     )
 
 
+#: ``WHERE`` of the settling statements: rows of ``:ids`` still leased by ``:b_me``.
+_MINE = sa.and_(
+    _c.id.in_(sa.bindparam("ids", expanding=True)),
+    _c.status == PROCESSING,
+    _c.locked_by == sa.bindparam("b_me"),
+)
+_MARK_PUBLISHED = (
+    sa.update(task_outbox)
+    .where(_MINE)
+    .values(
+        status=PUBLISHED, published_at=sa.bindparam("b_at"), locked_by=None, locked_at=None, last_error=None
+    )
+)
+_RELEASE = {
+    refund: sa.update(task_outbox)
+    .where(_MINE)
+    .values(
+        status=PENDING,
+        available_at=sa.bindparam("b_at"),
+        locked_by=None,
+        locked_at=None,
+        **({"attempts": sa.case((_c.attempts > 0, _c.attempts - 1), else_=0)} if refund else {}),
+    )
+    for refund in (False, True)
+}
+
+
 async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
     """PROCESSING → PUBLISHED for the rows of ``ids`` still leased by ``relay_id``; returns the count."""
     if not ids:
         return 0
-    res = await conn.execute(
-        sa.update(task_outbox)
-        .where(_leased(ids, relay_id))
-        .values(status=PUBLISHED, published_at=now, locked_by=None, locked_at=None, last_error=None)
-    )
+    res = await conn.execute(_MARK_PUBLISHED, {"ids": list(ids), "b_me": relay_id, "b_at": now})
     return int(res.rowcount or 0)
 
 
@@ -358,11 +395,7 @@ async def release(
     must not count toward the relay's ``max_attempts``); without it attempts are unchanged."""
     if not ids:
         return 0
-    c = task_outbox.c
-    values: dict[str, Any] = {"status": PENDING, "available_at": now, "locked_by": None, "locked_at": None}
-    if refund_attempt:
-        values["attempts"] = sa.case((c.attempts > 0, c.attempts - 1), else_=0)
-    res = await conn.execute(sa.update(task_outbox).where(_leased(ids, relay_id)).values(**values))
+    res = await conn.execute(_RELEASE[refund_attempt], {"ids": list(ids), "b_me": relay_id, "b_at": now})
     return int(res.rowcount or 0)
 
 

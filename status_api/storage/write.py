@@ -8,11 +8,16 @@ Writers lock their task rows first (``repository.lock_tasks``, ascending id orde
 everything that touches one task without a global lock (seed §11.2). Several changes of one task in
 a batch collapse into one task row write (version-checked against the version read under the lock)
 and one row write per step attempt. Must not import the domain's decision modules or the service.
+
+The outbox is written last, just before the caller's COMMIT, and with ``stamp`` its rows'
+``created_at`` (the relays' "commit clock", the start of ``state_commit_to_publish_seconds``) is
+read at that moment (issue 16): a clock read when the use case decided would count the whole
+transaction — locks, reads, the other writes — as commit→publish latency.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -134,10 +139,14 @@ class _Rows:
             self.purges.append(c.purge)
 
 
-async def write(conn: AsyncConnection, changes: Sequence[Change]) -> int:
+async def write(
+    conn: AsyncConnection, changes: Sequence[Change], stamp: Callable[[], datetime] | None = None
+) -> int:
     """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
     Returns the number of outbox rows written: the caller wakes the relays once the transaction
-    has COMMITTED (``ServiceContext.transact``), never before.
+    has COMMITTED (``ServiceContext.transact``), never before. ``stamp`` (the service clock) is
+    read once, right before the outbox INSERT, for the rows' ``created_at`` / ``available_at``
+    (never earlier than a change's ``at``); without it they are the changes' ``at``.
 
     Raises:
         RuntimeError: a task's version moved under the lock (a bug: writers lock first).
@@ -158,10 +167,14 @@ async def write(conn: AsyncConnection, changes: Sequence[Change]) -> int:
         await _update_steps(conn, list(rows.steps.values()))
     if rows.log:
         await conn.execute(_INSERT["task_event_log"], rows.log)
-    await outbox.append_many(conn, rows.messages)
     if rows.dedup:
         await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
-    return sum(len(messages) for _, _, messages, _ in rows.messages)
+    entries = rows.messages
+    if stamp is not None and entries:
+        at = stamp()
+        entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
+    await outbox.append_many(conn, entries)  # last: its commit clock is read just before COMMIT
+    return sum(len(messages) for _, _, messages, _ in entries)
 
 
 def _multi_row(conn: AsyncConnection) -> bool:

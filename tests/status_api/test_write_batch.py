@@ -101,3 +101,43 @@ def test_fast_json_response_matches_starlette_and_falls_back_for_what_orjson_ref
     huge = {"n": 2**70}
     assert FastJSONResponse(huge).body == JSONResponse(huge).body
     assert FastJSONResponse(body).headers["content-type"] == "application/json"
+
+
+class _TickingClock:
+    """A clock that moves one second on every read: which read stamped what is visible."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(seconds=1)
+        return self.now
+
+
+async def test_the_outbox_commit_clock_is_read_after_the_decision_just_before_commit(h: Harness) -> None:
+    """Issue 16: the relays' commit→publish clock starts at the outbox row's ``created_at``. It is
+    read by the writer right before the outbox INSERT (the transaction's last statement), not
+    when the use case decided: the locks, reads and other writes are not commit→publish time."""
+    from status_api.service.context import parse_time
+    from status_api.storage.tables import task_outbox
+
+    t = await h.create_task()
+    ticking = _TickingClock(h.clock.now)
+    h.service.clock = ticking
+    body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    result = await h.send(body, t.steps["01_prepare"].token)
+    decided = parse_time(result["committedAt"])
+    async with h.comp.engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                sa.select(task_outbox.c.created_at, task_outbox.c.available_at).where(
+                    task_outbox.c.aggregate_id == t.id,
+                    task_outbox.c.aggregate_version == int(result["taskVersion"]),
+                )
+            )
+        ).all()
+    assert rows, "the event wrote outbox rows"
+    stamped = {r.created_at.replace(microsecond=0) for r in rows}
+    assert len(stamped) == 1, stamped  # one read for the whole batch
+    assert stamped.pop() > decided, (rows, decided)
+    assert all(r.available_at == r.created_at for r in rows)
