@@ -299,8 +299,8 @@ class Outbox:
         """Write everything held in one transport write and stop holding."""
         held = self._held
         assert held is not None
+        self._drop_held()  # before take(): the node's held-bytes figure drops by what was held
         payloads, pushes = held.take()
-        self._drop_held()
         if not payloads:
             return
         shared = pushes[0] if len(pushes) == 1 else None
