@@ -21,7 +21,8 @@ is tagged as the Status API's relay tags it (status_api/storage/outbox.py ``publ
 every notice (one per reader every ``NOTICE_EVERY`` rounds); progress versions are conflatable.
 Every publication carries ~2 KB. The gateway (CPU 0): ``client.queue_conflate_size``
 ``--conflate-size``, ``client.queue_max_size`` ``--max-size``, pings off (a stalled reader cannot
-pong).
+pong). ``--progress-only``: conflatable progress only (no task starts or ends, no notices), the
+stream whose held memory must not grow at all.
 
 **Measured.** Every ``--sample-every`` s: gateway RSS, CPU, held bytes, held connections,
 conflated publications, connected clients. After ``--seconds`` the publisher stops, sends one
@@ -254,12 +255,13 @@ def check_reader(i: int, r: FrameReader, exp: dict[str, Any], out: dict[str, Any
             last[task] = d["version"]
         if d.get("never"):
             nevers.append(d["seq"])
+    terminals = set(exp["terminals"])
     for task, version in exp["finals"].items():
         out["tasks_expected"] += 1
         got = last.get(task)
         if got == version:
             out["finals_ok"] += 1
-            out["finals_terminal_ok" if version == TASK_LIFE else "finals_running_ok"] += 1
+            out["finals_terminal_ok" if task in terminals else "finals_running_ok"] += 1
         else:
             out["finals_missing" if got is None else "finals_stale"] += 1
             out["first_problem"] = (
@@ -288,13 +290,20 @@ class Stream:
     """The progress stream: one publication per reader per round, its task slots in turn, and
     what each reader must end up with (newest version per task, every never-conflated seq)."""
 
-    def __init__(self, readers: int) -> None:
+    def __init__(self, readers: int, progress_only: bool = False) -> None:
         self.readers = readers
+        self.progress_only = progress_only
+        """Only conflatable progress: tasks never start or end, no notices (``--progress-only``)."""
         # slot state per reader: [generation, next version]; staggered so terminals spread out
+        first = 2 if progress_only else 1
         self.slots = [
-            [[0, 1 + (s * TASK_LIFE // TASKS_PER_USER + u * 7) % TASK_LIFE] for s in range(TASKS_PER_USER)]
+            [
+                [0, first + (s * TASK_LIFE // TASKS_PER_USER + u * 7) % TASK_LIFE]
+                for s in range(TASKS_PER_USER)
+            ]
             for u in range(readers)
         ]
+        self.terminals: list[list[str]] = [[] for _ in range(readers)]
         self.finals: list[dict[str, int]] = [{} for _ in range(readers)]
         self.nevers: list[list[int]] = [[] for _ in range(readers)]
         self.seq = 0
@@ -306,14 +315,17 @@ class Stream:
         seq = self.seq
         slot = self.slots[user][rnd % TASKS_PER_USER]
         task = f"u{user}-s{rnd % TASKS_PER_USER}-g{slot[0]}"
-        if (rnd + user) % NOTICE_EVERY == NOTICE_EVERY - 1:
+        if not self.progress_only and (rnd + user) % NOTICE_EVERY == NOTICE_EVERY - 1:
             kind, data = "notice", {"task": task, "notice": seq}
         else:
             version = slot[1]
-            kind = "new" if version == 1 else "terminal" if version == TASK_LIFE else "progress"
+            kind = "progress"
+            if not self.progress_only:
+                kind = "new" if version == 1 else "terminal" if version == TASK_LIFE else "progress"
             data = {"task": task, "version": version, "state": kind}
             self.finals[user][task] = version
-            if version == TASK_LIFE:
+            if kind == "terminal":
+                self.terminals[user].append(task)
                 slot[0], slot[1] = slot[0] + 1, 1
             else:
                 slot[1] = version + 1
@@ -341,7 +353,10 @@ class Stream:
         return [json.dumps({"commands": cmds[i : i + BATCH]}).encode() for i in range(0, len(cmds), BATCH)]
 
     def expected(self) -> dict[str, Any]:
-        return {str(u): {"finals": self.finals[u], "nevers": self.nevers[u]} for u in range(self.readers)}
+        return {
+            str(u): {"finals": self.finals[u], "nevers": self.nevers[u], "terminals": self.terminals[u]}
+            for u in range(self.readers)
+        }
 
 
 # ------------------------------------------------------------------------------------ gateway
@@ -440,7 +455,7 @@ async def run(a: argparse.Namespace, tmp: Path, log: Any) -> dict[str, Any]:
     if not line.startswith("READY"):
         raise RuntimeError(f"readers failed: {line!r}")
     idle_rss = server.rss()
-    stream = Stream(a.readers)
+    stream = Stream(a.readers, a.progress_only)
     # One keep-alive connection per batch of readers, one request in flight on each: a reader's
     # publications (and its end marker) reach the gateway in the order they were made.
     pools = [
@@ -524,6 +539,7 @@ async def run(a: argparse.Namespace, tmp: Path, log: Any) -> dict[str, Any]:
         "idle_rss_mb": round(idle_rss / 2**20, 1),
         "server_cpu_pct": round(cpu_s / max(1e-9, elapsed) * 100, 1),
         "server_cpu_s": round(cpu_s, 1),
+        "progress_only": a.progress_only,
         "conflate_size": a.conflate_size,
         "max_size": a.max_size,
         "samples": samples,
@@ -563,7 +579,7 @@ def render(res: dict[str, Any]) -> str:
     out = [
         START,
         "",
-        "### 1,000 stalled readers that reach the hold state (seed §13.3, `loadtest/bench_stalled.py`)",
+        "## 1,000 stalled readers that reach the hold state (issue 20 items 4/5, seed §13.3, `loadtest/bench_stalled.py`)",
         "",
         f"Run {res['when']} at {env['commit']} on {env['cpus']} CPUs; `uptime` load before: {env['load_before']}, "
         f"after: {env['load_after']} (shared machine: other sessions' test suites and `make bench-fanout` ran beside it). "
@@ -691,6 +707,7 @@ def main() -> int:
     p.add_argument("--max-size", type=int, default=1 << 20)
     p.add_argument("--sample-every", type=float, default=10.0)
     p.add_argument("--resume-within", type=float, default=300.0)
+    p.add_argument("--progress-only", action="store_true", help="no new tasks, terminal states or notices")
     p.add_argument("--no-netns", action="store_true")
     p.add_argument("--in-netns", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
