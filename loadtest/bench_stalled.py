@@ -30,7 +30,8 @@ conflated publications, connected clients. After ``--seconds`` the publisher sto
 and checks, for every task it was sent, that the newest version arrived last (versions only
 increase) and that every ``conflate=never`` publication arrived, once, in order.
 
-Results: the section between ``<!-- stalled:start -->`` and ``<!-- stalled:end -->`` of ``--out``;
+Results: the section between ``<!-- stalled:start -->`` and ``<!-- stalled:end -->`` of ``--out``
+(``--progress-only``: between ``<!-- stalled:progress:start -->`` and ``<!-- stalled:progress:end -->``);
 raw JSON in ``--json``. Safety: 127.0.0.1 inside the namespace, bounded loops, only PIDs started
 here signalled.
 """
@@ -66,6 +67,8 @@ import bench_fanout as bf  # noqa: E402
 from taskcast.dev.procs import free_port  # noqa: E402
 
 START, END = "<!-- stalled:start -->", "<!-- stalled:end -->"
+P_START, P_END = "<!-- stalled:progress:start -->", "<!-- stalled:progress:end -->"
+"""Where a ``--progress-only`` run goes (its own block, after the main one's notes)."""
 TASKS_PER_USER = 5
 TASK_LIFE = 200
 """Versions per task: 1 = new (never), 2..TASK_LIFE-1 = progress (conflatable), TASK_LIFE = terminal (never)."""
@@ -576,10 +579,16 @@ def analyse(c: dict[str, Any]) -> dict[str, Any]:
 def render(res: dict[str, Any]) -> str:
     c, an, env, t = res["run"], res["analysis"], res["env"], res["run"]["tally"]
     never_count = c["kinds"]["new"] + c["kinds"]["terminal"] + c["kinds"]["notice"]
+    start, end = (P_START, P_END) if c.get("progress_only") else (START, END)
+    title = (
+        "### Progress only: the same readers, no never-conflated publications (`--progress-only`)"
+        if c.get("progress_only")
+        else "## 1,000 stalled readers that reach the hold state (issue 20 items 4/5, seed §13.3, `loadtest/bench_stalled.py`)"
+    )
     out = [
-        START,
+        start,
         "",
-        "## 1,000 stalled readers that reach the hold state (issue 20 items 4/5, seed §13.3, `loadtest/bench_stalled.py`)",
+        title,
         "",
         f"Run {res['when']} at {env['commit']} on {env['cpus']} CPUs; `uptime` load before: {env['load_before']}, "
         f"after: {env['load_after']} (shared machine: other sessions' test suites and `make bench-fanout` ran beside it). "
@@ -633,15 +642,16 @@ def render(res: dict[str, Any]) -> str:
     ]
     if t["first_problem"]:
         out += [f"First problem seen: {t['first_problem']}", ""]
-    out += [END]
+    out += [end]
     return "\n".join(out)
 
 
 def write_section(out: Path, section: str) -> None:
+    start, end = (P_START, P_END) if section.startswith(P_START) else (START, END)
     text = out.read_text() if out.exists() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
         text = head + section + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
