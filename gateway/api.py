@@ -21,8 +21,6 @@ from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
-import orjson
-
 from gateway.api_batch import PublishRuns
 from gateway.api_requests import (
     ApiError,
@@ -46,6 +44,7 @@ from gateway.config import ChannelOptions, Settings
 from gateway.engine.base import BatchBroker, EngineError
 from gateway.node import Node
 from gateway.protocol import codec, codes
+from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
 
 log = logging.getLogger("taskcast.gateway.api")
@@ -212,7 +211,7 @@ class ServerApi:
         JSON. Binary payloads reach Protobuf clients as they are and JSON clients unchanged."""
         if b64data:
             return _b64("b64data", b64data)
-        return orjson.dumps(data)
+        return dumps_kept(data)  # kept: history, held queues (jsonbytes.py)
 
     async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
         opts = self._options(channel)

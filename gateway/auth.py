@@ -29,6 +29,7 @@ from jwt.algorithms import Algorithm, get_default_algorithms
 from jwt.exceptions import PyJWTError
 
 from gateway.config_schema import TokenSettings
+from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.policy import Override as SubscriptionOverride
 
 __all__ = [
@@ -441,7 +442,7 @@ def _expire_at(claims: Mapping[str, Any]) -> int | None:
 
 
 def _raw_json(value: object) -> bytes | None:
-    return None if value is None else orjson.dumps(value)
+    return None if value is None else dumps_kept(value)  # kept per connection (jsonbytes.py)
 
 
 def _bytes_claim(claims: Mapping[str, Any], raw_name: str, b64_name: str) -> bytes | None:

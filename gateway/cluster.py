@@ -43,6 +43,7 @@ from gateway.api_requests import (
 from gateway.engine.base import Broker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
+from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import SubscribeRecovery
 
 log = logging.getLogger("taskcast.gateway.cluster")
@@ -129,7 +130,7 @@ def _raw(value: object, b64: str) -> bytes | None:
             return base64.b64decode(b64, validate=True)
         except binascii.Error:
             return None
-    return orjson.dumps(value) if value is not None else None
+    return dumps_kept(value) if value is not None else None  # kept (jsonbytes.py)
 
 
 def _server_sub(op: SubscribeRequest) -> tuple[policy.ServerSub, SubscribeRecovery | None]:
@@ -253,7 +254,7 @@ class Cluster:
                 conn.refresh_server_side(
                     expired=op.expired,
                     expire_at=op.expire_at or None,
-                    info=orjson.dumps(op.info) if op.info is not None else None,
+                    info=dumps_kept(op.info) if op.info is not None else None,
                 )
 
     def _answer_survey(self, requester: str, msg: dict[str, Any]) -> None:

@@ -277,7 +277,11 @@ class Outbox:
         assert held is not None
         stats = self._flusher.stats
         before, dropped = held.bytes, held.conflated
-        held.push(payload, shared, shared.conflation if shared is not None else None)
+        # Only the payload is kept: a held push's SharedPush also references the channel's
+        # previous publication (``prev``, for delta variants that are already encoded by now)
+        # and its variants, which would double what a held message costs. Held output is
+        # released per connection, so it has no wire frame to share anyway.
+        held.push(payload, None, shared.conflation if shared is not None else None)
         stats.bytes += held.bytes - before
         stats.conflated += held.conflated - dropped
         if self._limit and held.bytes + self._base > self._limit:
@@ -299,8 +303,8 @@ class Outbox:
         """Write everything held in one transport write and stop holding."""
         held = self._held
         assert held is not None
+        self._drop_held()  # before take(): the node's held-bytes figure drops by what was held
         payloads, pushes = held.take()
-        self._drop_held()
         if not payloads:
             return
         shared = pushes[0] if len(pushes) == 1 else None

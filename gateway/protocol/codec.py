@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.protocol import codes
+from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -135,7 +136,7 @@ def _int(params: dict[str, Any], key: str, lo: int = 0, hi: int = MAX_UINT64) ->
 def _raw(params: dict[str, Any], key: str) -> bytes | None:
     if key not in params or params[key] is None:
         return None
-    return orjson.dumps(params[key])
+    return dumps_kept(params[key])  # publication data and info are kept (jsonbytes.py)
 
 
 def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901 - one branch per method
@@ -250,7 +251,7 @@ def encode_error(cmd_id: int, error: codes.Error) -> bytes:
 def encode_push(channel: str, key: str, payload: dict[str, Any]) -> bytes:
     """``{"push":{"channel":C,"<key>":{...}}}``; channel omitted when empty."""
     push: dict[str, Any] = {"channel": channel, key: payload} if channel else {key: payload}
-    return orjson.dumps({"push": push})
+    return dumps_kept({"push": push})  # a held connection keeps it (jsonbytes.py)
 
 
 def encode_pub_push(

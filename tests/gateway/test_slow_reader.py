@@ -21,7 +21,7 @@ from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
 from websockets.uri import parse_uri
 
-from tests.support import GatewayProcess, mint_token, scaled, wait_until
+from tests.support import GatewayProcess, WaitTimeout, mint_token, scaled, wait_until
 
 SECRET = "slow-reader-secret-0123456789abcdefghij"
 CHANNEL = "task_user:t/u1"
@@ -189,8 +189,31 @@ async def test_a_stalled_reader_gets_every_final_state_and_notice_and_stays_boun
             versions = [d["version"] for d in data if d.get("task") == f"t{task}"]
             assert versions == sorted(versions) and versions[-1] == ROUNDS + 1  # newest last, final kept
         assert len(data) < TASKS * ROUNDS  # and the progress in between was conflated
+        await _held_gauges_return_to_zero(gateway)
     finally:
         slow.close()
+
+
+async def _held_gauges_return_to_zero(gw: GatewayProcess) -> None:
+    """Once the reader has read everything, /metrics shows no held connection and no held byte:
+    releasing a held queue takes its bytes off the node's figure (it once kept them for ever)."""
+
+    async with httpx.AsyncClient(timeout=scaled(30)) as http:
+
+        async def held() -> tuple[float, float]:
+            text = (await http.get(f"{gw.url}/metrics")).text
+            return (
+                _metric(text, "taskcast_gateway_client_held_connections"),
+                _metric(text, "taskcast_gateway_client_held_bytes"),
+            )
+
+        async def released() -> bool:
+            return await held() == (0.0, 0.0)
+
+        try:
+            await wait_until(released, 30, "held gauges back to zero after the reader read")
+        except WaitTimeout:
+            raise AssertionError(f"held (connections, bytes) after the reader read: {await held()}") from None
 
 
 def _pushes(reader: StalledReader) -> list[dict[str, Any]]:
