@@ -41,6 +41,17 @@ Response = tuple[int, bytes, bytes | None]
 INTERNAL_ERROR: Response = (500, b"Internal Server Error", b"text/plain; charset=utf-8")
 
 
+class Deferred:
+    """A response that is not ready: the coroutine computing it, and whether it may run outside
+    a task (it is not expected to suspend)."""
+
+    __slots__ = ("coro", "inline")
+
+    def __init__(self, coro: Coroutine[Any, Any, Response], inline: bool) -> None:
+        self.coro = coro
+        self.inline = inline
+
+
 class InlineHandler(Protocol):
     """What the protocol needs from the server API's HTTP adapter."""
 
@@ -49,9 +60,9 @@ class InlineHandler(Protocol):
 
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
-    ) -> tuple[Coroutine[Any, Any, Response], bool]:
-        """The response to one complete request (every check of the ASGI endpoint included), and
-        whether the coroutine may run outside a task (it does not suspend)."""
+    ) -> Response | Deferred:
+        """The response to one complete request (every check of the ASGI endpoint included):
+        computed now, or ``Deferred``."""
 
 
 class _Event:
@@ -178,10 +189,19 @@ class InlineRequests:
         chunks, self._inline_chunks = self._inline_chunks, []
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         handler = self.inline_handler
-        coro, inline = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
         keep_alive = self._inline_keep_alive
+        try:
+            answer = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
+        except Exception:
+            log.exception("server API request failed")
+            self._inline_write(INTERNAL_ERROR, False)
+            return
+        if not isinstance(answer, Deferred):
+            self._inline_write(answer, keep_alive)
+            return
+        coro = answer.coro
         rest: Coroutine[Any, Any, Response] | _Resume = coro
-        if inline:
+        if answer.inline:
             try:
                 first = coro.send(None)
             except StopIteration as stop:
