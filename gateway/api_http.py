@@ -167,6 +167,8 @@ class ApiEndpoint:
 
     def _authorized(self, headers: list[tuple[bytes, bytes]], query: bytes) -> bool:
         api_key, authorization = _auth_headers(headers)
+        if api_key and api_key.isascii():  # the same bytes as decoded and re-encoded below
+            return bool(self._key) and hmac.compare_digest(api_key, self._key)
         supplied = api_key.decode("latin-1") if api_key else None
         if supplied is None and authorization is not None:
             scheme, _, value = authorization.decode("latin-1").partition(" ")

@@ -254,6 +254,9 @@ class Node:
         self, channel: str, opts: ChannelOptions, data: bytes, **options: Unpack[PublishOptions]
     ) -> PublishItem:
         """What ``publish`` publishes, prepared (for ``publish_now`` and ``publish_many``)."""
+        if not options:  # the common case: positional inits, no option lookups
+            pub = Publication(data, 0, None, None, int(self.clock() * 1000), opts.delta_publish)
+            return PublishItem(channel, pub, self.history_options(opts))
         history = NO_HISTORY if options.get("skip_history") else self.history_options(opts)
         pub = Publication(
             data=data,
