@@ -144,6 +144,8 @@ async def test_refusals_are_kept_on_the_fast_path() -> None:
             [(b"host", b"gw")],
             [(b"x-api-key", b"wrong")],
             [(b"authorization", b"apikey wrong")],
+            [(b"x-api-key", KEY + b"\xe9")],  # not ASCII: the decoded comparison
+            [(b"x-api-key", KEY[:-1])],
         ):
             assert (await answer(fast, method, body, headers))[:2] == (401, None)
             assert (await answer(reference, method, body, headers))[:2] == (401, None)
