@@ -134,6 +134,11 @@ class Hub:
         self._prev: dict[str, tuple[int, str, bytes]] = {}
         """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
+        self.write_now = False
+        """Set by the caller around one publication that is alone in its loop tick (the inline
+        ``publish``, gateway/api_inline.py): a channel's only subscriber is then written at
+        once (``Queue.put_now``). Bursts (batches, PUB/SUB reads) keep the per-tick writes:
+        back-to-back writes after the burst cost less CPU than writes interleaved with it."""
 
     # --- connections -------------------------------------------------------------------------
 
@@ -229,7 +234,7 @@ class Hub:
         for codec, direct, others in groups:
             push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
             payload = push.payload
-            if single and len(direct) == 1 and not others:  # one subscriber: written now if idle
+            if self.write_now and single and len(direct) == 1 and not others:  # written now if idle
                 table, sub, queue = direct[0]
                 if table.get(channel) is sub:
                     queue.put_now(payload, push)

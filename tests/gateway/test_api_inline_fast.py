@@ -182,3 +182,28 @@ def test_a_broker_subclass_that_overrides_publish_is_not_inline() -> None:
 
     assert MemoryBroker.publishes_inline and not Overrides.publishes_inline
     assert ReferenceBroker.publishes_inline is False
+
+
+async def test_a_lone_publish_is_written_at_once_and_a_batch_after_its_tick() -> None:
+    """A personal channel's publication from ``publish`` reaches the transport within the call
+    (``Hub.write_now``); a batch's publications are written together after it, one write per
+    connection (bursts keep the per-tick writes); a channel with two subscribers always waits
+    for the tick."""
+    (fh, fast), _ = pair()
+    _, one = await fh.subscribed("p")
+    _, two_a = await fh.subscribed("shared")
+    _, two_b = await fh.subscribed("shared")
+    for transport in (one, two_a, two_b):
+        transport.clear()
+    assert (await answer(fast, "publish", b'{"channel":"p","data":1}'))[0] == 200
+    assert len(one.writes) == 1  # no loop turn in between
+    assert (await answer(fast, "publish", b'{"channel":"shared","data":1}'))[0] == 200
+    assert two_a.writes == [] and two_b.writes == []
+    batch = {"commands": [{"publish": {"channel": "p", "data": n}} for n in (2, 3)]}
+    assert (await answer(fast, "batch", orjson.dumps(batch)))[0] == 200
+    assert len(one.writes) == 1 and not fh.node.hub.write_now
+    await one.push("pub")
+    got = [(await one.push("pub"))["pub"]["data"] for _ in range(2)]
+    assert got == [2, 3] and len(one.writes) == 2  # the batch's two in one write
+    await two_a.push("pub")
+    await two_b.push("pub")
