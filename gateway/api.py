@@ -22,6 +22,7 @@ from time import perf_counter
 from typing import Any
 
 from gateway.api_batch import PublishRuns
+from gateway.api_inline import InlineApi, publish_reply
 from gateway.api_requests import (
     ApiError,
     BroadcastRequest,
@@ -41,7 +42,7 @@ from gateway.api_requests import (
 )
 from gateway.channels import resolve
 from gateway.config import ChannelOptions, Settings
-from gateway.engine.base import BatchBroker, EngineError
+from gateway.engine.base import BatchBroker, EngineError, InlineBroker, PublishItem
 from gateway.node import Node
 from gateway.protocol import codec, codes
 from gateway.protocol.jsonbytes import dumps_kept
@@ -106,8 +107,14 @@ class ServerApi:
             "info": _Method(InfoRequest, self.info),
             "rpc": _Method(RpcRequest, self.rpc),
         }
-        self._inline = bool(getattr(node.broker, "publishes_inline", False))
+        broker = node.broker
+        self._inline = bool(getattr(broker, "publishes_inline", False))
         self._resolved: dict[str, ChannelOptions | codes.Error] = {}
+        self.inline: InlineApi | None = (
+            InlineApi(self, broker) if self._inline and isinstance(broker, InlineBroker) else None
+        )
+        """The synchronous publish path (gateway/api_inline.py) on an engine that publishes
+        without suspending; None on the others."""
 
     def runs_inline(self, method: str) -> bool:
         """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
@@ -158,6 +165,9 @@ class ServerApi:
             ApiError: with the catalogue error to answer (104 unknown method, 107 bad params, 100
                 engine failure, and each method's own).
         """
+        inline = self.inline
+        if inline is not None and method == "publish":
+            return inline.call(params, protocol)
         spec = self.methods.get(method)
         if spec is None:
             raise ApiError(codes.ERROR_NOT_FOUND)
@@ -165,16 +175,19 @@ class ServerApi:
         started = perf_counter()
         try:
             return await spec.handler(spec.parse(params))
-        except ApiError as exc:
-            metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
-            raise
-        except EngineError as exc:
-            # The engine logs its outages once per state change; per request only a debug line.
-            log.debug("engine error in API %s: %s", method, exc)
-            metrics.api_errors.labels(protocol, method, "100").inc()
-            raise ApiError(codes.ERROR_INTERNAL) from None
+        except (ApiError, EngineError) as exc:
+            raise self.failed(exc, protocol, method) from None
         finally:
             metrics.api_timer(protocol, method).observe(perf_counter() - started)
+
+    def failed(self, exc: ApiError | EngineError, protocol: str, method: str) -> ApiError:
+        """Count a failed call in ``api_errors`` and return the error to answer (an engine
+        failure is 100: the engine logs its outages once per state change, here a debug line)."""
+        if isinstance(exc, EngineError):
+            log.debug("engine error in API %s: %s", method, exc)
+            exc = ApiError(codes.ERROR_INTERNAL)
+        self.node.metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
+        return exc
 
     async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
         """``batch``: each command ``{"<method>": params}`` answered in order with
@@ -182,6 +195,9 @@ class ServerApi:
         (Centrifugo's ``parallel``), else one after another."""
         if parallel:
             return list(await asyncio.gather(*(self._command(command, protocol) for command in commands)))
+        inline = self.inline
+        if inline is not None and inline.takes(commands):
+            return inline.batch(commands, protocol)
         broker = self.node.broker
         if not self._inline and isinstance(broker, BatchBroker):
             return await PublishRuns(self, broker, protocol).run(commands)
@@ -213,11 +229,12 @@ class ServerApi:
             return _b64("b64data", b64data)
         return dumps_kept(data)  # kept: history, held queues (jsonbytes.py)
 
-    async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
-        opts = self._options(channel)
-        result = await self.node.publish(
+    def item(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> PublishItem:
+        """The prepared publish of ``data`` to ``channel`` with the request's options (raises the
+        channel's 102/107)."""
+        return self.node.publish_item(
             channel,
-            opts,
+            self._options(channel),
             data,
             tags=req.tags,
             skip_history=req.skip_history,
@@ -226,9 +243,9 @@ class ServerApi:
             version_epoch=req.version_epoch,
             delta=req.delta,
         )
-        if result.position is None:
-            return {}
-        return {"offset": result.position.offset, "epoch": result.position.epoch}
+
+    async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
+        return publish_reply(await self.node.publish_prepared(self.item(channel, data, req)))
 
     async def publish(self, req: PublishRequest) -> Result:
         return await self._publish_one(req.channel, self._data(req.data, req.b64data), req)

@@ -15,6 +15,7 @@ import logging
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from gateway.api_inline import publish_reply
 from gateway.api_requests import ApiError, parse_publish
 from gateway.engine.base import BatchBroker, EngineError, PublishItem
 from gateway.protocol import codes
@@ -62,18 +63,7 @@ class PublishRuns:
     def _prepare(self, params: object) -> PublishItem:
         api = self.api
         req = parse_publish(params)
-        opts = api.channel_options(req.channel)
-        return api.node.publish_item(
-            req.channel,
-            opts,
-            api.payload(req.data, req.b64data),
-            tags=req.tags,
-            skip_history=req.skip_history,
-            idempotency_key=req.idempotency_key,
-            version=req.version,
-            version_epoch=req.version_epoch,
-            delta=req.delta,
-        )
+        return api.item(req.channel, api.payload(req.data, req.b64data), req)
 
     async def _flush(self, pending: list[tuple[int, PublishItem, float]], replies: list[Result]) -> None:
         if not pending:
@@ -88,9 +78,7 @@ class PublishRuns:
                 replies[index] = {"error": {"code": error.code, "message": error.message}}
                 continue
             self.timer.observe(perf_counter() - started)
-            position = result.position
-            reply = {} if position is None else {"offset": position.offset, "epoch": position.epoch}
-            replies[index] = {"publish": reply}
+            replies[index] = {"publish": publish_reply(result)}
         pending.clear()
 
     def _error(self, code: int, started: float) -> None:

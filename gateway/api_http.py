@@ -17,7 +17,6 @@ Executes nothing itself: every method goes to ``ServerApi`` (gateway/api.py).
 from __future__ import annotations
 
 import hmac
-from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,6 +26,7 @@ from starlette.applications import Starlette
 from gateway.api import TRANSPORT_STATUS, ServerApi, error_obj
 from gateway.api_requests import ApiError, bad_request
 from gateway.config_schema import HttpApiSettings
+from gateway.server_inline import Deferred
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
@@ -70,24 +70,40 @@ class ApiEndpoint:
 
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
-    ) -> tuple[Coroutine[Any, Any, Response], bool]:
-        """The response to a request the HTTP protocol read itself (gateway/server_inline.py),
-        as a coroutine, and whether it may run outside a task: True when it does not suspend
-        (``ServerApi.runs_inline``: e.g. publishes on the memory engine)."""
+    ) -> Response | Deferred:
+        """The response to a request the HTTP protocol read itself (gateway/server_inline.py):
+        answered now (refusals, and ``publish`` or an all-publish sequential ``batch`` on an
+        engine that publishes without suspending: ``ServerApi.inline``), else deferred as a
+        coroutine, with whether it may run outside a task (``ServerApi.runs_inline``)."""
         refused = self._refuse(http_method, headers, query)
         if refused is not None:
-            return _ready(refused), True
+            return refused
         if len(body) > self.max_body:
-            return _ready(_TOO_LARGE), True
+            return _TOO_LARGE
         parsed = self._parse(method, body)
         if isinstance(parsed, tuple):
-            return _ready(parsed), True
+            return parsed
         api = self.api
+        fast = api.inline
+        transport_mode = _transport_mode(self.settings, headers)
         if method == "batch":
+            if fast is not None:
+                args = _batch_args(parsed)
+                if isinstance(args, bytes):
+                    return 200, args, _JSON
+                commands, parallel = args
+                if not parallel and fast.takes(commands):
+                    return 200, orjson.dumps({"replies": fast.batch(commands, "http")}), _JSON
             inline = api.runs_inline_batch(parsed)
+        elif method == "publish" and fast is not None:
+            try:
+                result = fast.call(parsed, "http")
+            except ApiError as exc:
+                return _error_response(exc, transport_mode)
+            return 200, orjson.dumps({"result": result}), _JSON
         else:
             inline = bool(method) and api.runs_inline(method)
-        return self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline
+        return Deferred(self._execute(method, parsed, body, transport_mode), inline)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
@@ -146,13 +162,13 @@ class ApiEndpoint:
         try:
             result = await self.api.call(method, params)
         except ApiError as exc:
-            if transport_mode:
-                return TRANSPORT_STATUS.get(exc.code, 400), orjson.dumps(error_obj(exc)), _JSON
-            return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+            return _error_response(exc, transport_mode)
         return 200, orjson.dumps({"result": result}), _JSON
 
     def _authorized(self, headers: list[tuple[bytes, bytes]], query: bytes) -> bool:
         api_key, authorization = _auth_headers(headers)
+        if api_key and api_key.isascii():  # the same bytes as decoded and re-encoded below
+            return bool(self._key) and hmac.compare_digest(api_key, self._key)
         supplied = api_key.decode("latin-1") if api_key else None
         if supplied is None and authorization is not None:
             scheme, _, value = authorization.decode("latin-1").partition(" ")
@@ -187,12 +203,10 @@ class ApiEndpoint:
 
     async def batch_body(self, params: Any) -> bytes:
         """The JSON body answering ``batch`` params (Centrifugo's ``commands`` / ``parallel``)."""
-        commands = params.get("commands") if isinstance(params, dict) else None
-        parallel = params.get("parallel", False) if isinstance(params, dict) else False
-        if not isinstance(commands, list):
-            return orjson.dumps({"error": error_obj(bad_request("commands"))})
-        if not isinstance(parallel, bool):
-            return orjson.dumps({"error": error_obj(bad_request("parallel"))})
+        args = _batch_args(params)
+        if isinstance(args, bytes):
+            return args
+        commands, parallel = args
         return orjson.dumps({"replies": await self.api.batch(commands, parallel=parallel)})
 
     async def _legacy(self, body: bytes) -> bytes:
@@ -218,6 +232,24 @@ class ApiEndpoint:
         return b"\n".join(lines)
 
 
+def _batch_args(params: Any) -> tuple[list[object], bool] | bytes:
+    """``batch``'s (commands, parallel), or the error body answering params without them."""
+    commands = params.get("commands") if isinstance(params, dict) else None
+    parallel = params.get("parallel", False) if isinstance(params, dict) else False
+    if not isinstance(commands, list):
+        return orjson.dumps({"error": error_obj(bad_request("commands"))})
+    if not isinstance(parallel, bool):
+        return orjson.dumps({"error": error_obj(bad_request("parallel"))})
+    return commands, parallel
+
+
+def _error_response(exc: ApiError, transport_mode: bool) -> Response:
+    """A method's coded error: HTTP 200 ``{"error"}``, or the mapped HTTP status in transport mode."""
+    if transport_mode:
+        return TRANSPORT_STATUS.get(exc.code, 400), orjson.dumps(error_obj(exc)), _JSON
+    return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+
+
 def _auth_headers(headers: list[tuple[bytes, bytes]]) -> tuple[bytes | None, bytes | None]:
     """The first ``x-api-key`` and ``authorization`` values."""
     api_key = authorization = None
@@ -238,10 +270,6 @@ def _transport_mode(settings: HttpApiSettings, headers: list[tuple[bytes, bytes]
         if name == b"x-centrifugo-error-mode":
             return value == b"transport"
     return False
-
-
-async def _ready(response: Response) -> Response:
-    return response
 
 
 class _Refused(Exception):

@@ -267,13 +267,22 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
 _PUBLISH_COMMON = frozenset({"channel", "data"})
 
 
-def parse_publish(params: object) -> PublishRequest:
-    """``parse(PublishRequest, params)``, with a short way for the common ``{"channel": <non-empty
-    string>, "data": <JSON>}`` (the same result; anything else takes the general parser)."""
-    if isinstance(params, dict) and params.keys() <= _PUBLISH_COMMON:
+def publish_common(params: object) -> str | None:
+    """The channel of a publish in the common form ``{"channel": <non-empty string>, "data":
+    <JSON>}`` (its request is ``PublishRequest(channel, params["data"])``); None: any other form."""
+    if isinstance(params, dict) and params.keys() <= _PUBLISH_COMMON and "data" in params:
         channel = params.get("channel")
-        if channel and isinstance(channel, str) and "data" in params:
-            return PublishRequest(channel, params["data"])
+        if channel and isinstance(channel, str):
+            return channel
+    return None
+
+
+def parse_publish(params: object) -> PublishRequest:
+    """``parse(PublishRequest, params)``, with a short way for the common form (``publish_common``;
+    the same result; anything else takes the general parser)."""
+    channel = publish_common(params)
+    if channel is not None:
+        return PublishRequest(channel, params["data"])  # type: ignore[index]
     return parse(PublishRequest, params)
 
 

@@ -53,6 +53,10 @@ class Queue(Protocol):
 
     def put(self, payload: bytes, shared: SharedPush | None = None) -> None: ...
 
+    def put_now(self, payload: bytes, shared: SharedPush) -> None:
+        """``put`` for a channel's only subscriber: may write at once (nothing else queued)."""
+        ...
+
 
 DirectTarget = tuple[Mapping[str, object], object, Queue]
 """A subscriber the fan-out queues to directly: (its subscription table, the subscription, its
@@ -130,6 +134,11 @@ class Hub:
         self._prev: dict[str, tuple[int, str, bytes]] = {}
         """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
+        self.write_now = False
+        """Set by the caller around one publication that is alone in its loop tick (the inline
+        ``publish``, gateway/api_inline.py): a channel's only subscriber is then written at
+        once (``Queue.put_now``). Bursts (batches, PUB/SUB reads) keep the per-tick writes:
+        back-to-back writes after the burst cost less CPU than writes interleaved with it."""
 
     # --- connections -------------------------------------------------------------------------
 
@@ -221,9 +230,15 @@ class Hub:
         if pub.offset:
             self._prev[channel] = (pub.offset, epoch, pub.data)
         count = 0
+        single = len(groups) == 1
         for codec, direct, others in groups:
             push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
             payload = push.payload
+            if self.write_now and single and len(direct) == 1 and not others:  # written now if idle
+                table, sub, queue = direct[0]
+                if table.get(channel) is sub:
+                    queue.put_now(payload, push)
+                return 1
             # Per delivery: no call into the connection, just its queue (the common case).
             for table, sub, queue in direct:
                 if table.get(channel) is sub:

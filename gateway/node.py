@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from gateway import recovery
 from gateway.cluster import Cluster
@@ -31,6 +31,7 @@ from gateway.engine.base import (
     EngineError,
     HistoryOptions,
     HistoryResult,
+    InlineBroker,
     PresenceManager,
     PublishItem,
     PublishResult,
@@ -43,6 +44,20 @@ from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, S
 VERSION = "0.1.0"
 
 NO_HISTORY = HistoryOptions()
+
+
+class PublishOptions(TypedDict, total=False):
+    """The options of one publish (``Node.publish`` / ``Node.publish_item``); absent = default."""
+
+    info: ClientInfo | None
+    """The publisher's client info (client-side publishes)."""
+    tags: dict[str, str] | None
+    skip_history: bool
+    idempotency_key: str
+    version: int
+    version_epoch: str
+    delta: bool
+    """Delta-compress for subscribers that negotiated it (or the namespace's ``delta_publish``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,65 +226,53 @@ class Node:
     # --- operations --------------------------------------------------------------------------
 
     async def publish(
-        self,
-        channel: str,
-        opts: ChannelOptions,
-        data: bytes,
-        *,
-        info: ClientInfo | None = None,
-        tags: dict[str, str] | None = None,
-        skip_history: bool = False,
-        idempotency_key: str = "",
-        version: int = 0,
-        version_epoch: str = "",
-        delta: bool = False,
+        self, channel: str, opts: ChannelOptions, data: bytes, **options: Unpack[PublishOptions]
     ) -> PublishResult:
-        history = NO_HISTORY if skip_history else self.history_options(opts)
-        pub = self._publication(opts, data, info, tags, delta)
+        """Publish ``data`` to ``channel`` (``options``: ``PublishOptions``)."""
+        return await self.publish_prepared(self.publish_item(channel, opts, data, **options))
+
+    async def publish_prepared(self, item: PublishItem) -> PublishResult:
+        """``publish`` of an item ``publish_item`` built."""
         result = await self.broker.publish(
+            item.channel,
+            item.pub,
+            item.history,
+            idempotency_key=item.idempotency_key,
+            version=item.version,
+            version_epoch=item.version_epoch,
+        )
+        self.metrics.action("publish", item.channel)
+        return result
+
+    def publish_now(self, broker: InlineBroker, item: PublishItem) -> PublishResult:
+        """``publish`` of a prepared item on a broker that publishes without suspending."""
+        result = broker.publish_now(item)
+        self.metrics.action("publish", item.channel)
+        return result
+
+    def publish_item(
+        self, channel: str, opts: ChannelOptions, data: bytes, **options: Unpack[PublishOptions]
+    ) -> PublishItem:
+        """What ``publish`` publishes, prepared (for ``publish_now`` and ``publish_many``)."""
+        if not options:  # the common case: positional inits, no option lookups
+            pub = Publication(data, 0, None, None, int(self.clock() * 1000), opts.delta_publish)
+            return PublishItem(channel, pub, self.history_options(opts))
+        history = NO_HISTORY if options.get("skip_history") else self.history_options(opts)
+        pub = Publication(
+            data=data,
+            info=options.get("info"),
+            tags=options.get("tags") or None,
+            time=int(self.clock() * 1000),
+            delta=options.get("delta", False) or opts.delta_publish,
+        )
+        return PublishItem(
             channel,
             pub,
             history,
-            idempotency_key=idempotency_key,
-            version=version,
-            version_epoch=version_epoch,
+            options.get("idempotency_key", ""),
+            options.get("version", 0),
+            options.get("version_epoch", ""),
         )
-        self.metrics.action("publish", channel)
-        return result
-
-    def _publication(
-        self,
-        opts: ChannelOptions,
-        data: bytes,
-        info: ClientInfo | None,
-        tags: dict[str, str] | None,
-        delta: bool,
-    ) -> Publication:
-        return Publication(
-            data=data,
-            info=info,
-            tags=tags or None,
-            time=int(self.clock() * 1000),
-            delta=delta or opts.delta_publish,
-        )
-
-    def publish_item(
-        self,
-        channel: str,
-        opts: ChannelOptions,
-        data: bytes,
-        *,
-        tags: dict[str, str] | None = None,
-        skip_history: bool = False,
-        idempotency_key: str = "",
-        version: int = 0,
-        version_epoch: str = "",
-        delta: bool = False,
-    ) -> PublishItem:
-        """What ``publish`` would publish, for ``publish_many``."""
-        history = NO_HISTORY if skip_history else self.history_options(opts)
-        pub = self._publication(opts, data, None, tags, delta)
-        return PublishItem(channel, pub, history, idempotency_key, version, version_epoch)
 
     async def publish_many(
         self, broker: BatchBroker, items: Sequence[PublishItem]

@@ -213,6 +213,28 @@ class Outbox:
             else:
                 self._pushes.append(shared)
 
+    def put_now(self, payload: bytes, shared: SharedPush) -> None:
+        """``put`` for the only subscriber of a channel (gateway/hub.py): written at once when
+        nothing is queued or held and the transport has no unsent bytes (no per-tick queue and
+        flush round for a personal channel's publication); otherwise queued as by ``put``, so
+        the connection's messages keep their order. Fan-out to many subscribers always goes
+        through ``put`` (one write per connection per tick)."""
+        if self._pending or self._held is not None or self._closed:
+            self.put(payload, shared)
+            return
+        if self.transport.buffered_bytes() or (self._limit and len(payload) + 1 > self._limit):
+            self.put(payload, shared)
+            return
+        spare = self._spare_pending
+        spare.append(payload)
+        try:
+            self.transport.write(spare, shared)
+        except Exception:
+            log.debug("transport write failed", exc_info=True)
+            self._on_failure(codes.DISCONNECT_WRITE_ERROR)
+        finally:
+            spare.clear()
+
     def flush(self, frames: dict[tuple[SharedPush, ...], SharedPush] | None = None) -> None:
         """Write everything queued in one transport write. ``frames`` is shared by the outboxes
         flushed in the same callback: connections that queued the same sequence of shared pushes

@@ -86,6 +86,9 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
     request_timeout: ClassVar[float] = 0.0
 
     _request_deadline: asyncio.TimerHandle | None = None
+    _request_open = False
+    """A request's deadline runs (from ``_request_began``); the timer outlives requests."""
+    _request_began = 0.0
     _head_done = True
     _head_bytes = 0
     _head_exact = 0
@@ -93,10 +96,20 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
     _linger: asyncio.TimerHandle | None = None
 
     def _arm(self) -> None:
-        if self.request_timeout > 0 and self._request_deadline is None:
-            self._request_deadline = self.loop.call_later(self.request_timeout, self._request_timed_out)
+        """Start the deadline of a request (unless one runs). One timer serves many requests:
+        it is created only when none is pending and, when it fires, re-armed for what is left
+        of the open request's deadline (no timer per keep-alive request)."""
+        if self.request_timeout > 0 and not self._request_open:
+            self._request_open = True
+            self._request_began = self.loop.time()
+            if self._request_deadline is None:
+                self._request_deadline = self.loop.call_later(self.request_timeout, self._request_timed_out)
 
     def _disarm(self) -> None:
+        self._request_open = False
+
+    def _cancel_deadline(self) -> None:
+        self._request_open = False
         if self._request_deadline is not None:
             self._request_deadline.cancel()
             self._request_deadline = None
@@ -107,6 +120,13 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
 
     def _request_timed_out(self) -> None:
         self._request_deadline = None
+        if not self._request_open:
+            return
+        left = self._request_began + self.request_timeout - self.loop.time()
+        if left > 0:
+            self._request_deadline = self.loop.call_later(left, self._request_timed_out)
+            return
+        self._request_open = False
         if not self._mine():
             return
         if not self._head_done:
@@ -136,7 +156,7 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._cancel_deadline()
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
@@ -206,7 +226,7 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
     def handle_websocket_upgrade(self) -> None:
         if self._refused:
             return
-        self._disarm()
+        self._cancel_deadline()
         super().handle_websocket_upgrade()
 
 

@@ -41,6 +41,17 @@ Response = tuple[int, bytes, bytes | None]
 INTERNAL_ERROR: Response = (500, b"Internal Server Error", b"text/plain; charset=utf-8")
 
 
+class Deferred:
+    """A response that is not ready: the coroutine computing it, and whether it may run outside
+    a task (it is not expected to suspend)."""
+
+    __slots__ = ("coro", "inline")
+
+    def __init__(self, coro: Coroutine[Any, Any, Response], inline: bool) -> None:
+        self.coro = coro
+        self.inline = inline
+
+
 class InlineHandler(Protocol):
     """What the protocol needs from the server API's HTTP adapter."""
 
@@ -49,9 +60,9 @@ class InlineHandler(Protocol):
 
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
-    ) -> tuple[Coroutine[Any, Any, Response], bool]:
-        """The response to one complete request (every check of the ASGI endpoint included), and
-        whether the coroutine may run outside a task (it does not suspend)."""
+    ) -> Response | Deferred:
+        """The response to one complete request (every check of the ASGI endpoint included):
+        computed now, or ``Deferred``."""
 
 
 class _Event:
@@ -111,6 +122,8 @@ class InlineRequests:
     _inline_size = 0
     _inline_query = b""
     _inline_keep_alive = True
+    _inline_idle: asyncio.TimerHandle | None = None
+    _inline_idle_since = 0.0
 
     if TYPE_CHECKING:  # uvicorn's HttpToolsProtocol state and steps, and the protocol's hooks
         parser: Any
@@ -124,7 +137,18 @@ class InlineRequests:
         server_state: Any
         loop: asyncio.AbstractEventLoop
 
+        pipeline: Any
+        timeout_keep_alive: int
+        timeout_keep_alive_task: asyncio.TimerHandle | None
+        _head_done: bool
+
         def on_response_complete(self) -> None: ...
+
+        def _unset_keepalive_if_required(self) -> None: ...
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None: ...
+
+        def timeout_keep_alive_handler(self) -> None: ...
 
         def _uvicorn_headers_complete(self) -> None: ...
 
@@ -147,8 +171,12 @@ class InlineRequests:
             return False
         if self.inline_port and (self.server is None or self.server[1] != self.inline_port):
             return False
-        parsed = httptools.parse_url(self.url)
-        raw_path: bytes = parsed.path
+        url = self.url
+        if url[:1] == b"/" and b"?" not in url and b"#" not in url:
+            raw_path, query = url, b""  # origin-form without a query: the path as it is
+        else:
+            parsed = httptools.parse_url(url)
+            raw_path, query = parsed.path, parsed.query or b""
         if b"%" in raw_path:
             return False
         method = handler.route(raw_path.decode("ascii"))
@@ -156,7 +184,7 @@ class InlineRequests:
             return False
         version = parser.get_http_version()
         self._inline_method = method
-        self._inline_query = parsed.query or b""
+        self._inline_query = query
         self._inline_chunks = []
         self._inline_size = 0
         self._inline_keep_alive = version != "1.0" and parser.should_keep_alive()
@@ -178,10 +206,19 @@ class InlineRequests:
         chunks, self._inline_chunks = self._inline_chunks, []
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         handler = self.inline_handler
-        coro, inline = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
         keep_alive = self._inline_keep_alive
+        try:
+            answer = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
+        except Exception:
+            log.exception("server API request failed")
+            self._inline_write(INTERNAL_ERROR, False)
+            return
+        if not isinstance(answer, Deferred):
+            self._inline_write(answer, keep_alive)
+            return
+        coro = answer.coro
         rest: Coroutine[Any, Any, Response] | _Resume = coro
-        if inline:
+        if answer.inline:
             try:
                 first = coro.send(None)
             except StopIteration as stop:
@@ -214,17 +251,79 @@ class InlineRequests:
         transport = self.transport
         if transport.is_closing():
             return
-        parts = [STATUS_LINE[status]]
-        for name, value in self.server_state.default_headers:
-            parts += [name, b": ", value, b"\r\n"]
-        parts.append(b"content-length: %d\r\n" % len(body))
-        if content_type is not None:
-            parts += [b"content-type: ", content_type, b"\r\n"]
-        if status == 500 or not keep_alive:
+        if status == 500:
             keep_alive = False
-            parts.append(b"connection: close\r\n")
-        parts += [b"\r\n", body]
-        transport.write(b"".join(parts))
+        transport.write(
+            _head(self.server_state.default_headers, status, content_type, keep_alive, len(body)) + body
+        )
         if not keep_alive:
             transport.close()
-        self.on_response_complete()
+        self._inline_response_complete()
+
+    def _inline_response_complete(self) -> None:
+        """uvicorn's ``on_response_complete`` without its per-response keep-alive timer: the
+        connection's one idle check (``_inline_idle_check``) closes it ``timeout_keep_alive``
+        after its last inline response, as uvicorn's timer would."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+            return
+        self._inline_idle_since = self.loop.time()
+        if self._inline_idle is None:
+            self._inline_idle = self.loop.call_later(self.timeout_keep_alive, self._inline_idle_check)
+
+    def _inline_idle_check(self) -> None:
+        self._inline_idle = None
+        transport = self.transport
+        protocol: object = transport.get_protocol()
+        if transport.is_closing() or protocol is not self or self.timeout_keep_alive_task is not None:
+            return  # closed, upgraded, or uvicorn's own keep-alive timer has taken over
+        cycle = self.cycle
+        if (
+            not self._head_done
+            or self._inline_method is not None
+            or not (cycle is None or cycle.response_complete)
+        ):
+            return  # a request is in progress: its response arms the check again
+        left = self._inline_idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self._inline_idle = self.loop.call_later(left, self._inline_idle_check)
+        else:
+            self.timeout_keep_alive_handler()
+
+
+_HEADS: dict[tuple[int, bytes | None, bool], tuple[bytes, bytes]] = {}
+_HEADS_OF: list[object] = [None]
+"""Response heads around their content-length, per (status, content type, keep-alive), for the
+``default_headers`` list they were built from (uvicorn replaces it when the date changes)."""
+
+
+def _head(
+    default_headers: list[tuple[bytes, bytes]], status: int, ctype: bytes | None, keep: bool, n: int
+) -> bytes:
+    """The status line and headers of an inline response with an ``n``-byte body: the server's
+    default headers, ``content-length``, ``content-type``, ``connection: close`` unless kept."""
+    if _HEADS_OF[0] is not default_headers:
+        _HEADS.clear()
+        _HEADS_OF[0] = default_headers
+    key = (status, ctype, keep)
+    cached = _HEADS.get(key)
+    if cached is None:
+        parts = [STATUS_LINE[status]]
+        for name, value in default_headers:
+            parts += [name, b": ", value, b"\r\n"]
+        parts.append(b"content-length: ")
+        tail = [b"\r\n"]
+        if ctype is not None:
+            tail += [b"content-type: ", ctype, b"\r\n"]
+        if not keep:
+            tail.append(b"connection: close\r\n")
+        tail.append(b"\r\n")
+        cached = _HEADS[key] = (b"".join(parts), b"".join(tail))
+    prefix, suffix = cached
+    return b"%s%d%s" % (prefix, n, suffix)

@@ -52,9 +52,11 @@ class HistoryResult:
     position: StreamPosition
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PublishItem:
-    """One publication of ``BatchBroker.publish_many`` (the arguments of ``Broker.publish``)."""
+    """One prepared publish (the arguments of ``Broker.publish``; ``Node.publish_item`` builds
+    it) for ``BatchBroker.publish_many`` and ``InlineBroker.publish_now``. Not frozen (built per
+    publication on the hot path); nothing changes it once built."""
 
     channel: str
     pub: Publication
@@ -62,6 +64,17 @@ class PublishItem:
     idempotency_key: str = ""
     version: int = 0
     version_epoch: str = ""
+
+
+@runtime_checkable
+class InlineBroker(Protocol):
+    """A broker whose publish completes without suspending (the memory engine, when its
+    ``publishes_inline`` is True): the server API publishes through ``publish_now`` outside any
+    task, with ``publish``'s semantics (idempotency results cached for the default 300 s)."""
+
+    publishes_inline: bool
+
+    def publish_now(self, item: PublishItem) -> PublishResult: ...
 
 
 @runtime_checkable

@@ -27,6 +27,7 @@ from gateway.engine.base import (
     HistoryOptions,
     HistoryResult,
     PresenceStats,
+    PublishItem,
     PublishResult,
 )
 from gateway.engine.failures import FailureRun
@@ -107,8 +108,15 @@ class MemoryBroker:
     """
 
     publishes_inline: ClassVar[bool] = True
-    """``publish`` never suspends: the server API may run a publish outside a task
-    (gateway/server_inline.py). A subclass whose ``publish`` awaits must set it to False."""
+    """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
+    server API publishes through ``publish_now`` outside any task (gateway/server_inline.py,
+    gateway/api_inline.py). A subclass that overrides ``publish`` gets False (its override is
+    then what every publish goes through) unless it sets the attribute itself."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "publish" in cls.__dict__ and "publishes_inline" not in cls.__dict__:
+            cls.publishes_inline = False
 
     def __init__(
         self,
@@ -167,6 +175,32 @@ class MemoryBroker:
         idempotent_result_ttl_seconds: float = 300.0,
         version: int = 0,
         version_epoch: str = "",
+    ) -> PublishResult:
+        return self._publish(
+            channel, pub, history, idempotency_key, idempotent_result_ttl_seconds, version, version_epoch
+        )
+
+    def publish_now(self, item: PublishItem) -> PublishResult:
+        """``publish`` of one item, synchronously (``InlineBroker``)."""
+        return self._publish(
+            item.channel,
+            item.pub,
+            item.history,
+            item.idempotency_key,
+            300.0,
+            item.version,
+            item.version_epoch,
+        )
+
+    def _publish(
+        self,
+        channel: str,
+        pub: Publication,
+        history: HistoryOptions,
+        idempotency_key: str,
+        idempotent_result_ttl_seconds: float,
+        version: int,
+        version_epoch: str,
     ) -> PublishResult:
         now = self._now()
         if idempotency_key:

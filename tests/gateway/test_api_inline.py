@@ -199,3 +199,17 @@ async def test_a_chunked_body_is_read_inline(gateway):
     [(_, _, body)] = await exchange(port, head + chunked)
     assert orjson.loads(body)["result"]["offset"] == 1
     assert app.http_calls == 0
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_inline_responses(gateway):
+    """The inline path keeps uvicorn's keep-alive timeout with one idle check per connection
+    (not a timer per response): a connection idle after inline answers is closed by the server,
+    and answers every request it sends before that."""
+    _, port = gateway
+    async with connection(port) as (reader, writer):
+        for i in range(3):
+            writer.write(request(b"/api/publish", b'{"channel":"k","data":%d}' % i))
+            [(status, _, _)] = await read_responses(reader, 1)
+            assert status == b"HTTP/1.1 200 OK"
+        async with asyncio.timeout(scaled(30)):  # uvicorn's timeout_keep_alive is 5 s
+            assert await reader.read() == b""

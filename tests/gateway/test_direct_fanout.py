@@ -78,6 +78,9 @@ class Late(Recorder):
     def put(self, payload: bytes, shared: SharedPush | None = None) -> None:
         self.queued.append(payload)
 
+    def put_now(self, payload: bytes, shared: SharedPush) -> None:
+        self.queued.append(payload)
+
 
 def test_a_subscriber_that_goes_live_after_the_snapshot_is_queued_directly() -> None:
     hub = Hub()

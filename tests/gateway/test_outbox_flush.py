@@ -109,3 +109,47 @@ async def test_queues_are_reused_and_a_failing_write_is_not_repeated_on_reentry(
     box.put(b"after close")
     box.flush()
     assert len(transport.writes) == 3
+
+
+class Unsent(Recording):
+    """A transport with unsent bytes."""
+
+    def buffered_bytes(self) -> int:
+        return 10
+
+
+async def test_put_now_writes_an_idle_connection_at_once_and_queues_otherwise() -> None:
+    """``put_now`` (a channel's only subscriber, gateway/hub.py): written in the call when nothing
+    is queued and nothing is unsent; behind queued output it joins that tick's one write, in order;
+    a transport with unsent bytes gets the per-tick write; the byte bound still answers 3008."""
+    flusher = Flusher()
+    failures: list[codes.Disconnect] = []
+    box = Outbox(Recording(), flusher, limit_bytes=100, on_failure=failures.append)
+    a, b, c = (SharedPush(p) for p in (b"a", b"b", b"c"))
+    box.put_now(b"a", a)
+    assert _writes(box) == [([b"a"], a)]  # no loop turn needed
+    box.put(b"b", b)
+    box.put_now(b"c", c)
+    assert len(_writes(box)) == 1
+    await wait_until(lambda: len(_writes(box)) == 2)
+    assert _writes(box)[1][0] == [b"b", b"c"]  # one write for the tick, in order
+
+    busy = Outbox(Unsent(), flusher, limit_bytes=100, on_failure=failures.append)
+    busy.put_now(b"a", a)
+    assert _writes(busy) == []
+    await wait_until(lambda: len(_writes(busy)) == 1)
+
+    box.put_now(b"x" * 200, SharedPush(b"x" * 200))
+    assert failures == [codes.DISCONNECT_SLOW] and len(_writes(box)) == 2
+
+
+async def test_put_now_reports_a_failing_write_once() -> None:
+    failures: list[codes.Disconnect] = []
+    transport = Recording()
+    transport.fail = True
+    box = Outbox(transport, Flusher(), limit_bytes=0, on_failure=failures.append)
+    box.put_now(b"a", SharedPush(b"a"))
+    assert failures == [codes.DISCONNECT_WRITE_ERROR]
+    box.close()
+    box.put_now(b"b", SharedPush(b"b"))
+    assert failures == [codes.DISCONNECT_WRITE_ERROR]

@@ -97,6 +97,28 @@ async def test_head_under_the_bound_is_served(served):
     assert app.calls == 1
 
 
+async def test_an_unfinished_head_after_served_requests_gets_408(served):
+    """One deadline timer serves a keep-alive connection's requests: a head left unfinished
+    after complete requests still gets its own deadline (the timer, armed for an earlier
+    request, is moved to what is left of this one's)."""
+    app, port = served
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for _ in range(3):
+            writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            async with asyncio.timeout(scaled(10)):
+                assert (await reader.readuntil(b"ok")).startswith(b"HTTP/1.1 200")
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")  # and nothing more
+        async with asyncio.timeout(scaled(10)):
+            answer = await reader.read(65536)
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
+        assert app.calls == 3
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
 async def test_unfinished_head_gets_408_at_the_request_deadline(served):
     _, port = served
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
