@@ -16,8 +16,6 @@ from __future__ import annotations
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from gateway.api_requests import ApiError, bad_request, parse_publish, publish_common
 from gateway.engine.base import EngineError, InlineBroker, PublishResult
 
@@ -53,7 +51,7 @@ class InlineApi:
         node = self.node
         channel = publish_common(params)
         if channel is not None:  # {"channel", "data"}: no request object, default options
-            data = orjson.dumps(params["data"])  # type: ignore[index]
+            data = api.payload(params["data"], "")  # type: ignore[index]  # kept: exactly sized
             item = node.publish_item(channel, api.channel_options(channel), data)
         else:
             req = parse_publish(params)

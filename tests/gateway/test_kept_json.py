@@ -12,6 +12,7 @@ import orjson
 
 from gateway.api import ServerApi
 from gateway.auth import _raw_json
+from gateway.engine.memory import MemoryBroker
 from gateway.protocol import codec
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import Publication
@@ -71,3 +72,22 @@ def test_connection_info_from_a_token_is_exactly_sized() -> None:
         return raw
 
     _assert_sized(make)
+
+
+def test_the_inline_publish_path_keeps_exactly_sized_data() -> None:
+    # The synchronous memory-engine path (gateway/api_inline.py) builds its own publication for
+    # the {channel, data} form: what reaches history must be as small as the general path's.
+    from tests.gateway.test_api_inline_fast import HEADERS, gateway
+
+    h, endpoint = gateway(MemoryBroker(epoch_factory=lambda: "EPOCH"))
+    assert endpoint.api.inline is not None
+    body = orjson.dumps({"channel": "a", "data": DATA})
+
+    def make() -> bytes:
+        endpoint.respond_inline("publish", "POST", HEADERS, b"", body)
+        return h.node.broker._streams["a"].entries[-1].data  # type: ignore[attr-defined]
+
+    size, length = allocated_per_object(make)
+    # Each publish also keeps its history record (a Publication and its offset): ~100 bytes, far
+    # below orjson's untrimmed buffer (16 KiB for this payload).
+    assert size <= length + 4 * OVERHEAD, f"{size} bytes allocated for {length} bytes kept"
