@@ -37,6 +37,7 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest_http
+from fleet import replace_block
 
 from status_api.app import build_components, create_app
 from status_api.config import Config, build_config
@@ -291,17 +292,6 @@ Where the time goes and what is left to try: docs/status-api.md ("Performance").
 {_http_markdown(http_rows or [])}{END}"""
 
 
-def write_section(out: Path, section: str) -> None:
-    text = out.read_text(encoding="utf-8") if out.exists() else "# Performance\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text, encoding="utf-8")
-
-
 async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
     bench = Bench(args.url, args.pool, args.batch_max, args.runners)
     group = bench.comp.service.ingestor.group
@@ -336,7 +326,7 @@ async def main(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"cpu {r['cpu_ms']:.2f} ms/event, load {r['load']:.1f}"
         )
     if args.out and results:  # the full run only (--only-processes prints its rows)
-        write_section(Path(args.out), _markdown(results, args, server, http_rows))
+        replace_block(Path(args.out), START, END, _markdown(results, args, server, http_rows))
     return results
 
 

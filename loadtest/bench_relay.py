@@ -36,6 +36,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "loadtest"))
+from fleet import replace_block  # noqa: E402
+
 from status_api.storage.database import create_engine, init_db  # noqa: E402
 from status_api.storage.tables import task_outbox  # noqa: E402
 from taskcast.dev.procs import free_port, http_ok, service_argv  # noqa: E402
@@ -421,15 +424,7 @@ def cpu_total(r: dict[str, Any]) -> float:
 
 def write_section(out: Path, section: str) -> None:
     start, end = "<!-- relay:start -->", "<!-- relay:end -->"
-    text = out.read_text() if out.exists() else "# Performance\n"
-    block = f"{start}\n{section}{end}"
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = head + block + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    out.write_text(text)
+    replace_block(out, start, end, f"{start}\n{section}{end}")
 
 
 async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -61,6 +61,7 @@ for path in (str(ROOT), str(HERE)):
         sys.path.insert(0, path)
 
 import bench_fanout as bf  # noqa: E402
+from fleet import git_commit, replace_block  # noqa: E402
 
 from taskcast.dev.procs import free_port  # noqa: E402
 
@@ -439,22 +440,7 @@ def render(res: dict[str, Any]) -> str:
 
 def write_section(out: Path, section: str) -> None:
     start, end = (P_START, P_END) if section.startswith(P_START) else (START, END)
-    text = out.read_text() if out.exists() else ""
-    if start in text and end in text:
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
-
-
-def commit() -> str:
-    with contextlib.suppress(Exception):
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    return "?"
+    replace_block(out, start, end, section)
 
 
 def reexec_in_netns() -> int:
@@ -478,7 +464,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     res: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "env": {
-            "commit": commit(),
+            "commit": git_commit(ROOT),
             "cpus": os.cpu_count(),
             "load_before": [round(x, 2) for x in os.getloadavg()],
             "netns": netns,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -42,6 +41,7 @@ for path in (str(ROOT), str(HERE)):
         sys.path.insert(0, path)
 
 import bench_fanout as bf  # noqa: E402
+from fleet import git_commit, replace_block  # noqa: E402
 
 from taskcast.dev.procs import free_port  # noqa: E402
 
@@ -140,30 +140,11 @@ def render(res: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_section(out: Path, section: str) -> None:
-    text = out.read_text() if out.exists() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    out.write_text(text)
-
-
-def commit() -> str:
-    with contextlib.suppress(Exception):
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    return "?"
-
-
 async def amain(a: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-workers-"))
     res: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "env": {"commit": commit(), "cpus": os.cpu_count(), "load_before": os.getloadavg()},
+        "env": {"commit": git_commit(ROOT), "cpus": os.cpu_count(), "load_before": os.getloadavg()},
     }
     with (tmp / "servers.log").open("w") as log:
         try:
@@ -194,7 +175,7 @@ def main() -> int:
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2))
     if a.out:
-        write_section(Path(a.out), section)
+        replace_block(Path(a.out), START, END, section)
     return 0
 
 

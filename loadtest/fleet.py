@@ -20,6 +20,7 @@ import base64
 import contextlib
 import os
 import random
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -324,15 +325,29 @@ class HTTPPool:
 def write_section(out: Path, name: str, section: str) -> None:
     """Replaces the text between ``<!-- name:start -->`` and ``<!-- name:end -->`` (or appends)."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    body = f"{start}\n{section.strip()}\n{end}"
+    replace_block(out, start, end, f"{start}\n{section.strip()}\n{end}")
+
+
+def replace_block(out: Path, start: str, end: str, block: str) -> None:
+    """Puts ``block`` (it begins with ``start`` and ends with ``end``) in place of the text from
+    ``start`` to ``end`` in ``out``, or appends it; the rest of the file is kept."""
     text = out.read_text(encoding="utf-8") if out.exists() else "# Performance\n"
     if start in text and end in text:
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
-        text = head + body + tail
+        text = head + block + tail
     else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
     out.write_text(text, encoding="utf-8")
+
+
+def git_commit(root: Path) -> str:
+    """The short commit of the tree at ``root`` ("?" outside git)."""
+    with contextlib.suppress(Exception):
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+    return "?"
 
 
 def machine_note() -> str:
