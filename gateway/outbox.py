@@ -228,10 +228,7 @@ class Outbox:
         spare = self._spare_pending
         spare.append(payload)
         try:
-            self.transport.write(spare, shared)
-        except Exception:
-            log.debug("transport write failed", exc_info=True)
-            self._on_failure(codes.DISCONNECT_WRITE_ERROR)
+            self._write(spare, shared)
         finally:
             spare.clear()
 
@@ -263,10 +260,7 @@ class Outbox:
                 if shared is None:
                     shared = frames[key] = SharedPush(self._separator.join(pending))
         try:
-            self.transport.write(pending, shared)
-        except Exception:
-            log.debug("transport write failed", exc_info=True)
-            self._on_failure(codes.DISCONNECT_WRITE_ERROR)
+            self._write(pending, shared)
         finally:
             pending.clear()
             pushes.clear()
@@ -329,7 +323,11 @@ class Outbox:
         payloads, pushes = held.take()
         if not payloads:
             return
-        shared = pushes[0] if len(pushes) == 1 else None
+        self._write(payloads, pushes[0] if len(pushes) == 1 else None)
+
+    def _write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
+        """The one transport write: a transport that fails closes the connection with 3009
+        (write error) instead of raising into the caller."""
         try:
             self.transport.write(payloads, shared)
         except Exception:
