@@ -33,12 +33,12 @@ from tests.faults.security.conftest import (
 )
 from tests.support import GatewayProcess, scaled
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 CYCLES = int(os.environ.get("TASKCAST_CHURN_CYCLES", "20000"))
 WORKERS = 50
 WARMUP = 500
-CHURN_BUDGET = 240.0
+CHURN_BUDGET = 600.0  # a hang guard: 20,000 cycles took 60 s beside bench-fanout, 268 s at load 16
 RSS_GROWTH_KIB = 16 * 1024
 COUNTERS = (
     "centrifugo_node_num_clients",

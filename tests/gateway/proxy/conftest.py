@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.gateway.proxy.backend import Served, serve_backend
+from tests.support import scaled
 from tests.support.procs import GatewayProcess
 
 
@@ -20,11 +21,13 @@ async def served() -> AsyncIterator[Served]:
 
 
 def proxy_config(
-    endpoint: Callable[[str], str], *, timeout: str = "10s", refresh: bool = False, **extra: Any
+    endpoint: Callable[[str], str], *, timeout: str = "", refresh: bool = False, **extra: Any
 ) -> dict[str, Any]:
     """Every proxy on, each kind at ``endpoint(kind)``; ``px:`` channels use the channel
-    proxies, ``feed:`` channels are server-side only; RPC without namespace goes to the proxy."""
-    common: dict[str, Any] = {"timeout": timeout, "http_headers": ["Cookie"], **extra}
+    proxies, ``feed:`` channels are server-side only; RPC without namespace goes to the proxy.
+    The proxies' ``timeout`` defaults to a generous scaled bound (a loaded machine's backend is
+    slow, not failing); tests of the timeout itself pass theirs."""
+    common: dict[str, Any] = {"timeout": timeout or f"{scaled(30):g}s", "http_headers": ["Cookie"], **extra}
     config: dict[str, Any] = {
         "prometheus": {"enabled": True},
         "client": {"proxy": {"connect": {"enabled": True, "endpoint": endpoint("connect"), **common}}},

@@ -34,7 +34,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
 
 
 async def _ws(gw: GatewayProcess) -> websockets.ClientConnection:
-    return await websockets.connect(gw.ws_url, additional_headers=COOKIE, open_timeout=scaled(10))
+    return await websockets.connect(gw.ws_url, additional_headers=COOKIE, open_timeout=scaled(30))
 
 
 async def _ask(ws: websockets.ClientConnection, command: dict[str, Any]) -> dict[str, Any] | tuple[int, str]:
@@ -74,7 +74,7 @@ EXPECTED: dict[str, Any] = {
 
 
 def _metrics(gw: GatewayProcess) -> str:
-    with urllib.request.urlopen(f"{gw.url}/metrics", timeout=scaled(10)) as response:
+    with urllib.request.urlopen(f"{gw.url}/metrics", timeout=scaled(30)) as response:
         return response.read().decode()
 
 
@@ -117,7 +117,7 @@ async def test_connect_result_subs_and_data(served: Served, start_gateway: Gatew
     config = proxy_config(lambda k: served.endpoint("http", k))
     gw = start_gateway(config)
     ws = await websockets.connect(
-        gw.ws_url, additional_headers={"Cookie": "session=subsalice"}, open_timeout=scaled(10)
+        gw.ws_url, additional_headers={"Cookie": "session=subsalice"}, open_timeout=scaled(30)
     )
     try:
         reply = await _ask(ws, {"id": 1, "connect": {}})
@@ -141,7 +141,7 @@ async def test_binary_encoding_static_headers_and_credentials(
     }
     gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k), **extra))
     ws = await websockets.connect(
-        gw.ws_url, additional_headers={**COOKIE, "X-Private": "p"}, open_timeout=scaled(10)
+        gw.ws_url, additional_headers={**COOKIE, "X-Private": "p"}, open_timeout=scaled(30)
     )
     try:
         reply = await _ask(ws, {"id": 1, "connect": {"data": {"hello": 1}}})

@@ -45,17 +45,17 @@ async def _connect_over(transport: str, gw: GatewayProcess, headers: dict[str, s
     if transport == "websocket":
         async with websockets.connect(gw.ws_url, additional_headers=headers) as ws:
             await ws.send(orjson.dumps(command).decode())
-            reply: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+            reply: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(60)))
             return dict(reply["connect"])
     if transport == "uni_websocket":
         url = gw.ws_url.replace("/connection/websocket", "/connection/uni_websocket")
         async with websockets.connect(url, additional_headers=headers) as ws:
             await ws.send(b"{}".decode())
-            message: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+            message: dict[str, Any] = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(30)))
             return dict(message["connect"])
     sse = transport.endswith("sse")
     body = orjson.dumps({} if transport.startswith("uni_") else command)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(scaled(10), read=None)) as http:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(scaled(30), read=None)) as http:
         if sse:
             query = httpx.QueryParams({"cf_connect": body.decode()})
             opened = open_stream(
@@ -66,7 +66,7 @@ async def _connect_over(transport: str, gw: GatewayProcess, headers: dict[str, s
                 http, "POST", f"{gw.url}/connection/{transport}", sse=False, content=body, headers=headers
             )
         async with opened as stream:
-            message = await stream.next(scaled(10))
+            message = await stream.next(scaled(30))
     return dict(message["connect"])
 
 
@@ -132,10 +132,10 @@ async def _ws_outcome(gw: GatewayProcess, subscribe: str = "") -> tuple[str, int
     async with websockets.connect(gw.ws_url, additional_headers={"Cookie": "session=wes"}) as ws:
         await ws.send(orjson.dumps({"id": 1, "connect": {}}).decode())
         try:
-            reply = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+            reply = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(30)))
             if subscribe and "error" not in reply:
                 await ws.send(orjson.dumps({"id": 2, "subscribe": {"channel": subscribe}}).decode())
-                reply = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+                reply = orjson.loads(await asyncio.wait_for(ws.recv(), scaled(30)))
         except websockets.ConnectionClosed as closed:
             assert closed.rcvd is not None
             return ("disconnect", closed.rcvd.code, closed.rcvd.reason)

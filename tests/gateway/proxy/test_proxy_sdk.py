@@ -54,9 +54,9 @@ class Events(ClientEventHandler, SubscriptionEventHandler):
 
 async def _client(url: str, user: str) -> tuple[Client, Events]:
     events = Events()
-    client = Client(url, events=events, headers={"Cookie": f"session={user}"}, timeout=scaled(10))
+    client = Client(url, events=events, headers={"Cookie": f"session={user}"}, timeout=scaled(30))
     await client.connect()
-    await client.ready(timeout=scaled(10))
+    await client.ready(timeout=scaled(30))
     return client, events
 
 
@@ -87,7 +87,7 @@ async def test_sdk_through_every_proxy(
     channel = f"px:{uuid.uuid4().hex[:8]}"
     sub = client.new_subscription(channel, events=events)
     await sub.subscribe()
-    await sub.ready(timeout=scaled(10))
+    await sub.ready(timeout=scaled(30))
     assert events.subscribed[0].data == {"subscribed": channel}
     assert served.backend.of("subscribe")[0].body["user"] == "alice"
 
@@ -97,7 +97,7 @@ async def test_sdk_through_every_proxy(
     publish_call = served.backend.of("publish")[0]
     assert publish_call.body["meta"] == {"tenant": "t1"}  # include_connection_meta
 
-    result = await client.rpc("echo", {"x": 1}, timeout=scaled(10))
+    result = await client.rpc("echo", {"x": 1}, timeout=scaled(30))
     assert result.data == {"method": "echo", "echo": {"x": 1}}
 
 
@@ -107,7 +107,7 @@ async def test_connect_without_cookie_is_refused_by_the_backend(
 ) -> None:
     gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k)))
     events = Events()
-    client = Client(gw.ws_url, events=events, timeout=scaled(10))
+    client = Client(gw.ws_url, events=events, timeout=scaled(30))
     clients.append(client)
     await client.connect()
     await wait_until(lambda: events.disconnected, what="disconnected")
@@ -145,7 +145,7 @@ async def test_sub_refresh_proxy_extends_then_expires(
     channel = f"px:{uuid.uuid4().hex[:8]}"
     sub = client.new_subscription(channel, events=events)
     await sub.subscribe()
-    await sub.ready(timeout=scaled(10))
+    await sub.ready(timeout=scaled(30))
     await wait_until(lambda: len(served.backend.of("sub_refresh")) >= 2, within=20, what="two sub refreshes")
     assert len(served.backend.of("subscribe")) == 1  # extended, never dropped
     assert served.backend.of("sub_refresh")[0].body == {
@@ -176,10 +176,10 @@ async def test_two_nodes_on_redis(
     channel = f"px:{uuid.uuid4().hex[:8]}"
     sub = reader.new_subscription(channel, events=reader_events)
     await sub.subscribe()
-    await sub.ready(timeout=scaled(10))
+    await sub.ready(timeout=scaled(30))
     wsub = writer.new_subscription(channel)
     await wsub.subscribe()
-    await wsub.ready(timeout=scaled(10))
+    await wsub.ready(timeout=scaled(30))
     await wsub.publish({"n": 1})
     await wait_until(lambda: reader_events.pubs, what="publication across nodes")
     assert reader_events.pubs == [{"modified": True, "original": {"n": 1}}]

@@ -98,15 +98,15 @@ async def clients() -> AsyncIterator[list[Client]]:
 
 async def _connect(url: str, clients: list[Client], cookie: str = "session=sam") -> tuple[Client, Events]:
     events = Events()
-    client = Client(url, events=events, headers={"Cookie": cookie}, timeout=scaled(10))
+    client = Client(url, events=events, headers={"Cookie": cookie}, timeout=scaled(30))
     clients.append(client)
     await client.connect()
-    await client.ready(timeout=scaled(10))
+    await client.ready(timeout=scaled(30))
     return client, events
 
 
 def _metrics(gw: GatewayProcess) -> str:
-    with urllib.request.urlopen(f"{gw.url}/metrics", timeout=scaled(10)) as response:
+    with urllib.request.urlopen(f"{gw.url}/metrics", timeout=scaled(30)) as response:
         return str(response.read().decode())
 
 
@@ -117,7 +117,7 @@ def _api(gw: GatewayProcess, method: str, params: dict[str, Any]) -> dict[str, A
         headers={"X-API-Key": gw.api_key, "Content-Type": "application/json"},
         method="POST",
     )
-    with urllib.request.urlopen(request, timeout=scaled(10)) as response:
+    with urllib.request.urlopen(request, timeout=scaled(30)) as response:
         answer: dict[str, Any] = json.loads(response.read())
     return answer
 
@@ -136,7 +136,7 @@ async def test_stream_subscription_delivers_to_that_subscriber_only(
     b, b_events = await _connect(gw.ws_url, clients, "session=kim")
     a_sub = a.new_subscription(channel, events=a_events)
     await a_sub.subscribe()
-    await a_sub.ready(timeout=scaled(10))
+    await a_sub.ready(timeout=scaled(30))
     assert a_events.subscribed[0].data == {"stream": channel}  # the first message's result
     assert not a_events.subscribed[0].recoverable and not a_events.subscribed[0].positioned
     method, request, metadata = served.backend.stream_requests[0]
@@ -146,7 +146,7 @@ async def test_stream_subscription_delivers_to_that_subscriber_only(
 
     b_sub = b.new_subscription(channel, events=b_events)
     await b_sub.subscribe()
-    await b_sub.ready(timeout=scaled(10))
+    await b_sub.ready(timeout=scaled(30))
     await wait_until(lambda: len(served.backend.stream_requests) == 2, what="second stream")
 
     # Not through the hub/broker: a server API publish reaches neither stream subscriber.
@@ -181,7 +181,7 @@ async def test_backend_ending_the_stream_unsubscribes_with_centrifugo_codes(
     for channel in (clean, broken):
         sub = client.new_subscription(channel, events=events)
         await sub.subscribe()
-        await sub.ready(timeout=scaled(10))
+        await sub.ready(timeout=scaled(30))
     served.backend.feed(clean).put_nowait(None)  # a clean end: 2000 "server unsubscribe"
     await wait_until(lambda: events.unsubscribed, what="server unsubscribe")
     assert events.unsubscribed[0].code == 2000
@@ -205,7 +205,7 @@ async def test_stream_first_message_failures(
     served.backend.stream_mode = mode
     gw = start_gateway(stream_config(served, timeout="1s"))
     events = Events()
-    client = Client(gw.ws_url, events=events, headers={"Cookie": "session=sam"}, timeout=scaled(10))
+    client = Client(gw.ws_url, events=events, headers={"Cookie": "session=sam"}, timeout=scaled(30))
     clients.append(client)
     disconnected: list[int] = []
 
@@ -214,7 +214,7 @@ async def test_stream_first_message_failures(
 
     events.on_disconnected = on_disconnected  # type: ignore[method-assign]
     await client.connect()
-    await client.ready(timeout=scaled(10))
+    await client.ready(timeout=scaled(30))
     sub = client.new_subscription(f"st:{uuid.uuid4().hex[:8]}", events=events)
     await sub.subscribe()
     if mode == "disconnect":
@@ -248,7 +248,7 @@ async def test_stream_request_carries_the_connect_proxy_user_and_meta(
     channel = f"st:{uuid.uuid4().hex[:8]}"
     sub = client.new_subscription(channel, events=events, data={"want": "all"})
     await sub.subscribe()
-    await sub.ready(timeout=scaled(10))
+    await sub.ready(timeout=scaled(30))
     _, request, _ = served.backend.stream_requests[0]
     assert request["user"] == "sam" and request["meta"] == {"tenant": "t1"}
     assert request["data"] == {"want": "all"}
