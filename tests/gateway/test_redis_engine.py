@@ -335,14 +335,16 @@ async def test_silent_pubsub_is_detected_by_the_probe(server: RedisServer) -> No
     proxy = await BlackholeProxy(server.port).start()
     events = Recorder()
     config = redis_engine.settings(f"redis://127.0.0.1:{proxy.port}/0", prefix="p")
-    broker = redis_engine.broker(config, probe_interval_seconds=0.1, probe_timeout_seconds=0.3)
+    # The probe's PONG bound is generous (scaled): on a loaded machine a healthy connection's PONG
+    # can take longer than 0.3 s, and every missed one is another reconnect.
+    broker = redis_engine.broker(config, probe_interval_seconds=0.1, probe_timeout_seconds=scaled(2.0))
     broker.set_handler(events)
     try:
         async with running(broker):
             await broker.subscribe("ch")
             proxy.silence_existing()
 
-            await wait_until(lambda: events.reconnects == 1, what="probe-driven reconnect")
+            await wait_until(lambda: events.reconnects >= 1, what="probe-driven reconnect")
             await broker.publish("ch", pub(), HISTORY)
             await events.wait(1)
     finally:
