@@ -9,6 +9,10 @@ nothing of the domain or the services (the relay imports it: tests/test_layering
   recycled hourly; a per-connection prepared statement cache, which lets asyncmy send an
   executemany UPDATE (the ingest group commit's task and step writes) to MariaDB as ONE
   ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
+* A connection goes back to the pool without the pool's reset ROLLBACK when the server says no
+  transaction is open (:func:`_reset_unless_idle`): ``engine.begin()`` has already committed or
+  rolled back, and the reset was one round trip more per transaction (issue 16: the relay's claim
+  was COMMIT + ROLLBACK). A connection with a transaction still open is rolled back as before.
 * Every wait on MariaDB is bounded, for both services (issue 10, issue 14): connecting
   (:data:`CONNECT_TIMEOUT_SECONDS`), each read — one statement's answer
   (:data:`READ_TIMEOUT_SECONDS`) — and a row lock (``innodb_lock_wait_timeout``,
@@ -104,12 +108,13 @@ def create_engine(
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
-    return create_async_engine(
+    engine = create_async_engine(
         url,
         echo=echo,
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_recycle=3600,
+        pool_reset_on_return=None,
         isolation_level="READ COMMITTED",
         json_serializer=_dumps,
         json_deserializer=orjson.loads,
@@ -124,6 +129,32 @@ def create_engine(
             else {}
         ),
     )
+    event.listen(engine.sync_engine.pool, "reset", _reset_unless_idle)
+    return engine
+
+
+def _in_transaction(dbapi_conn: Any) -> bool:
+    """Whether the server reported an open transaction on this asyncmy connection in its last
+    status flags (``SERVER_STATUS_IN_TRANS`` of the last OK/result packet). Anything we cannot
+    read counts as open."""
+    raw = getattr(dbapi_conn, "_connection", None)
+    status = getattr(raw, "get_transaction_status", None)
+    if status is None:
+        return True
+    try:
+        return bool(status())
+    except Exception:  # a closed or broken connection: let the rollback find out
+        return True
+
+
+def _reset_unless_idle(dbapi_conn: Any, _record: Any, state: Any) -> None:
+    """The pool's reset on return (``pool_reset_on_return=None`` plus this ``reset`` event): roll
+    back only when a transaction may still be open. ``state.asyncio_safe`` False (a connection
+    collected outside the loop) does no I/O: the pool terminates such a connection."""
+    if not state.asyncio_safe or state.transaction_was_reset:
+        return
+    if _in_transaction(dbapi_conn):
+        dbapi_conn.rollback()
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -1,0 +1,205 @@
+"""A claim's cost in statements, and its order on both of its paths (issue 16), on real MariaDB.
+
+The claim is the relay's hot path between a wake-up hint and the publish: every statement is a
+round trip to MariaDB. Counted with the server's own per-session counters (``SHOW SESSION STATUS``
+on an engine of one pooled connection, so every transaction runs on the session we read):
+
+* a connection goes back to the pool without a reset ROLLBACK after ``engine.begin()`` committed
+  (before: COMMIT + ROLLBACK per transaction), and a transaction left open is still rolled back;
+* a claim with fewer due rows than its limit is one SELECT (+ the lease UPDATE + COMMIT), where
+  the three priority tiers were three SELECTs;
+* both paths (few rows, backlog) return rows in tier order: priority first, then due time, then id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
+
+from relay.claim import OutboxLeases, create_engine, utc_now
+from status_api.storage import outbox
+from status_api.storage.outbox import OutboxMessage
+from status_api.storage.tables import task_outbox
+
+pytestmark = pytest.mark.mysql
+
+COUNTERS = ("Com_select", "Com_update", "Com_commit", "Com_rollback")
+
+
+@pytest.fixture
+async def one_conn(relay_db_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine of exactly one pooled connection: every transaction runs on the one session."""
+    eng = create_engine(relay_db_url, pool_size=1, max_overflow=0)
+    async with eng.begin() as conn:
+        await conn.execute(task_outbox.delete())
+    yield eng
+    await eng.dispose()
+
+
+async def session_counters(eng: AsyncEngine) -> dict[str, int]:
+    """This session's statement counters. Reading them is itself one transaction: ended by the
+    Connection's own ROLLBACK on close (+1 Com_rollback), which :func:`delta` subtracts."""
+    async with eng.connect() as conn:
+        rows = (await conn.exec_driver_sql("SHOW SESSION STATUS")).all()
+    return {str(r[0]): int(r[1]) for r in rows if r[0] in COUNTERS}
+
+
+async def delta(eng: AsyncEngine, before: dict[str, int]) -> dict[str, int]:
+    after = await session_counters(eng)
+    out = {k: after[k] - before[k] for k in COUNTERS}
+    out["Com_rollback"] -= 1  # the read of ``before`` ended with its own rollback
+    return out
+
+
+async def add(eng: AsyncEngine, task: str, priority: int, *, age_s: float = 0.0, version: int = 2) -> None:
+    async with eng.begin() as conn:
+        await outbox.append(
+            conn,
+            task,
+            version,
+            [OutboxMessage(f"ch:{task}", "TASK_DETAIL", {"t": task}, priority)],
+            utc_now() - timedelta(seconds=age_s),
+        )
+
+
+async def test_a_committed_transaction_goes_back_to_the_pool_without_a_rollback(
+    one_conn: AsyncEngine,
+) -> None:
+    before = await session_counters(one_conn)
+    for _ in range(5):
+        async with one_conn.begin() as conn:
+            await conn.execute(sa.select(sa.func.count()).select_from(task_outbox))
+    d = await delta(one_conn, before)
+    assert d["Com_commit"] == 5
+    assert d["Com_rollback"] == 0, d  # was 5: the pool's reset after every COMMIT
+
+
+async def test_a_transaction_left_open_is_rolled_back_when_its_connection_returns(
+    one_conn: AsyncEngine,
+) -> None:
+    """The reset still runs when the server says a transaction is open: a raw DBAPI connection
+    that wrote without committing gives back a clean session, and the write is gone."""
+
+    def write_and_return() -> None:  # the pool's own path, as SQLAlchemy runs it (in a greenlet)
+        raw = one_conn.sync_engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            cur.execute(
+                "INSERT INTO task_outbox (aggregate_type, aggregate_id, aggregate_version, channel,"
+                " projection, payload, status, priority, available_at, attempts, created_at) VALUES"
+                " ('task', 'left-open', 1, 'c', 'p', '{}', 'PENDING', 0, NOW(3), 0, NOW(3))"
+            )
+            cur.close()
+        finally:
+            raw.close()
+
+    await greenlet_spawn(write_and_return)
+    async with one_conn.connect() as conn:  # the same session: it would see its own open insert
+        n = (await conn.execute(sa.select(sa.func.count()).select_from(task_outbox))).scalar_one()
+    assert n == 0
+
+
+@pytest.mark.parametrize("takeover", [False, True], ids=["hint", "poll"])
+async def test_a_claim_with_room_is_one_select(one_conn: AsyncEngine, takeover: bool) -> None:
+    leases = OutboxLeases(one_conn, "r-rt", lease_seconds=30)
+    before = await session_counters(one_conn)
+    assert await leases.claim(10, takeover=takeover) == []
+    d = await delta(one_conn, before)
+    # Empty: the due SELECT (+ the takeover scan for a poll) and the COMMIT; no tiers, no ROLLBACK.
+    assert d == {"Com_select": 1 + takeover, "Com_update": 0, "Com_commit": 1, "Com_rollback": 0}, d
+
+    for i in range(3):
+        await add(one_conn, f"rt-{i}", 0)
+    before = await session_counters(one_conn)
+    rows = await leases.claim(10, takeover=takeover)
+    d = await delta(one_conn, before)
+    assert len(rows) == 3
+    assert d == {"Com_select": 1 + takeover, "Com_update": 1, "Com_commit": 1, "Com_rollback": 0}, d
+
+
+async def test_both_claim_paths_return_tier_order(one_conn: AsyncEngine) -> None:
+    """Priority first (notice 10 > new task 5 > progress 0 > negative), then due time, then id —
+    whether the claim took every due row in one SELECT or had to walk the tiers."""
+    spec = [  # (task, priority, age seconds): insertion order is neither due nor priority order
+        ("p0-new", 0, 1.0),
+        ("neg", -3, 9.0),
+        ("notice", 10, 0.5),
+        ("p0-old", 0, 5.0),
+        ("new-task", 5, 2.0),
+        ("neg-urgent", -1, 0.1),
+    ]
+    for task, prio, age in spec:
+        await add(one_conn, task, prio, age_s=age)
+    expected = ["notice", "new-task", "p0-old", "p0-new", "neg-urgent", "neg"]
+
+    leases = OutboxLeases(one_conn, "r-order", lease_seconds=30)
+    few = await leases.claim(len(spec) + 1, takeover=False)  # room left: the one-SELECT path
+    assert [r.aggregate_id for r in few] == expected
+    assert all(r.attempts == 1 for r in few)
+
+    async with one_conn.begin() as conn:
+        await conn.execute(task_outbox.delete())
+    for task, prio, age in spec:
+        await add(one_conn, task, prio, age_s=age)
+    taken: list[str] = []
+    before = await session_counters(one_conn)
+    while batch := await leases.claim(2, takeover=False):  # always full: the tier path
+        taken += [r.aggregate_id for r in batch]
+    d = await delta(one_conn, before)
+    assert taken == expected
+    assert d["Com_select"] > 4  # the tiers ran: the full first SELECT was not trusted for order
+
+
+async def test_a_backlog_claim_leases_only_what_it_returns(one_conn: AsyncEngine) -> None:
+    """On the tier path the first SELECT's rows that the tiers leave out stay PENDING and unleased."""
+    for i in range(4):
+        await add(one_conn, f"bulk-{i}", 0, age_s=10.0 - i)
+    await add(one_conn, "urgent", 10, age_s=0.0)  # the newest row, but the most urgent
+    leases = OutboxLeases(one_conn, "r-backlog", lease_seconds=30)
+    rows = await leases.claim(2, takeover=False)
+    assert [r.aggregate_id for r in rows] == ["urgent", "bulk-0"]
+    async with one_conn.connect() as conn:
+        states = dict((await conn.execute(sa.select(task_outbox.c.aggregate_id, task_outbox.c.status))).all())
+        locked = (
+            await conn.execute(sa.select(sa.func.count()).where(task_outbox.c.locked_by.is_not(None)))
+        ).scalar_one()
+    assert states == {
+        "urgent": "PROCESSING",
+        "bulk-0": "PROCESSING",
+        "bulk-1": "PENDING",
+        "bulk-2": "PENDING",
+        "bulk-3": "PENDING",
+    }
+    assert locked == 2
+
+
+async def test_a_backlog_beyond_the_probe_is_claimed_in_tier_order(one_conn: AsyncEngine) -> None:
+    """More due rows than the first query reads (``FAST_CLAIM_ROWS``), the most urgent one newest:
+    the claim walks the tiers and still takes everything it has room for, urgent first."""
+    n = outbox.FAST_CLAIM_ROWS + 6
+    async with one_conn.begin() as conn:
+        old = utc_now() - timedelta(seconds=60)
+        await outbox.append_many(
+            conn,
+            [
+                (
+                    f"bulk-{i:03d}",
+                    2,
+                    [OutboxMessage("ch", "TASK_DETAIL", {"i": i}, 0)],
+                    old + timedelta(milliseconds=i),
+                )
+                for i in range(n)
+            ],
+        )
+    await add(one_conn, "urgent", 10)
+    leases = OutboxLeases(one_conn, "r-probe", lease_seconds=30)
+    before = await session_counters(one_conn)
+    rows = await leases.claim(n + 10, takeover=False)
+    d = await delta(one_conn, before)
+    assert [r.aggregate_id for r in rows] == ["urgent"] + [f"bulk-{i:03d}" for i in range(n)]
+    assert d["Com_select"] == 4  # the bounded probe, then the three tiers
