@@ -65,12 +65,17 @@ class OutboxLeases:
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
-    async def claim(self, limit: int, *, takeover: bool = True) -> list[outbox.OutboxRow]:
+    async def claim(
+        self, limit: int, *, takeover: bool = True, backlog: bool = False
+    ) -> list[outbox.OutboxRow]:
         """Lease up to ``limit`` rows (expired leases of any relay first, unless ``takeover`` is
-        False); see ``outbox.claim``."""
+        False); ``backlog`` = the previous claim was full, skip the one-SELECT probe. See
+        ``outbox.claim``."""
         now = self.now()
         lease = self.lease_seconds if takeover else None
-        return await self._tx(lambda c: outbox.claim(c, self.relay_id, limit, now, lease_seconds=lease))
+        return await self._tx(
+            lambda c: outbox.claim(c, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog)
+        )
 
     async def settle(
         self,

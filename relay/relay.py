@@ -120,6 +120,8 @@ class Relay:
         self._wake_pending = False
         self._wake_event = asyncio.Event()
         self._hints_up = False
+        #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
+        self._backlog = False
 
     @property
     def gateway_up(self) -> bool:
@@ -175,7 +177,10 @@ class Relay:
         the lease); publish failures never raise."""
         m = self.metrics
         started = time.perf_counter()
-        rows = await self.leases.claim(limit or self.config.batch_size, takeover=takeover)
+        size = limit or self.config.batch_size
+        rows = await self.leases.claim(size, takeover=takeover, backlog=self._backlog)
+        if limit is None:
+            self._backlog = len(rows) >= size
         if not rows:
             return BatchReport()
         m.claim_seconds.observe(time.perf_counter() - started)

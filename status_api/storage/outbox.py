@@ -281,6 +281,7 @@ async def claim(
     now: datetime,
     *,
     lease_seconds: float | None = None,
+    probe: bool = True,
 ) -> list[OutboxRow]:
     """Lease up to ``limit`` rows: expired leases first (when ``lease_seconds`` is given), then due
     PENDING rows, most urgent priority first, and within a priority by ``available_at`` then id.
@@ -295,7 +296,8 @@ async def claim(
     rows: a full result means a backlog (more urgent rows may lie beyond it), and then each
     tier is a separate ``LIMIT`` query, so the common tier (``priority = 0``) walks the index in
     order instead of sorting the whole backlog. Without ``lease_seconds`` no expired lease is taken
-    over (the relay's wake-up claims: its polls take them over).
+    over (the relay's wake-up claims: its polls take them over). ``probe=False`` goes straight to
+    the tiers (the relay knows it is draining a backlog: the probe would be a wasted read).
     """
     found: list[Any] = []
     taken: frozenset[int] = frozenset()
@@ -304,9 +306,9 @@ async def claim(
         found = list(await conn.execute(_TAKEOVER, {"cutoff": cutoff, "limit": limit}))
         taken = frozenset(int(r[0]) for r in found)
     if len(found) < limit:
-        probe = min(limit - len(found), FAST_CLAIM_ROWS)
-        due = list(await conn.execute(_ALL_DUE, {"now": now, "limit": probe}))
-        if len(due) < probe:
+        room = min(limit - len(found), FAST_CLAIM_ROWS) if probe else 0
+        due = list(await conn.execute(_ALL_DUE, {"now": now, "limit": room})) if room else []
+        if len(due) < room:
             # Every due row unlocked by others is here: order it as the tiers would.
             due.sort(key=_tier_order)
             found += due

@@ -13,7 +13,7 @@ on an engine of one pooled connection, so every transaction runs on the session 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 import pytest
@@ -22,8 +22,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
 from relay.claim import OutboxLeases, create_engine, utc_now
+from relay.config import build_config
+from relay.publisher import PUBLISHED, PublishResult
+from relay.relay import Relay
 from status_api.storage import outbox
-from status_api.storage.outbox import OutboxMessage
+from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 
 pytestmark = pytest.mark.mysql
@@ -203,3 +206,62 @@ async def test_a_backlog_beyond_the_probe_is_claimed_in_tier_order(one_conn: Asy
     d = await delta(one_conn, before)
     assert [r.aggregate_id for r in rows] == ["urgent"] + [f"bulk-{i:03d}" for i in range(n)]
     assert d["Com_select"] == 4  # the bounded probe, then the three tiers
+
+
+async def test_a_claim_marked_backlog_skips_the_probe(one_conn: AsyncEngine) -> None:
+    for i in range(3):
+        await add(one_conn, f"bk-{i}", 0)
+    leases = OutboxLeases(one_conn, "r-bk", lease_seconds=30)
+    before = await session_counters(one_conn)
+    rows = await leases.claim(10, takeover=False, backlog=True)
+    d = await delta(one_conn, before)
+    assert len(rows) == 3
+    assert d["Com_select"] == 3  # the tiers only
+
+
+class _Flags(OutboxLeases):
+    """Real leases that record each claim's ``backlog`` flag."""
+
+    flags: list[bool]
+
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
+        self.flags.append(backlog)
+        return await super().claim(limit, takeover=takeover, backlog=backlog)
+
+
+async def test_the_relay_skips_the_probe_only_after_a_full_batch(one_conn: AsyncEngine) -> None:
+    """A full batch says "backlog": the next claim goes straight to the tiers; a short one (the
+    backlog's tail) turns the probe back on."""
+    for i in range(7):
+        await add(one_conn, f"rl-{i}", 0)
+    leases = _Flags(one_conn, "r-flags", lease_seconds=30)
+    leases.flags = []
+    relay = Relay(
+        leases,
+        _Published(),
+        build_config(
+            {
+                "database_url": "sqlite+aiosqlite:///unused.db",
+                "gateway_api_url": "http://unused/api",
+                "relay_id": "r-flags",
+                "batch_size": 3,
+            }
+        ),
+    )
+    claimed = [(await relay.run_batch()).claimed for _ in range(4)]
+    assert claimed == [3, 3, 1, 0]
+    assert leases.flags == [False, True, True, False]
+    for i in range(7):
+        await add(one_conn, f"rl2-{i}", 0)
+    assert (await relay.run_batch()).claimed == 3  # full again
+    assert (await relay.run_batch(limit=1)).claimed == 1  # the gateway prober's one-row claim:
+    assert (await relay.run_batch()).claimed == 3  # full, but says nothing of the backlog
+    assert leases.flags[-3:] == [False, True, True]
+
+
+class _Published:
+    async def publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+        return [PUBLISHED for _ in rows]
+
+    async def aclose(self) -> None:
+        return None

@@ -95,8 +95,8 @@ class _WakeDuringClaim(OutboxLeases):
     relay: Relay
     more: list[RowSpec]
 
-    async def claim(self, limit: int, *, takeover: bool = True) -> list[OutboxRow]:
-        rows = await super().claim(limit, takeover=takeover)
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
+        rows = await super().claim(limit, takeover=takeover, backlog=backlog)
         if rows and self.more:
             more, self.more = self.more, []
             await insert(self.engine, more)

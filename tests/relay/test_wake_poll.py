@@ -96,8 +96,8 @@ class _Recording(OutboxLeases):
 
     flags: list[bool]
 
-    async def claim(self, limit: int, *, takeover: bool = True) -> list[OutboxRow]:
-        rows = await super().claim(limit, takeover=takeover)
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
+        rows = await super().claim(limit, takeover=takeover, backlog=backlog)
         self.flags.append(takeover)
         return rows
 
