@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay
+.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim
 
 up: bootstrap
 	$(PY) -m taskcast up
@@ -39,6 +39,9 @@ bench-ingest: bootstrap
 
 bench-relay: bootstrap
 	$(PY) loadtest/bench_relay.py --out docs/PERFORMANCE.md
+
+bench-claim: bootstrap
+	$(PY) loadtest/bench_claim.py --out docs/PERFORMANCE.md
 
 topology: bootstrap
 	$(PY) -m taskcast.dev.topology
