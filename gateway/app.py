@@ -34,7 +34,7 @@ from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
-from gateway.gc_pacing import GcPacer
+from gateway.gc_pauses import GcPauses, freeze_startup, thaw
 from gateway.grpc_api import server as grpc_api
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
@@ -160,7 +160,7 @@ class Runtime:
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
         self.streams = OpenStreams()
-        self.gc = GcPacer(settings.node.gc_full_collection_interval, self.metrics.registry)
+        self.gc = GcPauses(self.metrics.registry)
 
     def admit(self) -> int | None:
         """Handshake admission of every connection endpoint: None to accept, or the Retry-After
@@ -290,9 +290,9 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
-                tg.create_task(rt.gc.run()),
             ]
             rt.gc.install()
+            freeze_startup()
             if settings.grpc_api.enabled:
                 tasks.append(tg.create_task(grpc_api.serve(rt.api, settings.grpc_api)))
             try:
@@ -302,6 +302,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 for task in tasks:
                     task.cancel()
         rt.gc.close()
+        thaw()
         await rt.close()
 
     routes = _routes(settings, rt)

@@ -72,11 +72,6 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
             "client.queue_conflate_size: not below client.queue_max_size, so a backed-up connection is "
             "disconnected (3008) before its output is conflated"
         )
-    if settings.node.gc_full_collection_interval < 0:
-        raise ConfigError(
-            "node.gc_full_collection_interval",
-            f"must be 0 (off) or a positive duration, got {settings.node.gc_full_collection_interval:g}",
-        )
     if settings.http_server.workers < 1:
         raise ConfigError("http_server.workers", f"must be at least 1, got {settings.http_server.workers}")
     if settings.http_api.error_mode not in ("", "transport"):

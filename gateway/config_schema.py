@@ -450,13 +450,9 @@ class ShutdownSettings:
 
 @dataclass(frozen=True, slots=True)
 class NodeSettings:
-    """``name`` is resolved at load time to ``<hostname>_<http_server.port>`` when not set.
-    ``gc_full_collection_interval`` is a Taskcast extension: seconds between the paced full
-    garbage collections that keep the collector from rescanning every connection's objects
-    (gateway/gc_pacing.py); 0 = CPython's automatic collections."""
+    """``name`` is resolved at load time to ``<hostname>_<http_server.port>`` when not set."""
 
     name: str = ""
-    gc_full_collection_interval: float = field(default=60.0, metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)
