@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim
+.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc
 
 up: bootstrap
 	$(PY) -m taskcast up
@@ -42,6 +42,9 @@ bench-relay: bootstrap
 
 bench-claim: bootstrap
 	$(PY) loadtest/bench_claim.py --out docs/PERFORMANCE.md
+
+bench-gc: bootstrap
+	$(PY) loadtest/bench_gc.py --out docs/PERFORMANCE.md
 
 topology: bootstrap
 	$(PY) -m taskcast.dev.topology
