@@ -30,6 +30,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from taskcast.dev.procs import start_services  # noqa: E402
+
 COUNTERS = ("Com_select", "Com_update", "Com_insert", "Com_commit", "Com_rollback", "Questions")
 
 
@@ -190,13 +193,7 @@ def main() -> None:
     db_pid = None
     if url is None:
         state = Path(tempfile.mkdtemp(prefix="bench-claim-"))
-        env = subprocess.run(
-            ["bash", str(ROOT / "scripts/services.sh"), "start", str(state)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        url = next(line.split("=", 1)[1] for line in env.splitlines() if "MYSQL_URL" in line)
+        _, url = start_services(state)
         db_pid = int((state / "mysql.pid").read_text().strip())
     load = os.getloadavg()
     try:
