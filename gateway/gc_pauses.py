@@ -6,12 +6,13 @@ A full collection pauses the event loop for a time proportional to the tracked o
 which ~85,000 objects are what importing the stack left: modules, functions, classes
 (``loadtest/bench_gc.py``, docs/PERFORMANCE.md "Garbage-collector pauses").
 
-* :func:`freeze_startup` — at startup, one collection and then ``gc.freeze()``: the survivors, which
-  live as long as the process, move to the permanent generation and no collection scans them
-  again (a full collection: 300 connections 120 → 14 ms, 2,500 connections 287 → 154 ms). Reference counting still frees anything
-  frozen that stops being referenced; only a cycle among frozen objects would wait (none is made
-  after startup: what is frozen is what existed then). :func:`thaw` gives them back (the last
-  runtime of a process to stop; tests and ``taskcast up`` hold several).
+* :func:`freeze_startup` — at startup, one collection and then ``gc.freeze()``: the survivors,
+  which live as long as the process, move to the permanent generation and no collection scans
+  them again (a full collection: 300 connections 120 → 14 ms, 2,500 connections 287 → 154 ms).
+  Reference counting still frees anything frozen that stops being referenced; only a cycle among
+  frozen objects would wait (none is made after startup: what is frozen is what existed then).
+  :func:`thaw` gives them back (the last runtime of a process to stop; tests and ``taskcast up``
+  hold several).
 * :class:`GcPauses` — ``taskcast_gateway_gc_pause_seconds{generation}``: each collection's pause
   (and ``taskcast_gateway_gc_frozen_objects``),
   from ``gc.callbacks``, on lock-free series (a collection may start inside any allocation,
