@@ -224,6 +224,26 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
                 replies += [line for line in (await recv(ws)).split("\n") if line]
         reader = asyncio.create_task(fast_reader(fast))
         payload = json.dumps({"channel": channel, "data": {"x": "y" * 60000}}).encode()
+
+        # The server sends 3008 and then waits CLOSE_TIMEOUT_SECONDS for the close handshake before
+        # dropping TCP; the slow client must start draining within that wait, not after the fast
+        # reader is done (at load 8 that came later, and the close frame went down with the
+        # connection). The moment is the server's: its client count drops to one.
+        def clients() -> int:
+            info = urllib.request.Request(
+                gw.api_url + "/info", data=b"{}", headers={"X-API-Key": gw.api_key}, method="POST"
+            )
+            with urllib.request.urlopen(info, timeout=TIMEOUT) as resp:
+                return int(json.loads(resp.read())["result"]["nodes"][0]["num_clients"])
+
+        def fast_alone() -> bool:
+            return clients() == 1
+
+        async def slow_is_dropped() -> tuple[int, str]:
+            await wait_until(lambda: asyncio.to_thread(fast_alone), 60, "slow dropped", every=0.05)
+            return await closed_with(slow)
+
+        slow_closed = asyncio.create_task(slow_is_dropped())
         for _ in range(count):
             request = urllib.request.Request(
                 gw.api_url + "/publish", data=payload, headers={"X-API-Key": gw.api_key}, method="POST"
@@ -231,6 +251,6 @@ async def test_slow_client_is_disconnected_3008_and_others_get_everything(gatewa
             assert await asyncio.to_thread(http_status, request) == 200
         async with asyncio.timeout(scaled(30)):  # a generous bound: 12 MB through a loaded loop
             assert await reader == list(range(1, count + 1))
-            code, reason = await closed_with(slow)
+            code, reason = await slow_closed
         assert (code, reason) == (3008, "slow")
     assert gw.health_ok()
