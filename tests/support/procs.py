@@ -96,6 +96,11 @@ class ServiceProcess:
     def proc(self) -> subprocess.Popen[bytes] | None:
         return self._proc.popen
 
+    def launch(self) -> Self:
+        """Start the child without waiting for it to be ready (a test that expects it never to be)."""
+        self._proc.start()
+        return self
+
     def start(self) -> Self:
         self._proc.start()
         try:
