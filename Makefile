@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run topology bootstrap test test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc
+.PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc
 
 up: bootstrap
 	$(PY) -m taskcast up
@@ -13,11 +13,16 @@ run: bootstrap
 bootstrap:
 	bash scripts/bootstrap.sh
 
+# `make test AREA=gateway` runs one folder of tests/ (no lint); see docs/testing.md.
 test:
-	bash scripts/test.sh
+	AREA=$(AREA) bash scripts/test.sh
 
-test-fast: bootstrap
-	$(PY) -m pytest -q
+# Pure cores and in-process tests: no services, no processes, in parallel (< 60 s).
+test-quick: bootstrap
+	TASKCAST_TEST_QUICK=1 $(PY) -m pytest -q -p no:cacheprovider -n $(shell echo $$(( $$(nproc) + 1 ))) \
+		-m "not process and not services and not node" --durations=10
+
+test-fast: test-quick
 
 lint: bootstrap
 	$(PY) -m ruff check .

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine (as root): installs what it needs, starts
-# throwaway Redis and MariaDB on free ports in a temp dir, runs lint + pytest, stops the servers.
+# throwaway Redis and MariaDB on free ports in a temp dir, runs lint + pytest in parallel
+# (pytest-xdist, whole files per worker, longest files first: docs/testing.md), stops the servers.
+#   AREA=gateway bash scripts/test.sh    one area (a folder of tests/), without lint
+#   bash scripts/test.sh -k name         extra pytest arguments
+#   TASKCAST_TEST_WORKERS=N              xdist workers (default: twice the cores; 0 = serial)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
@@ -9,5 +13,16 @@ trap 'bash scripts/services.sh stop "$svc_dir"; rm -rf "$svc_dir"' EXIT
 eval "$(bash scripts/services.sh start "$svc_dir")"
 export TASKCAST_TEST_REDIS_URL TASKCAST_TEST_MYSQL_URL
 export TASKCAST_TEST_REQUIRE_SERVICES=1
-make lint
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+paths=()
+if [ -n "${AREA:-}" ]; then
+  [ -e "tests/$AREA" ] || { echo "AREA=$AREA: no tests/$AREA (areas: $(cd tests && ls -d */ | tr -d / | grep -v -e support -e helpers -e __pycache__ | tr '\n' ' '))" >&2; exit 2; }
+  paths=("tests/$AREA")
+else
+  make lint
+fi
+workers=${TASKCAST_TEST_WORKERS:-$(( 2 * $(nproc) ))}
+parallel=()
+if [ "$workers" -gt 0 ]; then
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+fi
+.venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=25 "${paths[@]}" "$@"

@@ -11,9 +11,12 @@ gets the ini's ``timeout`` (property-based tests, which generate hundreds of exa
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support import suite
 from tests.support.waiting import scaled
 
 HYPOTHESIS_TIMEOUT_SECONDS = 600.0
@@ -28,15 +31,54 @@ def timeout_bound(base: float, marked: float | None, hypothesis_test: bool) -> f
     return scaled(limit) if limit > 0 else 0.0
 
 
+def _fixture_modules(item: pytest.Item) -> set[str]:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return {getattr(d.func, "__module__", "") for fixturedefs in defs.values() for d in fixturedefs}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Scaled time limits; the ``process`` and ``services`` markers (tests/support/suite.py); under
+    pytest-xdist, whole files longest first (tests/durations.json)."""
     base = float(config.getini("timeout") or 0)
     for item in items:
+        module = getattr(getattr(item, "module", None), "__name__", "")
+        if suite.starts_processes(module, _fixture_modules(item)):
+            item.add_marker(pytest.mark.process)
+        if suite.needs_services(item.fixturenames, (m.name for m in item.iter_markers())):
+            item.add_marker(pytest.mark.services)
         marker = item.get_closest_marker("timeout")
         marked = float(marker.args[0] if marker.args else marker.kwargs.get("timeout", 0)) if marker else None
         hypothesis_test = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
         limit = timeout_bound(base, marked, hypothesis_test)
         if limit > 0:
             item.add_marker(pytest.mark.timeout(limit), append=False)  # first: the closest marker wins
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = suite.order_by_duration(items, suite.load_durations())
+
+
+QUICK_ENV = "TASKCAST_TEST_QUICK"
+"""Set by ``make test-quick``: a test that starts a process anyway fails, naming the classifier."""
+
+
+def refuse_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until ``monkeypatch`` undoes it, starting a process raises (``asyncio``'s subprocesses too:
+    they are ``subprocess.Popen`` underneath)."""
+
+    def refuse(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        raise AssertionError(
+            "a test selected by `make test-quick` started a process: tests/support/suite.py "
+            "did not see how it does (add the name to PROCESS_NAMES)"
+        )
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+
+
+@pytest.fixture(autouse=True)
+def _quick_tests_start_no_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if os.environ.get(QUICK_ENV) == "1":
+        refuse_processes(monkeypatch)
+    yield
 
 
 def _service_url(var: str) -> str:
