@@ -32,6 +32,7 @@ from gateway.config_schema import (
     named_proxy,
 )
 from gateway.engine import redis_address
+from gateway.protocol import codes
 from gateway.tls import check_client, check_listener
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
@@ -133,6 +134,13 @@ def _check_proxy_endpoint(proxy: ProxySettings, path: str, warnings: list[str]) 
             raise ConfigError(f"{where}.status_code", f"must be an HTTP status code, got {t.status_code}")
         if bool(t.to_error.code) == bool(t.to_disconnect.code):
             raise ConfigError(where, "set exactly one of to_error.code and to_disconnect.code")
+        d = t.to_disconnect
+        if d.code and not codes.is_close_code(d.code):
+            raise ConfigError(f"{where}.to_disconnect.code", f"must be in 3000-4999, got {d.code}")
+        if len(d.reason.encode()) > codes.MAX_CLOSE_REASON_BYTES:
+            raise ConfigError(f"{where}.to_disconnect.reason", "must fit in 123 bytes of UTF-8")
+        if not 0 <= t.to_error.code <= codes.MAX_ERROR_CODE:
+            raise ConfigError(f"{where}.to_error.code", "must fit in 32 bits")
 
 
 def _check_stream_proxy(opts: ChannelOptions, proxy: ProxySettings, where: str) -> None:
