@@ -5,7 +5,8 @@ recorded requests.
 
 Behaviours: ``ok`` (the contract below), ``error`` (an ``error`` reply, code 1000), ``disconnect``
 (a ``disconnect`` reply, code 4501), ``status`` (HTTP 500 / gRPC INTERNAL), ``garbage`` (a body
-that is not JSON / an unreadable result), ``hang`` (never answers until the test ends).
+that is not JSON / an unreadable result), ``hang`` (never answers until the test ends), ``raw``
+(``Backend.raw[kind]`` as it is: out-of-range values).
 
 ``ok``: connect needs a ``session=<user>`` cookie (else disconnect 4501) and answers the user,
 info, data, meta and (for user ``subs``) a server-side subscription; subscribe answers info/data
@@ -62,6 +63,8 @@ class Backend:
     hang: asyncio.Event = field(default_factory=asyncio.Event)
     status_code: int = 500
     """The HTTP status of the ``status`` behaviour."""
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per kind, the answer object of the ``raw`` behaviour, sent as it is (hostile values)."""
     stream_mode: str = "ok"
     """Subscribe streams: ``ok``, ``error``, ``disconnect``, ``silent`` (never a first message)."""
     feeds: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
@@ -91,6 +94,8 @@ class Backend:
             return {"disconnect": {"code": 4501, "reason": "backend says no"}}
         if mode == "garbage":
             return None
+        if mode == "raw":
+            return self.raw[kind]
         return {"result": getattr(self, f"_ok_{kind}")(body, headers)}
 
     def _ok_connect(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
