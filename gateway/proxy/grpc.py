@@ -2,7 +2,8 @@
 committed beside this module) over one grpcio aio channel per proxy. Forwarded headers and
 ``grpc_metadata`` go out as metadata over ``grpc.static_metadata``, ``grpc.credentials_key``/
 ``credentials_value`` as one more metadata pair, ``grpc.tls`` makes the channel secure. A status
-other than OK raises ``ProxyFailure``; the caller bounds time.
+other than OK raises ``ProxyFailure``; the caller bounds time. The channel receives no message
+larger than the proxy's ``max_response_size`` (RESOURCE_EXHAUSTED: ``too_large``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from google.protobuf.message import Message
 from gateway.config_schema import ProxySettings, TlsSettings
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy import proxy_pb2_grpc as pb_grpc
+from gateway.proxy.http import max_response_size
 from gateway.proxy.replies import ProxyFailure
 from gateway.tls import load_pem
 
@@ -77,7 +79,11 @@ class GrpcProxyTransport:
     def __init__(self, settings: ProxySettings) -> None:
         target = settings.endpoint.removeprefix("grpc://")
         g = settings.grpc
-        options = [("grpc.keepalive_time_ms", 30_000)]
+        limit = max_response_size(settings)
+        options = [
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.max_receive_message_length", limit),  # a larger answer: RESOURCE_EXHAUSTED
+        ]
         if g.tls.enabled:
             if g.tls.server_name:
                 options.append(("grpc.ssl_target_name_override", g.tls.server_name))  # type: ignore[arg-type]
@@ -103,6 +109,8 @@ class GrpcProxyTransport:
                 raise ProxyFailure("timeout", "deadline exceeded") from None
             if code is grpc.StatusCode.UNAVAILABLE:
                 raise ProxyFailure("unavailable", str(exc.details())) from None
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise ProxyFailure("too_large", "answer over max_response_size") from None
             raise ProxyFailure("status", f"gRPC status {code.name}") from None
         return to_plain(response)
 

@@ -23,8 +23,9 @@ from gateway.protocol.policy import MAX_EXPIRE_AT, Override, ServerSub
 
 class ProxyFailure(Exception):
     """The proxy could not be asked or its answer could not be read: ``reason`` is one of
-    ``timeout``, ``unavailable`` (refused, reset, DNS), ``status`` (HTTP non-200 / gRPC status),
-    ``malformed``. Never carries request data (headers may hold cookies)."""
+    ``timeout``, ``unavailable`` (refused, reset, DNS), ``status`` (HTTP non-200 — a redirect
+    included, never followed — / gRPC status), ``malformed``, ``too_large`` (the answer passed
+    the proxy's ``max_response_size``). Never carries request data (headers may hold cookies)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)

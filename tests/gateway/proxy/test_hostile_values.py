@@ -188,4 +188,3 @@ async def test_server_api_refuses_values_no_reply_can_carry(token_gw: GatewayPro
             assert exc.rcvd is not None, "no close frame"
             assert exc.rcvd.code == 4000 and set(exc.rcvd.reason) == {"é"}
             assert len(exc.rcvd.reason.encode()) <= 123
-
