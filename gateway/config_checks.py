@@ -79,6 +79,18 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         raise ConfigError(
             "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'
         )
+    grpc_api = settings.grpc_api
+    mtls = grpc_api.tls.enabled and bool(grpc_api.tls.client_ca_pem)
+    if grpc_api.enabled and not grpc_api.key and not mtls:
+        # As Centrifugo, which installs its key check only when a key is set; loud, because the
+        # listener binds every interface by default (docs/security.md).
+        warnings.append(
+            f"grpc_api is enabled without grpc_api.key: every call to the gRPC server API on "
+            f"{grpc_api.address or '[::]'}:{grpc_api.port} is accepted unauthenticated (set "
+            "grpc_api.key, or grpc_api.tls.client_ca_pem, or bind grpc_api.address privately)"
+        )
+    if settings.http_api.insecure:
+        warnings.append("http_api.insecure is true: the server API accepts every request without a key")
     if settings.rpc.ping.enabled and not settings.rpc.ping.method:
         raise ConfigError("rpc.ping.method", "must not be empty when rpc.ping.enabled is true")
     node = settings.node

@@ -9,6 +9,8 @@ larger than the proxy's ``max_response_size`` (RESOURCE_EXHAUSTED: ``too_large``
 from __future__ import annotations
 
 import base64
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +19,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from gateway.config_schema import ProxySettings, TlsSettings
+from gateway.log_limit import LogLimiter
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy import proxy_pb2_grpc as pb_grpc
 from gateway.proxy.http import max_response_size
@@ -33,6 +36,18 @@ _METHODS: dict[str, tuple[str, type[Message]]] = {
     "subscribe_stream": ("SubscribeUnidirectional", pb.SubscribeRequest),
 }
 _RESULT_BYTES = ("data", "info", "meta")
+_METADATA_KEY = re.compile(r"^[0-9a-z_.-]+$")
+_METADATA_VALUE = re.compile(r"^[\x20-\x7e]*$")
+log = logging.getLogger("taskcast.gateway.proxy")
+_dropped = LogLimiter(log)
+
+
+def _carriable(name: str, value: str) -> bool:
+    """True when gRPC metadata can carry this pair (HTTP/2 header rules; ``-bin`` keys are
+    binary and reserved for the proxy's own use)."""
+    return (
+        bool(_METADATA_KEY.match(name)) and not name.endswith("-bin") and bool(_METADATA_VALUE.match(value))
+    )
 
 
 def _credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
@@ -115,9 +130,22 @@ class GrpcProxyTransport:
         return to_plain(response)
 
     def metadata(self, headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-        """``grpc.static_metadata`` under the forwarded headers, then the credentials pair."""
+        """``grpc.static_metadata`` under the forwarded headers, then the credentials pair. A
+        forwarded header gRPC metadata cannot carry (a value that is not printable ASCII, from
+        the client's request) is left out with one rate-limited line, instead of failing the
+        call with a traceback on every connect."""
         merged = dict(self.static)
-        merged.update((k.lower(), v) for k, v in headers.items())
+        for key, value in headers.items():
+            name = key.lower()
+            if _carriable(name, value):
+                merged[name] = value
+            else:
+                _dropped.log(
+                    logging.WARNING,
+                    name,
+                    "forwarded header %s is not printable ASCII: not sent to the gRPC proxy",
+                    name,
+                )
         return tuple(merged.items()) + self.extra
 
     async def close(self) -> None:

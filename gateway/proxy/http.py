@@ -31,6 +31,8 @@ DEFAULT_MAX_RESPONSE_SIZE = 4 * 1024 * 1024
 def max_response_size(settings: ProxySettings) -> int:
     """The largest answer read from this proxy (HTTP body or gRPC message), in bytes."""
     return settings.max_response_size or DEFAULT_MAX_RESPONSE_SIZE
+
+
 _SUB_BYTES = ("data", "info")
 
 
