@@ -31,7 +31,7 @@ from gateway.protocol.protobuf import client_pb2 as pb
 from gateway.protocol.protobuf.codec import delimited, split_frame
 from tests.gateway.proxy.backend import Served
 from tests.gateway.proxy.conftest import GatewayStarter, proxy_config
-from tests.gateway.proxy.test_proxy_failures import INTERNAL, _ask, _outcome
+from tests.gateway.proxy.test_proxy_failures import COOKIE, INTERNAL, _ask, _outcome
 from tests.support.procs import GatewayProcess
 from tests.support.waiting import scaled, wait_until
 
@@ -188,3 +188,22 @@ async def test_server_api_refuses_values_no_reply_can_carry(token_gw: GatewayPro
             assert exc.rcvd is not None, "no close frame"
             assert exc.rcvd.code == 4000 and set(exc.rcvd.reason) == {"é"}
             assert len(exc.rcvd.reason.encode()) <= 123
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+async def test_an_out_of_range_refresh_result_is_retried_not_a_disconnect(
+    protocol: str, served: Served, start_gateway: GatewayStarter
+) -> None:
+    """A server-side refresh whose result cannot be read is a failing backend (retry in 60 s),
+    as a failed call is: the connection stays (it used to be closed with 3004)."""
+    backend = served.backend
+    backend.connect_ttl = 1  # expires almost at once: the server asks the refresh proxy
+    backend.mode["refresh"], backend.raw["refresh"] = "raw", {"result": {"expire_at": 2**40}}
+    gw = start_gateway(proxy_config(lambda k: served.endpoint(protocol, k), refresh=True))
+    async with websockets.connect(gw.ws_url, additional_headers=COOKIE, open_timeout=scaled(30)) as ws:
+        first = await _ask(ws, {"id": 1, "connect": {}})
+        assert isinstance(first, dict) and "connect" in first, first
+        await wait_until(lambda: backend.of("refresh"), 30, "the refresh proxy asked")
+        reply = await _ask(ws, {"id": 2, "rpc": {"method": "m", "data": {}}})
+        assert isinstance(reply, dict) and "rpc" in reply, reply  # still connected
+    assert "Traceback" not in gw.log_text()
