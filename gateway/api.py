@@ -281,6 +281,9 @@ class ServerApi:
         return {}
 
     async def disconnect(self, req: DisconnectRequest) -> Result:
+        d = req.disconnect
+        if d is not None and d.code and not codes.is_close_code(d.code):
+            raise bad_request("disconnect.code: must be in 3000-4999")  # else no close frame
         await self.node.cluster.user_op(req)
         return {}
 

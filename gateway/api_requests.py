@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
 from gateway.protocol import codes
+from gateway.protocol.policy import MAX_EXPIRE_AT
 
 Json: TypeAlias = object
 """Any JSON value, kept as parsed (``data``, ``info``, ``params``): the parser checks nothing."""
@@ -32,6 +33,8 @@ DATA_OR_B64 = {"required": True, "unless": "b64data"}
 
 INT64 = (-(2**63), 2**63 - 1)
 UINT64 = {"range": (0, 2**64 - 1)}
+EXPIRE_AT = {"range": (INT64[0], MAX_EXPIRE_AT)}
+"""Unix seconds up to year 9999 (``policy.MAX_EXPIRE_AT``); 0 or less = no expiry."""
 
 
 class ApiError(Exception):
@@ -113,7 +116,7 @@ class BroadcastRequest:
 class SubscribeRequest:
     user: str = ""
     channel: str = field(default="", metadata=REQUIRED)
-    expire_at: int = 0
+    expire_at: int = field(default=0, metadata=EXPIRE_AT)
     info: Json | None = None
     b64info: str = ""
     client: str = ""
@@ -134,7 +137,10 @@ class UnsubscribeRequest:
 
 @dataclass(frozen=True, slots=True)
 class DisconnectReason:
-    code: int = field(default=0, metadata={"range": (0, 2**32 - 1)})
+    """0 = the default (3503); else a close code an application may send (3000–4999, checked by
+    ``check_disconnect``). A reason longer than a close frame holds is cut at send time."""
+
+    code: int = field(default=0, metadata={"range": (0, 4999)})
     reason: str = ""
 
 
@@ -153,7 +159,7 @@ class RefreshRequest:
     client: str = ""
     session: str = ""
     expired: bool = False
-    expire_at: int = 0
+    expire_at: int = field(default=0, metadata=EXPIRE_AT)
     info: Json | None = None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ from jwt.exceptions import PyJWTError
 from gateway.config_schema import TokenSettings
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.policy import Override as SubscriptionOverride
+from gateway.protocol.policy import expire_at_in_range
 
 __all__ = [
     "ConnectToken",
@@ -430,15 +432,24 @@ def _number(claims: Mapping[str, Any], name: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(f"invalid {name} claim")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise InvalidToken(f"invalid {name} claim")
+    return number
 
 
 def _expire_at(claims: Mapping[str, Any]) -> int | None:
-    expire_at = _number(claims, "expire_at")
-    if expire_at is not None:
-        return int(expire_at) or None
-    exp = _number(claims, "exp")
-    return int(exp) if exp is not None else None
+    """``expire_at`` (0 = never) or else ``exp``, refused when out of range (``exp`` in
+    milliseconds, 2^63, 1e20: ``policy.MAX_EXPIRE_AT``) so no reply carries an unencodable ttl."""
+    name = "expire_at" if claims.get("expire_at") is not None else "exp"
+    value = _number(claims, name)
+    if value is None:
+        return None
+    if not expire_at_in_range(value):
+        raise InvalidToken(f"{name} claim out of range (unix seconds expected)")
+    if name == "expire_at":
+        return int(value) or None
+    return int(value)
 
 
 def _raw_json(value: object) -> bytes | None:

@@ -296,7 +296,15 @@ class ProxyAuthorizer:
             raise DisconnectError(reply.disconnect)
         if reply.error is not None:
             return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
-        return self._read(refresh_grant, reply.result)  # type: ignore[arg-type]
+        return self._read_refresh(reply.result)
+
+    def _read_refresh(self, result: object) -> RefreshGrant:
+        """A refresh / sub_refresh result; an unreadable one (bad base64, an ``expire_at`` out of
+        range) is a failing backend: retry later, as for a failed call."""
+        try:
+            return self._read(refresh_grant, result)  # type: ignore[arg-type]
+        except CommandError:
+            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
 
     async def subscribe(self, who: Caller, req: SubscribeRequest, rules: ChannelRules) -> SubscribeGrant:
         proxy = self.proxies.for_channel("subscribe", req.channel)
@@ -319,7 +327,7 @@ class ProxyAuthorizer:
             raise DisconnectError(reply.disconnect)
         if reply.error is not None:
             return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
-        return self._read(refresh_grant, reply.result)  # type: ignore[arg-type]
+        return self._read_refresh(reply.result)
 
     def server_side_sub_refresh(self, channel: str) -> bool:
         return self.proxies.for_channel("sub_refresh", channel) is not None

@@ -38,6 +38,7 @@ from gateway.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, SharedPush
+from gateway.log_limit import LogLimiter
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
@@ -75,6 +76,9 @@ from gateway.server_refresh import ServerRefresher
 from gateway.subscriptions import Subscriptions
 
 log = logging.getLogger("taskcast.gateway.client")
+_internal_log = LogLimiter(log)
+"""Internal errors on a client's commands: one line per kind per interval, no traceback (a
+client able to trigger one could otherwise fill the disk)."""
 
 MAX_PENDING_COMMANDS = 1024
 """Commands queued on one connection before it is disconnected with 3013."""
@@ -239,13 +243,34 @@ class Client:
         try:
             while self._inbox and not self._closed:
                 job = self._inbox.popleft()
-                if isinstance(job, Command):
-                    await self._dispatch(job)
-                else:
-                    await self._run_job(job)
-                self._rearm()
+                try:
+                    if isinstance(job, Command):
+                        await self._dispatch(job)
+                    else:
+                        await self._run_job(job)
+                    self._rearm()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    # Whatever escapes a command (a reply that cannot be encoded, a bug): the
+                    # client gets a close it reconnects after, never silence, and the
+                    # connection is released, never left counted half-open.
+                    self._internal_error("command", exc)
+                    self.disconnect(codes.DISCONNECT_SERVER_ERROR)
+                    return
         finally:
             self._worker = None
+
+    def _internal_error(self, where: str, exc: BaseException) -> None:
+        _internal_log.log(
+            logging.ERROR,
+            f"{where}:{type(exc).__name__}",
+            "internal error in %s of client %s: %s: %s",
+            where,
+            self.client_id,
+            type(exc).__name__,
+            exc,
+        )
 
     async def _run_job(self, job: Job) -> None:
         try:
@@ -255,8 +280,8 @@ class Client:
         except EngineError as exc:
             # The engine logs its failures once per state change; per job: debug, no traceback.
             log.debug("engine error in background job of client %s: %s", self.client_id, exc)
-        except Exception:
-            log.exception("internal error in background job of client %s", self.client_id)
+        except Exception as exc:
+            self._internal_error("background job", exc)
             self.disconnect(codes.DISCONNECT_SERVER_ERROR)
 
     async def _dispatch(self, cmd: Command) -> None:
@@ -285,8 +310,8 @@ class Client:
             return
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("internal error on %s for client %s", method.value, self.client_id)
+        except Exception as exc:
+            self._internal_error(method.value, exc)
             self.disconnect(codes.DISCONNECT_SERVER_ERROR)
             return
         finally:

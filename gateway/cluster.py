@@ -118,7 +118,7 @@ class Survey:
 def _disconnect_of(op: DisconnectRequest) -> codes.Disconnect:
     d = op.disconnect
     if d is not None and d.code:
-        return codes.Disconnect(d.code, d.reason[:100])
+        return codes.Disconnect(d.code, codes.close_reason(d.reason))
     return codes.DISCONNECT_FORCE_NO_RECONNECT
 
 

@@ -32,6 +32,7 @@ from gateway.config_schema import (
     named_proxy,
 )
 from gateway.engine import redis_address
+from gateway.protocol import codes
 from gateway.tls import check_client, check_listener
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
@@ -78,6 +79,18 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         raise ConfigError(
             "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'
         )
+    grpc_api = settings.grpc_api
+    mtls = grpc_api.tls.enabled and bool(grpc_api.tls.client_ca_pem)
+    if grpc_api.enabled and not grpc_api.key and not mtls:
+        # As Centrifugo, which installs its key check only when a key is set; loud, because the
+        # listener binds every interface by default (docs/security.md).
+        warnings.append(
+            f"grpc_api is enabled without grpc_api.key: every call to the gRPC server API on "
+            f"{grpc_api.address or '[::]'}:{grpc_api.port} is accepted unauthenticated (set "
+            "grpc_api.key, or grpc_api.tls.client_ca_pem, or bind grpc_api.address privately)"
+        )
+    if settings.http_api.insecure:
+        warnings.append("http_api.insecure is true: the server API accepts every request without a key")
     if settings.rpc.ping.enabled and not settings.rpc.ping.method:
         raise ConfigError("rpc.ping.method", "must not be empty when rpc.ping.enabled is true")
     node = settings.node
@@ -133,6 +146,13 @@ def _check_proxy_endpoint(proxy: ProxySettings, path: str, warnings: list[str]) 
             raise ConfigError(f"{where}.status_code", f"must be an HTTP status code, got {t.status_code}")
         if bool(t.to_error.code) == bool(t.to_disconnect.code):
             raise ConfigError(where, "set exactly one of to_error.code and to_disconnect.code")
+        d = t.to_disconnect
+        if d.code and not codes.is_close_code(d.code):
+            raise ConfigError(f"{where}.to_disconnect.code", f"must be in 3000-4999, got {d.code}")
+        if len(d.reason.encode()) > codes.MAX_CLOSE_REASON_BYTES:
+            raise ConfigError(f"{where}.to_disconnect.reason", "must fit in 123 bytes of UTF-8")
+        if not 0 <= t.to_error.code <= codes.MAX_ERROR_CODE:
+            raise ConfigError(f"{where}.to_error.code", "must fit in 32 bits")
 
 
 def _check_stream_proxy(opts: ChannelOptions, proxy: ProxySettings, where: str) -> None:

@@ -180,7 +180,9 @@ class ProxyGrpcSettings:
 @dataclass(frozen=True, slots=True)
 class ProxySettings:
     """One proxy (Centrifugo's ``Proxy``): ``endpoint`` is ``http(s)://…`` or ``grpc://host:port``.
-    ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64)."""
+    ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64).
+    ``max_response_size`` is a Taskcast extension: the largest answer read from it, in bytes
+    (0 = 4 MiB, grpc-go's default receive limit, which bounds a Centrifugo gRPC proxy too)."""
 
     endpoint: str = ""
     timeout: float = 1.0
@@ -191,6 +193,7 @@ class ProxySettings:
     http: ProxyHttpSettings = field(default_factory=ProxyHttpSettings)
     grpc: ProxyGrpcSettings = field(default_factory=ProxyGrpcSettings)
     max_concurrency: int = 0
+    max_response_size: int = 0
 
 
 @dataclass(frozen=True, slots=True)

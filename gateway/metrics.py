@@ -141,6 +141,12 @@ class Metrics:
         self.proxy_errors = Counter(
             "proxy_errors", "Proxy call error count.", ["protocol", "type", "name"], namespace=NS, registry=r
         )
+        self.proxy_oversized = Counter(
+            "taskcast_gateway_proxy_oversized_responses",
+            "Proxy answers refused for exceeding the proxy's max_response_size (error 100).",
+            ["protocol", "type", "name"],
+            registry=r,
+        )
         self.proxy_inflight = Gauge(
             "proxy_inflight_requests",
             "Proxy calls in flight.",

@@ -12,7 +12,9 @@ The supervisor holds the port (a bound, never listening ``SO_REUSEPORT`` socket:
 connections but makes a port in use fail here, and resolves port 0), restarts a worker that
 exits (with a growing pause when it keeps dying at start), and on SIGTERM/SIGINT stops every
 worker with SIGTERM (each shuts down gracefully, 3001 to its clients) and SIGKILLs those still
-running after ``shutdown.timeout`` plus a margin. Imports neither gateway/app.py nor uvicorn.
+running after ``shutdown.timeout`` plus a margin. A supervisor killed outright takes its workers
+with it (``die_with_parent``), and the next one removes the private directory it left
+(``remove_stale_workdirs``). Imports neither gateway/app.py nor uvicorn.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +45,12 @@ doubling from the first value up to the second; a worker that ran longer restart
 QUICK_EXIT_SECONDS = 5.0
 STOP_MARGIN_SECONDS = 5.0
 _PR_SET_PDEATHSIG = 1
+ORPHAN_POLL_SECONDS = 0.25
+ORPHAN_EXIT_SECONDS = 2.0
+"""A worker whose supervisor died stops gracefully (3001 to its clients) but exits at the
+latest this long after noticing."""
+WORKDIR_PREFIX = "taskcast-gateway-"
+PID_FILE = "supervisor.pid"
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -62,15 +71,60 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """In a worker: get SIGTERM when the supervisor dies (Linux ``PR_SET_PDEATHSIG``), so a
-    killed supervisor leaves no worker holding the port. Elsewhere a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+    """In a worker: stop when the supervisor dies, even by ``kill -9``, so no worker outlives it
+    holding the port. Linux delivers SIGTERM at once (``PR_SET_PDEATHSIG``); everywhere, a
+    watchdog thread that sees the parent gone sends SIGTERM itself and, if the graceful stop has
+    not ended ``ORPHAN_EXIT_SECONDS`` later (clients that never answer the close handshake can
+    hold it for seconds), ends the process."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    threading.Thread(target=_orphan_watchdog, args=(parent_pid,), name="orphan-watchdog", daemon=True).start()
+
+
+def _orphan_watchdog(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_POLL_SECONDS)
+    log.warning("worker %d: supervisor %d is gone: stopping", os.getpid(), parent_pid)
+    with contextlib.suppress(OSError):
+        os.kill(os.getpid(), signal.SIGTERM)  # a no-op on Linux: PDEATHSIG already sent it
+    time.sleep(ORPHAN_EXIT_SECONDS)
+    log.warning(
+        "worker %d: still running %.0f s after its supervisor died: exiting", os.getpid(), ORPHAN_EXIT_SECONDS
+    )
+    logging.shutdown()
+    os._exit(1)
+
+
+def remove_stale_workdirs(tmp: Path | None = None) -> list[Path]:
+    """Remove the private directories (``taskcast-gateway-*``, this user's) of supervisors that
+    died without cleaning up (``kill -9``): each holds ``supervisor.pid``; a directory whose
+    supervisor is no longer running is stale. Returns what was removed."""
+    removed: list[Path] = []
+    root = tmp or Path(tempfile.gettempdir())
+    for path in root.glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            if path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+                continue
+            pid = int((path / PID_FILE).read_text().strip() or "0")
+        except (OSError, ValueError):
+            continue  # not ours, or not one of these directories (no pid file): leave it
+        if pid > 0 and _running(pid):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process reuses the pid: keep the directory
+    return True
 
 
 class Supervisor:
@@ -105,8 +159,11 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        workdir = Path(tempfile.mkdtemp(prefix="taskcast-gateway-"))  # mode 0700: this user only
+        for stale in remove_stale_workdirs():
+            log.info("removed %s, left by a supervisor that did not stop cleanly", stale)
+        workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))  # mode 0700: this user only
         try:
+            (workdir / PID_FILE).write_text(f"{os.getpid()}\n")
             extra: list[str] = ["--port", str(port)]
             server: BrokerServer | None = None
             if self.settings.engine.type == "memory":
@@ -193,4 +250,10 @@ class Supervisor:
                 await asyncio.wait(late)
 
 
-__all__ = ["BROKER_SOCKET_NAME", "Supervisor", "die_with_parent", "listening_socket"]
+__all__ = [
+    "BROKER_SOCKET_NAME",
+    "Supervisor",
+    "die_with_parent",
+    "listening_socket",
+    "remove_stale_workdirs",
+]

@@ -21,15 +21,17 @@ from typing import Any
 import grpc
 import orjson
 from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 
 from gateway.api import ServerApi, error_obj
 from gateway.api_requests import ApiError, bad_request
 from gateway.config_schema import GrpcApiSettings
-from gateway.grpc_api import api_pb2, api_pb2_grpc
+from gateway.grpc_api import api_pb2
+from gateway.log_limit import LogLimiter
 from gateway.tls import load_pem
 
 log = logging.getLogger("taskcast.gateway.grpc_api")
+_refusals = LogLimiter(log)
 
 JSON_BYTES = frozenset({"data", "info", "params"})
 """Request ``bytes`` fields that hold raw JSON."""
@@ -219,6 +221,66 @@ class Servicer:
         return fill(api_pb2.BatchResponse(), {"replies": _plain(replies)})
 
 
+class Malformed:
+    """What ``_lenient`` hands the servicer instead of a request that does not parse: grpcio
+    would log a traceback per such request, before any key check."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+
+def _lenient(parse: Callable[[bytes], Message]) -> Callable[[bytes], Message | Malformed]:
+    def deserialize(raw: bytes) -> Message | Malformed:
+        try:
+            return parse(raw)
+        except (DecodeError, ValueError, TypeError) as exc:  # protobuf raises DecodeError
+            return Malformed(type(exc).__name__)
+
+    return deserialize
+
+
+def _guarded(servicer: Servicer, name: str, handler: Handler) -> Callable[..., Awaitable[Message]]:
+    """``handler`` with the refusals unauthenticated input can trigger answered in one rate-limited
+    line: a request that does not parse (INVALID_ARGUMENT, after the key check) and any other
+    exception (INTERNAL), never grpcio's traceback."""
+
+    async def handle(request: Message | Malformed, context: grpc.aio.ServicerContext) -> Message:
+        if isinstance(request, Malformed):
+            await servicer._authorize(context)
+            _refusals.log(logging.WARNING, f"malformed:{name}", "malformed gRPC API %s request refused", name)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request")
+        try:
+            return await handler(request, context)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            _refusals.log(
+                logging.ERROR, f"internal:{name}", "gRPC API %s failed: %s", name, type(exc).__name__
+            )
+            await context.abort(grpc.StatusCode.INTERNAL, "internal server error")
+        raise AssertionError("unreachable")  # abort raises
+
+    return handle
+
+
+def register(servicer: Servicer, server: grpc.aio.Server) -> None:
+    """Add ``CentrifugoApi`` to ``server`` (api_pb2_grpc's registration, with ``_lenient``
+    request parsing and ``_guarded`` handlers)."""
+    service = api_pb2.DESCRIPTOR.services_by_name["CentrifugoApi"]
+    handlers = {}
+    for method in service.methods:
+        request_type = getattr(api_pb2, method.input_type.name)
+        response_type = getattr(api_pb2, method.output_type.name)
+        handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+            _guarded(servicer, method.name, getattr(servicer, method.name)),
+            request_deserializer=_lenient(request_type.FromString),
+            response_serializer=response_type.SerializeToString,
+        )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+
+
 def _bind(settings: GrpcApiSettings) -> str:
     return f"{settings.address or '[::]'}:{settings.port}"
 
@@ -233,7 +295,7 @@ async def serve(api: ServerApi, settings: GrpcApiSettings, started: asyncio.Even
     if settings.max_receive_message_size > 0:
         options.append(("grpc.max_receive_message_length", settings.max_receive_message_size))
     server = grpc.aio.server(options=options)
-    api_pb2_grpc.add_CentrifugoApiServicer_to_server(Servicer(api, settings), server)  # type: ignore[no-untyped-call]
+    register(Servicer(api, settings), server)
     address = _bind(settings)
     tls = settings.tls
     if tls.enabled:

@@ -39,6 +39,27 @@ class Unsubscribe:
     reason: str
 
 
+MAX_CLOSE_REASON_BYTES = 123
+"""A WebSocket close frame's payload is at most 125 bytes, two of them the code (RFC 6455 §5.5)."""
+MAX_ERROR_CODE = 2**32 - 1
+"""Error codes are ``uint32`` in the protocol (client.proto ``Error.code``)."""
+
+
+def is_close_code(code: int) -> bool:
+    """True for a disconnect code a close frame may carry for an application: 3000–4999
+    (RFC 6455 §7.4.2: 3000–3999 registered, 4000–4999 private use; 0–2999 are the protocol's)."""
+    return 3000 <= code <= 4999
+
+
+def close_reason(reason: str) -> str:
+    """``reason`` cut to fit a close frame (``MAX_CLOSE_REASON_BYTES`` of UTF-8), never inside a
+    character."""
+    raw = reason.encode("utf-8", "replace")
+    if len(raw) <= MAX_CLOSE_REASON_BYTES:
+        return reason
+    return raw[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore")
+
+
 def is_reconnect_code(code: int) -> bool:
     """True when an SDK reconnects after a disconnect with this code (§2.3)."""
     return not (3500 <= code <= 3999 or 4500 <= code <= 4999)

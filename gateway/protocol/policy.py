@@ -349,6 +349,21 @@ def subscription_flags(opts: NamespaceOptions, who: Who, asks: Asks, override: O
     return Flags(positioned, recoverable, push_join_leave, _pick(ov.presence, opts.presence))
 
 
+MAX_EXPIRE_AT = 253_402_300_799
+"""The latest expiry time accepted from a token claim, a proxy result or the server API:
+9999-12-31T23:59:59Z in unix seconds. It lets "never" tricks such as ``exp: 9999999999``
+through but refuses what cannot be seconds: ``exp`` in milliseconds (``now * 1000``, a common
+issuer bug), 2^40, 2^63, 1e20."""
+MAX_TTL = 2**32 - 1
+"""``ttl`` is ``uint32`` in the protocol (client.proto ``ConnectResult.ttl``)."""
+
+
+def expire_at_in_range(expire_at: float) -> bool:
+    """True for an expiry time (unix seconds; 0 = none) the gateway can hold and answer with."""
+    return 0 <= expire_at <= MAX_EXPIRE_AT
+
+
 def expiry_ttl(expire_at: float, now: float) -> int:
-    """The ``ttl`` written next to ``expires: true``: whole seconds left, at least 1."""
-    return max(1, int(expire_at - now))
+    """The ``ttl`` written next to ``expires: true``: whole seconds left, at least 1 and at most
+    ``MAX_TTL`` (the field's range: a far expiry must not make the reply unencodable)."""
+    return min(MAX_TTL, max(1, int(expire_at - now)))

@@ -114,6 +114,8 @@ class Proxy:
             raise ProxyFailure("timeout") from None
         except ProxyFailure as exc:
             self.metrics.proxy_errors.labels(*labels).inc()
+            if exc.reason == "too_large":
+                self.metrics.proxy_oversized.labels(*labels).inc()
             log.warning("%s proxy %s (%s): %s", kind, self.name, protocol, exc)
             raise
         except asyncio.CancelledError:

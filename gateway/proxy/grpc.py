@@ -2,12 +2,15 @@
 committed beside this module) over one grpcio aio channel per proxy. Forwarded headers and
 ``grpc_metadata`` go out as metadata over ``grpc.static_metadata``, ``grpc.credentials_key``/
 ``credentials_value`` as one more metadata pair, ``grpc.tls`` makes the channel secure. A status
-other than OK raises ``ProxyFailure``; the caller bounds time.
+other than OK raises ``ProxyFailure``; the caller bounds time. The channel receives no message
+larger than the proxy's ``max_response_size`` (RESOURCE_EXHAUSTED: ``too_large``).
 """
 
 from __future__ import annotations
 
 import base64
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,8 +19,10 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from gateway.config_schema import ProxySettings, TlsSettings
+from gateway.log_limit import LogLimiter
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy import proxy_pb2_grpc as pb_grpc
+from gateway.proxy.http import max_response_size
 from gateway.proxy.replies import ProxyFailure
 from gateway.tls import load_pem
 
@@ -31,6 +36,18 @@ _METHODS: dict[str, tuple[str, type[Message]]] = {
     "subscribe_stream": ("SubscribeUnidirectional", pb.SubscribeRequest),
 }
 _RESULT_BYTES = ("data", "info", "meta")
+_METADATA_KEY = re.compile(r"^[0-9a-z_.-]+$")
+_METADATA_VALUE = re.compile(r"^[\x20-\x7e]*$")
+log = logging.getLogger("taskcast.gateway.proxy")
+_dropped = LogLimiter(log)
+
+
+def _carriable(name: str, value: str) -> bool:
+    """True when gRPC metadata can carry this pair (HTTP/2 header rules; ``-bin`` keys are
+    binary and reserved for the proxy's own use)."""
+    return (
+        bool(_METADATA_KEY.match(name)) and not name.endswith("-bin") and bool(_METADATA_VALUE.match(value))
+    )
 
 
 def _credentials(tls: TlsSettings) -> grpc.ChannelCredentials:
@@ -77,7 +94,11 @@ class GrpcProxyTransport:
     def __init__(self, settings: ProxySettings) -> None:
         target = settings.endpoint.removeprefix("grpc://")
         g = settings.grpc
-        options = [("grpc.keepalive_time_ms", 30_000)]
+        limit = max_response_size(settings)
+        options = [
+            ("grpc.keepalive_time_ms", 30_000),
+            ("grpc.max_receive_message_length", limit),  # a larger answer: RESOURCE_EXHAUSTED
+        ]
         if g.tls.enabled:
             if g.tls.server_name:
                 options.append(("grpc.ssl_target_name_override", g.tls.server_name))  # type: ignore[arg-type]
@@ -103,13 +124,28 @@ class GrpcProxyTransport:
                 raise ProxyFailure("timeout", "deadline exceeded") from None
             if code is grpc.StatusCode.UNAVAILABLE:
                 raise ProxyFailure("unavailable", str(exc.details())) from None
+            if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                raise ProxyFailure("too_large", "answer over max_response_size") from None
             raise ProxyFailure("status", f"gRPC status {code.name}") from None
         return to_plain(response)
 
     def metadata(self, headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-        """``grpc.static_metadata`` under the forwarded headers, then the credentials pair."""
+        """``grpc.static_metadata`` under the forwarded headers, then the credentials pair. A
+        forwarded header gRPC metadata cannot carry (a value that is not printable ASCII, from
+        the client's request) is left out with one rate-limited line, instead of failing the
+        call with a traceback on every connect."""
         merged = dict(self.static)
-        merged.update((k.lower(), v) for k, v in headers.items())
+        for key, value in headers.items():
+            name = key.lower()
+            if _carriable(name, value):
+                merged[name] = value
+            else:
+                _dropped.log(
+                    logging.WARNING,
+                    name,
+                    "forwarded header %s is not printable ASCII: not sent to the gRPC proxy",
+                    name,
+                )
         return tuple(merged.items()) + self.extra
 
     async def close(self) -> None:

@@ -2,9 +2,11 @@
 proxy.proto request (raw JSON ``data``/``meta`` embedded unchanged), one keep-alive aiohttp pool
 per proxy, TLS from ``http.tls``, ``http.static_headers`` under the forwarded headers. A non-200
 status matched by ``http.status_to_code_transforms`` becomes that ``error``/``disconnect`` answer; any other
-status, a connection failure or a body that is not JSON raise ``ProxyFailure``; the caller bounds
-time. aiohttp, not httpx: a proxy call is on every connect/subscribe, and httpx cost ~10x the CPU
-per request here (docs/PERFORMANCE.md, proxy section).
+status (a 3xx included: redirects are never followed, so the body and the static headers never
+go to another host), a connection failure, a body that is not JSON or one past
+``max_response_size`` raise ``ProxyFailure``; the caller bounds time. aiohttp, not httpx: a
+proxy call is on every connect/subscribe, and httpx cost ~10x the CPU per request here
+(docs/PERFORMANCE.md, proxy section).
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ from gateway.proxy.replies import ProxyFailure
 from gateway.tls import load_pem, pem_path
 
 _RESULT_BYTES = ("data", "info", "meta")
+_READ_CHUNK = 64 * 1024
+DEFAULT_MAX_RESPONSE_SIZE = 4 * 1024 * 1024
+"""``max_response_size`` 0: 4 MiB, grpc-go's default receive limit (a Centrifugo gRPC proxy's)."""
+
+
+def max_response_size(settings: ProxySettings) -> int:
+    """The largest answer read from this proxy (HTTP body or gRPC message), in bytes."""
+    return settings.max_response_size or DEFAULT_MAX_RESPONSE_SIZE
+
+
 _SUB_BYTES = ("data", "info")
 
 
@@ -100,6 +112,7 @@ class HttpProxyTransport:
         self.transforms = settings.http.status_to_code_transforms
         tls = settings.http.tls
         self.server_hostname = tls.server_name or None
+        self.max_response_size = max_response_size(settings)
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=max_connections, ssl=ssl_context(tls, "http.tls") if tls.enabled else True
@@ -115,15 +128,21 @@ class HttpProxyTransport:
         sent.update((k.lower(), v) for k, v in headers.items())
         sent["content-type"] = "application/json"
         try:
+            # Never follow a redirect: it would re-send the body and the static (secret) headers
+            # to wherever the Location points. A 3xx is a status like any other non-200.
             async with self.http.post(
-                self.endpoint, data=body, headers=sent, server_hostname=self.server_hostname
+                self.endpoint,
+                data=body,
+                headers=sent,
+                server_hostname=self.server_hostname,
+                allow_redirects=False,
             ) as response:
                 if response.status != 200:
                     answer = status_answer(response.status, self.transforms)
                     if answer is not None:
                         return answer
                     raise ProxyFailure("status", f"unexpected HTTP status code: {response.status}")
-                content = await response.read()
+                content = await self._read(response)
         except TimeoutError:
             raise ProxyFailure("timeout") from None
         except aiohttp.ClientError as exc:
@@ -132,6 +151,19 @@ class HttpProxyTransport:
             return normalise(orjson.loads(content))
         except orjson.JSONDecodeError:
             raise ProxyFailure("malformed", "body is not JSON") from None
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body, refused (``too_large``) as soon as it passes ``max_response_size``: a
+        declared length is checked before reading, a streamed body chunk by chunk."""
+        limit = self.max_response_size
+        if response.content_length is not None and response.content_length > limit:
+            raise ProxyFailure("too_large", f"Content-Length {response.content_length} > {limit}")
+        content = bytearray()
+        async for chunk in response.content.iter_chunked(_READ_CHUNK):
+            content += chunk
+            if len(content) > limit:
+                raise ProxyFailure("too_large", f"body over {limit} bytes")
+        return bytes(content)
 
     async def close(self) -> None:
         await self.http.close()

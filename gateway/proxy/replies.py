@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.protocol import codes
-from gateway.protocol.policy import Override, ServerSub
+from gateway.protocol.policy import MAX_EXPIRE_AT, Override, ServerSub
 
 
 class ProxyFailure(Exception):
     """The proxy could not be asked or its answer could not be read: ``reason`` is one of
-    ``timeout``, ``unavailable`` (refused, reset, DNS), ``status`` (HTTP non-200 / gRPC status),
-    ``malformed``. Never carries request data (headers may hold cookies)."""
+    ``timeout``, ``unavailable`` (refused, reset, DNS), ``status`` (HTTP non-200 — a redirect
+    included, never followed — / gRPC status), ``malformed``, ``too_large`` (the answer passed
+    the proxy's ``max_response_size``). Never carries request data (headers may hold cookies)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -78,12 +79,16 @@ def _malformed(detail: str) -> ProxyFailure:
     return ProxyFailure("malformed", detail)
 
 
-def _int(obj: Mapping[str, Any], key: str) -> int:
+def _int(obj: Mapping[str, Any], key: str, low: int, high: int) -> int:
+    """An integer field within ``[low, high]``: a value out of range is an unreadable answer,
+    caught here before it reaches a reply that cannot encode it."""
     value = obj.get(key, 0)
     if isinstance(value, str) and value.lstrip("-").isdigit():  # protobuf JSON writes int64 as a string
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         raise _malformed(f"{key} is not an integer")
+    if not low <= value <= high:
+        raise _malformed(f"{key} is out of range")
     return value
 
 
@@ -124,8 +129,17 @@ def _bytes(obj: Mapping[str, Any], raw_key: str, b64_key: str) -> bytes | None:
 
 
 def _expire_at(obj: Mapping[str, Any]) -> int | None:
-    value = _int(obj, "expire_at")
+    value = _int(obj, "expire_at", -(2**63), MAX_EXPIRE_AT)  # <= 0: no expiry, as Centrifugo
     return value if value > 0 else None
+
+
+def _disconnect(d: Mapping[str, Any]) -> codes.Disconnect:
+    """A close frame can only carry an application code (3000–4999) and a reason of at most
+    123 bytes: another code is unreadable, a longer reason is cut (never inside a character)."""
+    code = _int(d, "code", 0, codes.MAX_ERROR_CODE)
+    if not codes.is_close_code(code):
+        raise _malformed(f"disconnect code {code} is not in 3000-4999")
+    return codes.Disconnect(code, codes.close_reason(_str(d, "reason")))
 
 
 def parse_reply(obj: object) -> ProxyReply:
@@ -137,12 +151,12 @@ def parse_reply(obj: object) -> ProxyReply:
     top = _obj(obj, "response")
     disconnect = top.get("disconnect")
     if disconnect is not None:
-        d = _obj(disconnect, "disconnect")
-        return ProxyReply(None, disconnect=codes.Disconnect(_int(d, "code"), _str(d, "reason")))
+        return ProxyReply(None, disconnect=_disconnect(_obj(disconnect, "disconnect")))
     error = top.get("error")
     if error is not None:
         e = _obj(error, "error")
-        return ProxyReply(None, error=codes.Error(_int(e, "code"), _str(e, "message"), _bool(e, "temporary")))
+        code = _int(e, "code", 0, codes.MAX_ERROR_CODE)
+        return ProxyReply(None, error=codes.Error(code, _str(e, "message"), _bool(e, "temporary")))
     result = top.get("result")
     return ProxyReply(None if result is None else _obj(result, "result"))
 

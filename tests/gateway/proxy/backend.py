@@ -5,7 +5,9 @@ recorded requests.
 
 Behaviours: ``ok`` (the contract below), ``error`` (an ``error`` reply, code 1000), ``disconnect``
 (a ``disconnect`` reply, code 4501), ``status`` (HTTP 500 / gRPC INTERNAL), ``garbage`` (a body
-that is not JSON / an unreadable result), ``hang`` (never answers until the test ends).
+that is not JSON / an unreadable result), ``hang`` (never answers until the test ends), ``raw``
+(``Backend.raw[kind]`` as it is: out-of-range values), ``huge`` (a well-formed answer of
+``huge_size`` bytes, streamed without a length over HTTP), ``redirect`` (HTTP 307).
 
 ``ok``: connect needs a ``session=<user>`` cookie (else disconnect 4501) and answers the user,
 info, data, meta and (for user ``subs``) a server-side subscription; subscribe answers info/data
@@ -33,7 +35,7 @@ import uvicorn
 from google.protobuf import json_format
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.proxy import proxy_pb2 as pb
@@ -62,6 +64,12 @@ class Backend:
     hang: asyncio.Event = field(default_factory=asyncio.Event)
     status_code: int = 500
     """The HTTP status of the ``status`` behaviour."""
+    huge_size: int = 20 * 1024 * 1024
+    """The ``huge`` behaviour: a well-formed result whose ``data`` is a JSON string this long."""
+    redirect_to: str = ""
+    """The ``redirect`` behaviour: HTTP 307 to this URL (gRPC has no redirects)."""
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per kind, the answer object of the ``raw`` behaviour, sent as it is (hostile values)."""
     stream_mode: str = "ok"
     """Subscribe streams: ``ok``, ``error``, ``disconnect``, ``silent`` (never a first message)."""
     feeds: dict[str, asyncio.Queue[bytes | None]] = field(default_factory=dict)
@@ -91,6 +99,8 @@ class Backend:
             return {"disconnect": {"code": 4501, "reason": "backend says no"}}
         if mode == "garbage":
             return None
+        if mode == "raw":
+            return self.raw[kind]
         return {"result": getattr(self, f"_ok_{kind}")(body, headers)}
 
     def _ok_connect(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
@@ -147,6 +157,15 @@ def _answer(
         return {"disconnect": {"code": 4501, "reason": "unauthorized"}}
 
 
+async def _huge_json(size: int) -> AsyncIterator[bytes]:
+    """``{"result": {"data": "xxx…"}}`` with ``size`` x's, in 64 KiB chunks (no Content-Length)."""
+    yield b'{"result":{"data":"'
+    chunk = b"x" * 65536
+    for _ in range(size // len(chunk)):
+        yield chunk
+    yield b'"}}'
+
+
 def http_app(backend: Backend) -> Starlette:
     async def handle(request: Request) -> Response:
         kind = request.path_params["kind"]
@@ -158,6 +177,12 @@ def http_app(backend: Backend) -> Starlette:
         if backend.mode[kind] == "status":
             backend.calls.append(Call(kind, body, headers))
             return Response("boom", status_code=backend.status_code)
+        if backend.mode[kind] == "huge":
+            backend.calls.append(Call(kind, body, headers))
+            return StreamingResponse(_huge_json(backend.huge_size), media_type="application/json")
+        if backend.mode[kind] == "redirect":
+            backend.calls.append(Call(kind, body, headers))
+            return Response(status_code=307, headers={"Location": backend.redirect_to})
         answer = _answer(backend, kind, body, headers)
         if answer is None:
             return Response(b"<html>not json", media_type="text/html")
@@ -206,6 +231,11 @@ class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
         if backend.mode[kind] == "status":
             backend.calls.append(Call(kind, body, headers))
             await context.abort(grpc.StatusCode.INTERNAL, "boom")
+        if backend.mode[kind] == "huge":
+            backend.calls.append(Call(kind, body, headers))
+            response = _RESPONSES[kind]()
+            response.result.data = b'"' + b"x" * backend.huge_size + b'"'
+            return response
         answer = _answer(backend, kind, body, headers)
         if answer is None:  # an unreadable result: base64 that is not base64
             key = "b64data" if kind in ("publish", "rpc") else "b64info"
