@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -153,11 +154,15 @@ def run_tree(tree: Path, args: argparse.Namespace, site: Path) -> dict[str, Any]
 
 async def drive(port: int, args: argparse.Namespace) -> tuple[list[float], float, float]:
     lat: list[float] = []
+    published = int(args.window * args.rate)
+    all_in = asyncio.Event()
 
     def on_push(_conn: Any, _channel: str, pub: dict[str, Any]) -> None:
         sent = pub.get("tags", {}).get("sent")
         if sent:
             lat.append(fleet.now_ms() - float(sent))
+            if len(lat) >= published:
+                all_in.set()
 
     stats = fleet.Stats()
     conns: list[Any] = []
@@ -177,7 +182,7 @@ async def drive(port: int, args: argparse.Namespace) -> tuple[list[float], float
     window_start = time.time()
     period = 1.0 / args.rate
     next_at = time.monotonic()
-    for j in range(int(args.window * args.rate)):
+    for j in range(published):
         body = {
             "channel": f"user:c{random.randrange(args.clients)}",
             "data": {"j": j, "pad": "x" * 400},
@@ -186,7 +191,9 @@ async def drive(port: int, args: argparse.Namespace) -> tuple[list[float], float
         await pool.request("/api/publish", body, {"X-API-Key": API_KEY})
         next_at += period
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-    await asyncio.sleep(1.0)
+    # Every publication reaches its one client: drain until all are in (bounded), not for a window.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(all_in.wait(), 30.0)
     window_end = time.time()
     for conn in conns:
         conn.abort()
