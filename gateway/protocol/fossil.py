@@ -12,22 +12,27 @@ of source and target, whatever the data (repetitive data is fossil's worst case,
 block hashes alike):
 
 * at most ``MAX_CANDIDATES`` source blocks are tried per target position (fossil walks up to
-  250), plus the alignment of the previous copy (the common case of an edit that shifted what
-  follows it);
+  250), the nearest to the alignment of the previous copy, plus that alignment itself (the
+  common case of an edit that shifted what follows it);
 * a copy is measured once: a candidate on a diagonal (source minus target position) already
   measured past this position is the same copy and is skipped;
-* matches are extended with slice comparisons grown exponentially (memcmp speed), and a copy
-  that reaches the end of the target ends the search;
+* matches are extended with slice comparisons grown exponentially (memcmp speed, about four
+  bytes compared per byte matched), never byte by byte in Python;
+* the hash of a target window comes from prefix sums built in C, not from a Python step per
+  byte rolled;
 * beyond fossil's greedy choice, the search looks ``NHASH`` bytes past a first copy for a
-  longer one, which keeps deltas of repetitive JSON small.
+  longer one (which keeps deltas of repetitive JSON small) only while the work done is within
+  ``LAZY_WORK`` per input byte.
 
 Every candidate's measure is bounded by the copy finally emitted, so the work of one copy is a
-constant times its length (``create_counted`` reports it). ``apply`` is the decoder (tests and
-tooling). Pure: standard library only.
+constant times its length (``create_counted`` reports it). Still about a microsecond of Python
+per target byte in the worst case: ``MAX_SIZE`` bounds what the gateway computes deltas of.
+``apply`` is the decoder (tests and tooling). Pure: standard library only.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from itertools import accumulate
 
 NHASH = 16
@@ -80,8 +85,14 @@ def _hash(block: bytes | bytearray) -> tuple[int, int]:
     return a & 0xFFFF, b & 0xFFFF
 
 
+MAX_SIZE = 32 * 1024
+"""Publications larger than this (or whose previous publication is) are sent in full, never as
+a delta: the worst case of ``create`` costs about 1 ms of CPU per KiB (gateway/delivery.py)."""
+LAZY_WORK = 4
+"""Work per input byte within which ``create`` looks past a first copy for a longer one."""
 MAX_CANDIDATES = 8
-"""Source blocks tried per target position (the most recent with the same hash first)."""
+"""Source blocks tried per target position: of those with the same hash, the nearest to the
+alignment of the previous copy."""
 
 
 def _forward(source: bytes, src: int, target: bytes, tgt: int, limit: int) -> tuple[int, int]:
@@ -175,27 +186,34 @@ def create_counted(source: bytes, target: bytes) -> tuple[bytes, int]:  # noqa: 
         index.setdefault(source_hash(i), []).append(i)
     target_hash = _Hasher(target).at
     work = len_src + len_tgt
+    lazy_budget = (LAZY_WORK + 1) * (len_src + len_tgt)
 
     base = 0
     shift = 0  # source minus target position at the end of the last copy (none yet: in place)
     while base + NHASH < len_tgt:
         best_ofst = best_lit = best_cnt = 0
         i = 0
-        stop_at = -1  # lazy matching: after a first match, look NHASH bytes further for a longer one
         measured: dict[int, int] = {}  # diagonal -> target position where its match ends
-        lazy_tries = MAX_CANDIDATES  # candidates measured after the first match
+        stop_at = -1  # where the search for a longer copy ends (-1: no copy found yet)
+        lazy_tries = MAX_CANDIDATES  # candidates measured past the first copy found
         while True:
             tgt = base + i
             work += 1
             candidates = index.get(target_hash(tgt), ())
             if len(candidates) > MAX_CANDIDATES:
-                candidates = candidates[-MAX_CANDIDATES:]
+                # The blocks nearest to where the last copy's alignment points: edits are local.
+                at = bisect_left(candidates, tgt + shift) - MAX_CANDIDATES // 2
+                at = min(max(at, 0), len(candidates) - MAX_CANDIDATES)
+                candidates = candidates[at : at + MAX_CANDIDATES]
             if 0 <= tgt + shift < len_src:
                 candidates = [tgt + shift, *candidates]
             for src in candidates:
-                if source[src] != target[tgt] or (stop_at >= 0 and lazy_tries <= 0):
+                if source[src] != target[tgt]:
                     continue
-                lazy_tries -= stop_at >= 0
+                if stop_at >= 0:
+                    if lazy_tries <= 0:
+                        break
+                    lazy_tries -= 1
                 work += 1
                 diagonal = src - tgt
                 if measured.get(diagonal, -1) > tgt:
@@ -209,10 +227,11 @@ def create_counted(source: bytes, target: bytes) -> tuple[bytes, int]:  # noqa: 
                 if cnt > best_cnt and cnt >= _digit_count(i - k) + _digit_count(cnt) + _digit_count(src - k) + 3:
                     best_cnt, best_ofst, best_lit = cnt, src - k, i - k
             if best_cnt > 0 and stop_at < 0:
-                stop_at = i + NHASH
-            if best_cnt > 0 and (
-                i >= stop_at or tgt + NHASH >= len_tgt or base + best_lit + best_cnt >= len_tgt
-            ):
+                # Fossil takes the first copy found. Looking NHASH bytes further for a longer one
+                # keeps deltas of repetitive JSON small; it is done while the work so far is
+                # within LAZY_WORK per input byte, so crafted input cannot make it the rule.
+                stop_at = i + NHASH if work < lazy_budget else i
+            if best_cnt > 0 and (i >= stop_at or base + best_lit + best_cnt >= len_tgt):
                 if best_lit > 0:
                     _put_int(best_lit, out)
                     out.append(0x3A)
