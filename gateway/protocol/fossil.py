@@ -224,7 +224,8 @@ def create_counted(source: bytes, target: bytes) -> tuple[bytes, int]:  # noqa: 
                 k, cost = _backward(source, src, target, tgt, min(src, i))
                 work += cost
                 cnt = j + k
-                if cnt > best_cnt and cnt >= _digit_count(i - k) + _digit_count(cnt) + _digit_count(src - k) + 3:
+                size = _digit_count(i - k) + _digit_count(cnt) + _digit_count(src - k) + 3
+                if cnt > best_cnt and cnt >= size:
                     best_cnt, best_ofst, best_lit = cnt, src - k, i - k
             if best_cnt > 0 and stop_at < 0:
                 # Fossil takes the first copy found. Looking NHASH bytes further for a longer one
