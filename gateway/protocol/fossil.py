@@ -33,6 +33,7 @@ per target byte in the worst case: ``MAX_SIZE`` bounds what the gateway computes
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from itertools import accumulate
 
 NHASH = 16
@@ -199,7 +200,7 @@ def create_counted(source: bytes, target: bytes) -> tuple[bytes, int]:  # noqa: 
         while True:
             tgt = base + i
             work += 1
-            candidates = index.get(target_hash(tgt), ())
+            candidates: Sequence[int] = index.get(target_hash(tgt), ())
             if len(candidates) > MAX_CANDIDATES:
                 # The blocks nearest to where the last copy's alignment points: edits are local.
                 at = bisect_left(candidates, tgt + shift) - MAX_CANDIDATES // 2
