@@ -14,7 +14,6 @@ import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
