@@ -299,6 +299,8 @@ class Client:
         except EngineError as exc:
             log.debug("engine error on %s for client %s: %s", method.value, self.client_id, exc)
             self._after_reply.clear()
+            if method is Method.CONNECT:
+                self.session.connect_rejected()  # an error reply ends the connect: nothing held runs
             self.send(self.session.error(cmd.id, codes.ERROR_INTERNAL))
             return
         except asyncio.CancelledError:

@@ -36,3 +36,17 @@ def test_bench_hostile_runs_and_reports_each_attack() -> None:
     for row in rows.values():
         assert {"p99_ms", "cpu_s", "hostile_connections", "published", "late"} <= set(row)
     assert "cpu_ms_per_connection" in rows["pb-before"] and "cpu_ms_per_publication" in rows["fossil"]
+
+
+def test_bench_fossil_runs_and_reports_each_case() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "loadtest/bench_fossil.py"), "--sizes", "2048", "--repeat", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=scaled(120),
+        check=True,
+    )
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert {row["case"] for row in rows if "case" in row} >= {"one-byte-edit", "random", "task-json"}
+    assert all({"cpu_ms", "delta_bytes"} <= set(row) for row in rows if "case" in row)
