@@ -42,7 +42,7 @@ from gateway.log_limit import LogLimiter
 from gateway.node import VERSION, Node
 from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
-from gateway.protocol.codec import Codec
+from gateway.protocol.codec import MAX_FRAME_COMMANDS, Codec
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -64,6 +64,7 @@ from gateway.protocol.messages import (
     UnsubscribeRequest,
 )
 from gateway.protocol.session import (
+    Action,
     Execute,
     ExpireSubscription,
     SendPing,
@@ -80,8 +81,12 @@ _internal_log = LogLimiter(log)
 """Internal errors on a client's commands: one line per kind per interval, no traceback (a
 client able to trigger one could otherwise fill the disk)."""
 
-MAX_PENDING_COMMANDS = 1024
-"""Commands queued on one connection before it is disconnected with 3013."""
+MAX_PENDING_COMMANDS = MAX_FRAME_COMMANDS
+"""Commands queued on one connection before it is disconnected with 3013 (the Session applies
+it while decoding: gateway/protocol/session.py)."""
+YIELD_EVERY = 64
+"""Commands run back to back before the command task lets the loop serve others: a batch of
+commands that complete without suspending must not hold the loop for every other client."""
 
 Job = Callable[[], Awaitable[object]]
 
@@ -187,6 +192,7 @@ class Client:
             separator=self.codec.separator,
         )
         self._inbox: deque[Command | Job] = deque()
+        self._decoded_before = 0
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
@@ -212,21 +218,29 @@ class Client:
     # --- incoming ----------------------------------------------------------------------------
 
     def feed(self, frame: bytes | str) -> None:
-        """Decode a frame and queue its commands, strictly in order (§1.2). Never raises."""
+        """Decode a frame and queue its commands, strictly in order (§1.2). Never raises. The
+        session decodes only what it accepts: at most ``MAX_FRAME_COMMANDS`` per frame and
+        ``MAX_PENDING_COMMANDS`` queued, nothing after a connect until it succeeded."""
         if self._closed:
             return
-        for action in self.session.receive_frame(frame):
+        self._queue(self.session.receive_frame(frame, len(self._inbox)))
+
+    def _queue(self, actions: list[Action]) -> None:
+        session = self.session
+        decoded = session.decoded
+        if decoded > self._decoded_before:
+            self.node.metrics.commands_decoded.labels(self.transport.name).inc(decoded - self._decoded_before)
+        self._decoded_before = decoded
+        for action in actions:
             if isinstance(action, codes.Disconnect):
-                if self.session.protocol_error is not None:
-                    log.info("bad frame from client %s: %s", self.client_id, self.session.protocol_error)
+                error = session.protocol_error
+                if error is not None:
+                    log.info("bad frame from client %s: %s", self.client_id, error)
+                elif action.code == codes.DISCONNECT_TOO_MANY_REQUESTS.code:
+                    log.info("client %s sent too many commands", self.client_id)
                 self.disconnect(action)
                 return
             if isinstance(action, Execute):
-                if len(self._inbox) >= MAX_PENDING_COMMANDS:
-                    # A client that sends faster than its commands can run: bound the memory
-                    # it can pin, and let it reconnect.
-                    self.disconnect(codes.DISCONNECT_TOO_MANY_REQUESTS)
-                    return
                 self._inbox.append(action.command)
         if self._inbox and self._worker is None:
             self._worker = self.loop.create_task(self._run_commands())
@@ -241,6 +255,7 @@ class Client:
 
     async def _run_commands(self) -> None:
         try:
+            ran = 0
             while self._inbox and not self._closed:
                 job = self._inbox.popleft()
                 try:
@@ -258,6 +273,9 @@ class Client:
                     self._internal_error("command", exc)
                     self.disconnect(codes.DISCONNECT_SERVER_ERROR)
                     return
+                ran += 1
+                if ran % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
         finally:
             self._worker = None
 
@@ -306,6 +324,8 @@ class Client:
         except EngineError as exc:
             log.debug("engine error on %s for client %s: %s", method.value, self.client_id, exc)
             self._after_reply.clear()
+            if method is Method.CONNECT:
+                self.session.connect_rejected()  # an error reply ends the connect: nothing held runs
             self.send(self.session.error(cmd.id, codes.ERROR_INTERNAL))
             return
         except asyncio.CancelledError:
@@ -320,6 +340,9 @@ class Client:
         after, self._after_reply = self._after_reply, []
         for callback in after:
             callback()
+        if method is Method.CONNECT and not self._closed:
+            # What arrived after the connect is decoded only now that it succeeded.
+            self._queue(self.session.resume(len(self._inbox)))
 
     async def _handle(self, cmd: Command) -> Result:
         req = cmd.request

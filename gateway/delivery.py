@@ -118,12 +118,15 @@ class _Forms:
         return self._full
 
     def delta(self) -> SharedPush | None:
-        """The delta form, or None when a delta would not be smaller or (JSON, where it travels
-        as a JSON string) is not UTF-8 text."""
+        """The delta form, or None when a delta would not be smaller, (JSON, where it travels
+        as a JSON string) is not UTF-8 text, or either payload is above ``fossil.MAX_SIZE``
+        (computing it would cost more than sending the publication in full)."""
         if not self._delta_built:
             self._delta_built = True
             prev = self.push.prev
             assert prev is not None
+            if len(prev[2]) > fossil.MAX_SIZE or len(self.pub.data) > fossil.MAX_SIZE:
+                return None
             raw = fossil.create(prev[2], self.pub.data)
             if len(raw) < len(self.pub.data) and self.wire.binary:
                 self._delta = self._encode(raw, True)

@@ -102,6 +102,12 @@ class Metrics:
             namespace=NS,
             registry=r,
         )
+        self.commands_decoded = Counter(
+            "taskcast_gateway_client_commands_decoded",
+            "Client commands decoded from transport frames (pongs included).",
+            ["transport"],
+            registry=r,
+        )
         self.transport_messages_sent = Counter(
             "transport_messages_sent",
             "Frames written to transports.",

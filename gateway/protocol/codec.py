@@ -1,8 +1,10 @@
 """Codecs of client protocol v2 (PROTOCOL.md §1.1–1.2): the ``Codec`` interface the Session and
 the hub use, and ``JsonCodec``, the JSON encoding (Protobuf plugs in as a second ``Codec``).
 
-``decode_frame`` turns one transport frame (newline-delimited commands) into typed commands;
-anything malformed raises ``ProtocolError`` carrying the disconnect to send (3501). The
+``iter_frame`` turns one transport frame (newline-delimited commands) into typed commands, one
+at a time as the session pulls them, so a frame costs no more than the commands the session
+accepts from it (``MAX_FRAME_COMMANDS``); anything malformed raises ``ProtocolError`` carrying
+the disconnect to send (3501), at the first bad line. The
 ``encode_*`` functions build reply and push bytes; raw JSON payloads are embedded unchanged
 (``orjson.Fragment``), never re-parsed. Zero values are omitted as Centrifugo does, except the
 fields §1.1 lists as always written.
@@ -10,6 +12,8 @@ fields §1.1 lists as always written.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import orjson
@@ -61,27 +65,68 @@ class ProtocolError(Exception):
 _METHODS = tuple(Method)
 
 
-def decode_frame(frame: str | bytes) -> list[Command]:
-    """Decode a frame of newline-joined JSON commands, in order.
+MAX_FRAME_COMMANDS = 1024
+"""The most commands one frame may carry, and one connection may have pending (decoded, not
+yet run): past either the connection closes with 3013, refused while decoding (§1.2)."""
+
+_CONTENT = re.compile(rb"[^ \t\r\n]")
+"""The first byte that is not JSON whitespace: blank lines are skipped in C, not one by one."""
+
+
+def iter_frame(frame: str | bytes) -> Iterator[Command]:
+    """The commands of a frame of newline-joined JSON commands, decoded one line at a time as
+    the caller pulls them. The caller bounds the work: it stops pulling at its limits
+    (gateway/protocol/session.py), and nothing past the last command it pulled is parsed.
 
     Raises:
-        ProtocolError: empty frame, invalid JSON, a line that is not an object, bad field types.
+        ProtocolError: (when pulled) a line that is not valid JSON, not an object, or has bad
+            field types; an empty frame. The commands before it were yielded already.
     """
     if isinstance(frame, str):
         frame = frame.encode()
-    commands: list[Command] = []
-    for line in frame.split(b"\n"):
-        line = line.strip()
-        if not line:
-            continue
+    pos, size, seen = 0, len(frame), False
+    while pos < size:
+        start = _CONTENT.search(frame, pos)
+        if start is None:
+            break
+        pos = start.start()
+        end = frame.find(b"\n", pos)
+        if end < 0:
+            end = size
+        line, pos = frame[pos:end], end + 1
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise ProtocolError("malformed JSON") from exc
-        commands.append(decode_command(obj))
-    if not commands:
+        seen = True
+        yield decode_command(obj)
+    if not seen:
         raise ProtocolError("empty frame")
-    return commands
+
+
+def bounded(commands: Iterator[Command], limit: int = MAX_FRAME_COMMANDS) -> list[Command]:
+    """Every command of ``commands`` (a codec's ``iter_frame``), all or nothing, at most ``limit``.
+
+    Raises:
+        ProtocolError: a command cannot be decoded (3501), or there are more than ``limit``
+            (3013, at the first one past it: the rest of the frame is never parsed).
+    """
+    out: list[Command] = []
+    for cmd in commands:
+        if len(out) >= limit:
+            raise ProtocolError("too many commands in one frame", codes.DISCONNECT_TOO_MANY_REQUESTS)
+        out.append(cmd)
+    return out
+
+
+def decode_frame(frame: str | bytes, limit: int = MAX_FRAME_COMMANDS) -> list[Command]:
+    """Decode a frame of newline-joined JSON commands, in order, all or nothing.
+
+    Raises:
+        ProtocolError: empty frame, invalid JSON, a line that is not an object, bad field
+            types (3501); more than ``limit`` commands (3013).
+    """
+    return bounded(iter_frame(frame), limit)
 
 
 def decode_command(obj: Any) -> Command:
@@ -347,7 +392,7 @@ def result_obj(result: Result) -> dict[str, Any]:
 
 class Codec(Protocol):
     """One wire encoding of the client protocol. The Session and the hub see only this
-    interface: commands come out of ``decode_frame``, every outgoing message goes through an
+    interface: commands come out of ``iter_frame``, every outgoing message goes through an
     ``encode_*``. Implementations are stateless and shared by all connections."""
 
     name: str
@@ -358,9 +403,20 @@ class Codec(Protocol):
     binary: bool
     """Binary WebSocket frames (Protobuf) instead of text frames (JSON)."""
 
+    def iter_frame(self, frame: str | bytes) -> Iterator[Command]:
+        """The frame's commands, decoded lazily one by one as the caller pulls them, so the
+        caller bounds the work per frame by what it accepts.
+
+        Raises:
+            ProtocolError: (when pulled) the next command cannot be decoded, or the frame is
+                empty (the connection closes with its disconnect)."""
+        ...
+
     def decode_frame(self, frame: str | bytes) -> list[Command]:
-        """Raises:
-        ProtocolError: the frame cannot be decoded (the connection closes with its disconnect)."""
+        """All commands of a frame (at most ``MAX_FRAME_COMMANDS``), all or nothing.
+
+        Raises:
+            ProtocolError: the frame cannot be decoded, or carries too many commands."""
         ...
 
     def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes: ...
@@ -388,6 +444,9 @@ class JsonCodec:
     name = "json"
     separator = b"\n"
     binary = False
+
+    def iter_frame(self, frame: str | bytes) -> Iterator[Command]:
+        return iter_frame(frame)
 
     def decode_frame(self, frame: str | bytes) -> list[Command]:
         return decode_frame(frame)

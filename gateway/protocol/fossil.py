@@ -3,14 +3,38 @@ for ``delta: "fossil"`` subscriptions), written from the format description.
 
 A delta is ``<target length>\\n`` followed by commands ``<n>@<offset>,`` (copy ``n`` bytes of the
 source from ``offset``) and ``<n>:<bytes>`` (insert ``n`` literal bytes), ended by
-``<checksum>;``. Numbers are base-64 digits ``0-9A-Z_a-z~``, most significant first. ``create``
-finds copies with a rolling hash over ``NHASH``-byte source blocks, plus (beyond fossil's greedy
-search) the previous copy's alignment and a lazy look ``NHASH`` bytes further for a longer copy,
-which keeps deltas of repetitive JSON small; ``apply`` is the decoder
-(tests and tooling). Pure: standard library only.
+``<checksum>;``. Numbers are base-64 digits ``0-9A-Z_a-z~``, most significant first.
+
+``create`` searches copies as delta.c does: the source is indexed by fossil's rolling hash of
+its ``NHASH``-byte blocks, and the target is scanned with the same hash rolled one byte at a
+time; a hash hit is extended forward and backward into a copy. Its cost is linear in the sizes
+of source and target, whatever the data (repetitive data is fossil's worst case, where every
+block hashes alike):
+
+* at most ``MAX_CANDIDATES`` source blocks are tried per target position (fossil walks up to
+  250), the nearest to the alignment of the previous copy, plus that alignment itself (the
+  common case of an edit that shifted what follows it);
+* a copy is measured once: a candidate on a diagonal (source minus target position) already
+  measured past this position is the same copy and is skipped;
+* matches are extended with slice comparisons grown exponentially (memcmp speed, about four
+  bytes compared per byte matched), never byte by byte in Python;
+* the hash of a target window comes from prefix sums built in C, not from a Python step per
+  byte rolled;
+* beyond fossil's greedy choice, the search looks ``NHASH`` bytes past a first copy for a
+  longer one (which keeps deltas of repetitive JSON small) only while the work done is within
+  ``LAZY_WORK`` per input byte.
+
+Every candidate's measure is bounded by the copy finally emitted, so the work of one copy is a
+constant times its length (``create_counted`` reports it). Still about a microsecond of Python
+per target byte in the worst case: ``MAX_SIZE`` bounds what the gateway computes deltas of.
+``apply`` is the decoder (tests and tooling). Pure: standard library only.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate
 
 NHASH = 16
 _DIGITS = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~"
@@ -62,72 +86,154 @@ def _hash(block: bytes | bytearray) -> tuple[int, int]:
     return a & 0xFFFF, b & 0xFFFF
 
 
-def create(source: bytes, target: bytes) -> bytes:  # noqa: C901 - one search loop, as delta.c
-    """The delta that turns ``source`` into ``target``."""
+MAX_SIZE = 32 * 1024
+"""Publications larger than this (or whose previous publication is) are sent in full, never as
+a delta: the worst case of ``create`` costs about 1 ms of CPU per KiB (gateway/delivery.py)."""
+LAZY_WORK = 4
+"""Work per input byte within which ``create`` looks past a first copy for a longer one."""
+MAX_CANDIDATES = 8
+"""Source blocks tried per target position: of those with the same hash, the nearest to the
+alignment of the previous copy."""
+
+
+def _forward(source: bytes, src: int, target: bytes, tgt: int, limit: int) -> tuple[int, int]:
+    """How many bytes ``source[src:]`` and ``target[tgt:]`` have in common (at most ``limit``),
+    and the bytes compared to know it (at most about four times the answer plus 16)."""
+    lo, step, work = 0, 8, 0
+    while True:
+        hi = min(lo + step, limit)
+        if hi <= lo:
+            return lo, work
+        work += hi - lo
+        if source[src + lo : src + hi] != target[tgt + lo : tgt + hi]:
+            break
+        lo, step = hi, step * 2
+    while hi - lo > 1:  # the first difference is in [lo, hi)
+        mid = (lo + hi) // 2
+        work += mid - lo
+        if source[src + lo : src + mid] == target[tgt + lo : tgt + mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo, work
+
+
+def _backward(source: bytes, src: int, target: bytes, tgt: int, limit: int) -> tuple[int, int]:
+    """How many bytes ``source[:src]`` and ``target[:tgt]`` have in common at their ends (at
+    most ``limit``), and the bytes compared to know it."""
+    lo, step, work = 0, 8, 0
+    while True:
+        hi = min(lo + step, limit)
+        if hi <= lo:
+            return lo, work
+        work += hi - lo
+        if source[src - hi : src - lo] != target[tgt - hi : tgt - lo]:
+            break
+        lo, step = hi, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        work += mid - lo
+        if source[src - mid : src - lo] == target[tgt - mid : tgt - lo]:
+            lo = mid
+        else:
+            hi = mid
+    return lo, work
+
+
+class _Hasher:
+    """Fossil's rolling hash (delta.c ``hash_32bit``: ``a`` the sum of an ``NHASH``-byte window,
+    ``b`` the sum of its running sums, 16 bits each) of the window at any position, from prefix
+    sums built in C: the values delta.c gets by rolling one byte at a time, without a Python
+    step per byte."""
+
+    __slots__ = ("sums", "sums2")
+
+    def __init__(self, data: bytes) -> None:
+        self.sums = list(accumulate(data, initial=0))
+        self.sums2 = list(accumulate(self.sums, initial=0))
+
+    def at(self, p: int) -> int:
+        s, s2 = self.sums, self.sums2
+        a = s[p + NHASH] - s[p]
+        b = s2[p + NHASH + 1] - s2[p + 1] - NHASH * s[p]
+        return (a & 0xFFFF) | ((b & 0xFFFF) << 16)
+
+
+def create(source: bytes, target: bytes) -> bytes:
+    """The delta that turns ``source`` into ``target`` (linear time)."""
+    return create_counted(source, target)[0]
+
+
+def create_counted(source: bytes, target: bytes) -> tuple[bytes, int]:  # noqa: C901 - one search loop, as delta.c
+    """``create``, and its work: target positions searched, candidates tried and bytes compared
+    (a deterministic measure, linear in ``len(source) + len(target)``)."""
     out = bytearray()
     len_src, len_tgt = len(source), len(target)
     _put_int(len_tgt, out)
     out.append(0x0A)
-    if len_src <= NHASH:
+    if len_src <= NHASH or len_tgt <= NHASH:
         _put_int(len_tgt, out)
         out.append(0x3A)
         out += target
         _put_int(checksum(target), out)
         out.append(0x3B)
-        return bytes(out)
+        return bytes(out), len_tgt
 
-    n_hash = len_src // NHASH
-    collide = [-1] * n_hash
-    landmark = [-1] * n_hash
-    for i in range(0, len_src - NHASH, NHASH):
-        a, b = _hash(source[i : i + NHASH])
-        hv = (a | (b << 16)) % n_hash
-        collide[i // NHASH] = landmark[hv]
-        landmark[hv] = i // NHASH
+    # The source index: the NHASH-byte blocks at multiples of NHASH by hash, most recent last
+    # (delta.c's landmark/collide chains, keyed by the whole 32-bit hash).
+    index: dict[int, list[int]] = {}
+    source_hash = _Hasher(source).at
+    for i in range(0, len_src - NHASH + 1, NHASH):
+        index.setdefault(source_hash(i), []).append(i)
+    target_hash = _Hasher(target).at
+    work = len_src + len_tgt
+    lazy_budget = (LAZY_WORK + 1) * (len_src + len_tgt)
 
     base = 0
-    shift: int | None = None  # source minus target position at the end of the last copy
+    shift = 0  # source minus target position at the end of the last copy (none yet: in place)
     while base + NHASH < len_tgt:
         best_ofst = best_lit = best_cnt = 0
-        window = bytearray(target[base : base + NHASH])
-        a, b = _hash(window)
-        pos = 0  # rolling position inside window
         i = 0
-        stop_at = -1  # lazy matching: after a first match, look NHASH bytes further for a longer one
+        measured: dict[int, int] = {}  # diagonal -> target position where its match ends
+        stop_at = -1  # where the search for a longer copy ends (-1: no copy found yet)
+        lazy_tries = MAX_CANDIDATES  # candidates measured past the first copy found
         while True:
-            limit = 250
-            hv = (a | (b << 16)) % n_hash
-            candidates: list[int] = []
-            if shift is not None and 0 <= base + i + shift < len_src:
-                # Beyond fossil's own search: the alignment of the previous copy (the common
-                # case of an edit that shifted everything after it) is tried first.
-                candidates.append(base + i + shift)
-            block = landmark[hv]
-            while block >= 0 and limit > 0:
-                limit -= 1
-                candidates.append(block * NHASH)
-                block = collide[block]
+            tgt = base + i
+            work += 1
+            candidates: Sequence[int] = index.get(target_hash(tgt), ())
+            if len(candidates) > MAX_CANDIDATES:
+                # The blocks nearest to where the last copy's alignment points: edits are local.
+                at = bisect_left(candidates, tgt + shift) - MAX_CANDIDATES // 2
+                at = min(max(at, 0), len(candidates) - MAX_CANDIDATES)
+                candidates = candidates[at : at + MAX_CANDIDATES]
+            if 0 <= tgt + shift < len_src:
+                candidates = [tgt + shift, *candidates]
             for src in candidates:
-                # Forward match from src / base+i, then backward.
-                j, x, y = 0, src, base + i
-                while x < len_src and y < len_tgt and source[x] == target[y]:
-                    j += 1
-                    x += 1
-                    y += 1
-                j -= 1
-                k = 1
-                while k < src and k <= i and source[src - k] == target[base + i - k]:
-                    k += 1
-                k -= 1
-                ofst = src - k
-                cnt = j + k + 1
-                lit = i - k
-                cost = _digit_count(lit) + _digit_count(cnt) + _digit_count(ofst) + 3
-                if cnt >= cost and cnt > best_cnt:
-                    best_cnt, best_ofst, best_lit = cnt, ofst, lit
+                if source[src] != target[tgt]:
+                    continue
+                if stop_at >= 0:
+                    if lazy_tries <= 0:
+                        break
+                    lazy_tries -= 1
+                work += 1
+                diagonal = src - tgt
+                if measured.get(diagonal, -1) > tgt:
+                    continue  # the copy already measured from an earlier position
+                j, cost = _forward(source, src, target, tgt, min(len_src - src, len_tgt - tgt))
+                work += cost
+                measured[diagonal] = tgt + j
+                k, cost = _backward(source, src, target, tgt, min(src, i))
+                work += cost
+                cnt = j + k
+                size = _digit_count(i - k) + _digit_count(cnt) + _digit_count(src - k) + 3
+                if cnt > best_cnt and cnt >= size:
+                    best_cnt, best_ofst, best_lit = cnt, src - k, i - k
             if best_cnt > 0 and stop_at < 0:
-                stop_at = i + NHASH
-            if best_cnt > 0 and (i >= stop_at or base + i + NHASH >= len_tgt):
+                # Fossil takes the first copy found. Looking NHASH bytes further for a longer one
+                # keeps deltas of repetitive JSON small; it is done while the work so far is
+                # within LAZY_WORK per input byte, so crafted input cannot make it the rule.
+                stop_at = i + NHASH if work < lazy_budget else i
+            if best_cnt > 0 and (i >= stop_at or base + best_lit + best_cnt >= len_tgt):
                 if best_lit > 0:
                     _put_int(best_lit, out)
                     out.append(0x3A)
@@ -140,19 +246,12 @@ def create(source: bytes, target: bytes) -> bytes:  # noqa: C901 - one search lo
                 _put_int(best_ofst, out)
                 out.append(0x2C)
                 break
-            if base + i + NHASH >= len_tgt and best_cnt == 0:
+            if tgt + NHASH >= len_tgt:
                 _put_int(len_tgt - base, out)
                 out.append(0x3A)
                 out += target[base:]
                 base = len_tgt
                 break
-            # Roll the hash one byte forward.
-            old = window[pos]
-            new = target[base + i + NHASH]
-            window[pos] = new
-            pos = (pos + 1) % NHASH
-            a = (a - old + new) & 0xFFFF
-            b = (b - NHASH * old + a) & 0xFFFF
             i += 1
     if base < len_tgt:
         _put_int(len_tgt - base, out)
@@ -160,7 +259,7 @@ def create(source: bytes, target: bytes) -> bytes:  # noqa: C901 - one search lo
         out += target[base:]
     _put_int(checksum(target), out)
     out.append(0x3B)
-    return bytes(out)
+    return bytes(out), work
 
 
 def _get_int(delta: bytes, pos: int) -> tuple[int, int]:

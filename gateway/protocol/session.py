@@ -17,12 +17,14 @@ early finds nothing due and the driver simply re-arms.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from gateway.protocol import codes
-from gateway.protocol.codec import JSON, Codec, ProtocolError
+from gateway.protocol.codec import JSON, MAX_FRAME_COMMANDS, Codec, ProtocolError
 from gateway.protocol.messages import (
     Command,
     ConnectResult,
@@ -149,6 +151,15 @@ class SessionConfig:
     expired_sub_close_delay: float = 25.0
     unidirectional: bool = False
     """A unidirectional client cannot send: no pong is expected (§4.5)."""
+    max_frame_commands: int = MAX_FRAME_COMMANDS
+    """Commands one frame may carry (3013 at the next one, before it is decoded)."""
+    max_pending_commands: int = MAX_FRAME_COMMANDS
+    """Commands a connection may have queued, not yet run (3013 at the next one)."""
+    max_held_frames: int = 16
+    """Frames that may arrive while the connect runs; they are decoded after it (3013 past)."""
+    max_stray_pongs: int = 16
+    """Pongs that answer no ping, tolerated between two pings (3501 past: Centrifugo refuses
+    the first; a few are let through for clients of a server with pong checks off)."""
 
 
 class Session:
@@ -159,7 +170,17 @@ class Session:
     * the first command must be ``connect`` (else disconnect 3501); a second ``connect`` is 3501;
     * every command except pong (``{}``) and ``send`` must have ``id > 0`` (else 3501);
     * after a connect error reply the connection stops reading: later commands are ignored;
-    * a pong with no outstanding ping is tolerated (ignored), unlike Centrifugo's 3501.
+    * a pong with no outstanding ping is tolerated (ignored), unlike Centrifugo's 3501, but
+      only ``max_stray_pongs`` of them between two pings (then 3501).
+
+    ``receive_frame`` bounds the work of every frame while decoding it (the codec decodes one
+    command at a time as the session pulls it): it stops at the first undecodable command
+    (3501), at the first command past ``max_frame_commands`` in the frame or past
+    ``max_pending_commands`` queued (3013), and at the first one the ordering rules refuse.
+    Until the connect has an outcome nothing after it is decoded, as Centrifugo, which reads no
+    further while it runs a connect: the rest of its frame and later frames are held (at most
+    ``max_held_frames``) and decoded by ``resume`` once connected, or dropped when the connect
+    is refused.
 
     Args:
         codec: The connection's wire encoding.
@@ -186,28 +207,76 @@ class Session:
         self._ping_at: float | None = None
         self._pong_at: float | None = None
         self._sub_deadlines: dict[str, float] = {}
+        self._held: deque[tuple[Iterator[Command], int]] = deque()
+        """Undecoded commands that arrived after a connect still running (with how many
+        commands their frame had before them)."""
+        self._stray_pongs = 0
+        self.decoded = 0
+        """Commands decoded on this connection (metrics, tests)."""
 
     # --- incoming ----------------------------------------------------------------------------
 
-    def receive_frame(self, frame: str | bytes) -> list[Action]:
-        """Decode one transport frame and classify its commands in order. Never raises: an
-        undecodable frame yields ``[Disconnect 3501]`` (cause kept in ``protocol_error``), and
-        classification stops at the first disconnect."""
-        if self.state is State.CLOSED:
+    def receive_frame(self, frame: str | bytes, pending: int = 0) -> list[Action]:
+        """Decode one transport frame and classify its commands in order, ``pending`` being how
+        many commands the driver has queued already. Never raises: an undecodable command yields
+        a ``Disconnect`` (3501; the cause kept in ``protocol_error``), too many commands 3013;
+        decoding and classification stop at the first disconnect, and at the connect (the rest
+        waits for ``resume``)."""
+        if self.state is State.CLOSED or self.connect_failed:
             return []
+        commands = self.codec.iter_frame(frame)
+        if self._held or (self.connecting and self.state is State.CONNECTING):
+            if len(self._held) >= self.config.max_held_frames:
+                return [codes.DISCONNECT_TOO_MANY_REQUESTS]
+            self._held.append((commands, 0))
+            return []
+        return self._classify(commands, 0, pending)
+
+    def resume(self, pending: int = 0) -> list[Action]:
+        """The connect succeeded (``connected`` was called): decode and classify what arrived
+        after it, as ``receive_frame`` would have."""
+        actions: list[Action] = []
+        while self._held and self.state is State.CONNECTED:
+            commands, decoded = self._held.popleft()
+            more = self._classify(commands, decoded, pending)
+            actions.extend(more)
+            if more and isinstance(more[-1], codes.Disconnect):
+                self._held.clear()
+                break
+            pending += len(more)
+        return actions
+
+    def _classify(self, commands: Iterator[Command], decoded: int, pending: int) -> list[Action]:
+        actions: list[Action] = []
+        cfg = self.config
         try:
-            commands = self.codec.decode_frame(frame)
+            for cmd in commands:
+                decoded += 1
+                self.decoded += 1
+                if decoded > cfg.max_frame_commands:
+                    actions.append(codes.DISCONNECT_TOO_MANY_REQUESTS)
+                    break
+                action = self.receive(cmd)
+                if action is None:
+                    if self.connect_failed or self.state is State.CLOSED:
+                        break  # the rest would be ignored: it is not even decoded
+                    continue
+                if isinstance(action, Execute):
+                    if pending >= cfg.max_pending_commands:
+                        # A client that sends faster than its commands can run: bound the
+                        # memory it can pin, and let it reconnect.
+                        actions.append(codes.DISCONNECT_TOO_MANY_REQUESTS)
+                        break
+                    pending += 1
+                actions.append(action)
+                if isinstance(action, codes.Disconnect):
+                    break
+                if isinstance(action, Execute) and action.command.method is Method.CONNECT:
+                    self._held.append((commands, decoded))
+                    break
         except ProtocolError as exc:
             self.protocol_error = exc
-            return [exc.disconnect]
-        actions: list[Action] = []
-        for cmd in commands:
-            action = self.receive(cmd)
-            if action is None:
-                continue
-            actions.append(action)
-            if isinstance(action, codes.Disconnect):
-                break
+            actions.append(exc.disconnect)
         return actions
 
     def receive(self, cmd: Command) -> Action | None:
@@ -217,6 +286,10 @@ class Session:
         if cmd.method is None:
             if self.state is State.CONNECTING and not self.connecting:
                 return codes.DISCONNECT_BAD_REQUEST
+            if not self.ping_outstanding:
+                self._stray_pongs += 1
+                if self._stray_pongs > self.config.max_stray_pongs:
+                    return codes.DISCONNECT_BAD_REQUEST
             self.ping_outstanding = False
             self._pong_at = None
             return Pong()
@@ -277,6 +350,7 @@ class Session:
         self.connecting = False
         self._ping_at = self._pong_at = None
         self.expire_at = None
+        self._held.clear()
 
     def set_expiry(self, expire_at: float | None) -> None:
         """(Re-)set the connection expiry (connect, refresh, server API refresh)."""
@@ -291,6 +365,7 @@ class Session:
         self.state = State.CLOSED
         self._stale_at = self._ping_at = self._pong_at = None
         self._sub_deadlines.clear()
+        self._held.clear()
 
     def ping_sent(self) -> None:
         self.ping_outstanding = True
@@ -358,6 +433,7 @@ class Session:
         if self._ping_at is not None and self._ping_at <= now:
             cfg = self.config
             due.append(SendPing(self.codec.encode_ping()))
+            self._stray_pongs = 0
             if not cfg.unidirectional and cfg.pong_timeout > 0:
                 self.ping_outstanding = True
                 self._pong_at = now + cfg.pong_timeout

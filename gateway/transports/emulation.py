@@ -44,7 +44,7 @@ class EmulationEndpoint:
         if not origin_allowed(request.headers.get("origin"), self.allowed_origins):
             return Response("origin not allowed", status_code=403)
         limit = self.max_body
-        body = b""
+        body = bytearray()  # appended in place: bytes += chunk would copy the body per chunk
         try:
             async for chunk in request.stream():
                 body += chunk
@@ -52,7 +52,7 @@ class EmulationEndpoint:
                     return Response("request entity too large", status_code=413)
         except ClientDisconnect:  # gone mid-body (or cut by http_server.request_timeout)
             return Response(status_code=400)
-        parsed = _parse(body, request.headers.get("content-type", ""))
+        parsed = _parse(bytes(body), request.headers.get("content-type", ""))
         if parsed is None:
             return Response("malformed request", status_code=400)
         session, node, data = parsed

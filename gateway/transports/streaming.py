@@ -219,12 +219,12 @@ def preflight(request: Request, methods: str) -> Response:
 
 async def _read_body(request: Request, limit: int) -> bytes | None:
     """The request body, or None when it exceeds ``limit`` bytes."""
-    body = b""
+    body = bytearray()  # appended in place: bytes += chunk would copy the body per chunk
     async for chunk in request.stream():
         body += chunk
         if limit and len(body) > limit:
             return None
-    return body
+    return bytes(body)
 
 
 class StreamEndpoint:

@@ -4,7 +4,8 @@ ConnectRequest (``{"token": ..., "subs": ...}``, ``{}`` is valid), then the serv
 Pushes go out like the other unidirectional transports' (gateway/transports/streaming.py): Push
 objects without the ``push`` wrapper, one text frame each, or newline-joined in one frame per
 write with ``uni_websocket.join_push_messages``. A disconnect is a close frame with its code and
-reason. Later client messages are ignored (Centrifugo reads them only to notice the close).
+reason. Later client messages are ignored (Centrifugo reads them only to notice the close), a
+few of them: a client that keeps sending is closed with 3501.
 
 The RFC 6455 layer is the WebSocket transport's (gateway/transports/websocket.py): its handshake
 routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket to a
@@ -24,6 +25,10 @@ from gateway.transports.streaming import _uni_command, _unwrap
 
 if TYPE_CHECKING:
     from gateway.transports.websocket import GatewayWebSocketProtocol
+
+
+MAX_IGNORED_MESSAGES = 16
+"""Messages after the ConnectRequest ignored before the connection is closed (3501)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,7 @@ class UniWebSocketTransport:
         self.endpoint = endpoint
         self.client: Client = endpoint.connect(self)
         self.connect_received = False
+        self.ignored = 0
 
     @property
     def request_headers(self) -> dict[str, str]:
@@ -55,9 +61,13 @@ class UniWebSocketTransport:
         return self.socket.request_headers
 
     def message(self, data: bytes) -> None:
-        """A text message from the client: the first is the ConnectRequest, the rest are ignored.
+        """A text message from the client: the first is the ConnectRequest, the rest are ignored
+        (up to ``MAX_IGNORED_MESSAGES``, then 3501: a client of this transport does not send).
         A first message that is not a JSON object closes with 3501 (bad request)."""
         if self.connect_received:
+            self.ignored += 1
+            if self.ignored > MAX_IGNORED_MESSAGES:
+                self.client.disconnect(codes.DISCONNECT_BAD_REQUEST)
             return
         self.connect_received = True
         command = _uni_command(data)

@@ -51,6 +51,10 @@ _PROTOBUF_SUBPROTOCOL = Subprotocol(PROTOBUF_SUBPROTOCOL)
 CLOSE_TIMEOUT_SECONDS = 5.0
 """How long to wait for the client's close frame before dropping the TCP connection."""
 
+CLOSING_READ_LIMIT = 65536
+"""Bytes read from a peer after our close frame before the connection is dropped without
+waiting for its close frame."""
+
 Admit = Callable[[], int | None]
 """Handshake admission: None to accept, else the Retry-After seconds of a 503."""
 
@@ -101,6 +105,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None
         self.close_sent = False
+        self._read_after_close = 0
         self._close_timer: asyncio.TimerHandle | None = None
         self._fragments: list[bytes] | None = None
         self.request_headers: dict[str, str] = {}
@@ -130,6 +135,13 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self.client = None
 
     def data_received(self, data: bytes) -> None:
+        if self.close_sent:
+            # Closing: only the peer's close frame matters. A peer that keeps sending instead
+            # (a flood cut with 3013 or 3501) is not parsed for the whole close timeout.
+            self._read_after_close += len(data)
+            if self._read_after_close > CLOSING_READ_LIMIT and self.transport is not None:
+                self.transport.abort()
+                return
         self.conn.receive_data(data)
         for event in self.conn.events_received():
             if isinstance(event, Request):

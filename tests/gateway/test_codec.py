@@ -103,3 +103,15 @@ def test_pub_push_embeds_raw_data_and_omits_zero_offset():
 def test_reconnect_code_ranges():
     assert codes.is_reconnect_code(3001) and codes.is_reconnect_code(4000) and codes.is_reconnect_code(5000)
     assert not codes.is_reconnect_code(3500) and not codes.is_reconnect_code(4500)
+
+
+def test_decoding_is_lazy_and_bounded():
+    frame = b'{"id":1,"rpc":{}}\n' * 3 + b"{nope"
+    commands = codec.iter_frame(frame)
+    assert [next(commands).id for _ in range(3)] == [1, 1, 1]  # the bad line is not parsed yet
+    with pytest.raises(codec.ProtocolError):
+        next(commands)
+    with pytest.raises(codec.ProtocolError) as info:
+        codec.decode_frame(b"{}\n" * 2000)
+    assert info.value.disconnect == codes.DISCONNECT_TOO_MANY_REQUESTS
+    assert len(codec.decode_frame(b"{}\n" * 1024 + b"\n" * 100000)) == 1024  # blank lines are free

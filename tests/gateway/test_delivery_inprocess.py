@@ -106,6 +106,18 @@ async def test_delta_negotiated_first_full_then_deltas_reconstruct_exactly():
     assert [orjson.dumps(p["data"]) for p in pubs_of(plain)] == sent
 
 
+async def test_publications_above_the_delta_size_go_in_full():
+    h = Harness(DELTA)
+    _client, transport = await h.subscribed("progress", delta="fossil")
+    opts = h.settings.channel_options("progress")
+    small = b'{"s":"' + b"x" * 1000 + b'"}'
+    big = b'{"s":"' + b"x" * fossil.MAX_SIZE + b'"}'
+    for data in (small, small.replace(b"x", b"y", 1), big, big.replace(b"x", b"y", 1)):
+        await h.node.publish("progress", opts, data)
+    await until(lambda: len(pubs_of(transport)) == 4)
+    assert [p.get("delta", False) for p in pubs_of(transport)] == [False, True, False, False]
+
+
 async def test_delta_is_computed_once_per_publication():
     h = Harness(DELTA)
     conns = [await h.subscribed("p", delta="fossil") for _ in range(3)]

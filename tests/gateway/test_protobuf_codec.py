@@ -293,3 +293,13 @@ def test_proxy_results_travel_over_protobuf():
     assert rpc.HasField("rpc") and rpc.rpc.data == b'{"answer":42}'
     assert empty_rpc.HasField("rpc") and empty_rpc.rpc.data == b""
     assert connect.connect.data == b'{"app":1}'
+
+
+def test_decoding_is_lazy_and_bounded():
+    commands = PROTOBUF.iter_frame(bytes(3) + b"\x80")
+    assert [next(commands).id for _ in range(3)] == [0, 0, 0]  # the truncated varint is not read yet
+    with pytest.raises(ProtocolError):
+        next(commands)
+    with pytest.raises(ProtocolError) as info:
+        PROTOBUF.decode_frame(bytes(65536))
+    assert info.value.disconnect == codes.DISCONNECT_TOO_MANY_REQUESTS

@@ -10,6 +10,7 @@ import orjson
 
 from gateway.protocol import codes
 from gateway.protocol.messages import Command, ConnectRequest, Method, SendRequest, SubscribeRequest
+from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.session import (
     Delivery,
     Execute,
@@ -111,20 +112,26 @@ def _connected(now: float = 100.0, **config: Any) -> Session:
     (action,) = s.receive_frame(b'{"id":1,"connect":{}}')
     assert isinstance(action, Execute)
     s.connected(now=now, first_ping_delay=10)
+    assert s.resume() == []  # the rest of the connect's frame: nothing
     return s
 
 
 def test_frame_in_commands_out_in_order_and_bad_frames_become_3501():
     s = Session()
     actions = s.receive_frame(b'{"id":1,"connect":{}}\n{"id":2,"subscribe":{"channel":"c"}}')
-    assert [a.command.id for a in actions if isinstance(a, Execute)] == [1, 2]
+    # nothing after the connect is decoded until it succeeded (as Centrifugo reads no further)
+    assert [a.command.id for a in actions if isinstance(a, Execute)] == [1]
+    s.connected()
+    actions = s.resume()
+    assert [a.command.id for a in actions if isinstance(a, Execute)] == [2]
     bad = Session()
     assert bad.receive_frame(b"{nope") == [codes.DISCONNECT_BAD_REQUEST]
     assert bad.protocol_error is not None
     # classification stops at the first disconnect: nothing after it runs
     s2 = Session()
     actions = s2.receive_frame(b'{"id":1,"connect":{}}\n{"id":2,"connect":{}}\n{"id":3,"rpc":{}}')
-    assert actions[1:] == [codes.DISCONNECT_BAD_REQUEST]
+    s2.connected()
+    assert s2.resume() == [codes.DISCONNECT_BAD_REQUEST]
 
 
 def test_replies_are_encoded_through_the_codec():
@@ -242,3 +249,76 @@ def test_closed_session_has_no_deadlines():
     s = _connected()
     s.closed()
     assert s.next_deadline() is None and s.on_deadline(1e12) == []
+
+
+# --- bounded decoding (issue 28): the session pulls commands from the codec one at a time ---
+
+
+def test_a_frame_of_empty_protobuf_commands_before_connect_decodes_one():
+    s = Session(PROTOBUF)
+    assert s.receive_frame(bytes(65536)) == [codes.DISCONNECT_BAD_REQUEST]
+    assert s.decoded == 1
+
+
+def test_a_json_flood_is_refused_at_the_first_surplus_command():
+    s = _connected()
+    frame = b'{"id":5,"presence_stats":{"channel":"c"}}\n' * 5000
+    actions = s.receive_frame(frame)
+    assert actions[-1] == codes.DISCONNECT_TOO_MANY_REQUESTS
+    assert len(actions) == 1025 and s.decoded == 1 + 1025  # the connect, then 1,024 and one more
+
+
+def test_the_pending_bound_counts_what_the_driver_has_queued():
+    s = _connected()
+    actions = s.receive_frame(b'{"id":5,"rpc":{}}\n' * 10, pending=1020)
+    assert len([a for a in actions if isinstance(a, Execute)]) == 4
+    assert actions[-1] == codes.DISCONNECT_TOO_MANY_REQUESTS
+
+
+def test_commands_per_frame_are_bounded_even_when_ignored():
+    s = _connected()
+    s.config = dataclasses.replace(s.config, max_stray_pongs=10**9)
+    actions = s.receive_frame(b"{}\n" * 5000)
+    assert actions[-1] == codes.DISCONNECT_TOO_MANY_REQUESTS and s.decoded == 1 + 1025
+
+
+def test_stray_pongs_are_tolerated_a_few_times_between_pings():
+    s = _connected()
+    for _ in range(16):
+        assert s.receive_frame(b"{}") == [Pong()]
+    assert s.receive_frame(b"{}") == [codes.DISCONNECT_BAD_REQUEST]
+    s2 = _connected()
+    for _ in range(16):
+        s2.receive_frame(b"{}")
+    (ping,) = s2.on_deadline(110.0)
+    assert isinstance(ping, SendPing)
+    assert s2.receive_frame(b"{}") == [Pong()]  # the ping's answer
+    assert s2.receive_frame(b"{}") == [Pong()]  # a ping resets the allowance
+
+
+def test_nothing_after_a_connect_is_decoded_until_it_succeeds():
+    s = Session()
+    actions = s.receive_frame(b'{"id":1,"connect":{}}\n{"id":2,"rpc":{}}\n{nope')
+    assert len(actions) == 1 and s.decoded == 1
+    assert s.receive_frame(b'{"id":3,"rpc":{}}') == []  # held too
+    s.connected()
+    actions = s.resume()
+    assert [a.command.id for a in actions if isinstance(a, Execute)] == [2]
+    assert actions[-1] == codes.DISCONNECT_BAD_REQUEST  # the bad line, after the connect ran
+
+
+def test_a_refused_connect_drops_what_was_held_undecoded():
+    s = Session()
+    s.receive_frame(b'{"id":1,"connect":{}}\n' + b'{"id":2,"subscribe":{"channel":"c"}}\n' * 500)
+    for _ in range(3):
+        s.receive_frame(b'{"id":3,"rpc":{}}')
+    s.connect_rejected()
+    assert s.resume() == [] and s.decoded == 1
+
+
+def test_frames_held_during_a_connect_are_bounded():
+    s = Session()
+    s.receive_frame(b'{"id":1,"connect":{}}')  # the rest of its frame is held: 1 of 16
+    for _ in range(15):
+        assert s.receive_frame(b'{"id":3,"rpc":{}}') == []
+    assert s.receive_frame(b'{"id":3,"rpc":{}}') == [codes.DISCONNECT_TOO_MANY_REQUESTS]

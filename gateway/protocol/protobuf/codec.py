@@ -7,24 +7,27 @@ pushes (``Reply{push}``) are written the same way, so the messages of one tick a
 no separator (``separator = b""``). Payload fields (``data``, ``info``) are bytes on this wire
 and travel unchanged: JSON payloads stay JSON bytes, binary payloads stay binary.
 
-Decoding is all-or-nothing per frame, like the JSON codec: a truncated varint, a length past
-the end of the frame, a message the Protobuf parser rejects (corrupt wire format, invalid UTF-8
-in a string, too deep nesting), a known field sent with the wrong wire type (Centrifugo's
+Decoding is lazy, like the JSON codec's: ``iter_frame`` cuts and parses one message at a time as
+the session pulls it, so a frame of 65,536 empty messages costs only the commands the session
+accepts before refusing the next one (gateway/protocol/session.py). A truncated varint, a length
+past the end of the frame, a message the Protobuf parser rejects (corrupt wire format, invalid
+UTF-8 in a string, too deep nesting), a known field sent with the wrong wire type (Centrifugo's
 vtprotobuf decoder refuses it; upb would keep it as an unknown field) or an empty frame raises
-``ProtocolError`` (3501 bad request) and no command of that frame runs. Unknown fields are
+``ProtocolError`` (3501 bad request) at that message, and the connection closes. Unknown fields are
 skipped, as proto3 (and Centrifugo) do. Where Centrifugo ends a frame silently at a truncated
 length prefix, this codec refuses the frame (3501) like any other malformed input.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from gateway.protocol import codes
-from gateway.protocol.codec import ProtocolError
+from gateway.protocol.codec import ProtocolError, bounded
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -95,24 +98,34 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def split_frame(frame: bytes) -> list[bytes]:
-    """The varint-length-delimited messages of a frame, in order.
+def iter_messages(frame: bytes) -> Iterator[bytes]:
+    """The varint-length-delimited messages of a frame, in order, cut one at a time as the
+    caller pulls them (nothing past the last one pulled is read).
 
     Raises:
-        ProtocolError: empty frame, truncated varint, or a length past the end of the frame.
+        ProtocolError: (when pulled) empty frame, truncated varint, or a length past the end
+            of the frame.
     """
     if not frame:
         raise ProtocolError("empty frame")
-    messages: list[bytes] = []
     pos, size = 0, len(frame)
     while pos < size:
         length, pos = read_varint(frame, pos)
         end = pos + length
         if end > size:
             raise ProtocolError("message length beyond the frame")
-        messages.append(frame[pos:end])
+        yield frame[pos:end]
         pos = end
-    return messages
+
+
+def split_frame(frame: bytes) -> list[bytes]:
+    """Every varint-length-delimited message of a frame (tests and tools: the gateway pulls
+    them one by one through ``iter_messages``).
+
+    Raises:
+        ProtocolError: empty frame, truncated varint, or a length past the end of the frame.
+    """
+    return list(iter_messages(frame))
 
 
 def delimited(message: Any) -> bytes:
@@ -347,10 +360,14 @@ class ProtobufCodec:
     """Messages of one write are concatenated: each carries its own length prefix."""
     binary = True
 
-    def decode_frame(self, frame: str | bytes) -> list[Command]:
+    def iter_frame(self, frame: str | bytes) -> Iterator[Command]:
         if isinstance(frame, str):
             frame = frame.encode()
-        return [decode_command(body) for body in split_frame(frame)]
+        for body in iter_messages(frame):
+            yield decode_command(body)
+
+    def decode_frame(self, frame: str | bytes) -> list[Command]:
+        return bounded(self.iter_frame(frame))
 
     def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes:
         reply = pb.Reply(id=cmd_id)
