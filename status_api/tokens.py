@@ -10,6 +10,7 @@ configuration, never read from a token (PyJWT ``algorithms=[…]``).
 from __future__ import annotations
 
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ class TokenIssuer:
             "producerId": grant.producer_id,
             "eventTypes": sorted(grant.event_types),
             "chainIat": start,
+            # Unique per token: a renewal within the same second is still a new token.
+            "jti": uuid.uuid4().hex,
         }
         return jwt.encode(claims, self.s.execution_secret, algorithm="HS256"), exp
 

@@ -197,6 +197,10 @@ class ExecutionTokenExpired(Unauthenticated):
     code = "EXECUTION_TOKEN_EXPIRED"
 
 
+class InvalidUserToken(Unauthenticated):
+    code = "INVALID_USER_TOKEN"
+
+
 class InvalidExecutionToken(Unauthenticated):
     code = "INVALID_EXECUTION_TOKEN"
 
@@ -334,6 +338,7 @@ BY_CODE: dict[str, type[Refused]] = {
         InvalidServiceCredential,
         ExecutionTokenExpired,
         InvalidExecutionToken,
+        InvalidUserToken,
         TokenMismatch,
         StepDefinitionMismatch,
         ExecutionTokenRequired,
