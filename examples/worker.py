@@ -179,7 +179,8 @@ async def run(url: str, tenant: str, owner: str) -> str:
                 await asyncio.sleep(0.2)  # the "upload" of one chunk
             await step.complete("UPLOADED")
             print(
-                f"03_upload done after {loop.time() - began:.1f}s (token ttl {ttl:.0f}s, {step.renewals} renewals)"
+                f"03_upload done after {loop.time() - began:.1f}s "
+                f"(token ttl {ttl:.0f}s, {step.renewals} renewals)"
             )
 
         done = await tc.complete_task(task.task_id, "EXPORTED", task_attempt=task.task_attempt)

@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
-
 from taskcast_worker import AsyncTaskcast, RetryPolicy, StepError, StepSpec, Taskcast, TransportError, errors
 from taskcast_worker.transport import Transport
+
 from tests.helpers.mysql_db import schema_database
 from tests.status_api.harness import COORDINATOR, TEST_CONFIG
 from tests.support import ROOT, StatusApiProcess, merge, scaled, wait_until
