@@ -165,6 +165,7 @@ def summary_task(
         "businessStatus": task.business_status,
         "health": task.health.value,
         "version": str(task.version),
+        "taskAttempt": task.attempt,
         "createdAt": iso(task.created_at),
         "startedAt": iso(task.started_at),
         "finishedAt": iso(task.finished_at),

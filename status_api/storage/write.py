@@ -30,7 +30,13 @@ from status_api.domain.model import JSON, StepState, TaskState
 from status_api.storage import outbox
 from status_api.storage.outbox import OutboxMessage
 from status_api.storage.repository import purge_timeline, step_values, task_values
-from status_api.storage.tables import task, task_event_dedup, task_event_log, task_step
+from status_api.storage.tables import (
+    execution_token_renewal,
+    task,
+    task_event_dedup,
+    task_event_log,
+    task_step,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +71,8 @@ class Change:
     outbox: tuple[OutboxMessage, ...] = ()
     dedup: DedupRow | None = None
     purge: tuple[str, int] | None = None
+    #: ``execution_token_renewal`` audit rows (a renewal writes only these).
+    renewals: tuple[Mapping[str, Any], ...] = ()
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -88,7 +96,9 @@ def _upsert(table: sa.Table) -> sa.Insert:
 
 _UPSERT_TASK = _upsert(task)
 #: INSERT statements built once (a statement object memoizes its compiled-cache key).
-_INSERT = {t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup)}
+_INSERT = {
+    t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal)
+}
 _UPSERT_STEP = _upsert(task_step)
 
 
@@ -108,6 +118,7 @@ class _Rows:
     messages: list[outbox.Entry] = field(default_factory=list)
     dedup: list[dict[str, Any]] = field(default_factory=list)
     purges: list[tuple[str, int]] = field(default_factory=list)
+    renewals: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -137,6 +148,7 @@ class _Rows:
             )
         if c.purge is not None:
             self.purges.append(c.purge)
+        self.renewals += (dict(r) for r in c.renewals)
 
 
 async def write(
@@ -169,6 +181,8 @@ async def write(
         await conn.execute(_INSERT["task_event_log"], rows.log)
     if rows.dedup:
         await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
+    if rows.renewals:
+        await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
     entries = rows.messages
     if stamp is not None and entries:
         at = stamp()
