@@ -16,6 +16,7 @@ Executes nothing itself: every method goes to ``ServerApi`` (gateway/api.py).
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from typing import Any
 from urllib.parse import parse_qsl
@@ -24,6 +25,7 @@ import orjson
 from starlette.applications import Starlette
 
 from gateway.api import TRANSPORT_STATUS, ServerApi, error_obj
+from gateway.api_batch import YIELD_EVERY
 from gateway.api_requests import ApiError, bad_request
 from gateway.config_schema import HttpApiSettings
 from gateway.server_inline import Deferred
@@ -92,7 +94,7 @@ class ApiEndpoint:
                 if isinstance(args, bytes):
                     return 200, args, _JSON
                 commands, parallel = args
-                if not parallel and fast.takes(commands):
+                if not parallel and api.takes_inline(commands, "http"):
                     return 200, orjson.dumps({"replies": fast.batch(commands, "http")}), _JSON
             inline = api.runs_inline_batch(parsed)
         elif method == "publish" and fast is not None:
@@ -207,14 +209,23 @@ class ApiEndpoint:
         if isinstance(args, bytes):
             return args
         commands, parallel = args
-        return orjson.dumps({"replies": await self.api.batch(commands, parallel=parallel)})
+        try:
+            replies = await self.api.batch(commands, parallel=parallel)
+        except ApiError as exc:  # more commands than http_api.max_batch_commands
+            return orjson.dumps({"error": error_obj(exc)})
+        return orjson.dumps({"replies": replies})
 
     async def _legacy(self, body: bytes) -> bytes:
-        """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy)."""
+        """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy): at
+        most ``http_api.max_batch_commands`` of them (else the whole body is refused, 400), the
+        loop served every ``YIELD_EVERY``."""
+        commands = [raw_line for raw_line in body.split(b"\n") if raw_line.strip()]
+        if len(commands) > self.api.batch_limit("http"):
+            raise _Refused
         lines: list[bytes] = []
-        for raw_line in body.split(b"\n"):
-            if not raw_line.strip():
-                continue
+        for n, raw_line in enumerate(commands):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             try:
                 cmd = orjson.loads(raw_line)
             except orjson.JSONDecodeError:
