@@ -9,6 +9,7 @@ yield every command runs between two turns of the probe, with it at most ``YIELD
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
@@ -96,7 +97,7 @@ async def most_between_probes(counted: Counted, request: Coroutine[Any, Any, Any
     probing = asyncio.ensure_future(probe())
     result = await task
     await probing
-    return max(b - a for a, b in zip(samples, samples[1:], strict=False)), result
+    return max(b - a for a, b in itertools.pairwise(samples)), result
 
 
 def publishes(n: int, channel: str = "c") -> list[dict[str, Any]]:
@@ -122,9 +123,9 @@ async def test_a_batch_past_the_bound_is_refused_whole_with_107(broker: str, par
 @pytest.mark.parametrize("limit", [1, 5])
 async def test_the_batch_bound_is_the_option(limit: int):
     _, endpoint, counted = gateway(env={"TASKCAST_HTTP_API_MAX_BATCH_COMMANDS": str(limit)})
-    status, body = await answer(endpoint, "batch", {"commands": publishes(limit + 1)})
+    _status, body = await answer(endpoint, "batch", {"commands": publishes(limit + 1)})
     assert body["error"]["code"] == 107 and counted.n == 0
-    status, body = await answer(endpoint, "batch", {"commands": publishes(limit)})
+    _status, body = await answer(endpoint, "batch", {"commands": publishes(limit)})
     assert len(body["replies"]) == limit == counted.n
 
 
@@ -176,7 +177,7 @@ async def test_each_multi_item_field_is_bounded(case: str):
 async def test_each_bound_holds_inside_a_batch(case: str):
     method, params, bound = CASES[case]
     _, endpoint, _ = gateway("general")
-    status, body = await answer(
+    _status, body = await answer(
         endpoint, "batch", {"commands": [{method: params(bound + 1)}, {method: params(1)}]}
     )
     refused, ok = body["replies"]
