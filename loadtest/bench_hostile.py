@@ -41,6 +41,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import secrets
 import sys
@@ -261,6 +262,43 @@ def gateway_config(port: int, key: str, args: argparse.Namespace) -> dict[str, A
     }  # fmt: skip
 
 
+class _Shared:
+    """Counters shared with the sender process (``state[...] += 1`` works on it)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def __getitem__(self, name: str) -> int:
+        return int(self.values[name].value)
+
+    def __setitem__(self, name: str, value: int) -> None:
+        self.values[name].value = value
+
+
+def _send(attack_name: str, commands: int, url: str, key: str, values: dict[str, Any]) -> None:
+    """The sender process: the attack until terminated."""
+    args = argparse.Namespace(batch_commands=commands, json_frame=0)
+    attack = ATTACK_FUNCTIONS[attack_name](args)
+    stop = asyncio.Event()
+    asyncio.run(hostile(attack, url, key, stop, _Shared(values)))  # type: ignore[arg-type]
+
+
+class ApiSender:
+    """An ``api-*`` attack in a process of its own: a 10 MiB body is built and sent by the
+    attacker's own CPU and event loop, not the bystander's (the other attacks are cheap to send)."""
+
+    def __init__(self, attack_name: str, commands: int, url: str, key: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.values = {name: context.Value("q", 0) for name in ("connections", "refused", "publications")}
+        self.process = context.Process(target=_send, args=(attack_name, commands, url, key, self.values))
+        self.process.start()
+
+    def stop(self) -> dict[str, int]:
+        self.process.terminate()
+        self.process.join(10)
+        return {name: int(value.value) for name, value in self.values.items()}
+
+
 def _socket(attack: Callable[[str, dict[str, int]], Awaitable[None]]) -> Attack:
     """A WebSocket attack (it needs no API key)."""
 
@@ -308,10 +346,16 @@ async def run_attack(
             stop = asyncio.Event()
             cpu0, start = cpu_seconds(pid), time.perf_counter()
             publisher = asyncio.create_task(bystander.publish(api, args.interval, stop))
-            task = asyncio.create_task(hostile(attack, url, key, stop, state)) if attack is not None else None
+            task, sender = None, None
+            if attack_name.startswith("api-"):
+                sender = ApiSender(attack_name, args.batch_commands, url, key)
+            elif attack is not None:
+                task = asyncio.create_task(hostile(attack, url, key, stop, state))
             await asyncio.sleep(args.seconds)
             stop.set()
             end, cpu = time.perf_counter(), cpu_seconds(pid) - cpu0
+            if sender is not None:
+                state.update(sender.stop())
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
