@@ -117,8 +117,10 @@ class ServerApi:
         without suspending; None on the others."""
 
     def runs_inline(self, method: str) -> bool:
-        """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
-        may run it outside a task): publishes on an engine with ``publishes_inline``."""
+        """True when ``call(method, ...)`` may complete without suspending (so gateway/api_http.py
+        tries it outside a task): publishes on an engine with ``publishes_inline``. A broadcast
+        to more than ``YIELD_EVERY`` channels does suspend (to let the loop serve others): the
+        inline driver then hands the rest to a task (gateway/server_inline.py)."""
         return self._inline and method in INLINE_METHODS
 
     def runs_inline_batch(self, params: object) -> bool:
