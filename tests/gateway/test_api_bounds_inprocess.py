@@ -229,3 +229,29 @@ async def test_a_large_legacy_body_lets_the_loop_serve_others():
     assert isinstance(deferred, Deferred)
     ran, (status, body, _) = await most_between_probes(counted, deferred.coro)
     assert 0 < ran <= YIELD_EVERY and status == 200 and len(body.split(b"\n")) == LIMIT
+
+
+def test_a_huge_batch_is_refused_without_a_garbage_collection():
+    """A 10 MiB batch of tiny commands (~260,000) is parsed with the cyclic collector paused and
+    refused (107) and freed inside that window: no collection runs for it (before: the
+    allocations triggered collections that cost twice the parse)."""
+    import gc
+
+    _, endpoint, counted = gateway()
+    command = b'{"publish":{"channel":"c","data":1}}'
+    body = b'{"commands":[' + b",".join([command] * ((10 << 20) // (len(command) + 1) - 1)) + b"]}"
+    collections: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(seen)
+    try:
+        status, data, _ = endpoint.respond_inline("batch", "POST", HEADERS, b"", body)  # type: ignore[misc]
+    finally:
+        gc.callbacks.remove(seen)
+    assert status == 200 and orjson.loads(data)["error"]["code"] == 107
+    assert counted.n == 0 and collections == []
+    assert gc.isenabled()
