@@ -38,7 +38,7 @@ EXPIRE_AT = {"range": (INT64[0], MAX_EXPIRE_AT)}
 
 # Bounds on the items of one request (Taskcast's; Centrifugo has none): every count a request
 # names is bounded where it is parsed, so no field makes the work of one command unbounded
-# (docs/gateway.md "Server API bounds"). Past a bound: error 107.
+# (docs/gateway.md, "Server API"). Past a bound: error 107.
 MAX_BROADCAST_CHANNELS = 10_000
 """Channels of one ``broadcast`` (each a publication)."""
 MAX_TAGS = 128
