@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from status_api.domain.projections import Projection, detail_channel, project_channel, user_channel
-from status_api.storage import outbox
+from status_api.storage import outbox, outbox_claims, write
 from status_api.storage.outbox import Priority, effective_priority, supersedable
 from status_api.storage.tables import task_outbox
 from tests.status_api.harness import Harness
@@ -76,13 +76,13 @@ async def test_release_can_refund_the_claims_attempt(h: Harness) -> None:
     msg = outbox.OutboxMessage("task_user:t1/u1", "USER_SUMMARY", {"kind": "task.summary"}, 0)
     async with h.comp.engine.begin() as conn:
         await conn.execute(task_outbox.delete())
-        await outbox.append(conn, "refund-task", 2, [msg], now)
+        await write.append_outbox_version(conn, "refund-task", 2, [msg], now)
 
     async def cycle(refund: bool) -> int:
         async with h.comp.engine.begin() as conn:
-            (row,) = await outbox.claim(conn, "relay-a", 10, now)
-            assert await outbox.release(conn, [row.id], "relay-b", now, refund_attempt=refund) == 0
-            assert await outbox.release(conn, [row.id], "relay-a", now, refund_attempt=refund) == 1
+            (row,) = await outbox_claims.claim(conn, "relay-a", 10, now)
+            assert await outbox_claims.release(conn, [row.id], "relay-b", now, refund_attempt=refund) == 0
+            assert await outbox_claims.release(conn, [row.id], "relay-a", now, refund_attempt=refund) == 1
         async with h.comp.engine.connect() as conn:
             return int(await conn.scalar(sa.select(task_outbox.c.attempts)))
 
