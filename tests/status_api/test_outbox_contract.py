@@ -1,5 +1,6 @@
 """The outbox contract the relay reads (issue 14): one message type and one priority rule in
-``storage/outbox.py`` (which loads nothing of the domain), and one enum per projection."""
+``storage/outbox.py``, the relay's claims and the operators' queries beside it (none of them loads
+anything of the domain), and one enum per projection."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_importing_the_outbox_loads_no_domain_or_service() -> None:
     code = (
-        "import sys, status_api.storage.outbox; "
+        "import sys, status_api.storage.outbox, status_api.storage.outbox_claims, "
+        "status_api.storage.outbox_admin; "
         "bad = [m for m in sys.modules if m.startswith(('status_api.domain', 'status_api.service'))]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
