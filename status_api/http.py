@@ -25,7 +25,7 @@ from status_api.json_response import FastJSONResponse
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
-from status_api.storage import outbox, registries
+from status_api.storage import outbox_admin, registries
 
 log = logging.getLogger("status_api.http")
 audit = logging.getLogger("status_api.audit")
@@ -267,7 +267,7 @@ async def outbox_stats(request: Request) -> Response:
     _require_admin(_service(request))
     api = _api(request)
     async with api.service.engine.connect() as conn:
-        return JSONResponse(await outbox.stats(conn, api.service.clock()))
+        return JSONResponse(await outbox_admin.stats(conn, api.service.clock()))
 
 
 # --- user side ----------------------------------------------------------------------------------

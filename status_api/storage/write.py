@@ -9,10 +9,12 @@ everything that touches one task without a global lock (seed §11.2). Several ch
 a batch collapse into one task row write (version-checked against the version read under the lock)
 and one row write per step attempt. Must not import the domain's decision modules or the service.
 
-The outbox is written last, just before the caller's COMMIT, and with ``stamp`` its rows'
-``created_at`` (the relays' "commit clock", the start of ``state_commit_to_publish_seconds``) is
-read at that moment (issue 16): a clock read when the use case decided would count the whole
-transaction — locks, reads, the other writes — as commit→publish latency.
+The outbox's write side lives here too (:func:`append_outbox`; what a row means is
+``storage/outbox.py``). The outbox is written last, just before the caller's COMMIT, and with
+``stamp`` its rows' ``created_at`` (the relays' "commit clock", the start of
+``state_commit_to_publish_seconds``) is read at that moment (issue 16): a clock read when the use
+case decided would count the whole transaction — locks, reads, the other writes — as
+commit→publish latency.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
-from status_api.storage import outbox
-from status_api.storage.outbox import OutboxMessage
+from status_api.storage.outbox import PENDING, OutboxMessage, effective_priority
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
     execution_token_renewal,
     task,
     task_event_dedup,
     task_event_log,
+    task_outbox,
     task_step,
 )
 
@@ -115,7 +117,7 @@ class _Rows:
     new_steps: dict[StepKey, StepState] = field(default_factory=dict)
     steps: dict[StepKey, StepState] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
-    messages: list[outbox.Entry] = field(default_factory=list)
+    messages: list[OutboxEntry] = field(default_factory=list)
     dedup: list[dict[str, Any]] = field(default_factory=list)
     purges: list[tuple[str, int]] = field(default_factory=list)
     renewals: list[dict[str, Any]] = field(default_factory=list)
@@ -187,8 +189,48 @@ async def write(
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
-    await outbox.append_many(conn, entries)  # last: its commit clock is read just before COMMIT
+    await append_outbox(conn, entries)  # last: its commit clock is read just before COMMIT
     return sum(len(messages) for _, _, messages, _ in entries)
+
+
+#: ``(aggregate_id, aggregate_version, messages, now)``: the outbox messages of one aggregate version.
+OutboxEntry = tuple[str, int, Sequence[OutboxMessage], datetime]
+
+
+async def append_outbox(conn: AsyncConnection, entries: Sequence[OutboxEntry]) -> None:
+    """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
+    the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
+    the priority is :func:`~status_api.storage.outbox.effective_priority`."""
+    rows = [
+        {
+            "aggregate_type": "task",
+            "aggregate_id": aggregate_id,
+            "aggregate_version": version,
+            "channel": m.channel,
+            "projection": m.projection,
+            "payload": m.payload,
+            "status": PENDING,
+            "priority": effective_priority(m.priority, version),
+            "available_at": now,
+            "attempts": 0,
+            "created_at": now,
+        }
+        for aggregate_id, version, messages, now in entries
+        for m in messages
+    ]
+    if rows:
+        await conn.execute(sa.insert(task_outbox), rows)
+
+
+async def append_outbox_version(
+    conn: AsyncConnection,
+    aggregate_id: str,
+    aggregate_version: int,
+    messages: Sequence[OutboxMessage],
+    now: datetime,
+) -> None:
+    """:func:`append_outbox` for one aggregate version (a batch of one)."""
+    await append_outbox(conn, [(aggregate_id, aggregate_version, messages, now)])
 
 
 def _multi_row(conn: AsyncConnection) -> bool:
