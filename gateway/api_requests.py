@@ -279,7 +279,9 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
                 raise bad_request(f"{_name(where, f.name)}: required")
             continue
         value = raw if f.check is None else f.check(raw, _name(where, f.name) if where else f.name)
-        if f.required and not value and isinstance(value, str | list):
+        # An empty string or list is a missing value, except in a JSON-valued field, where
+        # ``""`` and ``[]`` are values like any other (Centrifugo's raw JSON is non-empty).
+        if f.required and not f.nullable_json and not value and isinstance(value, str | list):
             raise bad_request(f"{_name(where, f.name)}: required")
         values[f.name] = value
     return cls(**values)

@@ -38,6 +38,14 @@ def outcome(fn: Any, params: object) -> object:
         return ("error", exc.code)
 
 
+@pytest.mark.parametrize("data", ["", [], {}, 0, None])
+def test_empty_json_data_is_a_value_not_a_missing_field(data: object) -> None:
+    """``"data": ""`` / ``[]`` publish that value (Centrifugo's raw JSON is non-empty), on both
+    parsers; the common-form short cut and the general parser agree (found by the property below)."""
+    params = {"channel": "c", "data": data}
+    assert parse(PublishRequest, params) == parse_publish(params) == PublishRequest("c", data)
+
+
 @given(publish_params | json_values)
 def test_parse_publish_is_parse(params):
     assert outcome(parse_publish, params) == outcome(lambda p: parse(PublishRequest, p), params)
