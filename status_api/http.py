@@ -163,7 +163,13 @@ async def create_attempt(request: Request) -> Response:
 @_guard
 async def task_events(request: Request) -> Response:
     api = _api(request)
-    caller = api.service_auth.event_caller(bearer(request.headers))
+    token = bearer(request.headers)
+    try:
+        caller = api.service_auth.event_caller(token)
+    except DomainError as err:
+        if err.kind is not ErrorKind.UNAUTHENTICATED:
+            raise
+        return await _replay_or_refuse(request, api, token, err)
     _limit(api, caller.producer_id)
     body = await _json(request)
     if not isinstance(body, dict):
@@ -189,6 +195,33 @@ async def task_events(request: Request) -> Response:
         out["accepted"],
         out["duplicate"],
         out["stale"],
+        out["taskVersion"],
+    )
+    return FastJSONResponse(out)
+
+
+async def _replay_or_refuse(request: Request, api: Api, token: str, err: DomainError) -> Response:
+    """Seed §3.2, idempotency first: an exact duplicate of an event its producer already got
+    accepted is answered its first result even when the credential expired since (correctly signed,
+    same producer, same eventId and body); anything else gets the credential's refusal."""
+    producer = api.service_auth.replay_producer(token)
+    if producer is None:
+        raise err
+    _limit(api, producer)
+    body = await _json(request)
+    out = None
+    if isinstance(body, dict):
+        out = await api.service.replay_duplicate(body, producer, request.headers.get("idempotency-key"))
+    if out is None:
+        raise err
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.event("", "duplicate", "")
+    audit.info(
+        "event producer=%s event=%s task=%s duplicate=True expired_credential=True version=%s",
+        producer,
+        out["eventId"],
+        out["taskId"],
         out["taskVersion"],
     )
     return FastJSONResponse(out)

@@ -85,6 +85,13 @@ class StatusService(ServiceContext):
         """
         return await self.ingestor.ingest_event(body, caller, idempotency_key)
 
+    async def replay_duplicate(
+        self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None
+    ) -> dict[str, JSON] | None:
+        """The first result of an exact duplicate of ``producer_id``'s accepted event, or None
+        (seed §3.2); see :meth:`ingest.EventIngestor.replay_duplicate`."""
+        return await self.ingestor.replay_duplicate(body, producer_id, idempotency_key)
+
     async def admin_correct(
         self, task_id: str, body: Mapping[str, JSON], caller: ServiceIdentity
     ) -> dict[str, JSON]:

@@ -1,0 +1,94 @@
+"""Seed gaps of issue 30 item 5 on the Status API (SQLite and MariaDB): idempotency before
+authentication (§3.2), ``allowedFrom`` for TASK_* events (§4.6)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import jwt
+import sqlalchemy as sa
+
+from status_api.storage.tables import task_event_dedup
+from tests.status_api.harness import ADMIN, COORDINATOR, EXEC_SECRET, SERVICE_SECRET, Harness
+
+
+def _expired(token: str, secret: str) -> str:
+    """The same credential (same claims, same key) whose ``exp`` has just passed."""
+    claims: dict[str, Any] = jwt.decode(token, options={"verify_signature": False})
+    claims["exp"] = int(time.time()) - 5
+    return jwt.encode(claims, secret, "HS256")
+
+
+async def test_an_exact_duplicate_gets_its_first_result_after_its_token_expired(h: Harness) -> None:
+    t = await h.create_task()
+    step = t.steps["01_prepare"]
+    body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    first = await h.send(body, step.token)
+    assert first["accepted"] is True and first["duplicate"] is False
+    rows = len(await h.outbox_rows(t.id))
+    expired = _expired(step.token, EXEC_SECRET)
+
+    again = await h.send(body, expired)  # the retry of a timed-out request, token expired meanwhile
+    assert again["duplicate"] is True
+    assert again["taskVersion"] == first["taskVersion"] and again["committedAt"] == first["committedAt"]
+    assert len(await h.outbox_rows(t.id)) == rows
+
+    # Anything but an exact duplicate still needs a valid credential: a new event ...
+    fresh = h.step_event(t, "01_prepare", "STEP_PROGRESS", "PREPARING", progress={"current": 1})
+    r = await h.send(fresh, expired, expect=401)
+    assert r["error"]["code"] == "EXECUTION_TOKEN_EXPIRED"
+    # ... the same eventId with other content (401, not 409: nothing is revealed to an expired token)
+    r = await h.send({**body, "occurredAt": "2026-09-21T07:10:19Z"}, expired, expect=401)
+    assert r["error"]["code"] == "EXECUTION_TOKEN_EXPIRED"
+    # ... a forged signature
+    forged = jwt.encode(jwt.decode(expired, options={"verify_signature": False}), "x" * 40, "HS256")
+    await h.send(body, forged, expect=401)
+    # ... another producer's expired token replaying this producer's body
+    other = _expired(t.steps["02_parse"].token, EXEC_SECRET)
+    await h.send(body, other, expect=401)
+    async with h.comp.engine.connect() as conn:
+        n = await conn.scalar(sa.select(sa.func.count()).select_from(task_event_dedup))
+    assert n == 1
+
+
+async def test_a_coordinator_duplicate_is_answered_after_its_service_jwt_expired(h: Harness) -> None:
+    t = await h.create_task()
+    await h.report(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    body = {
+        "eventId": f"evt-{uuid.uuid4().hex}",
+        "taskId": t.id,
+        "taskAttempt": 1,
+        "producerId": "task-coordinator",
+        "sourceSeq": 1,
+        "eventType": "TASK_CANCELLED",
+        "businessStatus": "CANCELLED",
+        "occurredAt": "2026-09-21T07:11:00Z",
+    }
+    first = await h.send(body, COORDINATOR)
+    again = await h.send(body, _expired(COORDINATOR, SERVICE_SECRET))
+    assert again["duplicate"] is True and again["taskVersion"] == first["taskVersion"]
+
+
+async def test_allowed_from_binds_task_level_events(h: Harness) -> None:
+    v1 = h.schemas.load_registry_file("status-definitions")[0]
+    statuses = [
+        {**s, "allowedFrom": ["PERSISTED"]} if s["code"] == "COMPLETED" else s for s in v1["statuses"]
+    ]
+    r = await h.http.post(
+        "/admin/v1/registry/status-definitions",
+        json={**v1, "definitionVersion": 30, "statuses": statuses},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert r.status_code in (200, 201), r.text
+    t = await h.create_task(statusDefinitionVersion=30)
+    await h.report(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    rows = len(await h.outbox_rows(t.id))
+    r = await h.task_event(t, "TASK_COMPLETED", "COMPLETED", expect=409)
+    assert r["error"]["code"] == "INVALID_TRANSITION" and "PREPARING" in r["error"]["message"]
+    assert len(await h.outbox_rows(t.id)) == rows
+    await h.report(t, "03_store", "STEP_STARTED", "PERSISTING")
+    await h.report(t, "03_store", "STEP_COMPLETED", "PERSISTED")
+    done = await h.task_event(t, "TASK_COMPLETED", "COMPLETED")
+    assert done["accepted"] is True and done["lifecycleStatus"] == "SUCCEEDED"
