@@ -24,6 +24,7 @@ Must not import starlette.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Mapping, Sequence
@@ -288,7 +289,12 @@ class EventIngestor:
             "payload": _event_payload(event),
         }
         dedup = self._dedup(b, item, task.id, result, now)
-        b.changes.append(version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup))
+        change = version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup)
+        if event.event_type is EventType.STEP_PROGRESS:
+            # Seed §3.5/§9.1: progress is overwritable; its rows replace the task's older
+            # supersedable rows still waiting for a relay (storage/write.py coalesce).
+            change = dataclasses.replace(change, coalesce=True)
+        b.changes.append(change)
         b.tasks[task.id] = after
         if new_step is not None:
             steps[new_step.step_id] = new_step

@@ -45,7 +45,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.storage.tables import task_outbox
+from status_api.storage.tables import task_event_log, task_outbox
 
 PENDING = "PENDING"
 PROCESSING = "PROCESSING"
@@ -182,6 +182,36 @@ async def append_many(conn: AsyncConnection, entries: Sequence[Entry]) -> None:
     ]
     if rows:
         await conn.execute(sa.insert(task_outbox), rows)
+
+
+async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, str, int]]) -> int:
+    """Inside the state transaction: delete the PENDING supersedable rows of ``(aggregate_id,
+    channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
+    says so): a newer complete state on that channel replaces them before any relay publishes
+    them (seed §3.5 progress coalescing). Rows a relay holds, and every other version's rows, are
+    left alone. Returns the number of rows deleted."""
+    if not items:
+        return 0
+    res = await conn.execute(
+        _SUPERSEDE,
+        [{"b_aggregate_id": a, "b_channel": c, "b_version": v} for a, c, v in sorted(set(items))],
+    )
+    return max(res.rowcount, 0)
+
+
+_SUPERSEDE = sa.delete(task_outbox).where(
+    task_outbox.c.aggregate_id == sa.bindparam("b_aggregate_id"),
+    task_outbox.c.channel == sa.bindparam("b_channel"),
+    task_outbox.c.aggregate_version < sa.bindparam("b_version"),
+    task_outbox.c.status == PENDING,
+    task_outbox.c.priority <= int(Priority.PROGRESS),
+    task_outbox.c.aggregate_version.in_(
+        sa.select(task_event_log.c.task_version).where(
+            task_event_log.c.task_id == sa.bindparam("b_aggregate_id"),
+            task_event_log.c.event_type == "STEP_PROGRESS",
+        )
+    ),
+)
 
 
 async def append(

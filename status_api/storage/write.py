@@ -54,6 +54,10 @@ class Change:
     insert (creation, a new attempt). ``log`` holds ``task_event_log`` rows; ``outbox`` the
     messages of version ``task.version``, stamped ``at`` (the commit-time clock). ``purge`` =
     ``(task_id, version)`` deletes that task's event-log entries up to ``version`` (retention).
+    ``coalesce`` (a STEP_PROGRESS version, seed §3.5 "throttled, overwritable"): the version's
+    messages replace the task's older supersedable *progress* messages still waiting for a relay,
+    in this batch and in the outbox (complete state: only intermediate progress is dropped; every
+    other version keeps its rows).
     """
 
     at: datetime
@@ -65,6 +69,7 @@ class Change:
     outbox: tuple[OutboxMessage, ...] = ()
     dedup: DedupRow | None = None
     purge: tuple[str, int] | None = None
+    coalesce: bool = False
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -108,6 +113,8 @@ class _Rows:
     messages: list[outbox.Entry] = field(default_factory=list)
     dedup: list[dict[str, Any]] = field(default_factory=list)
     purges: list[tuple[str, int]] = field(default_factory=list)
+    #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
+    coalesce: list[tuple[str, int]] = field(default_factory=list)
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -119,6 +126,8 @@ class _Rows:
                 self.updated[t.id] = (t, base)
             if c.outbox:
                 self.messages.append((t.id, t.version, c.outbox, c.at))
+                if c.coalesce:
+                    self.coalesce.append((t.id, t.version))
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
         for s in c.steps:
@@ -170,11 +179,42 @@ async def write(
     if rows.dedup:
         await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
     entries = rows.messages
+    if rows.coalesce:
+        entries = _coalesced(entries, rows.coalesce)
+        wanted = set(rows.coalesce)
+        replacing = [(a, m.channel, v) for a, v, messages, _ in entries if (a, v) in wanted for m in messages]
+        await outbox.supersede_pending(conn, replacing)
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
     await outbox.append_many(conn, entries)  # last: its commit clock is read just before COMMIT
     return sum(len(messages) for _, _, messages, _ in entries)
+
+
+def _coalesced(entries: Sequence[outbox.Entry], coalesce: Sequence[tuple[str, int]]) -> list[outbox.Entry]:
+    """``entries`` without the supersedable messages of a progress version that a later progress
+    version of the same task replaces on the same channel within this batch."""
+    newest: dict[tuple[str, str], int] = {}
+    wanted = set(coalesce)
+    for agg, version, messages, _ in entries:
+        if (agg, version) in wanted:
+            for m in messages:
+                key = (agg, m.channel)
+                newest[key] = max(newest.get(key, 0), version)
+    out: list[outbox.Entry] = []
+    for agg, version, messages, at in entries:
+        kept = [
+            m
+            for m in messages
+            if not (
+                (agg, version) in wanted
+                and outbox.supersedable(outbox.effective_priority(m.priority, version))
+                and newest.get((agg, m.channel), 0) > version
+            )
+        ]
+        if kept:
+            out.append((agg, version, kept, at))
+    return out
 
 
 def _multi_row(conn: AsyncConnection) -> bool:

@@ -92,3 +92,24 @@ async def test_allowed_from_binds_task_level_events(h: Harness) -> None:
     await h.report(t, "03_store", "STEP_COMPLETED", "PERSISTED")
     done = await h.task_event(t, "TASK_COMPLETED", "COMPLETED")
     assert done["accepted"] is True and done["lifecycleStatus"] == "SUCCEEDED"
+
+
+async def test_progress_is_coalesced_in_the_outbox(h: Harness) -> None:
+    """Seed §3.5/§9.1: ten progress reports while no relay has published do not leave twenty
+    outbox rows: each replaces the older progress rows still pending; the newest state survives,
+    other versions (creation, STEP_STARTED, a later STEP_COMPLETED) keep their rows."""
+    t = await h.create_task()
+    await h.report(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    for i in range(1, 11):
+        await h.report(t, "01_prepare", "STEP_PROGRESS", "PREPARING", progress={"current": i, "total": 10})
+    rows = await h.outbox_rows(t.id)
+    versions = sorted({r["aggregate_version"] for r in rows})
+    assert versions == [1, 2, 12], versions  # creation, STEP_STARTED, the newest progress
+    assert len(rows) == 6
+    newest = [r for r in rows if r["aggregate_version"] == 12]
+    assert {r["projection"] for r in newest} == {"USER_SUMMARY", "TASK_DETAIL"}
+    summary = next(r for r in newest if r["projection"] == "USER_SUMMARY")["payload"]
+    assert summary["task"]["currentOperation"]["progress"]["current"] == 10
+    await h.report(t, "01_prepare", "STEP_COMPLETED", "PREPARED", durationMs=5)
+    assert 13 in {r["aggregate_version"] for r in await h.outbox_rows(t.id)}
+    assert await h.check_outbox_messages() == len(await h.outbox_rows())
