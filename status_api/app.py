@@ -103,7 +103,12 @@ def build_components(
         ),
     )
     queries = TaskQueries(
-        service, RealtimeQuota(rt.max_detail_subscriptions_per_session, rt.max_sessions_per_user)
+        service,
+        RealtimeQuota(
+            rt.max_detail_subscriptions_per_session,
+            rt.max_sessions_per_user,
+            rt.max_detail_subscriptions_per_user,
+        ),
     )
     ia = cfg.internal_auth
     service_auth = ServiceAuthenticator(

@@ -92,6 +92,8 @@ class RealtimeConfig:
     connection_ttl_seconds: int = 300
     subscription_ttl_seconds: int = 300
     max_detail_subscriptions_per_session: int = 20
+    #: Distinct tasks with a live detail lease over all of a user's sessions (seed §6.5).
+    max_detail_subscriptions_per_user: int = 20
     max_sessions_per_user: int = 20
     subject_format: str = "{tenant}/{user}"
 
@@ -241,6 +243,8 @@ def _validate(cfg: Config) -> None:
         )
     if cfg.realtime.max_detail_subscriptions_per_session < 1:
         raise ConfigError("realtime.max_detail_subscriptions_per_session: must be >= 1")
+    if cfg.realtime.max_detail_subscriptions_per_user < 1:
+        raise ConfigError("realtime.max_detail_subscriptions_per_user: must be >= 1")
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)

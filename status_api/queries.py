@@ -30,6 +30,9 @@ MAX_EVENTS = 200
 class RealtimeQuota:
     max_detail_subscriptions_per_session: int = 20
     max_sessions_per_user: int = 20
+    #: Distinct tasks with a live detail lease over ALL of a user's sessions (tabs, devices, the
+    #: new session of every token refresh): seed §6.5's per-user limit.
+    max_detail_subscriptions_per_user: int = 20
 
 
 def _encode_cursor(t: TaskState) -> str:
@@ -170,12 +173,18 @@ class TaskQueries:
             "expiresAt": exp,
             "sessionId": session_id,
             "channels": [channel],
-            "maxDetailSubscriptions": self.quota.max_detail_subscriptions_per_session,
+            "maxDetailSubscriptions": min(
+                self.quota.max_detail_subscriptions_per_session, self.quota.max_detail_subscriptions_per_user
+            ),
         }
 
     async def subscription_token(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
-        """``POST /api/realtime/subscription-token``: re-check the ACL, enforce the per-session detail
-        quota atomically (session row locked), return ``{sub, channel, exp}`` for the task's detail channel.
+        """``POST /api/realtime/subscription-token``: re-check the ACL, enforce the detail quota
+        atomically (every session row of the user locked, in id order): at most
+        ``max_detail_subscriptions_per_user`` distinct tasks leased over all the user's sessions —
+        a token refresh (a new session) neither resets it nor double-counts a task the old session
+        still holds — and ``max_detail_subscriptions_per_session`` in this session. Returns
+        ``{sub, channel, exp}`` for the task's detail channel.
 
         Raises:
             DomainError: NOT_FOUND (task not visible), UNAUTHENTICATED ``SESSION_INVALID``, LIMIT
@@ -185,25 +194,27 @@ class TaskQueries:
         task = await self._visible(user, body["taskId"])
         now = self.service.clock()
         async with self.engine.begin() as conn:
-            sess = await sessions.get_session(conn, body["sessionId"])
-            if (
-                sess is None
-                or sess["tenant_id"] != user.tenant_id
-                or sess["user_id"] != user.user_id
-                or sess["expires_at"] <= now
-            ):
+            # The user's rows first, in id order, so two sessions of one user never deadlock.
+            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
+            sess = await sessions.get_session(conn, body["sessionId"]) if body["sessionId"] in mine else None
+            if sess is None or sess["expires_at"] <= now:
                 raise DomainError(
                     ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown or expired realtime session"
                 )
-            active = await sessions.active_subscriptions(conn, body["sessionId"], now)
-            active.discard(task.id)
-            limit = self.quota.max_detail_subscriptions_per_session
-            if len(active) >= limit:
-                raise DomainError(
-                    ErrorKind.LIMIT,
-                    "DETAIL_SUBSCRIPTION_LIMIT",
-                    f"at most {limit} task detail subscriptions per session",
-                )
+            leases = await sessions.user_leases(conn, user.tenant_id, user.user_id, now)
+            tasks = {t for t, _, _ in leases} - {task.id}
+            in_session = {t for t, sid, _ in leases if sid == body["sessionId"]} - {task.id}
+            for held, limit, scope in (
+                (tasks, self.quota.max_detail_subscriptions_per_user, "user"),
+                (in_session, self.quota.max_detail_subscriptions_per_session, "session"),
+            ):
+                if len(held) >= limit:
+                    raise DomainError(
+                        ErrorKind.LIMIT,
+                        "DETAIL_SUBSCRIPTION_LIMIT",
+                        f"at most {limit} task detail subscriptions per {scope}",
+                        details={"limit": limit, "scope": scope},
+                    )
             lease = now + timedelta(seconds=self.tokens.s.subscription_ttl_seconds)
             await sessions.put_subscription(conn, body["sessionId"], task.id, lease)
         channel = detail_channel(task.tenant_id, task.id)
@@ -214,8 +225,8 @@ class TaskQueries:
         """``POST /api/realtime/subscription-release``: free a quota slot after unsubscribing."""
         self.service.schemas.require("subscription-token", body)
         async with self.engine.begin() as conn:
-            sess = await sessions.get_session(conn, body["sessionId"])
-            if sess is None or sess["tenant_id"] != user.tenant_id or sess["user_id"] != user.user_id:
+            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
+            if body["sessionId"] not in mine:
                 raise DomainError(ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown realtime session")
-            await sessions.delete_subscription(conn, body["sessionId"], body["taskId"])
+            await sessions.delete_user_subscription(conn, mine, body["taskId"])
         return {"released": True}

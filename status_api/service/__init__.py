@@ -29,6 +29,7 @@ from status_api.service import admin, retention, tasks
 from status_api.service.admin import RECONCILER_PRODUCER
 from status_api.service.context import ServiceContext, ServiceSettings, canonical_hash, parse_time
 from status_api.service.ingest import EventIngestor, parse_event
+from status_api.storage import sessions
 from status_api.storage.database import Clock, utc_now
 from status_api.tokens import TokenIssuer
 
@@ -103,6 +104,20 @@ class StatusService(ServiceContext):
     ) -> bool:
         """The reconciler's STEP_HEALTH_CHANGED; see :func:`admin.apply_health`."""
         return await admin.apply_health(self, task_id, step_id, attempt, wanted, cutoff)
+
+    async def purge_realtime_sessions(self, older_than: datetime | None = None) -> int:
+        """Delete realtime sessions that expired before ``older_than`` (default: now) with their
+        detail leases, ``retention_batch_size`` per transaction. An expired session only ever
+        answers ``SESSION_INVALID``; without this, every token refresh would leave a row forever.
+        Returns the sessions deleted."""
+        before = older_than or self.clock()
+        total = 0
+        while True:
+            async with self.engine.begin() as conn:
+                n = await sessions.purge_expired(conn, before, self.settings.retention_batch_size)
+            total += n
+            if n < self.settings.retention_batch_size:
+                return total
 
     async def purge_event_log(self, older_than: datetime | None = None) -> int:
         """Purge event-log entries committed before ``older_than`` (default: now minus the

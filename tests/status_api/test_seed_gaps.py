@@ -1,5 +1,6 @@
 """Seed gaps of issue 30 item 5 on the Status API (SQLite and MariaDB): idempotency before
-authentication (§3.2), ``allowedFrom`` for TASK_* events (§4.6)."""
+authentication (§3.2), ``allowedFrom`` for TASK_* events (§4.6), progress coalescing (§3.5,
+§9.1), the per-user detail-subscription quota (§6.5), purging expired realtime sessions."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import jwt
 import sqlalchemy as sa
 
-from status_api.storage.tables import task_event_dedup
+from status_api.queries import RealtimeQuota
+from status_api.storage.tables import realtime_session, realtime_subscription, task_event_dedup
 from tests.status_api.harness import ADMIN, COORDINATOR, EXEC_SECRET, SERVICE_SECRET, Harness
 
 
@@ -113,3 +115,59 @@ async def test_progress_is_coalesced_in_the_outbox(h: Harness) -> None:
     await h.report(t, "01_prepare", "STEP_COMPLETED", "PREPARED", durationMs=5)
     assert 13 in {r["aggregate_version"] for r in await h.outbox_rows(t.id)}
     assert await h.check_outbox_messages() == len(await h.outbox_rows())
+
+
+# --- seed §6.5: the detail-subscription quota is per user ---------------------------------------
+
+
+async def _token(h: Harness, task_id: str, session: str, expect: int = 200) -> Any:
+    return await h.user_post(
+        "/api/realtime/subscription-token", {"taskId": task_id, "sessionId": session}, expect=expect
+    )
+
+
+async def test_the_detail_quota_is_per_user_across_sessions_and_refreshes(h: Harness) -> None:
+    h.comp.queries.quota = RealtimeQuota(
+        max_detail_subscriptions_per_session=3, max_detail_subscriptions_per_user=3
+    )
+    tasks = [(await h.create_task()).id for _ in range(5)]
+    first = (await h.user_get("/api/realtime/session"))["sessionId"]
+    for tid in tasks[:3]:
+        await _token(h, tid, first)
+    # A token refresh opens a new session: the quota does not start over ...
+    refreshed = (await h.user_get("/api/realtime/session"))["sessionId"]
+    r = await _token(h, tasks[3], refreshed, expect=429)
+    assert r["error"]["code"] == "DETAIL_SUBSCRIPTION_LIMIT"
+    assert r["error"]["details"] == {"limit": 3, "scope": "user"}
+    # ... nor does another tab of the same user
+    other_tab = (await h.user_get("/api/realtime/session"))["sessionId"]
+    await _token(h, tasks[4], other_tab, expect=429)
+    # re-subscribing a task the old session holds does not count twice
+    await _token(h, tasks[0], refreshed)
+    # releasing it (from the new session) frees it in every session of the user
+    await h.user_post("/api/realtime/subscription-release", {"taskId": tasks[0], "sessionId": refreshed})
+    await _token(h, tasks[3], refreshed)
+    # another user has a quota of their own
+    mine = await h.create_task(owner="u2")
+    s2 = (await h.user_get("/api/realtime/session", user="u2"))["sessionId"]
+    await h.user_post("/api/realtime/subscription-token", {"taskId": mine.id, "sessionId": s2}, user="u2")
+    # a session of another user is refused as before
+    r = await h.user_post(
+        "/api/realtime/subscription-token", {"taskId": tasks[1], "sessionId": s2}, expect=401
+    )
+    assert r["error"]["code"] == "SESSION_INVALID"
+
+
+async def test_expired_realtime_sessions_are_purged_with_their_leases(h: Harness) -> None:
+    t = await h.create_task()
+    old = (await h.user_get("/api/realtime/session"))["sessionId"]
+    await _token(h, t.id, old)
+    h.clock.advance(3600)  # past the session's expiry (4 x the token TTLs)
+    live = (await h.user_get("/api/realtime/session"))["sessionId"]
+    reconciler = h.comp.reconciler
+    assert await reconciler.purge_sessions_once() == 1
+    assert await reconciler.purge_sessions_once() == 0  # not due again before retention.interval_seconds
+    async with h.comp.engine.connect() as conn:
+        left = {r[0] for r in await conn.execute(sa.select(realtime_session.c.session_id))}
+        leases = await conn.scalar(sa.select(sa.func.count()).select_from(realtime_subscription))
+    assert left == {live} and leases == 0
