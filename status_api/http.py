@@ -326,6 +326,28 @@ async def subscription_token(request: Request) -> Response:
 
 
 @_guard
+async def broadcast_token(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.broadcast_token(user, await _json(request)))
+
+
+@_guard
+async def broadcast_publish(request: Request) -> Response:
+    caller = _service(request)
+    _require_admin(caller)
+    out = await _api(request).service.publish_broadcast(await _json(request), caller)
+    audit.info(
+        "broadcast operator=%s id=%s channel=%s message=%r",
+        caller.producer_id,
+        out["broadcastId"],
+        out["channel"],
+        out["message"],
+    )
+    return JSONResponse(out, status_code=201)
+
+
+@_guard
 async def subscription_release(request: Request) -> Response:
     api = _api(request)
     user = await api.user_auth.authenticate(request.headers)
@@ -364,6 +386,7 @@ routes = [
     Route("/admin/v1/registry", registry_list, methods=["GET"]),
     Route("/admin/v1/registry/{kind}", registry_publish, methods=["POST"]),
     Route("/admin/v1/outbox/stats", outbox_stats, methods=["GET"]),
+    Route("/admin/v1/broadcasts", broadcast_publish, methods=["POST"]),
     Route("/api/tasks", list_tasks, methods=["GET"]),
     Route("/api/tasks/status:batchGet", batch_get, methods=["POST"]),
     Route("/api/tasks/{task_id}", get_task, methods=["GET"]),
@@ -371,4 +394,5 @@ routes = [
     Route("/api/realtime/session", realtime_session, methods=["GET"]),
     Route("/api/realtime/subscription-token", subscription_token, methods=["POST"]),
     Route("/api/realtime/subscription-release", subscription_release, methods=["POST"]),
+    Route("/api/realtime/broadcast-token", broadcast_token, methods=["POST"]),
 ]

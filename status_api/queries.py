@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
+from status_api.domain.broadcasts import Scope, subscribe_channel
 from status_api.domain.errors import DomainError, ErrorKind, invalid, not_found
 from status_api.domain.model import JSON, TaskState, UserIdentity
 from status_api.domain.projections import detail_channel, detail_message, iso, summary_task, user_channel
@@ -219,6 +220,21 @@ class TaskQueries:
             await sessions.put_subscription(conn, body["sessionId"], task.id, lease)
         channel = detail_channel(task.tenant_id, task.id)
         token, exp = self.tokens.subscription_token(user, channel, now)
+        return {"token": token, "channel": channel, "expiresAt": exp}
+
+    async def broadcast_token(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
+        """``POST /api/realtime/broadcast-token``: a subscription JWT for a broadcast channel (seed
+        §6.6) — ``task_project:{tenant}/{projectId}`` for a project in the user's projects claim,
+        ``task_tenant:{tenant}`` of the user's own tenant, or ``task_system:public``. The channel is
+        built from the verified identity, never taken from the request.
+
+        Raises:
+            DomainError: INVALID ``INVALID_REQUEST``, ``PROJECT_REQUIRED``;
+                FORBIDDEN ``NOT_A_PROJECT_MEMBER``.
+        """
+        self.service.schemas.require("broadcast-token", body)
+        channel = subscribe_channel(user, Scope(body["scope"]), body.get("projectId"))
+        token, exp = self.tokens.subscription_token(user, channel, self.service.clock())
         return {"token": token, "channel": channel, "expiresAt": exp}
 
     async def release_subscription(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:

@@ -143,6 +143,8 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
                     "conflation_tag": "task",
                 },
                 {"name": "task_project", **history, "conflation_tag": "task"},
+                {"name": "task_tenant", **history},  # seed §6.6: maintenance notices of a tenant
+                {"name": "task_system", **history},  # seed §6.6: public version/maintenance notices
             ],
         },
     }

@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from status_api.domain.model import JSON, ExecutionGrant, Health, ServiceIdentity
 from status_api.schemas import SchemaStore
-from status_api.service import admin, retention, tasks
+from status_api.service import admin, broadcasts, retention, tasks
 from status_api.service.admin import RECONCILER_PRODUCER
 from status_api.service.context import ServiceContext, ServiceSettings, canonical_hash, parse_time
 from status_api.service.ingest import EventIngestor, parse_event
@@ -104,6 +104,10 @@ class StatusService(ServiceContext):
     ) -> bool:
         """The reconciler's STEP_HEALTH_CHANGED; see :func:`admin.apply_health`."""
         return await admin.apply_health(self, task_id, step_id, attempt, wanted, cutoff)
+
+    async def publish_broadcast(self, body: Mapping[str, JSON], caller: ServiceIdentity) -> dict[str, JSON]:
+        """A tenant or system notice (seed §6.6); see :func:`broadcasts.publish_broadcast`."""
+        return await broadcasts.publish_broadcast(self, body, caller)
 
     async def purge_realtime_sessions(self, older_than: datetime | None = None) -> int:
         """Delete realtime sessions that expired before ``older_than`` (default: now) with their

@@ -220,6 +220,10 @@ class ServiceContext:
 
         return await self.retrying(tx, retries)
 
+    def committed(self, outbox_rows: int) -> None:
+        """The post-commit hook for a use case that committed outbox rows outside :meth:`transact`."""
+        self._committed(outbox_rows)
+
     def _committed(self, outbox_rows: int) -> None:
         """Run the post-commit hook; a failing hook only costs latency (the safety-net poll)."""
         if self.on_commit is None:

@@ -160,12 +160,15 @@ class DeadRow:
 Entry = tuple[str, int, Sequence[OutboxMessage], datetime]
 
 
-async def append_many(conn: AsyncConnection, entries: Sequence[Entry]) -> None:
+async def append_many(
+    conn: AsyncConnection, entries: Sequence[Entry], *, aggregate_type: str = "task"
+) -> None:
     """Insert one PENDING row per message of every entry with ONE multi-row statement (inside the
-    Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock."""
+    Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock.
+    ``aggregate_type``: ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6)."""
     rows = [
         {
-            "aggregate_type": "task",
+            "aggregate_type": aggregate_type,
             "aggregate_id": aggregate_id,
             "aggregate_version": version,
             "channel": m.channel,
@@ -220,9 +223,11 @@ async def append(
     aggregate_version: int,
     messages: Sequence[OutboxMessage],
     now: datetime,
+    *,
+    aggregate_type: str = "task",
 ) -> None:
     """:func:`append_many` for one aggregate version (a batch of one)."""
-    await append_many(conn, [(aggregate_id, aggregate_version, messages, now)])
+    await append_many(conn, [(aggregate_id, aggregate_version, messages, now)], aggregate_type=aggregate_type)
 
 
 def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:

@@ -1,7 +1,7 @@
 """``taskcast up --allowed-origin URL`` (issue 30): an app on its own dev server reaches the
 gateway's WebSocket and the Status API (CORS) of a real ``taskcast up`` process; an origin it was
 not given is refused by both; a malformed origin is a usage error; ``make up ARGS=…`` passes
-options through."""
+options through. Also tenant/system broadcasts (seed §6.6) through the real pipeline."""
 
 from __future__ import annotations
 
@@ -9,16 +9,20 @@ import asyncio
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import jwt
 import pytest
+from centrifuge import Client, PublicationContext, SubscriptionEventHandler
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from taskcast.dev.procs import ROOT, Proc, service_argv
-from tests.support import free_port, scaled, wait_until_blocking
+from tests.support import free_port, scaled, wait_until, wait_until_blocking
 
 APP = "http://localhost:5173"
 OTHER = "http://localhost:5174"
@@ -132,3 +136,62 @@ def test_make_up_passes_args_to_taskcast_up() -> None:
     )
     assert r.returncode == 0, r.stderr
     assert f"-m taskcast up --allowed-origin {APP} --port-gateway 8001" in r.stdout
+
+
+class _Received(SubscriptionEventHandler):
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    async def on_publication(self, ctx: PublicationContext) -> None:
+        self.items.append(ctx.pub.data)
+
+
+async def _broadcast_reaches_a_subscriber(gateway: str, api: str, data_dir: Path) -> list[dict[str, Any]]:
+    keys = json.loads((data_dir / "secrets.json").read_text())
+    admin = jwt.encode(
+        {"sub": "ops", "roles": ["admin"], "exp": int(time.time()) + 600}, keys["service_jwt_secret"], "HS256"
+    )
+    user = {"X-Taskcast-Dev-User": "demo/alice"}
+    async with httpx.AsyncClient(base_url=api, timeout=scaled(30)) as http:
+        session = (await http.get("/api/realtime/session", headers=user)).json()
+        grants = {}
+        for scope in ("system", "tenant"):
+            r = await http.post("/api/realtime/broadcast-token", json={"scope": scope}, headers=user)
+            assert r.status_code == 200, r.text
+            grants[scope] = r.json()
+        client = Client(
+            f"{gateway.replace('http', 'ws')}/connection/websocket", token=session["token"], proxy=None
+        )
+        received = _Received()
+        subs = [
+            client.new_subscription(g["channel"], events=received, token=g["token"]) for g in grants.values()
+        ]
+        await client.connect()
+        try:
+            for sub in subs:
+                await sub.subscribe()
+                await sub.ready(timeout=scaled(10))
+            for body in (
+                {"scope": "system", "type": "MAINTENANCE", "message": "Maintenance at 22:00 UTC"},
+                {"scope": "tenant", "tenantId": "demo", "type": "BATCH_PROGRESS", "message": "Import 40 %"},
+            ):
+                r = await http.post(
+                    "/admin/v1/broadcasts", json=body, headers={"Authorization": f"Bearer {admin}"}
+                )
+                assert r.status_code == 201, r.text
+            await wait_until(lambda: len(received.items) >= 2, 20, "both broadcasts delivered")
+            return received.items
+        finally:
+            await client.disconnect()
+            me = asyncio.current_task()
+            await wait_until(lambda: asyncio.all_tasks() == {me}, 10, "the SDK to close its connection")
+
+
+def test_tenant_and_system_broadcasts_reach_subscribers(up: tuple[str, str, Path]) -> None:
+    """Seed §6.6 end to end: a user's broadcast tokens, an operator's notices through the outbox and
+    the relay, a centrifuge client receiving both."""
+    items = asyncio.run(_broadcast_reaches_a_subscriber(*up))
+    assert sorted((d["scope"], d["type"], d["kind"]) for d in items) == [
+        ("system", "MAINTENANCE", "broadcast.notice"),
+        ("tenant", "BATCH_PROGRESS", "broadcast.notice"),
+    ]

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from status_api.queries import RealtimeQuota
 from status_api.storage.tables import realtime_session, realtime_subscription, task_event_dedup
-from tests.status_api.harness import ADMIN, COORDINATOR, EXEC_SECRET, SERVICE_SECRET, Harness
+from tests.status_api.harness import ADMIN, COORDINATOR, EXEC_SECRET, REALTIME_SECRET, SERVICE_SECRET, Harness
 
 
 def _expired(token: str, secret: str) -> str:
@@ -171,3 +171,76 @@ async def test_expired_realtime_sessions_are_purged_with_their_leases(h: Harness
         left = {r[0] for r in await conn.execute(sa.select(realtime_session.c.session_id))}
         leases = await conn.scalar(sa.select(sa.func.count()).select_from(realtime_subscription))
     assert left == {live} and leases == 0
+
+
+# --- seed §6.6: broadcast channels -------------------------------------------------------------
+
+
+def _claims(token: str) -> dict[str, Any]:
+    return dict(jwt.decode(token, REALTIME_SECRET, algorithms=["HS256"], options={"verify_aud": False}))
+
+
+async def test_broadcast_tokens_are_built_from_the_users_identity(h: Harness) -> None:
+    r = await h.user_post(
+        "/api/realtime/broadcast-token", {"scope": "project", "projectId": "p9"}, projects=["p9"]
+    )
+    assert r["channel"] == "task_project:t1/p9" and _claims(r["token"])["channel"] == "task_project:t1/p9"
+    r = await h.user_post(
+        "/api/realtime/broadcast-token", {"scope": "project", "projectId": "p7"}, projects=["p9"], expect=403
+    )
+    assert r["error"]["code"] == "NOT_A_PROJECT_MEMBER"
+    r = await h.user_post("/api/realtime/broadcast-token", {"scope": "project"}, expect=422)
+    assert r["error"]["code"] == "PROJECT_REQUIRED"
+    r = await h.user_post("/api/realtime/broadcast-token", {"scope": "tenant"}, tenant="t2")
+    assert r["channel"] == "task_tenant:t2"
+    # a client cannot name another tenant or a channel
+    await h.user_post(
+        "/api/realtime/broadcast-token", {"scope": "tenant", "tenantId": "t1"}, tenant="t2", expect=422
+    )
+    await h.user_post("/api/realtime/broadcast-token", {"scope": "task_user:t1/u1"}, expect=422)
+    r = await h.user_post("/api/realtime/broadcast-token", {"scope": "system"})
+    assert r["channel"] == "task_system:public" and _claims(r["token"])["sub"] == "t1/u1"
+
+
+def _service(sub: str, roles: list[str], tenant: str | None = None) -> dict[str, str]:
+    claims: dict[str, Any] = {"sub": sub, "roles": roles, "exp": int(time.time()) + 600}
+    if tenant:
+        claims["tenant"] = tenant
+    return {"Authorization": f"Bearer {jwt.encode(claims, SERVICE_SECRET, 'HS256')}"}
+
+
+async def test_tenant_and_system_broadcasts_are_published_through_the_outbox(h: Harness) -> None:
+    body = {"scope": "system", "type": "MAINTENANCE", "severity": "WARNING", "message": "Down at 22:00 UTC"}
+    r = await h.http.post("/admin/v1/broadcasts", json=body, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert r.status_code == 201, r.text
+    assert r.json()["channel"] == "task_system:public"
+    r = await h.http.post(
+        "/admin/v1/broadcasts",
+        json={"scope": "tenant", "tenantId": "t1", "type": "BATCH_PROGRESS", "message": "Import 40 % done"},
+        headers=_service("ops-t1", ["admin"], tenant="t1"),
+    )
+    assert r.status_code == 201 and r.json()["channel"] == "task_tenant:t1"
+    rows = [r for r in await h.outbox_rows() if r["aggregate_type"] == "broadcast"]
+    assert [(r["channel"], r["projection"], r["priority"]) for r in rows] == [
+        ("task_system:public", "SYSTEM_BROADCAST", 10),
+        ("task_tenant:t1", "TENANT_BROADCAST", 10),
+    ]
+    assert (
+        rows[0]["payload"]["message"] == "Down at 22:00 UTC" and rows[0]["payload"]["severity"] == "WARNING"
+    )
+    # refusals: a tenant-bound admin cannot reach another tenant nor every tenant; no admin role
+    for headers, payload, code in [
+        (
+            _service("ops-t1", ["admin"], "t1"),
+            {**body, "scope": "tenant", "tenantId": "t2"},
+            "TENANT_MISMATCH",
+        ),
+        (_service("ops-t1", ["admin"], "t1"), body, "SYSTEM_SCOPE_FORBIDDEN"),
+        (_service("task-coordinator", ["coordinator"]), body, "ROLE_REQUIRED"),
+    ]:
+        r = await h.http.post("/admin/v1/broadcasts", json=payload, headers=headers)
+        assert (r.status_code, r.json()["error"]["code"]) == (403, code)
+    r = await h.http.post(
+        "/admin/v1/broadcasts", json={**body, "scope": "user"}, headers={"Authorization": f"Bearer {ADMIN}"}
+    )
+    assert r.status_code == 422
