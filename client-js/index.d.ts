@@ -554,6 +554,8 @@ export interface TaskFeedOptions {
   maxDetailSubscriptions?: number;
   /** Mean interval of the jittered status:batchGet check while not LIVE (default 30000 ± 30%). */
   checkIntervalMs?: number;
+  /** Mean interval (±30 %) of the same check while LIVE (seed §13.2: repairs a silent loss); 0 = off. Default 60000. */
+  liveCheckIntervalMs?: number;
   /** RECOVERING turns STALE after this long (default 10000). */
   staleAfterMs?: number;
   /** Shared elapsed-time ticker period (default 1000). */

@@ -25,6 +25,7 @@ import { viewProjector } from './view.js';
 const DEFAULTS = {
   maxDetailSubscriptions: 20,
   checkIntervalMs: 30000,
+  liveCheckIntervalMs: 60000,
   staleAfterMs: 10000,
   tickMs: 1000,
   listLimit: 50,
@@ -71,6 +72,7 @@ export class TaskFeed extends Emitter {
     this.ticker = null;
     this.staleTimer = null;
     this.checkTimer = null;
+    this.checkLive = false;
     this.snapshotTimer = null;
     this._started = null;
     /** Opt-in client telemetry (options.telemetry, docs/client-js.md "Telemetry"); null when off. */
@@ -351,6 +353,7 @@ export class TaskFeed extends Emitter {
     this.userSubscribed = false;
     this.userReady = false;
     if (this.store.connection !== 'STALE') this._setConnection('RECOVERING');
+    this._rescheduleCheck();
     if (!this.staleTimer) {
       this.staleTimer = setTimeout(() => {
         this.staleTimer = null;
@@ -365,30 +368,54 @@ export class TaskFeed extends Emitter {
     if (live) {
       clearTimeout(this.staleTimer);
       this.staleTimer = null;
-      clearTimeout(this.checkTimer);
-      this.checkTimer = null;
-      this._setConnection('LIVE');
+      if (this.store.connection !== 'LIVE') {
+        this._setConnection('LIVE');
+        this._rescheduleCheck();
+      }
     } else if (this.store.connection === 'LIVE') {
       this._setConnection('RECOVERING');
+      this._rescheduleCheck();
     }
+  }
+
+  /** The connection changed between LIVE and not: the next check follows the new interval. */
+  _rescheduleCheck() {
+    if (this.checkTimer && this.checkLive !== (this.store.connection === 'LIVE')) {
+      clearTimeout(this.checkTimer);
+      this.checkTimer = null;
+    }
+    this._scheduleCheck();
   }
 
   _setConnection(status) {
     this.dispatch({ type: 'connection', status });
   }
 
+  /**
+   * The §13.2 low-frequency status:batchGet check of the non-terminal tasks: every
+   * checkIntervalMs while not LIVE, and every liveCheckIntervalMs while LIVE (a publication lost
+   * silently while LIVE — no gap, no disconnect — is repaired too; skipped while the page is hidden,
+   * which recalibrates when it becomes visible). ±30 % jitter; an interval of 0 turns it off.
+   */
   _scheduleCheck() {
     if (this.checkTimer || !this.running) return;
+    const live = this.store.connection === 'LIVE';
+    const interval = live ? this.options.liveCheckIntervalMs : this.options.checkIntervalMs;
+    if (!(interval > 0)) return;
+    this.checkLive = live;
     this.checkTimer = setTimeout(async () => {
       this.checkTimer = null;
-      if (this.store.connection === 'LIVE' || !this.running) return;
-      try {
-        await this.check();
-      } catch (err) {
-        this.emit('error', err);
+      if (!this.running) return;
+      const hidden = this.document?.visibilityState === 'hidden';
+      if (!(this.store.connection === 'LIVE' && hidden)) {
+        try {
+          await this.check();
+        } catch (err) {
+          this.emit('error', err);
+        }
       }
       this._scheduleCheck();
-    }, jittered(this.options.checkIntervalMs, 0.3, this.random));
+    }, jittered(interval, 0.3, this.random));
   }
 
   // --- details ------------------------------------------------------------------------------

@@ -161,6 +161,18 @@ describe('an open detail is never left behind the summary (defect 3)', () => {
     feed.stop();
   });
 
+  test('while LIVE, the low-frequency batchGet check repairs a silently lost publication (§13.2)', async () => {
+    const { api, feed } = setup({ extra: { liveCheckIntervalMs: 40 } });
+    await feed.start();
+    await until(() => feed.state.connection === 'LIVE', 'LIVE');
+    const checks = api.count(/status:batchGet/);
+    api.set('a', 9, 9); // committed, but its publication never arrives: no gap, no disconnect
+    await until(() => feed.state.tasks.a.lifecycleStatus === 'SUCCEEDED', 'the LIVE check');
+    assert.equal(feed.state.connection, 'LIVE', 'repaired without leaving LIVE');
+    assert.ok(api.count(/status:batchGet/) > checks);
+    feed.stop();
+  });
+
   test('the public view flags a detail that is behind', () => {
     const feed = new TaskFeed(feedOptions(fakeStatusApi(), null));
     feed.dispatch({ type: 'list/snapshot', tasks: [summaryTask('a', 3, 9)], at: 0 });
