@@ -613,6 +613,8 @@ export declare class TaskFeed extends Emitter<TaskFeedEvents> {
   /** Follow one task's detail (subscription + snapshot); past maxDetailSubscriptions the least recently opened closes. */
   openDetail(taskId: string): void;
   closeDetail(taskId: string): void;
+  /** Mark an open detail visible or not; invisible ones are evicted first when room is needed (seed §6.5). */
+  setDetailVisible(taskId: string, visible: boolean): void;
   /** Read the next page of GET /api/tasks (no-op when !state.list.hasMore or already loading). */
   loadMore(): Promise<void>;
   dismissNotice(id: string): void;
