@@ -190,6 +190,13 @@ export interface PublicError {
   retryable: boolean;
   userMessage: string;
 }
+/** How the task's registered status definition presents a businessStatus (seed §4.6); null when unknown. */
+export interface StatusDisplay {
+  name: string;
+  severity: string;
+  /** colorToken, iconKey, i18n keys — metadata, never HTML. */
+  presentation?: Record<string, unknown> | null;
+}
 /** schema/json/task-summary.schema.json `task`. */
 export interface SummaryTask {
   id: string;
@@ -199,6 +206,7 @@ export interface SummaryTask {
   title: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   /** decimal string; compare as BigInt */
   version: string;
@@ -208,7 +216,7 @@ export interface SummaryTask {
   elapsedMs: number | null;
   durationMs: number | null;
   asOf: string;
-  currentOperation?: { stepId: string; operationCode: string; progress?: Progress | null } | null;
+  currentOperation?: { stepId: string; operationCode: string; displayName?: string | null; progress?: Progress | null } | null;
   failedStepId?: string | null;
   failureCode?: string | null;
   failureMessage?: string | null;
@@ -236,10 +244,13 @@ export interface SummaryMessage {
 export interface Step {
   id: string;
   operationCode: string;
+  /** The operation's registered displayName. */
+  displayName?: string | null;
   attempt: number;
   version: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   startedAt: string | null;
   finishedAt: string | null;
@@ -275,6 +286,7 @@ export interface DetailMessage {
   taskType: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   createdAt: string;
   startedAt: string | null;

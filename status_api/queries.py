@@ -99,7 +99,7 @@ class TaskQueries:
             items = []
             for t in page:
                 defs = await self.service.task_definitions(conn, t)
-                items.append(summary_task(t, steps[t.id], defs.operations, now))
+                items.append(summary_task(t, steps[t.id], defs.operations, now, defs.statuses))
         return {"items": items, "nextCursor": _encode_cursor(page[-1]) if len(tasks) > limit else None}
 
     async def get_task(self, user: UserIdentity, task_id: str) -> dict[str, JSON]:
@@ -109,7 +109,8 @@ class TaskQueries:
             if task is None or not user.can_view(task):
                 raise not_found()
             steps = (await repo.current_steps(conn, [task_id]))[task_id]
-        return detail_message(task, steps, self.service.clock(), None)
+            defs = await self.service.task_definitions(conn, task)
+        return detail_message(task, steps, self.service.clock(), None, defs.operations, defs.statuses)
 
     async def events(self, user: UserIdentity, task_id: str, after: int, limit: int) -> dict[str, JSON]:
         """``GET /api/tasks/{id}/events``: committed events after a version; ``purged`` when the
@@ -148,7 +149,7 @@ class TaskQueries:
             tasks = []
             for t in changed:
                 defs = await self.service.task_definitions(conn, t)
-                tasks.append(summary_task(t, steps[t.id], defs.operations, now))
+                tasks.append(summary_task(t, steps[t.id], defs.operations, now, defs.statuses))
         return {
             "tasks": tasks,
             "unchanged": [i for i in ids if i in found and found[i] not in changed],

@@ -244,3 +244,45 @@ async def test_tenant_and_system_broadcasts_are_published_through_the_outbox(h: 
         "/admin/v1/broadcasts", json={**body, "scope": "user"}, headers={"Authorization": f"Bearer {ADMIN}"}
     )
     assert r.status_code == 422
+
+
+# --- seed §4.6: registered display names and presentation reach clients ---------------------------
+
+
+async def test_registered_display_names_and_presentation_reach_clients(h: Harness) -> None:
+    v1 = h.schemas.load_registry_file("status-definitions")[0]
+    statuses = [
+        {**s, "displayName": "Warming up", "presentation": {"colorToken": "info", "iconKey": "flame"}}
+        if s["code"] == "PREPARING"
+        else s
+        for s in v1["statuses"]
+    ]
+    r = await h.http.post(
+        "/admin/v1/registry/status-definitions",
+        json={**v1, "definitionVersion": 31, "statuses": statuses},
+        headers={"Authorization": f"Bearer {ADMIN}"},
+    )
+    assert r.status_code in (200, 201), r.text
+    t = await h.create_task(statusDefinitionVersion=31)
+    await h.report(t, "01_prepare", "STEP_STARTED", "PREPARING")
+    warming = {
+        "name": "Warming up",
+        "severity": "INFO",
+        "presentation": {"colorToken": "info", "iconKey": "flame"},
+    }
+    rows = {r["projection"]: r["payload"] for r in await h.outbox_rows(t.id) if r["aggregate_version"] == 2}
+    summary = rows["USER_SUMMARY"]["task"]
+    assert summary["businessStatusDisplay"] == warming
+    assert summary["currentOperation"]["displayName"] == "Prepare file"
+    detail = rows["TASK_DETAIL"]
+    assert detail["businessStatusDisplay"] == warming
+    step = next(s for s in detail["steps"] if s["id"] == "01_prepare")
+    assert (step["displayName"], step["businessStatusDisplay"]) == ("Prepare file", warming)
+    # the snapshots say the same
+    snap = await h.user_get(f"/api/tasks/{t.id}")
+    assert snap["businessStatusDisplay"] == warming and snap["steps"][0]["displayName"] == "Prepare file"
+    listed = (await h.user_get("/api/tasks"))["items"]
+    assert next(x for x in listed if x["id"] == t.id)["businessStatusDisplay"] == warming
+    # a parse step's name comes from the operation registry, the pending status from the status one
+    parse = next(s for s in snap["steps"] if s["id"] == "02_parse")
+    assert parse["displayName"] == "Parse document" and parse["businessStatusDisplay"]["name"] == "Queued"
