@@ -74,6 +74,18 @@ def normalize_origin(value: str) -> str:
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
+def _vary_origin(send: Send) -> Send:
+    """``send`` adding ``Vary: Origin``: with CORS on, every answer depends on the Origin, so a
+    cache never hands a same-origin answer (no CORS headers) to a cross-origin request."""
+
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"vary", b"Origin")]}
+        await send(message)
+
+    return wrapped
+
+
 def _error(code: str, message: str) -> bytes:
     return json.dumps({"error": {"code": code, "message": message, "retryable": False}}).encode()
 
@@ -106,7 +118,7 @@ class CorsMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         origin = headers.get("origin")
         if origin is None:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, _vary_origin(send))
             return
         allowed = origin.lower() in self.origins
         if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
@@ -116,7 +128,8 @@ class CorsMiddleware:
             if headers.get("sec-fetch-site") in ("cross-site", "same-site"):
                 await self._refuse(send, "CORS_ORIGIN_NOT_ALLOWED", "origin not in cors.allowed_origins")
                 return
-            await self.app(scope, receive, send)  # same-origin (or an old browser): no CORS headers
+            # Same-origin (or an old browser): no CORS headers.
+            await self.app(scope, receive, _vary_origin(send))
             return
 
         async def send_with_cors(message: Message) -> None:

@@ -113,6 +113,7 @@ def test_same_origin_and_non_browser_requests_are_untouched(api: StatusApiProces
     r = httpx.get(f"{api.url}/api/tasks", headers=auth, timeout=scaled(10))  # curl, a server
     assert r.status_code == 200
     assert "access-control-allow-origin" not in r.headers
+    assert "origin" in r.headers["vary"].lower()  # a cache keeps it apart from cross-origin answers
     # The board, or an app behind a reverse proxy (its Host differs from the Origin: a Vite proxy
     # with changeOrigin): the browser marks the request same-origin.
     r = httpx.get(
