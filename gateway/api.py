@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
-from gateway.api_batch import PublishRuns
+from gateway.api_batch import YIELD_EVERY, PublishRuns
 from gateway.api_inline import InlineApi, publish_reply
 from gateway.api_requests import (
     ApiError,
@@ -117,12 +117,15 @@ class ServerApi:
         without suspending; None on the others."""
 
     def runs_inline(self, method: str) -> bool:
-        """True when ``call(method, ...)`` completes without suspending (so gateway/api_http.py
-        may run it outside a task): publishes on an engine with ``publishes_inline``."""
+        """True when ``call(method, ...)`` may complete without suspending (so gateway/api_http.py
+        tries it outside a task): publishes on an engine with ``publishes_inline``. A broadcast
+        to more than ``YIELD_EVERY`` channels does suspend (to let the loop serve others): the
+        inline driver then hands the rest to a task (gateway/server_inline.py)."""
         return self._inline and method in INLINE_METHODS
 
     def runs_inline_batch(self, params: object) -> bool:
-        """``runs_inline`` for the params of ``batch``: sequential, and every command inline."""
+        """``runs_inline`` for the params of ``batch``: sequential, and every command inline
+        (a batch of more than ``YIELD_EVERY`` commands suspends to let the loop serve others)."""
         if not self._inline:
             return False
         if not isinstance(params, dict) or params.get("parallel"):
@@ -130,6 +133,8 @@ class ServerApi:
         commands = params.get("commands")
         if not isinstance(commands, list):
             return True  # answered with an error, nothing runs
+        if len(commands) > YIELD_EVERY:
+            return False
         return all(
             not isinstance(command, dict) or len(command) != 1 or next(iter(command)) in INLINE_METHODS
             for command in commands
@@ -189,19 +194,76 @@ class ServerApi:
         self.node.metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
         return exc
 
+    def batch_limit(self, protocol: str) -> int:
+        """The most commands one ``batch`` of ``protocol`` ("http" or "grpc") may carry."""
+        section = self.settings.grpc_api if protocol == "grpc" else self.settings.http_api
+        return section.max_batch_commands
+
+    def check_batch(self, commands: list[object], protocol: str) -> None:
+        """Raises:
+        ApiError: 107 for more commands than ``batch_limit`` (the whole batch is refused,
+            nothing runs)."""
+        limit = self.batch_limit(protocol)
+        if len(commands) > limit:
+            self.node.metrics.api_errors.labels(protocol, "batch", "107").inc()
+            raise bad_request(f"commands: more than {limit}")
+
+    def takes_inline(self, commands: list[object], protocol: str) -> bool:
+        """Whether a sequential ``batch`` of ``commands`` runs to its end without suspending
+        (``InlineApi.batch``): publishes on an inline engine, at most ``YIELD_EVERY`` of them,
+        within the batch bound."""
+        inline = self.inline
+        return (
+            inline is not None
+            and len(commands) <= min(YIELD_EVERY, self.batch_limit(protocol))
+            and inline.takes(commands)
+        )
+
     async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
         """``batch``: each command ``{"<method>": params}`` answered in order with
         ``{"<method>": result}`` or ``{"error": ...}``; ``parallel`` runs them concurrently
-        (Centrifugo's ``parallel``), else one after another."""
+        (Centrifugo's ``parallel``), else one after another. Every ``YIELD_EVERY`` commands the
+        loop serves others.
+
+        Raises:
+            ApiError: 107 for a batch of more than ``batch_limit(protocol)`` commands.
+        """
+        self.check_batch(commands, protocol)
         if parallel:
-            return list(await asyncio.gather(*(self._command(command, protocol) for command in commands)))
+            return await self._parallel(commands, protocol)
         inline = self.inline
         if inline is not None and inline.takes(commands):
-            return inline.batch(commands, protocol)
+            replies: list[Result] = []
+            for start in range(0, len(commands), YIELD_EVERY):
+                if start:
+                    await asyncio.sleep(0)
+                replies += inline.batch(commands[start : start + YIELD_EVERY], protocol)
+            return replies
         broker = self.node.broker
         if not self._inline and isinstance(broker, BatchBroker):
             return await PublishRuns(self, broker, protocol).run(commands)
-        return [await self._command(command, protocol) for command in commands]
+        replies = []
+        for ran, command in enumerate(commands, 1):
+            replies.append(await self._command(command, protocol))
+            if ran % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return replies
+
+    async def _parallel(self, commands: list[object], protocol: str) -> list[Result]:
+        """The commands concurrently, started ``YIELD_EVERY`` at a time: each group runs (up to
+        its first suspension) in its own loop iteration, so commands that never suspend do not
+        all run in one."""
+        tasks: list[asyncio.Task[Result]] = []
+        try:
+            for started, command in enumerate(commands, 1):
+                tasks.append(asyncio.ensure_future(self._command(command, protocol)))
+                if started % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
 
     async def command(self, command: object, protocol: str) -> Result:
         return await self._command(command, protocol)
@@ -253,7 +315,9 @@ class ServerApi:
     async def broadcast(self, req: BroadcastRequest) -> Result:
         data = self._data(req.data, req.b64data)
         responses: list[Result] = []
-        for channel in req.channels:
+        for n, channel in enumerate(req.channels):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
             try:
                 if not channel:
                     raise bad_request("channels: empty channel")

@@ -11,6 +11,7 @@ and the engine's base types; ``ServerApi`` is handed in.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,12 @@ log = logging.getLogger("taskcast.gateway.api")
 
 Result = dict[str, Any]
 
+YIELD_EVERY = 128
+"""Commands (and broadcast channels) run back to back before a server API request lets the loop
+serve others: commands that complete without suspending (publishes on the memory engine, the
+preparation of a publish run) must not hold the loop for every client. A batch of the relay's
+default 100 runs in one go."""
+
 
 class PublishRuns:
     """One sequential batch over a ``BatchBroker``."""
@@ -41,7 +48,9 @@ class PublishRuns:
     async def run(self, commands: list[object]) -> list[Result]:
         replies: list[Result] = []
         pending: list[tuple[int, PublishItem, float]] = []
-        for command in commands:
+        for ran, command in enumerate(commands):
+            if ran and ran % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # the run so far stays pending: still one round trip
             params = _publish_params(command)
             if params is None:
                 if isinstance(command, dict) and len(command) == 1:  # runs: keep the order

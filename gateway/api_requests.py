@@ -36,6 +36,21 @@ UINT64 = {"range": (0, 2**64 - 1)}
 EXPIRE_AT = {"range": (INT64[0], MAX_EXPIRE_AT)}
 """Unix seconds up to year 9999 (``policy.MAX_EXPIRE_AT``); 0 or less = no expiry."""
 
+# Bounds on the items of one request (Taskcast's; Centrifugo has none): every count a request
+# names is bounded where it is parsed, so no field makes the work of one command unbounded
+# (docs/gateway.md, "Server API"). Past a bound: error 107.
+MAX_BROADCAST_CHANNELS = 10_000
+"""Channels of one ``broadcast`` (each a publication)."""
+MAX_TAGS = 128
+"""Entries of a publication's ``tags`` (copied into every delivery and the history)."""
+MAX_WHITELIST = 1_000
+"""Client IDs in a ``disconnect`` whitelist (sent to every node of the cluster)."""
+MAX_PATTERN_LENGTH = 1_024
+"""Characters of a ``channels`` pattern (each distinct pattern is compiled and cached)."""
+
+BROADCAST_CHANNELS = {"required": True, "max_items": MAX_BROADCAST_CHANNELS}
+TAGS = {"max_items": MAX_TAGS}
+
 
 class ApiError(Exception):
     """A server API failure with a code from the catalogue (gateway/protocol/codes.py). Raise a
@@ -92,7 +107,7 @@ class PublishRequest:
     data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
     skip_history: bool = False
-    tags: dict[str, str] | None = None
+    tags: dict[str, str] | None = field(default=None, metadata=TAGS)
     idempotency_key: str = ""
     version: int = field(default=0, metadata=UINT64)
     version_epoch: str = ""
@@ -101,11 +116,11 @@ class PublishRequest:
 
 @dataclass(frozen=True, slots=True)
 class BroadcastRequest:
-    channels: list[str] = field(default_factory=list, metadata=REQUIRED)
+    channels: list[str] = field(default_factory=list, metadata=BROADCAST_CHANNELS)
     data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
     skip_history: bool = False
-    tags: dict[str, str] | None = None
+    tags: dict[str, str] | None = field(default=None, metadata=TAGS)
     idempotency_key: str = ""
     version: int = field(default=0, metadata=UINT64)
     version_epoch: str = ""
@@ -149,7 +164,7 @@ class DisconnectRequest:
     user: str = ""
     client: str = ""
     session: str = ""
-    whitelist: list[str] = field(default_factory=list)
+    whitelist: list[str] = field(default_factory=list, metadata={"max_items": MAX_WHITELIST})
     disconnect: DisconnectReason | None = None
 
 
@@ -180,7 +195,7 @@ class HistoryRequest:
 
 @dataclass(frozen=True, slots=True)
 class ChannelsRequest:
-    pattern: str = ""
+    pattern: str = field(default="", metadata={"max_length": MAX_PATTERN_LENGTH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +251,7 @@ def _fields(cls: type[Any]) -> tuple[_Field, ...]:
                 bounds,
                 default,
                 f.metadata.get("unless", ""),
-                _checker(kind, bounds),
+                _checker(kind, bounds, f.metadata.get("max_items") or f.metadata.get("max_length")),
                 _is_json(kind),
             )
         )
@@ -300,24 +315,30 @@ def _is_json(kind: Any) -> bool:
     return kind is Json or (get_origin(kind) in (Union, types.UnionType) and Json in get_args(kind))
 
 
-def _checker(kind: Any, bounds: tuple[int, int]) -> Callable[[object, str], Any] | None:
-    """A checker ``(raw, name) -> value`` for values of ``kind`` (None: any JSON value)."""
+def _checker(
+    kind: Any, bounds: tuple[int, int], most: int | None = None
+) -> Callable[[object, str], Any] | None:
+    """A checker ``(raw, name) -> value`` for values of ``kind`` (None: any JSON value); ``most``
+    bounds the items of a list or object, or the characters of a string (checked first: past it
+    nothing of the value is looked at)."""
     origin = get_origin(kind)
     if origin in (Union, types.UnionType):
         (inner,) = [a for a in get_args(kind) if a is not type(None)]
-        return _checker(inner, bounds)
+        return _checker(inner, bounds, most)
     if kind is Json:
         return None
     if kind is str:
-        return _check_str
+        return _check_str if most is None else _bounded(_check_str, most, "characters")
     if kind is bool:
         return _check_bool
     if kind is int:
         return _int_checker(bounds)
     if origin is list:
-        return _list_checker(_checker(get_args(kind)[0], INT64))
+        items = _list_checker(_checker(get_args(kind)[0], INT64))
+        return items if most is None else _bounded(items, most, "items")
     if origin is dict:
-        return _dict_checker(_checker(get_args(kind)[1], INT64))
+        entries = _dict_checker(_checker(get_args(kind)[1], INT64))
+        return entries if most is None else _bounded(entries, most, "items")
     if dataclasses.is_dataclass(kind):
         cls: type[Any] = kind  # type: ignore[assignment]
 
@@ -326,6 +347,17 @@ def _checker(kind: Any, bounds: tuple[int, int]) -> Callable[[object, str], Any]
 
         return check_object
     raise TypeError(f"unsupported request field type {kind!r}")  # a programming error, not input
+
+
+def _bounded(check: Callable[[object, str], Any], most: int, what: str) -> Callable[[object, str], Any]:
+    """``check`` refusing (107) a sized value of more than ``most`` items or characters."""
+
+    def check_bounded(raw: object, name: str) -> Any:
+        if isinstance(raw, str | list | dict) and len(raw) > most:
+            raise bad_request(f"{name}: more than {most} {what}")
+        return check(raw, name)
+
+    return check_bounded
 
 
 def _int_checker(bounds: tuple[int, int]) -> Callable[[object, str], int]:

@@ -246,8 +246,9 @@ class Cluster:
                 conn.unsubscribe_server_side(op.channel)
         elif isinstance(op, DisconnectRequest):
             disconnect = _disconnect_of(op)
+            keep = frozenset(op.whitelist)
             for conn in targets:
-                if conn.client_id not in op.whitelist:
+                if conn.client_id not in keep:
                     conn.disconnect(disconnect)
         else:
             for conn in targets:

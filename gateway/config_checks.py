@@ -75,6 +75,10 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         )
     if settings.http_server.workers < 1:
         raise ConfigError("http_server.workers", f"must be at least 1, got {settings.http_server.workers}")
+    for section in ("http_api", "grpc_api"):
+        limit = getattr(settings, section).max_batch_commands
+        if limit < 1:
+            raise ConfigError(f"{section}.max_batch_commands", f"must be at least 1, got {limit}")
     if settings.http_api.error_mode not in ("", "transport"):
         raise ConfigError(
             "http_api.error_mode", f'must be "" or "transport", got {settings.http_api.error_mode!r}'

@@ -337,19 +337,23 @@ class HttpServerSettings:
 
 @dataclass(frozen=True, slots=True)
 class HttpApiSettings:
-    """``disabled`` removes the server API from the listener (``/api*`` answers 404)."""
+    """``disabled`` removes the server API from the listener (``/api*`` answers 404).
+    ``max_batch_commands`` is a Taskcast extension: the most commands one ``batch`` request (or
+    one legacy ``POST /api`` body) may carry; more are refused whole with error 107."""
 
     disabled: bool = False
     key: str = ""
     insecure: bool = False
     handler_prefix: str = "/api"
     error_mode: str = ""
+    max_batch_commands: int = field(default=1000, metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)
 class GrpcApiSettings:
     """``grpc_api``: Centrifugo's gRPC server API (api.proto) on ``address``:``port``; ``key``
-    is checked against the ``authorization: apikey <key>`` metadata when set."""
+    is checked against the ``authorization: apikey <key>`` metadata when set.
+    ``max_batch_commands`` is a Taskcast extension, as ``http_api``'s for the ``Batch`` call."""
 
     enabled: bool = False
     address: str = ""
@@ -358,6 +362,7 @@ class GrpcApiSettings:
     error_mode: str = ""
     tls: TlsSettings = field(default_factory=TlsSettings)
     max_receive_message_size: int = 0
+    max_batch_commands: int = field(default=1000, metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ async def worker(url: str, rounds: int, batch_size: int) -> dict[str, Any]:
     import sqlalchemy as sa
 
     from relay.claim import OutboxLeases, create_engine, utc_now
-    from status_api.storage import outbox
+    from status_api.storage import outbox, write
     from status_api.storage.database import init_db
     from status_api.storage.tables import task_outbox
 
@@ -69,7 +69,7 @@ async def worker(url: str, rounds: int, batch_size: int) -> dict[str, Any]:
                 outbox.OutboxMessage(f"task_detail:{task}", "TASK_DETAIL", {"taskId": task, "v": 2}, 0),
             ]
             async with engine.begin() as conn:
-                await outbox.append(conn, task, 2, msgs, utc_now())
+                await write.append_outbox_version(conn, task, 2, msgs, utc_now())
             if phase == "miss":
                 await winner.claim(batch_size, takeover=False)  # the other relay won
             before = await counters()

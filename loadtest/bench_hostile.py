@@ -14,14 +14,21 @@ publication every ``--interval`` seconds through the HTTP API and measures its d
 * ``json-flood``: JSON, frames of ``--json-frame`` bytes of ``presence_stats`` commands after a
   connect (``websocket.message_size_limit`` is set to fit them);
 * ``fossil``: a delta subscriber that publishes, as fast as the replies come, ``{"s":"x"*16384}``
-  then ``{"s":"y"+"x"*16383}`` alternately into a fossil delta channel (fossil's worst case).
+  then ``{"s":"y"+"x"*16383}`` alternately into a fossil delta channel (fossil's worst case);
+* ``api-batch``, ``api-batch-parallel``: a server API client (it has the key: authenticated, but
+  a bug or a compromised backend) posting, back to back, ``/api/batch`` requests of
+  ``--batch-commands`` publishes (1,000: ``http_api.max_batch_commands``' default, the largest a
+  bounded gateway accepts) to a channel nobody reads, sequential or ``parallel``;
+* ``api-batch-huge``: the same with the largest body the API reads (10 MiB: ~280,000 publishes),
+  which a bounded gateway refuses (107) after parsing it.
 
 Each attack (and the quiet baseline) gets a fresh gateway, so none inherits another's backlog.
 Per attack it reports the bystander's delivery p50/p99 (and the rise of the p99 over the
 baseline; publications not delivered within the window plus ``--drain`` seconds count as
 "late", slower than any), the node's CPU seconds during the attack (``/proc/<pid>/stat``), the hostile
 connections cut, and the node's CPU per hostile connection (attack CPU / connections: an upper
-bound on what one connection cost before it was cut; for ``fossil``, per publication). Targets:
+bound on what one connection cost before it was cut; for ``fossil``, per publication; for the
+``api-*`` attacks, per request). Targets:
 p99 rise < 50 ms, CPU per cut connection < 100 ms. Linux only. One JSON line per tree and attack,
 then a Markdown table (``--markdown``).
 
@@ -34,6 +41,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
 import os
 import secrets
 import sys
@@ -56,9 +64,23 @@ from loadtest.procs import clean_env  # noqa: E402
 from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
 SECRET = "bench-hostile-secret-0123456789abcdefghij"
-ATTACKS = ("pb-before", "pb-after", "json-flood", "fossil")
+ATTACKS = (
+    "pb-before",
+    "pb-after",
+    "json-flood",
+    "fossil",
+    "api-batch",
+    "api-batch-parallel",
+    "api-batch-huge",
+)
+API_BODY_LIMIT = 10 * 1024 * 1024
+"""The server API's request body bound (gateway/api_http.py ``MAX_BODY_BYTES``)."""
 FOSSIL_SIZE = 16384
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+Attack = Callable[[str, str, dict[str, int]], Awaitable[None]]
+"""An attack: (WebSocket URL, API key, counters); returns (or raises) when the gateway cuts it."""
 
 
 def token(user: str) -> str:
@@ -185,17 +207,39 @@ async def fossil(url: str, state: dict[str, int]) -> None:
             state["publications"] += 1
 
 
+def api_batch(commands: int, *, parallel: bool = False, body_limit: int = 0) -> Attack:
+    """Back-to-back ``/api/batch`` requests of ``commands`` publishes (or, with ``body_limit``, as
+    many as fit that many bytes) to ``sink``; each answered request counts as a connection."""
+    command = b'{"publish":{"channel":"sink","data":1}}'
+    if body_limit:
+        commands = (body_limit - 64) // (len(command) + 1)
+    body = b'{"parallel":%s,"commands":[' % (b"true" if parallel else b"false")
+    body += b",".join([command] * commands) + b"]}"
+
+    async def attack(url: str, key: str, state: dict[str, int]) -> None:
+        base = url.replace("ws://", "http://").split("/connection/", 1)[0]
+        headers = {"X-API-Key": key, "Content-Type": "application/json"}
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as api:
+            while True:
+                answer = await api.post("/api/batch", content=body)
+                state["connections"] += 1
+                state["refused"] += b'"error"' in answer.content[:64]
+
+    return attack
+
+
 async def hostile(
-    attack: Callable[[str, dict[str, int]], Awaitable[None]],
+    attack: Attack,
     url: str,
+    key: str,
     stop: asyncio.Event,
     state: dict[str, int],
 ) -> None:
     """Run ``attack`` again each time the gateway cuts it, until ``stop``."""
     while not stop.is_set():
         try:
-            await attack(url, state)
-        except (ConnectionClosed, InvalidStatus, OSError):
+            await attack(url, key, state)
+        except (ConnectionClosed, InvalidStatus, OSError, httpx.HTTPError):
             pass
         state["connections"] += 1
 
@@ -218,13 +262,60 @@ def gateway_config(port: int, key: str, args: argparse.Namespace) -> dict[str, A
     }  # fmt: skip
 
 
-ATTACK_FUNCTIONS: dict[
-    str, Callable[[argparse.Namespace], Callable[[str, dict[str, int]], Awaitable[None]]]
-] = {
-    "pb-before": lambda args: pb_before,
-    "pb-after": lambda args: pb_after,
-    "json-flood": lambda args: json_flood(args.json_frame),
-    "fossil": lambda args: fossil,
+class _Shared:
+    """Counters shared with the sender process (``state[...] += 1`` works on it)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def __getitem__(self, name: str) -> int:
+        return int(self.values[name].value)
+
+    def __setitem__(self, name: str, value: int) -> None:
+        self.values[name].value = value
+
+
+def _send(attack_name: str, commands: int, url: str, key: str, values: dict[str, Any]) -> None:
+    """The sender process: the attack until terminated."""
+    args = argparse.Namespace(batch_commands=commands, json_frame=0)
+    attack = ATTACK_FUNCTIONS[attack_name](args)
+    stop = asyncio.Event()
+    asyncio.run(hostile(attack, url, key, stop, _Shared(values)))  # type: ignore[arg-type]
+
+
+class ApiSender:
+    """An ``api-*`` attack in a process of its own: a 10 MiB body is built and sent by the
+    attacker's own CPU and event loop, not the bystander's (the other attacks are cheap to send)."""
+
+    def __init__(self, attack_name: str, commands: int, url: str, key: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.values = {name: context.Value("q", 0) for name in ("connections", "refused", "publications")}
+        self.process = context.Process(target=_send, args=(attack_name, commands, url, key, self.values))
+        self.process.start()
+
+    def stop(self) -> dict[str, int]:
+        self.process.terminate()
+        self.process.join(10)
+        return {name: int(value.value) for name, value in self.values.items()}
+
+
+def _socket(attack: Callable[[str, dict[str, int]], Awaitable[None]]) -> Attack:
+    """A WebSocket attack (it needs no API key)."""
+
+    async def run(url: str, key: str, state: dict[str, int]) -> None:
+        await attack(url, state)
+
+    return run
+
+
+ATTACK_FUNCTIONS: dict[str, Callable[[argparse.Namespace], Attack]] = {
+    "pb-before": lambda args: _socket(pb_before),
+    "pb-after": lambda args: _socket(pb_after),
+    "json-flood": lambda args: _socket(json_flood(args.json_frame)),
+    "fossil": lambda args: _socket(fossil),
+    "api-batch": lambda args: api_batch(args.batch_commands),
+    "api-batch-parallel": lambda args: api_batch(args.batch_commands, parallel=True),
+    "api-batch-huge": lambda args: api_batch(0, body_limit=API_BODY_LIMIT),
 }
 
 
@@ -251,14 +342,20 @@ async def run_attack(
         await asyncio.wait_for(bystander.ready.wait(), 30)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": key}) as api:
             attack = ATTACK_FUNCTIONS[attack_name](args) if attack_name != "baseline" else None
-            state = {"connections": 0, "publications": 0}
+            state = {"connections": 0, "publications": 0, "refused": 0}
             stop = asyncio.Event()
             cpu0, start = cpu_seconds(pid), time.perf_counter()
             publisher = asyncio.create_task(bystander.publish(api, args.interval, stop))
-            task = asyncio.create_task(hostile(attack, url, stop, state)) if attack is not None else None
+            task, sender = None, None
+            if attack_name.startswith("api-"):
+                sender = ApiSender(attack_name, args.batch_commands, url, key)
+            elif attack is not None:
+                task = asyncio.create_task(hostile(attack, url, key, stop, state))
             await asyncio.sleep(args.seconds)
             stop.set()
             end, cpu = time.perf_counter(), cpu_seconds(pid) - cpu0
+            if sender is not None:
+                state.update(sender.stop())
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -294,6 +391,8 @@ async def run_attack(
             round(1000 * cpu / state["publications"], 1) if state["publications"] else None
         )
     elif attack is not None:
+        if attack_name.startswith("api-"):
+            row["refused"] = state["refused"]
         cut = state["connections"]
         row["cpu_ms_per_connection"] = round(1000 * cpu / cut, 1) if cut else None
     return row
@@ -322,6 +421,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         per = r.get("cpu_ms_per_connection", r.get("cpu_ms_per_publication", ""))
         conns = r["hostile_connections"] if r["attack"] != "fossil" else f"{r.get('publications', 0)} pubs"
+        if "refused" in r:
+            conns = f"{conns} requests ({r['refused']} refused)"
         lines.append(
             f"| {r['tree']} | {r['attack']} | {r['published']} | {r['late']} | {r['p50_ms']} | {r['p99_ms']} "
             f"| {r.get('p99_rise_ms', '')} | {r['cpu_s']} | {conns} | {per if per is not None else ''} |"
@@ -336,6 +437,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--interval", type=float, default=0.02, help="bystander publication interval")
     parser.add_argument("--json-frame", type=int, default=1 << 20, help="bytes per JSON flood frame")
     parser.add_argument("--attacks", default=",".join(ATTACKS))
+    parser.add_argument("--batch-commands", type=int, default=1000, help="publishes per api-batch request")
     parser.add_argument("--drain", type=float, default=10.0, help="seconds to wait for late deliveries")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table at the end")
     args = parser.parse_args(argv)

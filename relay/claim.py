@@ -1,10 +1,12 @@
 """The relay's side of the outbox table: leased claims, settling, operator queries.
 
 The only relay module that knows which database is in use, and the only one that opens
-transactions. Every method is one short transaction around one call into
-``status_api.storage.outbox`` (the outbox contract). The engine, its bounded waits (connect, read,
-lock), the clock and the transient-error test are the plumbing shared with the Status API
-(``status_api.storage.database``; ``create_engine`` and ``utc_now`` are re-exported here).
+transactions. Every method is one short transaction around one call into the outbox contract:
+``status_api.storage.outbox_claims`` (claim and settle) or ``status_api.storage.outbox_admin``
+(the operators' queries behind ``relay purge``, ``relay dead`` and the gauges). The engine, its
+bounded waits (connect, read, lock), the clock and the transient-error test are the plumbing
+shared with the Status API (``status_api.storage.database``; ``create_engine`` and ``utc_now``
+are re-exported here).
 
 * **MySQL/MariaDB**: READ COMMITTED (no gap locks on the claim range scan) and a short
   ``innodb_lock_wait_timeout``; claims use ``FOR UPDATE SKIP LOCKED``, so any number of replicas
@@ -29,8 +31,9 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from status_api.storage import outbox
+from status_api.storage import outbox_admin, outbox_claims
 from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
+from status_api.storage.outbox import DeadRow, OutboxRow, Retry
 
 __all__ = ["Clock", "OutboxLeases", "create_engine", "utc_now"]
 
@@ -65,22 +68,22 @@ class OutboxLeases:
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
-    async def claim(
-        self, limit: int, *, takeover: bool = True, backlog: bool = False
-    ) -> list[outbox.OutboxRow]:
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
         """Lease up to ``limit`` rows (expired leases of any relay first, unless ``takeover`` is
         False); ``backlog`` = the previous claim was full, skip the one-SELECT probe. See
-        ``outbox.claim``."""
+        ``outbox_claims.claim``."""
         now = self.now()
         lease = self.lease_seconds if takeover else None
         return await self._tx(
-            lambda c: outbox.claim(c, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog)
+            lambda c: outbox_claims.claim(
+                c, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
+            )
         )
 
     async def settle(
         self,
         published: Sequence[int],
-        retries: Sequence[outbox.Retry],
+        retries: Sequence[Retry],
         dead: Sequence[tuple[int, str]],
         released: Sequence[int] = (),
     ) -> tuple[int, int, int]:
@@ -94,12 +97,12 @@ class OutboxLeases:
         now = self.now()
 
         async def body(conn: AsyncConnection) -> tuple[int, int, int]:
-            n_pub = await outbox.mark_published(conn, published, self.relay_id, now)
-            n_back = await outbox.mark_retries(conn, retries, self.relay_id)
-            n_back += await outbox.release(conn, released, self.relay_id, now, refund_attempt=True)
+            n_pub = await outbox_claims.mark_published(conn, published, self.relay_id, now)
+            n_back = await outbox_claims.mark_retries(conn, retries, self.relay_id)
+            n_back += await outbox_claims.release(conn, released, self.relay_id, now, refund_attempt=True)
             n_dead = 0
             for row_id, error in dead:
-                n_dead += await outbox.mark_dead(conn, row_id, self.relay_id, error)
+                n_dead += await outbox_claims.mark_dead(conn, row_id, self.relay_id, error)
             return n_pub, n_back, n_dead
 
         return await self._tx(body)
@@ -107,14 +110,14 @@ class OutboxLeases:
     async def release(self, ids: Sequence[int]) -> int:
         """Give back leases we hold (shutdown): the rows are due again at once for any replica."""
         now = self.now()
-        return await self._tx(lambda c: outbox.release(c, ids, self.relay_id, now))
+        return await self._tx(lambda c: outbox_claims.release(c, ids, self.relay_id, now))
 
     async def purge(self, retention_seconds: float, chunk: int = 5000) -> int:
         """Delete PUBLISHED rows older than the retention window, in bounded chunks."""
         older_than = self.now() - timedelta(seconds=retention_seconds)
         total = 0
         while True:
-            n = await self._tx(lambda c: outbox.purge_published(c, older_than, chunk))
+            n = await self._tx(lambda c: outbox_admin.purge_published(c, older_than, chunk))
             total += n
             if n < chunk:
                 return total
@@ -122,12 +125,12 @@ class OutboxLeases:
     async def stats(self) -> dict[str, Any]:
         now = self.now()
         async with self.engine.connect() as conn:
-            return await outbox.stats(conn, now)
+            return await outbox_admin.stats(conn, now)
 
-    async def list_dead(self, limit: int = 100) -> list[outbox.DeadRow]:
+    async def list_dead(self, limit: int = 100) -> list[DeadRow]:
         async with self.engine.connect() as conn:
-            return await outbox.list_dead(conn, limit)
+            return await outbox_admin.list_dead(conn, limit)
 
     async def requeue_dead(self, ids: Sequence[int] | None) -> int:
         now = self.now()
-        return await self._tx(lambda c: outbox.requeue_dead(c, ids, now))
+        return await self._tx(lambda c: outbox_admin.requeue_dead(c, ids, now))

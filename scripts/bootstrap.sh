@@ -11,9 +11,10 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 stamp=.venv/.taskcast-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sdk/python/pyproject.toml -nt "$stamp" ]; then
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e '.[dev]'
+  .venv/bin/pip install -q -e sdk/python  # the worker SDK (its own package: httpx only)
   touch "$stamp"
 fi
 if [ -f tests/conformance/js/package.json ]; then

@@ -2,22 +2,29 @@
 # The whole test suite, from a fresh Debian machine (as root): installs what it needs, starts
 # throwaway Redis and MariaDB on free ports in a temp dir, runs lint + pytest in parallel
 # (pytest-xdist, whole files per worker, longest files first: docs/testing.md), stops the servers.
-#   AREA=gateway bash scripts/test.sh    one area (a folder of tests/), without lint
+#   AREA=gateway bash scripts/test.sh    one area (a folder of tests/, or root: its files), without lint
 #   bash scripts/test.sh -k name         extra pytest arguments
 #   TASKCAST_TEST_WORKERS=N              xdist workers (default: twice the cores; 0 = serial)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+paths=()
+if [ "${AREA:-}" = root ]; then
+  paths=(tests/test_*.py)  # the files at the root of tests/
+elif [ -n "${AREA:-}" ]; then
+  if [ ! -e "tests/$AREA" ]; then
+    areas=$(cd tests && ls -d */ | tr -d / | grep -v -e support -e helpers -e __pycache__ | tr '\n' ' ')
+    echo "AREA=$AREA: no tests/$AREA (areas: root $areas)" >&2
+    exit 2
+  fi
+  paths=("tests/$AREA")
+fi
 bash scripts/bootstrap.sh
 svc_dir=$(mktemp -d /tmp/taskcast-svc.XXXXXX)
 trap 'bash scripts/services.sh stop "$svc_dir"; rm -rf "$svc_dir"' EXIT
 eval "$(bash scripts/services.sh start "$svc_dir")"
 export TASKCAST_TEST_REDIS_URL TASKCAST_TEST_MYSQL_URL
 export TASKCAST_TEST_REQUIRE_SERVICES=1
-paths=()
-if [ -n "${AREA:-}" ]; then
-  [ -e "tests/$AREA" ] || { echo "AREA=$AREA: no tests/$AREA (areas: $(cd tests && ls -d */ | tr -d / | grep -v -e support -e helpers -e __pycache__ | tr '\n' ' '))" >&2; exit 2; }
-  paths=("tests/$AREA")
-else
+if [ ${#paths[@]} -eq 0 ]; then
   make lint
 fi
 workers=${TASKCAST_TEST_WORKERS:-$(( 2 * $(nproc) ))}

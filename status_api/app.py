@@ -75,6 +75,8 @@ def build_components(
             execution_secret=cfg.execution_token.secret or "",
             execution_ttl_seconds=cfg.execution_token.ttl_seconds,
             execution_issuer=cfg.execution_token.issuer,
+            execution_max_lifetime_seconds=cfg.execution_token.max_lifetime_seconds,
+            execution_renew_grace_seconds=cfg.execution_token.renew_grace_seconds,
             realtime_algorithm=rt.algorithm,
             realtime_secret=rt.secret,
             realtime_private_key=rt.private_key,
@@ -83,7 +85,8 @@ def build_components(
             connection_ttl_seconds=rt.connection_ttl_seconds,
             subscription_ttl_seconds=rt.subscription_ttl_seconds,
             subject_format=rt.subject_format,
-        )
+        ),
+        clock,
     )
     service = StatusService(
         engine,

@@ -66,6 +66,10 @@ class ExecutionTokenConfig:
     secret: str | None = None
     ttl_seconds: int = 3600
     issuer: str = "taskcast-status-api"
+    #: A step attempt's tokens are renewable until this long after its first token was issued.
+    max_lifetime_seconds: int = 604800
+    #: A token that expired at most this long ago may still be renewed (a worker paused past exp).
+    renew_grace_seconds: int = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +218,15 @@ def _validate_http(http: HttpConfig) -> None:
         raise ConfigError("http.request_timeout_seconds: must be >= 0 (0 disables the deadline)")
 
 
+def _validate_execution_token(et: ExecutionTokenConfig) -> None:
+    if et.ttl_seconds < 1:
+        raise ConfigError("execution_token.ttl_seconds: must be >= 1")
+    if et.max_lifetime_seconds < et.ttl_seconds:
+        raise ConfigError("execution_token.max_lifetime_seconds: must be >= execution_token.ttl_seconds")
+    if et.renew_grace_seconds < 0:
+        raise ConfigError("execution_token.renew_grace_seconds: must be >= 0")
+
+
 def _validate(cfg: Config) -> None:
     _validate_http(cfg.http)
     if cfg.internal_auth.mode not in ("jwt", "keys"):
@@ -229,6 +242,7 @@ def _validate(cfg: Config) -> None:
             raise ConfigError(f"internal_auth.keys[{i}]: needs producer_id and key (or key_sha256)")
     if not cfg.execution_token.secret or len(cfg.execution_token.secret) < 32:
         raise ConfigError("execution_token.secret: required, at least 32 characters")
+    _validate_execution_token(cfg.execution_token)
     if cfg.user_auth.mode not in ("hs", "rs", "jwks", "dev"):
         raise ConfigError("user_auth.mode: must be hs, rs, jwks or dev")
     if cfg.user_auth.mode == "hs" and not cfg.user_auth.secret:

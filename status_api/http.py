@@ -25,7 +25,7 @@ from status_api.json_response import FastJSONResponse
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
-from status_api.storage import outbox, registries
+from status_api.storage import outbox_admin, registries
 
 log = logging.getLogger("status_api.http")
 audit = logging.getLogger("status_api.audit")
@@ -161,6 +161,36 @@ async def create_attempt(request: Request) -> Response:
 
 
 @_guard
+async def create_task_attempt(request: Request) -> Response:
+    caller = _service(request)
+    task_id = request.path_params["task_id"]
+    out = await _api(request).service.create_task_attempt(task_id, caller)
+    audit.info(
+        "task attempt created producer=%s task=%s attempt=%s", caller.producer_id, task_id, out["taskAttempt"]
+    )
+    return JSONResponse(out, status_code=201)
+
+
+@_guard
+async def renew_execution_token(request: Request) -> Response:
+    api = _api(request)
+    token = bearer(request.headers)
+    grant, _ = api.service.tokens.verify_for_renewal(token, api.service.clock())
+    _limit(api, grant.producer_id)
+    out = await api.service.renew_execution_token(token)
+    audit.info(
+        "execution token renewed producer=%s task=%s step=%s attempt=%s/%s expires=%s",
+        out["producerId"],
+        out["taskId"],
+        out["stepId"],
+        out["taskAttempt"],
+        out["stepAttempt"],
+        out["expiresAt"],
+    )
+    return JSONResponse(out)
+
+
+@_guard
 async def task_events(request: Request) -> Response:
     api = _api(request)
     token = bearer(request.headers)
@@ -270,7 +300,7 @@ async def outbox_stats(request: Request) -> Response:
     _require_admin(_service(request))
     api = _api(request)
     async with api.service.engine.connect() as conn:
-        return JSONResponse(await outbox.stats(conn, api.service.clock()))
+        return JSONResponse(await outbox_admin.stats(conn, api.service.clock()))
 
 
 # --- user side ----------------------------------------------------------------------------------
@@ -381,6 +411,8 @@ routes = [
     Route("/readyz", readyz, methods=["GET"]),
     Route("/internal/v1/tasks", create_task, methods=["POST"]),
     Route("/internal/v1/tasks/{task_id}/steps/{step_id}/attempts", create_attempt, methods=["POST"]),
+    Route("/internal/v1/tasks/{task_id}/attempts", create_task_attempt, methods=["POST"]),
+    Route("/internal/v1/execution-tokens/renew", renew_execution_token, methods=["POST"]),
     Route("/internal/v1/task-events", task_events, methods=["POST"]),
     Route("/admin/v1/tasks/{task_id}/corrections", admin_correction, methods=["POST"]),
     Route("/admin/v1/registry", registry_list, methods=["GET"]),

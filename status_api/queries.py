@@ -59,6 +59,7 @@ def _timeline_event(r: RowMapping) -> dict[str, JSON]:
         "eventType": r["event_type"],
         "stepId": r["step_id"],
         "operationCode": r["operation_code"],
+        "taskAttempt": r["task_attempt"],
         "stepAttempt": r["step_attempt"],
         "stepVersion": str(r["step_version"]) if r["step_version"] is not None else None,
         "lifecycleStatus": r["lifecycle_status"],

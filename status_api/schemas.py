@@ -93,6 +93,35 @@ def _fast_ok(fast: FastValidator | None, instance: Any) -> bool:
     return True
 
 
+def _oversized(schema: Any, instance: Any, path: str = "") -> str | None:
+    """The first ``maxItems``/``maxProperties``/``maxLength`` a value exceeds, found by sizes
+    alone (properties and items declared in place; ``$ref`` is not followed), else None. Run
+    before the full validation of a rejected instance, so an oversized value is refused at
+    the cost of a ``len()``, not of validating each of its items (100,000 task IDs against
+    ``maxItems: 100``: 1.8 s of jsonschema)."""
+    if not isinstance(schema, dict):
+        return None
+    bounds = (("maxItems", list), ("maxProperties", dict), ("maxLength", str))
+    for keyword, kind in bounds:
+        most = schema.get(keyword)
+        if isinstance(most, int) and isinstance(instance, kind) and len(instance) > most:
+            return f"{path or '(root)'}: more than {most} {'characters' if kind is str else 'items'}"
+    if isinstance(instance, dict):
+        properties = schema.get("properties")
+        if isinstance(properties, dict):
+            for key, sub in properties.items():
+                if key in instance:
+                    found = _oversized(sub, instance[key], f"{path}/{key}" if path else key)
+                    if found is not None:
+                        return found
+    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(instance):
+            found = _oversized(schema["items"], item, f"{path}/{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
 def _messages(validator: Draft202012Validator, instance: Any) -> list[str]:
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"[:300] for e in errors]
@@ -112,6 +141,7 @@ class SchemaStore:
             resources.append((doc["$id"], Resource.from_contents(doc)))
         registry: Registry[Any] = Registry().with_resources(resources)
         self._validators = {name: Draft202012Validator(doc, registry=registry) for name, doc in docs.items()}
+        self._docs = docs
         by_id = {doc["$id"]: doc for doc in docs.values()}
         self._fast = {name: _compile_fast(doc, by_id) for name, doc in docs.items()}
         self._data: dict[str, Draft202012Validator] = {}
@@ -121,6 +151,7 @@ class SchemaStore:
             Draft202012Validator.check_schema(doc)
             name = path.name.removesuffix(".schema.json")
             self._data[name] = Draft202012Validator(doc)
+            self._docs[f"data:{name}"] = doc
             self._data_fast[name] = _compile_fast(doc, {})
 
     @property
@@ -130,6 +161,9 @@ class SchemaStore:
     def errors(self, name: str, instance: Any) -> list[str]:
         if _fast_ok(self._fast[name], instance):
             return []
+        oversized = _oversized(self._docs[name], instance)
+        if oversized is not None:
+            return [oversized]
         return _messages(self._validators[name], instance)
 
     def fast_path(self, name: str) -> bool:
@@ -149,6 +183,9 @@ class SchemaStore:
             return [f"data schema {schema_name} is not registered"]
         if _fast_ok(self._data_fast[schema_name], value):
             return []
+        oversized = _oversized(self._docs[f"data:{schema_name}"], value)
+        if oversized is not None:
+            return [oversized]
         return _messages(validator, value)
 
     def load_registry_file(self, name: str) -> list[dict[str, Any]]:

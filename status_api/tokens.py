@@ -10,7 +10,9 @@ configuration, never read from a token (PyJWT ``algorithms=[…]``).
 from __future__ import annotations
 
 import time
+import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -32,6 +34,11 @@ class TokenSettings:
     execution_secret: str
     execution_ttl_seconds: int = 3600
     execution_issuer: str = "taskcast-status-api"
+    #: A step attempt's token chain (its first token and every renewal) ends this long after the
+    #: first token was issued: no renewal reaches past it.
+    execution_max_lifetime_seconds: int = 604800
+    #: A token that expired at most this long ago may still be renewed.
+    execution_renew_grace_seconds: int = 300
     realtime_algorithm: str = "HS256"
     realtime_secret: str | None = None  # HS*
     realtime_private_key: str | None = None  # RS*/ES* (PEM)
@@ -47,7 +54,12 @@ VERIFIED_CACHE_SIZE = 10_000
 
 
 class TokenIssuer:
-    def __init__(self, settings: TokenSettings) -> None:
+    """Mints and verifies the Status API's tokens. ``clock`` (the service clock) decides execution
+    token expiry, so the same clock that stamps ``exp`` checks it (tests advance it by hand);
+    without one, the wall clock."""
+
+    def __init__(self, settings: TokenSettings, clock: Callable[[], datetime] | None = None) -> None:
+        self._clock = clock
         if not settings.execution_secret:
             raise ValueError("execution token secret is empty")
         self.s = settings
@@ -60,9 +72,17 @@ class TokenIssuer:
 
     # --- execution tokens --------------------------------------------------------------------
 
-    def execution_token(self, grant: ExecutionGrant, now: datetime) -> tuple[str, int]:
-        """(token, exp) binding taskId, stepId, operationCode, attempts, producerId and event types."""
-        exp = epoch(now) + self.s.execution_ttl_seconds
+    def execution_token(
+        self, grant: ExecutionGrant, now: datetime, chain_started: int | None = None
+    ) -> tuple[str, int]:
+        """(token, exp) binding taskId, stepId, operationCode, attempts, producerId and event types.
+
+        ``chain_started`` (epoch seconds) is when the attempt's first token was issued (None: now,
+        a first token); it travels as ``chainIat`` so a renewal knows the chain's age, and ``exp``
+        never passes ``chain_started + execution_max_lifetime_seconds``.
+        """
+        start = epoch(now) if chain_started is None else chain_started
+        exp = min(epoch(now) + self.s.execution_ttl_seconds, start + self.s.execution_max_lifetime_seconds)
         claims = {
             "typ": EXEC_TYPE,
             "iss": self.s.execution_issuer,
@@ -76,6 +96,9 @@ class TokenIssuer:
             "stepAttempt": grant.step_attempt,
             "producerId": grant.producer_id,
             "eventTypes": sorted(grant.event_types),
+            "chainIat": start,
+            # Unique per token: a renewal within the same second is still a new token.
+            "jti": uuid.uuid4().hex,
         }
         return jwt.encode(claims, self.s.execution_secret, algorithm="HS256"), exp
 
@@ -88,7 +111,7 @@ class TokenIssuer:
         cached = self._verified.get(token)
         if cached is not None:
             grant, exp = cached
-            if time.time() >= exp:
+            if self._now() >= exp:
                 del self._verified[token]
                 raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired")
             self._verified.move_to_end(token)
@@ -99,27 +122,46 @@ class TokenIssuer:
                 self.s.execution_secret,
                 algorithms=["HS256"],
                 issuer=self.s.execution_issuer,
-                options={"require": ["exp", "sub", "iss"]},
+                options={"require": ["exp", "sub", "iss"], "verify_exp": False, "verify_iat": False},
             )
-        except jwt.ExpiredSignatureError as exc:
-            raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired") from exc
         except jwt.PyJWTError:
             return None
         if c.get("typ") != EXEC_TYPE:
             return None
-        grant = ExecutionGrant(
-            task_id=c["taskId"],
-            step_id=c["stepId"],
-            operation_code=c["operationCode"],
-            task_attempt=int(c["taskAttempt"]),
-            step_attempt=int(c["stepAttempt"]),
-            producer_id=c["producerId"],
-            event_types=frozenset(c["eventTypes"]),
-        )
+        if self._now() >= int(c["exp"]):
+            raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired")
+        grant = _grant(c)
         self._verified[token] = (grant, int(c["exp"]))
         if len(self._verified) > VERIFIED_CACHE_SIZE:
             self._verified.popitem(last=False)
         return grant
+
+    def verify_for_renewal(self, token: str, now: datetime) -> tuple[ExecutionGrant, int]:
+        """(grant, chain start) of an execution token presented for renewal: the signature and
+        issuer must verify; ``exp`` may have passed by at most ``execution_renew_grace_seconds``.
+
+        Raises:
+            DomainError: UNAUTHENTICATED ``EXECUTION_TOKEN_EXPIRED`` (past the grace),
+                ``INVALID_EXECUTION_TOKEN`` (not an execution token of ours).
+        """
+        try:
+            c = jwt.decode(
+                token,
+                self.s.execution_secret,
+                algorithms=["HS256"],
+                issuer=self.s.execution_issuer,
+                options={"require": ["exp", "sub", "iss", "iat"], "verify_exp": False, "verify_iat": False},
+            )
+        except jwt.PyJWTError as exc:
+            raise unauthenticated("INVALID_EXECUTION_TOKEN", "not a valid executionToken") from exc
+        if c.get("typ") != EXEC_TYPE:
+            raise unauthenticated("INVALID_EXECUTION_TOKEN", "not a valid executionToken")
+        if epoch(now) > int(c["exp"]) + self.s.execution_renew_grace_seconds:
+            raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired past the renewal grace")
+        return _grant(c), int(c.get("chainIat", c["iat"]))
+
+    def _now(self) -> float:
+        return epoch(self._clock()) if self._clock is not None else time.time()
 
     # --- realtime (gateway) tokens -----------------------------------------------------------
 
@@ -157,3 +199,15 @@ class TokenIssuer:
         """Subscription JWT bound to ``sub`` + ``channel`` + a short ``exp`` (seed §7.2)."""
         exp = epoch(now) + self.s.subscription_ttl_seconds
         return self._sign({"sub": self.subject(user), "channel": channel, "iat": epoch(now), "exp": exp}), exp
+
+
+def _grant(c: dict[str, Any]) -> ExecutionGrant:
+    return ExecutionGrant(
+        task_id=c["taskId"],
+        step_id=c["stepId"],
+        operation_code=c["operationCode"],
+        task_attempt=int(c["taskAttempt"]),
+        step_attempt=int(c["stepAttempt"]),
+        producer_id=c["producerId"],
+        event_types=frozenset(c["eventTypes"]),
+    )

@@ -11,6 +11,7 @@ SERVICES = {
     "gateway": "Run the realtime gateway (Centrifugo v6 config)",
     "status-api": "Run the Status API (serve, init-db, ...)",
     "relay": "Run the outbox relay",
+    "token": "Mint a local development JWT for a Status API role (coordinator, admin, user, ...)",
 }
 """Service subcommands -> one-line descriptions (the helpers' are in centrifugo_cli.HELP)."""
 
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         from taskcast.up import main as up_main
 
         return up_main(rest)
+    if command == "token":
+        from taskcast.token import main as token_main
+
+        return token_main(rest)
     if command == "demo":
         from taskcast.demo import main as demo_main
 

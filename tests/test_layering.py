@@ -11,9 +11,13 @@
   I/O framework — they reach the driver through their ``Driver`` / ``Requester`` protocols;
 * the gateway imports neither of the other services;
 * the relay imports nothing of the gateway (it speaks HTTP) and, of status_api, only the outbox
-  contract and the plumbing shared with the Status API (database, config file loader) — checked on
-  the source (direct imports) and on a fresh interpreter (everything ``import relay.*`` loads:
-  nothing of ``status_api.domain``, the service, HTTP or queries).
+  contract (the row types, its claims, the operators' queries) and the plumbing shared with the
+  Status API (database, config file loader) — checked on the source (direct imports) and on a
+  fresh interpreter (everything ``import relay.*`` loads: nothing of ``status_api.domain``, the
+  service, HTTP, the writer or the Status API's queries);
+* the outbox's three owners change for one reason each: the writer (storage/write.py) appends,
+  the relay's side (storage/outbox_claims.py) leases and settles, the operators' queries
+  (storage/outbox_admin.py) stand apart; none of them imports another, only the contract.
 """
 
 from __future__ import annotations
@@ -84,7 +88,19 @@ def _modules(path: Path) -> list[Path]:
 
 
 #: What the relay may import from status_api: the outbox contract and the shared plumbing.
-RELAY_MAY_IMPORT = ("status_api.storage.outbox", "status_api.storage.database", "status_api.config_file")
+RELAY_MAY_IMPORT = (
+    "status_api.storage.outbox",
+    "status_api.storage.outbox_claims",
+    "status_api.storage.outbox_admin",
+    "status_api.storage.database",
+    "status_api.config_file",
+)
+#: The modules that own the outbox table, one reason to change each (see the module docstring).
+OUTBOX_OWNERS = (
+    "status_api.storage.write",
+    "status_api.storage.outbox_claims",
+    "status_api.storage.outbox_admin",
+)
 #: Every status_api module those load (the packages themselves and the table definitions).
 RELAY_MAY_LOAD = frozenset(
     {"status_api", "status_api.storage", "status_api.storage.tables", *RELAY_MAY_IMPORT}
@@ -231,6 +247,14 @@ def test_relay_imports_only_the_outbox_contract_and_the_shared_plumbing() -> Non
             if name.split(".")[0] == "gateway" or not _relay_may_import(name):
                 offenders.append(f"{file.relative_to(ROOT)}: {name}")
     assert offenders == []
+
+
+def test_each_outbox_owner_imports_only_the_contract_of_the_others() -> None:
+    for owner in OUTBOX_OWNERS:
+        file = ROOT / (owner.replace(".", "/") + ".py")
+        others = {o for o in OUTBOX_OWNERS if o != owner}
+        assert not {n for n in _imports(file) if n in others}, f"{_rel(file)} imports another outbox owner"
+        assert "status_api.storage.outbox" in _imports(file), f"{_rel(file)} bypasses the contract"
 
 
 def test_importing_the_relay_loads_nothing_of_the_domain() -> None:

@@ -35,3 +35,12 @@ def test_bounds() -> None:
     assert timeout_bound(120, 60, False) == scaled(120)
     assert timeout_bound(120, None, True) == scaled(HYPOTHESIS_TIMEOUT_SECONDS)
     assert timeout_bound(0, None, False) == 0
+
+
+def test_hypothesis_has_no_wall_clock_deadline_or_slowness_check() -> None:
+    """Hypothesis's per-example deadline and its too-slow health check are timing assertions: off
+    for the whole suite (tests/conftest.py), which bounds time with the scaled per-test timeout."""
+    from hypothesis import HealthCheck, settings
+
+    assert settings().deadline is None
+    assert HealthCheck.too_slow in settings().suppress_health_check

@@ -208,6 +208,12 @@ class Servicer:
 
     async def Batch(self, request: Message, context: grpc.aio.ServicerContext) -> Message:
         await self._authorize(context)
+        limit = self.api.batch_limit("grpc")
+        if len(request.commands) > limit:
+            # BatchResponse has no error field: refused with a status whatever the error mode,
+            # before any command is converted.
+            self.api.node.metrics.api_errors.labels("grpc", "batch", "107").inc()
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad request: more than {limit} commands")
         commands: list[object] = []
         try:
             for command in request.commands:

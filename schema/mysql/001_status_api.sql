@@ -184,3 +184,17 @@ CREATE TABLE IF NOT EXISTS realtime_subscription (
 	expires_at DATETIME(3) NOT NULL,
 	PRIMARY KEY (session_id, task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS execution_token_renewal (
+	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+	task_id VARCHAR(64) NOT NULL,
+	step_id VARCHAR(128) NOT NULL,
+	task_attempt INTEGER UNSIGNED NOT NULL,
+	step_attempt INTEGER UNSIGNED NOT NULL,
+	producer_id VARCHAR(128) NOT NULL,
+	chain_started_at DATETIME(3) NOT NULL,
+	renewed_at DATETIME(3) NOT NULL,
+	expires_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (id),
+	KEY token_renewal_step_idx (task_id, step_id, step_attempt)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

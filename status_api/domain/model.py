@@ -48,6 +48,7 @@ class Health(StrEnum):
 class EventType(StrEnum):
     TASK_CREATED = "TASK_CREATED"
     STEP_ATTEMPT_CREATED = "STEP_ATTEMPT_CREATED"
+    TASK_ATTEMPT_CREATED = "TASK_ATTEMPT_CREATED"
     STEP_STARTED = "STEP_STARTED"
     STEP_PROGRESS = "STEP_PROGRESS"
     STEP_COMPLETED = "STEP_COMPLETED"
@@ -219,7 +220,8 @@ class Event:
     source_seq: int
     event_type: EventType
     business_status: str | None
-    occurred_at: datetime
+    #: The producer's wall clock (informational, seed §3.7); None when the body omits it.
+    occurred_at: datetime | None
     duration_ms: int | None = None
     duration_source: DurationSource | None = None
     progress: Progress | None = None

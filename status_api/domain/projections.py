@@ -188,6 +188,7 @@ def summary_task(
         "businessStatusDisplay": status_display(statuses, task.business_status),
         "health": task.health.value,
         "version": str(task.version),
+        "taskAttempt": task.attempt,
         "createdAt": iso(task.created_at),
         "startedAt": iso(task.started_at),
         "finishedAt": iso(task.finished_at),

@@ -72,6 +72,14 @@ class StatusService(ServiceContext):
         """``POST …/steps/{stepId}/attempts``; see :func:`tasks.create_step_attempt`."""
         return await tasks.create_step_attempt(self, task_id, step_id, caller)
 
+    async def create_task_attempt(self, task_id: str, caller: ServiceIdentity) -> dict[str, JSON]:
+        """``POST …/tasks/{taskId}/attempts``; see :func:`tasks.create_task_attempt`."""
+        return await tasks.create_task_attempt(self, task_id, caller)
+
+    async def renew_execution_token(self, token: str) -> dict[str, JSON]:
+        """``POST /internal/v1/execution-tokens/renew``; see :func:`tasks.renew_execution_token`."""
+        return await tasks.renew_execution_token(self, token)
+
     async def ingest_event(
         self,
         body: Mapping[str, JSON],

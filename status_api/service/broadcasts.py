@@ -14,6 +14,7 @@ from status_api.domain.projections import iso
 from status_api.domain.sanitize import sanitize_user_message
 from status_api.service.context import ServiceContext
 from status_api.storage import outbox
+from status_api.storage.write import append_outbox_version
 
 MESSAGE_LIMIT = 2000
 PROJECTION = {Scope.TENANT: "TENANT_BROADCAST", Scope.SYSTEM: "SYSTEM_BROADCAST"}
@@ -57,6 +58,6 @@ async def publish_broadcast(
     )
     row = outbox.OutboxMessage(channel, PROJECTION[scope], payload, outbox.Priority.NOTICE)
     async with ctx.engine.begin() as conn:
-        await outbox.append(conn, broadcast_id, 1, [row], now, aggregate_type="broadcast")
+        await append_outbox_version(conn, broadcast_id, 1, [row], now, aggregate_type="broadcast")
     ctx.committed(1)
     return {"broadcastId": broadcast_id, "channel": channel, "sentAt": iso(now), "message": message}

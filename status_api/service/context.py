@@ -273,14 +273,22 @@ class ServiceContext:
         )
 
     def execution_context(
-        self, t: TaskState, s: StepState, defs: TaskDefinitions, now: datetime
+        self,
+        t: TaskState,
+        s: StepState,
+        defs: TaskDefinitions,
+        now: datetime,
+        chain_started: int | None = None,
     ) -> dict[str, JSON]:
-        """Seed §3.3: what the coordinator hands to the service that runs one step attempt."""
+        """Seed §3.3: what the coordinator hands to the service that runs one step attempt.
+
+        ``chain_started``: a renewal's token chain start (see ``TokenIssuer.execution_token``).
+        ``expiresInSeconds`` lets a worker schedule its renewal on its own monotonic clock."""
         op = defs.operations.operations[s.operation_code]
         grant = ExecutionGrant(
             t.id, s.step_id, s.operation_code, t.attempt, s.attempt, s.producer_id, op.allowed_event_types
         )
-        token, exp = self.tokens.execution_token(grant, now)
+        token, exp = self.tokens.execution_token(grant, now, chain_started)
         return {
             "taskId": t.id,
             "taskType": t.task_type,
@@ -294,4 +302,5 @@ class ServiceContext:
             "allowedEventTypes": sorted(op.allowed_event_types),
             "executionToken": token,
             "expiresAt": iso(datetime.fromtimestamp(exp, UTC).replace(tzinfo=None)),
+            "expiresInSeconds": max(0, exp - int(now.replace(tzinfo=UTC).timestamp())),
         }

@@ -94,7 +94,7 @@ def parse_event(body: Mapping[str, JSON], message_limit: int) -> Event:
         source_seq=int(body["sourceSeq"]),
         event_type=EventType(body["eventType"]),
         business_status=body.get("businessStatus"),
-        occurred_at=parse_time(body["occurredAt"]),
+        occurred_at=parse_time(body["occurredAt"]) if body.get("occurredAt") else None,
         duration_ms=body.get("durationMs"),
         duration_source=DurationSource(body["durationSource"]) if body.get("durationSource") else None,
         progress=Progress(prog["current"], prog.get("total"), prog.get("unit")) if prog else None,
@@ -283,7 +283,8 @@ class EventIngestor:
             "event_type": event.event_type.value,
             "data_schema": event.data.schema if event.data else None,
             "error_code": event.error.code if event.error else None,
-            "occurred_at": event.occurred_at,
+            # Informational (seed §3.7): the receive time stands in when the producer omits it.
+            "occurred_at": event.occurred_at or item.received_at,
             "received_at": item.received_at,
             "duration_ms": event.duration_ms,
             "payload": _event_payload(event),

@@ -1,4 +1,5 @@
-"""The coordinator's use cases: create a task (seed §3.1) and open a step's next attempt (seed §4.1).
+"""The coordinator's use cases: create a task (seed §3.1), open a step's or the task's next attempt
+(seed §3.3, §4.1), and the worker's executionToken renewal (long steps).
 
 Each runs as ONE transaction through :meth:`ServiceContext.transact` and returns its change as a
 value (task + steps, the event-log row, the outbox messages, the idempotency row) for the one
@@ -10,13 +11,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.domain import creation, ingest
+from status_api.domain import attempts, creation, ingest
 from status_api.domain.errors import conflict, forbidden, invalid, not_found
-from status_api.domain.model import JSON, EventType, Role, ServiceIdentity, StepState, TaskState
+from status_api.domain.model import (
+    JSON,
+    EventType,
+    ExecutionGrant,
+    Lifecycle,
+    Role,
+    ServiceIdentity,
+    StepState,
+    TaskState,
+)
 from status_api.domain.projections import Trigger, iso, project
 from status_api.domain.registry import TaskDefinitions
 from status_api.service.context import (
@@ -26,10 +36,12 @@ from status_api.service.context import (
     canonical_hash,
     event_log_row,
     outbox_messages,
+    parse_time,
     version_change,
 )
 from status_api.storage import repository as repo
 from status_api.storage.write import Change, DedupRow
+from status_api.tokens import epoch
 
 Response = dict[str, JSON]
 
@@ -187,3 +199,107 @@ async def create_step_attempt(
         return Decision([change], result)
 
     return await ctx.transact(decide)
+
+
+async def create_task_attempt(ctx: ServiceContext, task_id: str, caller: ServiceIdentity) -> Response:
+    """``POST /internal/v1/tasks/{taskId}/attempts``: task attempt n+1 after a failed step, with a
+    new execution context for every step (seed §3.3, §4.1). The task's own coordinator, or a
+    ``policy-executor`` of its tenant (a registered failure policy, seed §4.4), may open it.
+
+    Raises:
+        DomainError: FORBIDDEN ``ROLE_REQUIRED``, ``COORDINATOR_MISMATCH``, ``TENANT_MISMATCH``;
+            NOT_FOUND; those of ``attempts.new_task_attempt``.
+    """
+    policy = Role.POLICY_EXECUTOR.value in caller.roles
+    if Role.COORDINATOR.value not in caller.roles and not policy:
+        raise forbidden("ROLE_REQUIRED", "task attempts need the coordinator or policy-executor role")
+
+    async def decide(conn: AsyncConnection) -> Decision[Response]:
+        task = (await repo.lock_tasks(conn, [task_id])).get(task_id)
+        if task is None:
+            raise not_found()
+        if Role.COORDINATOR.value in caller.roles and task.coordinator_id in (None, caller.producer_id):
+            ingest.authorize_coordinator(caller, task)
+        elif policy:
+            if not caller.serves(task.tenant_id):
+                raise forbidden("TENANT_MISMATCH", "the service credential is bound to another tenant")
+        else:
+            ingest.authorize_coordinator(caller, task)
+        steps = (await repo.current_steps(conn, [task_id]))[task_id]
+        defs = await ctx.task_definitions(conn, task)
+        now = ctx.clock()
+        after, new_steps = attempts.new_task_attempt(task, steps, defs, now)
+        trigger = Trigger(str(uuid.uuid4()), EventType.TASK_ATTEMPT_CREATED, now)
+        projected = project(task, after, new_steps, None, trigger, defs.operations)
+        log_fields = audit_fields(
+            caller.producer_id,
+            0,
+            EventType.TASK_ATTEMPT_CREATED.value,
+            now,
+            {
+                "previousAttempt": task.attempt,
+                "failedSteps": sorted(sid for sid, s in steps.items() if s.lifecycle is Lifecycle.FAILED),
+            },
+        )
+        change = Change(
+            at=now,
+            task=after,
+            base_version=task.version,
+            new_steps=tuple(new_steps.values()),
+            log=(event_log_row(trigger, after, None, log_fields),),
+            outbox=outbox_messages(projected),
+        )
+        result: Response = {
+            "taskId": after.id,
+            "taskAttempt": after.attempt,
+            "taskVersion": str(after.version),
+            "lifecycleStatus": after.lifecycle.value,
+            "businessStatus": after.business_status,
+            "steps": [ctx.execution_context(after, s, defs, now) for s in new_steps.values()],
+        }
+        return Decision([change], result)
+
+    return await ctx.transact(decide)
+
+
+async def renew_execution_token(ctx: ServiceContext, token: str) -> Response:
+    """``POST /internal/v1/execution-tokens/renew``: a new executionToken for the step attempt the
+    presented token is bound to, while that attempt is current and running — so a step may outlast
+    ``execution_token.ttl_seconds`` — never past ``execution_token.max_lifetime_seconds`` after its
+    first token. Each renewal is one audited row in ``execution_token_renewal``; nothing else
+    changes (no version, no publication).
+
+    Raises:
+        DomainError: UNAUTHENTICATED ``INVALID_EXECUTION_TOKEN``, ``EXECUTION_TOKEN_EXPIRED``
+            (past the grace); those of ``attempts.check_renewal``.
+    """
+    now = ctx.clock()
+    grant, chain_started = ctx.tokens.verify_for_renewal(token, now)
+
+    async def decide(conn: AsyncConnection) -> Decision[Response]:
+        task = (await repo.lock_tasks(conn, [grant.task_id])).get(grant.task_id)
+        steps = (await repo.current_steps(conn, [grant.task_id])).get(grant.task_id, {}) if task else {}
+        at = ctx.clock()
+        step = attempts.check_renewal(
+            task, steps, grant, chain_started, epoch(at), ctx.tokens.s.execution_max_lifetime_seconds
+        )
+        assert task is not None
+        defs = await ctx.task_definitions(conn, task)
+        out = ctx.execution_context(task, step, defs, at, chain_started)
+        change = Change(at=at, renewals=(_renewal_row(grant, chain_started, at, str(out["expiresAt"])),))
+        return Decision([change], out)
+
+    return await ctx.transact(decide)
+
+
+def _renewal_row(grant: ExecutionGrant, chain_started: int, at: datetime, expires_at: str) -> dict[str, JSON]:
+    return {
+        "task_id": grant.task_id,
+        "step_id": grant.step_id,
+        "task_attempt": grant.task_attempt,
+        "step_attempt": grant.step_attempt,
+        "producer_id": grant.producer_id[:128],
+        "chain_started_at": datetime.fromtimestamp(chain_started, UTC).replace(tzinfo=None),
+        "renewed_at": at,
+        "expires_at": parse_time(expires_at),
+    }

@@ -10,7 +10,8 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
 * the sourceSeq unique key of ``task_event_log`` includes ``producer_id``: services never share
   counters (seed §3.4);
 * ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
-  ``task_event_committed_idx`` (event-log retention finds old rows without a scan).
+  ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
+* ``execution_token_renewal``: the audit trail of executionToken renewals (long steps, issue 30).
 
 All timestamps are naive UTC ``DATETIME(3)``, written from the service's clock.
 """
@@ -226,4 +227,19 @@ realtime_subscription = sa.Table(
     sa.Column("session_id", ID, primary_key=True),
     sa.Column("task_id", ID, primary_key=True),
     sa.Column("expires_at", TS, nullable=False),
+)
+
+execution_token_renewal = sa.Table(
+    "execution_token_renewal",
+    metadata,
+    sa.Column("id", AUTO_PK, primary_key=True, autoincrement=True),
+    sa.Column("task_id", ID, nullable=False),
+    sa.Column("step_id", sa.String(128), nullable=False),
+    sa.Column("task_attempt", INTU, nullable=False),
+    sa.Column("step_attempt", INTU, nullable=False),
+    sa.Column("producer_id", sa.String(128), nullable=False),
+    sa.Column("chain_started_at", TS, nullable=False),
+    sa.Column("renewed_at", TS, nullable=False),
+    sa.Column("expires_at", TS, nullable=False),
+    sa.Index("token_renewal_step_idx", "task_id", "step_id", "step_attempt"),
 )

@@ -9,10 +9,12 @@ everything that touches one task without a global lock (seed §11.2). Several ch
 a batch collapse into one task row write (version-checked against the version read under the lock)
 and one row write per step attempt. Must not import the domain's decision modules or the service.
 
-The outbox is written last, just before the caller's COMMIT, and with ``stamp`` its rows'
-``created_at`` (the relays' "commit clock", the start of ``state_commit_to_publish_seconds``) is
-read at that moment (issue 16): a clock read when the use case decided would count the whole
-transaction — locks, reads, the other writes — as commit→publish latency.
+The outbox's write side lives here too (:func:`append_outbox`; what a row means is
+``storage/outbox.py``). The outbox is written last, just before the caller's COMMIT, and with
+``stamp`` its rows' ``created_at`` (the relays' "commit clock", the start of
+``state_commit_to_publish_seconds``) is read at that moment (issue 16): a clock read when the use
+case decided would count the whole transaction — locks, reads, the other writes — as
+commit→publish latency.
 """
 
 from __future__ import annotations
@@ -27,10 +29,16 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
-from status_api.storage import outbox
-from status_api.storage.outbox import OutboxMessage
+from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
-from status_api.storage.tables import task, task_event_dedup, task_event_log, task_step
+from status_api.storage.tables import (
+    execution_token_renewal,
+    task,
+    task_event_dedup,
+    task_event_log,
+    task_outbox,
+    task_step,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,8 @@ class Change:
     outbox: tuple[OutboxMessage, ...] = ()
     dedup: DedupRow | None = None
     purge: tuple[str, int] | None = None
+    #: ``execution_token_renewal`` audit rows (a renewal writes only these).
+    renewals: tuple[Mapping[str, Any], ...] = ()
     coalesce: bool = False
 
 
@@ -93,7 +103,9 @@ def _upsert(table: sa.Table) -> sa.Insert:
 
 _UPSERT_TASK = _upsert(task)
 #: INSERT statements built once (a statement object memoizes its compiled-cache key).
-_INSERT = {t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup)}
+_INSERT = {
+    t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal)
+}
 _UPSERT_STEP = _upsert(task_step)
 
 
@@ -110,9 +122,10 @@ class _Rows:
     new_steps: dict[StepKey, StepState] = field(default_factory=dict)
     steps: dict[StepKey, StepState] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
-    messages: list[outbox.Entry] = field(default_factory=list)
+    messages: list[OutboxEntry] = field(default_factory=list)
     dedup: list[dict[str, Any]] = field(default_factory=list)
     purges: list[tuple[str, int]] = field(default_factory=list)
+    renewals: list[dict[str, Any]] = field(default_factory=list)
     #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
     coalesce: list[tuple[str, int]] = field(default_factory=list)
 
@@ -146,6 +159,7 @@ class _Rows:
             )
         if c.purge is not None:
             self.purges.append(c.purge)
+        self.renewals += (dict(r) for r in c.renewals)
 
 
 async def write(
@@ -178,20 +192,69 @@ async def write(
         await conn.execute(_INSERT["task_event_log"], rows.log)
     if rows.dedup:
         await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
+    if rows.renewals:
+        await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
     entries = rows.messages
     if rows.coalesce:
         entries = _coalesced(entries, rows.coalesce)
         wanted = set(rows.coalesce)
         replacing = [(a, m.channel, v) for a, v, messages, _ in entries if (a, v) in wanted for m in messages]
-        await outbox.supersede_pending(conn, replacing)
+        await supersede_pending(conn, replacing)
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
-    await outbox.append_many(conn, entries)  # last: its commit clock is read just before COMMIT
+    await append_outbox(conn, entries)  # last: its commit clock is read just before COMMIT
     return sum(len(messages) for _, _, messages, _ in entries)
 
 
-def _coalesced(entries: Sequence[outbox.Entry], coalesce: Sequence[tuple[str, int]]) -> list[outbox.Entry]:
+#: ``(aggregate_id, aggregate_version, messages, now)``: the outbox messages of one aggregate version.
+OutboxEntry = tuple[str, int, Sequence[OutboxMessage], datetime]
+
+
+async def append_outbox(
+    conn: AsyncConnection, entries: Sequence[OutboxEntry], *, aggregate_type: str = "task"
+) -> None:
+    """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
+    the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
+    the priority is :func:`~status_api.storage.outbox.effective_priority`. ``aggregate_type``:
+    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6)."""
+    rows = [
+        {
+            "aggregate_type": aggregate_type,
+            "aggregate_id": aggregate_id,
+            "aggregate_version": version,
+            "channel": m.channel,
+            "projection": m.projection,
+            "payload": m.payload,
+            "status": PENDING,
+            "priority": effective_priority(m.priority, version),
+            "available_at": now,
+            "attempts": 0,
+            "created_at": now,
+        }
+        for aggregate_id, version, messages, now in entries
+        for m in messages
+    ]
+    if rows:
+        await conn.execute(sa.insert(task_outbox), rows)
+
+
+async def append_outbox_version(
+    conn: AsyncConnection,
+    aggregate_id: str,
+    aggregate_version: int,
+    messages: Sequence[OutboxMessage],
+    now: datetime,
+    *,
+    aggregate_type: str = "task",
+) -> None:
+    """:func:`append_outbox` for one aggregate version (a batch of one)."""
+    await append_outbox(
+        conn, [(aggregate_id, aggregate_version, messages, now)], aggregate_type=aggregate_type
+    )
+
+
+def _coalesced(entries: Sequence[OutboxEntry], coalesce: Sequence[tuple[str, int]]) -> list[OutboxEntry]:
     """``entries`` without the supersedable messages of a progress version that a later progress
     version of the same task replaces on the same channel within this batch."""
     newest: dict[tuple[str, str], int] = {}
@@ -201,20 +264,50 @@ def _coalesced(entries: Sequence[outbox.Entry], coalesce: Sequence[tuple[str, in
             for m in messages:
                 key = (agg, m.channel)
                 newest[key] = max(newest.get(key, 0), version)
-    out: list[outbox.Entry] = []
+    out: list[OutboxEntry] = []
     for agg, version, messages, at in entries:
         kept = [
             m
             for m in messages
             if not (
                 (agg, version) in wanted
-                and outbox.supersedable(outbox.effective_priority(m.priority, version))
+                and supersedable(effective_priority(m.priority, version))
                 and newest.get((agg, m.channel), 0) > version
             )
         ]
         if kept:
             out.append((agg, version, kept, at))
     return out
+
+
+async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, str, int]]) -> int:
+    """Inside the state transaction: delete the PENDING supersedable rows of ``(aggregate_id,
+    channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
+    says so): a newer complete state on that channel replaces them before any relay publishes
+    them (seed §3.5 progress coalescing). Rows a relay holds, and every other version's rows, are
+    left alone. Returns the number of rows deleted."""
+    if not items:
+        return 0
+    res = await conn.execute(
+        _SUPERSEDE,
+        [{"b_aggregate_id": a, "b_channel": c, "b_version": v} for a, c, v in sorted(set(items))],
+    )
+    return max(res.rowcount, 0)
+
+
+_SUPERSEDE = sa.delete(task_outbox).where(
+    task_outbox.c.aggregate_id == sa.bindparam("b_aggregate_id"),
+    task_outbox.c.channel == sa.bindparam("b_channel"),
+    task_outbox.c.aggregate_version < sa.bindparam("b_version"),
+    task_outbox.c.status == PENDING,
+    task_outbox.c.priority <= int(Priority.PROGRESS),
+    task_outbox.c.aggregate_version.in_(
+        sa.select(task_event_log.c.task_version).where(
+            task_event_log.c.task_id == sa.bindparam("b_aggregate_id"),
+            task_event_log.c.event_type == "STEP_PROGRESS",
+        )
+    ),
+)
 
 
 def _multi_row(conn: AsyncConnection) -> bool:

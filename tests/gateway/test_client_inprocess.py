@@ -6,6 +6,7 @@ actions through the hub's Connection protocol, and closing."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import orjson
 
@@ -16,7 +17,7 @@ from gateway.protocol import codes
 from gateway.protocol.codec import JsonCodec
 from gateway.protocol.messages import ClientInfo, Publication, SubscribeRecovery
 from gateway.protocol.policy import ServerSub
-from tests.gateway.recording import INSECURE, Harness, RecordingTransport, until
+from tests.gateway.recording import INSECURE, WAIT_SECONDS, Harness, RecordingTransport, until
 
 
 class GatedBroker(MemoryBroker):
@@ -283,3 +284,30 @@ async def test_reject_unrecovered_flag_answers_112():
     client.feed(orjson.dumps({"id": 2, "subscribe": sub}))
     assert (await transport.reply(2))["error"]["code"] == codes.ERROR_UNRECOVERABLE_POSITION.code
     assert "r" not in client.session.subscriptions and "r" not in h.node.hub.channels
+
+
+async def test_a_large_batch_of_commands_lets_the_loop_serve_others():
+    """Issue 28: commands that complete without suspending (presence_stats on the memory engine)
+    run at most ``YIELD_EVERY`` between two turns of a probe task that takes every turn of the
+    loop; without the command task's periodic yield a frame's 1,000 commands run in one turn."""
+    from gateway.client import YIELD_EVERY
+
+    h = Harness()
+    client, transport = await h.connected()
+    frame = b"\n".join(b'{"id":%d,"presence_stats":{"channel":"c"}}' % (i + 2) for i in range(1000))
+    samples = [0]  # nothing ran before the frame
+
+    def ran() -> int:
+        return 1000 - len(client._inbox)
+
+    async def probe() -> None:
+        while ran() < 1000 or client._worker is not None:
+            samples.append(ran())
+            await asyncio.sleep(0)
+        samples.append(ran())
+
+    client.feed(frame)  # queues the commands and starts the command task
+    await asyncio.wait_for(probe(), timeout=WAIT_SECONDS)
+    most = max(b - a for a, b in itertools.pairwise(samples))
+    assert 0 < most <= YIELD_EVERY, most
+    assert (await transport.reply(1001))["id"] == 1001  # every command was answered

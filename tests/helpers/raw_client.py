@@ -4,12 +4,16 @@ records the close code. No SDK logic: what the gateway sends is what the test se
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import apply_mask
 
 from tests.support import scaled
 
@@ -53,3 +57,65 @@ class Raw:
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         cmd_id = await self.send(method, params)
         return await self.wait_for(lambda m: m.get("id") == cmd_id)
+
+
+class WireClient:
+    """A WebSocket client at the byte level: it answers nothing on its own (no pong, no close
+    reply), so a test decides what a peer does after the server's close frame."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.sent = 0
+        """Bytes written after the handshake."""
+
+    @classmethod
+    async def open(cls, host: str, port: int, path: str = "/connection/websocket") -> WireClient:
+        reader, writer = await asyncio.open_connection(host, port)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        return cls(reader, writer)
+
+    @staticmethod
+    def frame(opcode: int, payload: bytes) -> bytes:
+        """A masked client frame (RFC 6455 §5.2), FIN set."""
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+        elif n < 1 << 16:
+            head = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+        mask = os.urandom(4)
+        return head + mask + apply_mask(payload, mask)
+
+    async def send(self, opcode: int, payload: bytes) -> None:
+        data = self.frame(opcode, payload)
+        self.writer.write(data)
+        await self.writer.drain()
+        self.sent += len(data)
+
+    async def read_frame(self) -> tuple[int, bytes]:
+        """The next server frame (opcode, payload); server frames are not masked."""
+        b0, b1 = await self.reader.readexactly(2)
+        n = b1 & 0x7F
+        if n == 126:
+            (n,) = struct.unpack("!H", await self.reader.readexactly(2))
+        elif n == 127:
+            (n,) = struct.unpack("!Q", await self.reader.readexactly(8))
+        return b0 & 0x0F, await self.reader.readexactly(n)
+
+    async def close_frame(self) -> tuple[int, bytes]:
+        """Read up to the server's close frame: its (code, reason)."""
+        while True:
+            opcode, payload = await self.read_frame()
+            if opcode == 0x8:
+                return struct.unpack("!H", payload[:2])[0], payload[2:]
+
+    def abort(self) -> None:
+        self.writer.transport.abort()

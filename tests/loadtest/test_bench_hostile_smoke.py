@@ -32,10 +32,12 @@ def test_bench_hostile_runs_and_reports_each_attack() -> None:
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert "loadavg" in lines[0] and "loadavg_after" in lines[-1]
     rows = {row["attack"]: row for row in lines if "attack" in row}
-    assert set(rows) == {"baseline", "pb-before", "pb-after", "json-flood", "fossil"}
+    api = {"api-batch", "api-batch-parallel", "api-batch-huge"}
+    assert set(rows) == {"baseline", "pb-before", "pb-after", "json-flood", "fossil"} | api
     for row in rows.values():
         assert {"p99_ms", "cpu_s", "hostile_connections", "published", "late"} <= set(row)
     assert "cpu_ms_per_connection" in rows["pb-before"] and "cpu_ms_per_publication" in rows["fossil"]
+    assert all({"refused", "cpu_ms_per_connection"} <= set(rows[name]) for name in api)
 
 
 def test_bench_fossil_runs_and_reports_each_case() -> None:

@@ -27,7 +27,7 @@ from relay.claim import OutboxLeases, utc_now
 from relay.config import RelayConfig, build_config
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
-from status_api.storage import outbox
+from status_api.storage import write
 from status_api.storage.outbox import OutboxMessage
 from status_api.storage.tables import task_outbox
 from tests.support import GatewayProcess, mint_token, scaled
@@ -85,7 +85,8 @@ def payload(spec: RowSpec) -> dict[str, Any]:
 
 
 async def insert(engine: AsyncEngine, specs: Iterable[RowSpec], *, now: datetime | None = None) -> None:
-    """Insert PENDING rows through ``outbox.append`` (one transaction, one call per task version)."""
+    """Insert PENDING rows through ``write.append_outbox_version`` (one transaction, one call per
+    task version)."""
     grouped: dict[tuple[str, int], list[OutboxMessage]] = defaultdict(list)
     for s in specs:
         projection = "USER_SUMMARY" if s.channel.startswith("task_user") else "TASK_DETAIL"
@@ -93,7 +94,7 @@ async def insert(engine: AsyncEngine, specs: Iterable[RowSpec], *, now: datetime
     when = now or utc_now()
     async with engine.begin() as conn:
         for (task, version), messages in grouped.items():
-            await outbox.append(conn, task, version, messages, when)
+            await write.append_outbox_version(conn, task, version, messages, when)
 
 
 async def statuses(engine: AsyncEngine) -> Counter[str]:

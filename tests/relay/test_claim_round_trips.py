@@ -25,7 +25,7 @@ from relay.claim import OutboxLeases, create_engine, utc_now
 from relay.config import build_config
 from relay.publisher import PUBLISHED, PublishResult
 from relay.relay import Relay
-from status_api.storage import outbox
+from status_api.storage import outbox_claims, write
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 
@@ -61,7 +61,7 @@ async def delta(eng: AsyncEngine, before: dict[str, int]) -> dict[str, int]:
 
 async def add(eng: AsyncEngine, task: str, priority: int, *, age_s: float = 0.0, version: int = 2) -> None:
     async with eng.begin() as conn:
-        await outbox.append(
+        await write.append_outbox_version(
             conn,
             task,
             version,
@@ -184,10 +184,10 @@ async def test_a_backlog_claim_leases_only_what_it_returns(one_conn: AsyncEngine
 async def test_a_backlog_beyond_the_probe_is_claimed_in_tier_order(one_conn: AsyncEngine) -> None:
     """More due rows than the first query reads (``FAST_CLAIM_ROWS``), the most urgent one newest:
     the claim walks the tiers and still takes everything it has room for, urgent first."""
-    n = outbox.FAST_CLAIM_ROWS + 6
+    n = outbox_claims.FAST_CLAIM_ROWS + 6
     async with one_conn.begin() as conn:
         old = utc_now() - timedelta(seconds=60)
-        await outbox.append_many(
+        await write.append_outbox(
             conn,
             [
                 (

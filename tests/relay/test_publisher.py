@@ -159,7 +159,7 @@ async def test_single_row_uses_publish_and_api_error_message_is_kept_sanitized()
 
 
 async def test_a_claimed_payload_is_spliced_into_the_request_as_stored() -> None:
-    """``outbox.claim`` hands payloads on as ``orjson.Fragment`` of the stored text: the batch
+    """``outbox_claims.claim`` hands payloads on as ``orjson.Fragment`` of the stored text: the batch
     request carries those bytes unchanged (no decode, no re-encode) next to the rows' tags."""
 
     stored = '{"kind":"task.summary", "n": 1.50, "s":"\\u00e9"}'  # spacing and escapes kept as stored

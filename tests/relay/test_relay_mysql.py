@@ -21,7 +21,7 @@ from relay.claim import OutboxLeases, utc_now
 from relay.metrics import serve
 from relay.publisher import PUBLISHED, PublishResult, committed_at_ms
 from relay.relay import Relay
-from status_api.storage import outbox
+from status_api.storage import outbox, write
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 from tests.relay.harness import (
@@ -37,7 +37,7 @@ from tests.relay.harness import (
     user_channel,
     wait_until,
 )
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, scaled
 
 pytestmark = pytest.mark.mysql
 
@@ -85,7 +85,7 @@ async def test_terminal_notice_and_new_task_rows_jump_a_progress_backlog(
     ]
     await insert(engine, urgent)
     async with engine.begin() as conn:  # a new task: version 1, priority floor applied by append
-        await outbox.append(
+        await write.append_outbox_version(
             conn, "new-task", 1, [OutboxMessage(user_channel(2), "USER_SUMMARY", {"v": 1}, 0)], utc_now()
         )
     relay = make_relay(engine, relay_config(engine.url.render_as_string(False), gateway, batch_size=10))
@@ -157,7 +157,7 @@ async def test_earlier_transaction_committed_late_is_published_within_one_poll_i
         tg.create_task(relay.run(stop))
         conn_a = await engine.connect()
         tx_a = await conn_a.begin()
-        await outbox.append(
+        await write.append_outbox_version(
             conn_a,
             early.task,
             1,
@@ -179,7 +179,7 @@ async def test_earlier_transaction_committed_late_is_published_within_one_poll_i
     assert id_of["t-early"] < id_of["t-late"], "the early transaction holds the lower id"
     # One poll interval plus one claim/publish round on a shared, loaded machine; a relay with a
     # "last id seen" cursor would never publish this row at all.
-    assert elapsed <= poll + 0.7, f"published {elapsed:.3f}s after commit (poll interval {poll}s)"
+    assert elapsed <= poll + scaled(0.7), f"published {elapsed:.3f}s after commit (poll interval {poll}s)"
     await relay.publisher.aclose()
 
 
@@ -333,7 +333,7 @@ async def test_graceful_shutdown_finishes_or_releases_in_flight_batch(
         publisher.release.set()
     started = asyncio.get_running_loop().time()
     await asyncio.wait_for(run, 5)
-    assert asyncio.get_running_loop().time() - started < 2.0
+    assert asyncio.get_running_loop().time() - started < scaled(2.0)
     expected = {"PUBLISHED": len(specs)} if finishes else {"PENDING": len(specs)}
     assert await statuses(engine) == expected
     if not finishes:

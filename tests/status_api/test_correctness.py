@@ -8,7 +8,7 @@ import asyncio
 import pytest
 import sqlalchemy as sa
 
-from status_api.storage import outbox
+from status_api.storage import write
 from status_api.storage.tables import task, task_event_dedup, task_event_log, task_outbox
 from tests.status_api.harness import ADMIN, Harness
 
@@ -374,8 +374,7 @@ async def test_state_event_dedup_and_outbox_commit_in_one_transaction(
     async def failing_append(*args: object, **kwargs: object) -> None:
         raise RuntimeError("outbox write failed")
 
-    monkeypatch.setattr(outbox, "append", failing_append)
-    monkeypatch.setattr(outbox, "append_many", failing_append)  # the group-commit path
+    monkeypatch.setattr(write, "append_outbox", failing_append)
     body = h.step_event(t, "01_prepare", "STEP_STARTED", "PREPARING")
     caller = h.comp.api.service_auth.event_caller(t.steps["01_prepare"].token)
     with pytest.raises(RuntimeError):

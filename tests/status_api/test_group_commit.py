@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from status_api.domain.errors import DomainError
 from status_api.group_commit import GroupCommit
-from status_api.storage import outbox
+from status_api.storage import write
 from status_api.storage.tables import task_event_dedup, task_event_log, task_outbox
 from tests.status_api.harness import Harness, Task
 
@@ -143,7 +143,7 @@ async def test_outbox_failure_in_a_batch_commits_nothing(h: Harness, monkeypatch
     async def failing(*args: object, **kwargs: object) -> None:
         raise RuntimeError("outbox write failed")
 
-    monkeypatch.setattr(outbox, "append_many", failing)
+    monkeypatch.setattr(write, "append_outbox", failing)
     bodies = [
         h.step_event(t, s, "STEP_STARTED", b)
         for s, b in (("01_prepare", "PREPARING"), ("02_parse", "PARSING"))
@@ -201,9 +201,9 @@ async def test_outbox_append_many_writes_exactly_the_rows_of_append(h: Harness) 
         "available_at", "attempts", "created_at",
     ]  # fmt: skip
     async with h.comp.engine.begin() as conn:
-        await outbox.append(conn, "a", 1, msgs, now)
-        await outbox.append(conn, "a", 4, msgs, now)
-        await outbox.append_many(conn, [("b", 1, msgs, now), ("b", 4, msgs, now)])
+        await write.append_outbox_version(conn, "a", 1, msgs, now)
+        await write.append_outbox_version(conn, "a", 4, msgs, now)
+        await write.append_outbox(conn, [("b", 1, msgs, now), ("b", 4, msgs, now)])
     rows = await h.outbox_rows()
     one = [{k: r[k] for k in keep} for r in rows if r["aggregate_id"] == "a"]
     many = [{k: r[k] for k in keep} for r in rows if r["aggregate_id"] == "b"]

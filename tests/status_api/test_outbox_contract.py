@@ -1,5 +1,6 @@
 """The outbox contract the relay reads (issue 14): one message type and one priority rule in
-``storage/outbox.py`` (which loads nothing of the domain), and one enum per projection."""
+``storage/outbox.py``, the relay's claims and the operators' queries beside it (none of them loads
+anything of the domain), and one enum per projection."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from status_api.domain.projections import Projection, detail_channel, project_channel, user_channel
-from status_api.storage import outbox
+from status_api.storage import outbox, outbox_claims, write
 from status_api.storage.outbox import Priority, effective_priority, supersedable
 from status_api.storage.tables import task_outbox
 from tests.status_api.harness import Harness
@@ -21,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_importing_the_outbox_loads_no_domain_or_service() -> None:
     code = (
-        "import sys, status_api.storage.outbox; "
+        "import sys, status_api.storage.outbox, status_api.storage.outbox_claims, "
+        "status_api.storage.outbox_admin; "
         "bad = [m for m in sys.modules if m.startswith(('status_api.domain', 'status_api.service'))]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -76,13 +78,13 @@ async def test_release_can_refund_the_claims_attempt(h: Harness) -> None:
     msg = outbox.OutboxMessage("task_user:t1/u1", "USER_SUMMARY", {"kind": "task.summary"}, 0)
     async with h.comp.engine.begin() as conn:
         await conn.execute(task_outbox.delete())
-        await outbox.append(conn, "refund-task", 2, [msg], now)
+        await write.append_outbox_version(conn, "refund-task", 2, [msg], now)
 
     async def cycle(refund: bool) -> int:
         async with h.comp.engine.begin() as conn:
-            (row,) = await outbox.claim(conn, "relay-a", 10, now)
-            assert await outbox.release(conn, [row.id], "relay-b", now, refund_attempt=refund) == 0
-            assert await outbox.release(conn, [row.id], "relay-a", now, refund_attempt=refund) == 1
+            (row,) = await outbox_claims.claim(conn, "relay-a", 10, now)
+            assert await outbox_claims.release(conn, [row.id], "relay-b", now, refund_attempt=refund) == 0
+            assert await outbox_claims.release(conn, [row.id], "relay-a", now, refund_attempt=refund) == 1
         async with h.comp.engine.connect() as conn:
             return int(await conn.scalar(sa.select(task_outbox.c.attempts)))
 

@@ -366,7 +366,7 @@ async def test_graceful_shutdown_sends_3001_and_ends_streams_quickly(http, gatew
         started = asyncio.get_running_loop().time()
         gw.send_sigterm()
         rest = await stream.wait_end(wait=5)
-        assert asyncio.get_running_loop().time() - started < 3
+        assert asyncio.get_running_loop().time() - started < scaled(3)
         disconnect = {"code": 3001, "reason": "shutdown"}
         assert rest == [
             {"disconnect": disconnect}

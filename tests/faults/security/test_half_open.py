@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(60)
 PING_INTERVAL = 1.0
 PONG_TIMEOUT = 0.5
 STALE = 1.0
-SLACK = 1.5
+SLACK = scaled(1.5)  # the time factor applies to every upper bound
 WS_CLOSE_TIMEOUT = 5.0
 """gateway/transports/websocket.py CLOSE_TIMEOUT_SECONDS: wait for the peer's close frame."""
 

@@ -1,0 +1,103 @@
+"""Operators' queries on the outbox (docs/relay.md "Retention and the dead-letter queue"): purge
+published rows, list and requeue dead ones, count rows per status. Neither the writer nor the
+relay's claim loop uses them; the relay's CLI, its gauges and the Status API's
+``GET /admin/v1/outbox/stats`` do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from status_api.storage.outbox import DEAD, PENDING, PROCESSING, PUBLISHED, DeadRow
+from status_api.storage.tables import task_outbox
+
+
+async def purge_published(conn: AsyncConnection, older_than: datetime, limit: int = 5000) -> int:
+    """Delete up to ``limit`` PUBLISHED rows with ``published_at < older_than`` (call until 0).
+
+    Selects ids first and deletes by primary key: a bounded statement that never scans or locks
+    PENDING/PROCESSING rows, so it runs beside claimers.
+    """
+    c = task_outbox.c
+    ids = [
+        int(r[0])
+        for r in await conn.execute(
+            sa.select(c.id).where(c.status == PUBLISHED, c.published_at < older_than).limit(limit)
+        )
+    ]
+    if not ids:
+        return 0
+    res = await conn.execute(sa.delete(task_outbox).where(c.id.in_(ids), c.status == PUBLISHED))
+    return int(res.rowcount or 0)
+
+
+async def list_dead(conn: AsyncConnection, limit: int = 100) -> list[DeadRow]:
+    """DEAD rows, oldest first (no payloads: they may hold user data)."""
+    c = task_outbox.c
+    rows = await conn.execute(
+        sa.select(
+            c.id,
+            c.aggregate_id,
+            c.aggregate_version,
+            c.channel,
+            c.projection,
+            c.attempts,
+            c.last_error,
+            c.created_at,
+        )
+        .where(c.status == DEAD)
+        .order_by(c.id)
+        .limit(limit)
+    )
+    return [
+        DeadRow(
+            id=int(r.id),
+            aggregate_id=r.aggregate_id,
+            aggregate_version=int(r.aggregate_version),
+            channel=r.channel,
+            projection=r.projection,
+            attempts=int(r.attempts),
+            last_error=r.last_error,
+            created_at=r.created_at,
+        )
+        for r in rows
+    ]
+
+
+async def requeue_dead(conn: AsyncConnection, ids: Sequence[int] | None, now: datetime) -> int:
+    """DEAD → PENDING (all DEAD rows when ``ids`` is None), due ``now``, attempts reset to 0.
+
+    ``last_error`` is kept until the row is published, for the audit trail.
+    """
+    c = task_outbox.c
+    cond = c.status == DEAD
+    if ids is not None:
+        if not ids:
+            return 0
+        cond = sa.and_(cond, c.id.in_(list(ids)))
+    res = await conn.execute(
+        sa.update(task_outbox).where(cond).values(status=PENDING, available_at=now, attempts=0)
+    )
+    return int(res.rowcount or 0)
+
+
+async def stats(conn: AsyncConnection, now: datetime) -> dict[str, Any]:
+    """Counts per status and the age in seconds of the oldest PENDING row (seed §14.1)."""
+    counts = {
+        r[0]: int(r[1])
+        for r in await conn.execute(
+            sa.select(task_outbox.c.status, sa.func.count()).group_by(task_outbox.c.status)
+        )
+    }
+    oldest = await conn.scalar(
+        sa.select(sa.func.min(task_outbox.c.created_at)).where(task_outbox.c.status == PENDING)
+    )
+    return {
+        "counts": {s: counts.get(s, 0) for s in (PENDING, PROCESSING, PUBLISHED, DEAD)},
+        "oldestPendingAgeSeconds": (now - oldest).total_seconds() if oldest else 0.0,
+    }

@@ -1,0 +1,274 @@
+"""The relay's side of the outbox contract (seed §5.2): lease rows, then settle them.
+
+The relay imports this module, the contract (``storage/outbox.py``) and the shared database
+plumbing, nothing else of the Status API.
+
+* :func:`claim` must run inside its own short transaction (``async with engine.begin()``). It first
+  takes over PROCESSING rows whose lease expired, then due PENDING rows by priority tier (urgent
+  rows first, then ``priority = 0``, then negative priorities; by due time within a tier). On
+  MySQL/MariaDB every SELECT uses ``FOR UPDATE SKIP LOCKED`` so replicas claim disjoint rows; on SQLite the
+  ``BEGIN IMMEDIATE`` write lock makes the claimer single. Claimed rows get PROCESSING,
+  ``locked_by``, ``locked_at`` (the lease) and ``attempts + 1``. There is no "last id seen"
+  cursor: a row committed late with a low id is claimed by the next poll. A claimed row's
+  ``payload`` is an ``orjson.Fragment`` of the stored JSON text: the relay never decodes it, it
+  splices it into the gateway request as it is (decoding and re-encoding every payload cost the
+  relay ~15 µs a row). Stored payloads are valid JSON (written by the Status API's encoder; a JSON
+  column on MariaDB); a row the gateway still refuses ends DEAD alone (the publisher's per-row retry).
+* The relay publishes outside the transaction, then calls :func:`mark_published`,
+  :func:`mark_retries` (back to PENDING at ``available_at``), :func:`mark_dead` or :func:`release`;
+  each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
+  so a row taken over by another replica is never clobbered; an expired lease is taken over by
+  the next :func:`claim`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from status_api.storage.outbox import DEAD, PENDING, PROCESSING, PUBLISHED, OutboxRow, Retry
+from status_api.storage.tables import task_outbox
+
+#: The longest ``last_error`` stored (a sanitized message, never a payload).
+LAST_ERROR_LIMIT = 1024
+
+
+def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
+    """An :class:`OutboxRow` from a row starting with :data:`_CLAIM_COLUMNS` (positional: the
+    claim's hot loop)."""
+    rid, agg_type, agg_id, version, channel, projection, payload, priority, attempts, created_at = r[:10]
+    return OutboxRow(
+        int(rid),
+        agg_type,
+        agg_id,
+        int(version),
+        channel,
+        projection,
+        orjson.Fragment(payload),
+        int(priority),
+        int(attempts) + attempts_delta,
+        created_at,
+        int(rid) in taken_over,
+    )
+
+
+_c = task_outbox.c
+#: What a claim reads: the row minus the columns only operators read, with the payload as the
+#: stored text (``type_coerce``: no JSON decoding) for :class:`OutboxRow`'s Fragment.
+_CLAIM_COLUMNS = (
+    _c.id,
+    _c.aggregate_type,
+    _c.aggregate_id,
+    _c.aggregate_version,
+    _c.channel,
+    _c.projection,
+    sa.type_coerce(_c.payload, sa.Text).label("payload"),
+    _c.priority,
+    _c.attempts,
+    _c.created_at,
+)
+
+
+def _locking(query: sa.Select[Any]) -> sa.Select[Any]:
+    """``query`` with ``LIMIT :limit`` and ``FOR UPDATE SKIP LOCKED`` (dropped by SQLite)."""
+    return query.limit(sa.bindparam("limit")).with_for_update(skip_locked=True)
+
+
+# The claim's statements, built once (issue 16): a statement object memoizes its compiled-cache
+# key, where one built per claim paid SQLAlchemy's cache-key walk (``_generate_cache_key``) on
+# every poll. Times, the limit, the ids and the relay id are bound parameters.
+_TAKEOVER = _locking(
+    sa.select(*_CLAIM_COLUMNS)
+    .where(_c.status == PROCESSING, _c.locked_at < sa.bindparam("cutoff"))
+    .order_by(_c.locked_at, _c.id)
+)
+_DUE = sa.and_(_c.status == PENDING, _c.available_at <= sa.bindparam("now"))
+#: The priority tiers, most urgent first (see :func:`claim`).
+_TIERS = tuple(
+    _locking(sa.select(*_CLAIM_COLUMNS).where(_DUE, cond).order_by(*order))
+    for cond, order in (
+        (_c.priority > 0, (_c.priority.desc(), _c.available_at, _c.id)),
+        (_c.priority == 0, (_c.available_at, _c.id)),
+        (_c.priority < 0, (_c.priority.desc(), _c.available_at, _c.id)),
+    )
+)
+#: The most rows a claim's first query reads (see :func:`claim`): when it finds fewer, they are all
+#: the due rows; when it finds this many, it was a wasted read of at most this many rows before the
+#: tier queries (a backlog claim reads ``batch_size`` rows; 64 of ~600-byte payloads is ~40 KB).
+FAST_CLAIM_ROWS = 64
+#: Every due row in due order (one index range scan): a claim's first query. When it finds fewer
+#: than the limit it found every due row not locked by another claim, so the tiers could add
+#: nothing; only a fuller backlog pays for the tier queries (see :func:`claim`).
+_ALL_DUE = _locking(sa.select(*_CLAIM_COLUMNS, _c.available_at).where(_DUE).order_by(_c.available_at, _c.id))
+_LEASE = (
+    sa.update(task_outbox)
+    .where(_c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(
+        status=PROCESSING,
+        locked_by=sa.bindparam("b_me"),
+        locked_at=sa.bindparam("b_at"),
+        attempts=_c.attempts + 1,
+    )
+)
+
+
+async def claim(
+    conn: AsyncConnection,
+    relay_id: str,
+    limit: int,
+    now: datetime,
+    *,
+    lease_seconds: float | None = None,
+    probe: bool = True,
+) -> list[OutboxRow]:
+    """Lease up to ``limit`` rows: expired leases first (when ``lease_seconds`` is given), then due
+    PENDING rows, most urgent priority first, and within a priority by ``available_at`` then id.
+
+    Ordering by due time (not id) is what keeps a retried row from starving the rows behind it: a
+    retry moves its ``available_at`` into the future and so to the back of the queue, while a fresh
+    row's ``available_at`` is its commit time. The first query takes every due row in due order
+    (``outbox_claim_idx (status, available_at, id)``, one range scan); when it finds fewer rows than
+    it may take, those are all the due rows other claims have not locked, and they are sorted into
+    tier order here: one SELECT for the common case of a hint or an idle poll (issue 16; the three
+    tier SELECTs were half the round trips of a claim). It reads at most :data:`FAST_CLAIM_ROWS`
+    rows: a full result means a backlog (more urgent rows may lie beyond it), and then each
+    tier is a separate ``LIMIT`` query, so the common tier (``priority = 0``) walks the index in
+    order instead of sorting the whole backlog. Without ``lease_seconds`` no expired lease is taken
+    over (the relay's wake-up claims: its polls take them over). ``probe=False`` goes straight to
+    the tiers (the relay knows it is draining a backlog: the probe would be a wasted read).
+    """
+    found: list[Any] = []
+    taken: frozenset[int] = frozenset()
+    if lease_seconds is not None:
+        cutoff = now - timedelta(seconds=lease_seconds)
+        found = list(await conn.execute(_TAKEOVER, {"cutoff": cutoff, "limit": limit}))
+        taken = frozenset(int(r[0]) for r in found)
+    if len(found) < limit:
+        room = min(limit - len(found), FAST_CLAIM_ROWS) if probe else 0
+        due = list(await conn.execute(_ALL_DUE, {"now": now, "limit": room})) if room else []
+        if len(due) < room:
+            # Every due row unlocked by others is here: order it as the tiers would.
+            due.sort(key=_tier_order)
+            found += due
+        else:
+            # A backlog: more urgent rows may lie beyond the limit. The tiers re-read (our own row
+            # locks do not skip us); rows of ``due`` they leave out stay PENDING, unleased.
+            for tier in _TIERS:
+                if len(found) >= limit:
+                    break
+                found += await conn.execute(tier, {"now": now, "limit": limit - len(found)})
+    if not found:
+        return []
+    await conn.execute(_LEASE, {"ids": [int(r[0]) for r in found], "b_me": relay_id, "b_at": now})
+    # The rows were read under their row locks just before the update: only attempts changed.
+    return [_row(r, taken, attempts_delta=1) for r in found]
+
+
+def _tier_order(r: Any) -> tuple[int, datetime, int]:
+    """The tiers' order as one key of an :data:`_ALL_DUE` row: priority (highest first), then due
+    time, then id."""
+    return (-int(r[7]), r[10], int(r[0]))
+
+
+def _leased(ids: Sequence[int], relay_id: str) -> Any:
+    return sa.and_(
+        task_outbox.c.id.in_(list(ids)),
+        task_outbox.c.status == PROCESSING,
+        task_outbox.c.locked_by == relay_id,
+    )
+
+
+#: ``WHERE`` of the settling statements: rows of ``:ids`` still leased by ``:b_me``.
+_MINE = sa.and_(
+    _c.id.in_(sa.bindparam("ids", expanding=True)),
+    _c.status == PROCESSING,
+    _c.locked_by == sa.bindparam("b_me"),
+)
+_MARK_PUBLISHED = (
+    sa.update(task_outbox)
+    .where(_MINE)
+    .values(
+        status=PUBLISHED, published_at=sa.bindparam("b_at"), locked_by=None, locked_at=None, last_error=None
+    )
+)
+_RELEASE = {
+    refund: sa.update(task_outbox)
+    .where(_MINE)
+    .values(
+        status=PENDING,
+        available_at=sa.bindparam("b_at"),
+        locked_by=None,
+        locked_at=None,
+        **({"attempts": sa.case((_c.attempts > 0, _c.attempts - 1), else_=0)} if refund else {}),
+    )
+    for refund in (False, True)
+}
+
+
+async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
+    """PROCESSING → PUBLISHED for the rows of ``ids`` still leased by ``relay_id``; returns the count."""
+    if not ids:
+        return 0
+    res = await conn.execute(_MARK_PUBLISHED, {"ids": list(ids), "b_me": relay_id, "b_at": now})
+    return int(res.rowcount or 0)
+
+
+async def mark_retries(conn: AsyncConnection, retries: Sequence[Retry], relay_id: str) -> int:
+    """PROCESSING → PENDING, each due at its ``available_at``, for the rows still leased by
+    ``relay_id`` (one executemany); returns the number of rows changed."""
+    if not retries:
+        return 0
+    c = task_outbox.c
+    stmt = (
+        sa.update(task_outbox)
+        .where(
+            c.id == sa.bindparam("rid"),
+            c.status == PROCESSING,
+            c.locked_by == sa.bindparam("me"),
+        )
+        .values(
+            status=PENDING,
+            available_at=sa.bindparam("due"),
+            locked_by=None,
+            locked_at=None,
+            last_error=sa.bindparam("err"),
+        )
+    )
+    params = [
+        {"rid": r.row_id, "me": relay_id, "due": r.available_at, "err": r.error[:LAST_ERROR_LIMIT]}
+        for r in retries
+    ]
+    res = await conn.execute(stmt, params)
+    return int(res.rowcount or 0)
+
+
+async def mark_dead(conn: AsyncConnection, row_id: int, relay_id: str, error: str) -> int:
+    """PROCESSING → DEAD with a sanitized ``error``, if still leased by ``relay_id``."""
+    res = await conn.execute(
+        sa.update(task_outbox)
+        .where(_leased([row_id], relay_id))
+        .values(status=DEAD, locked_by=None, locked_at=None, last_error=error[:LAST_ERROR_LIMIT])
+    )
+    return int(res.rowcount or 0)
+
+
+async def release(
+    conn: AsyncConnection,
+    ids: Sequence[int],
+    relay_id: str,
+    now: datetime,
+    *,
+    refund_attempt: bool = False,
+) -> int:
+    """Give leases back: PROCESSING → PENDING, due ``now``. ``refund_attempt`` undoes the claim's
+    ``attempts + 1`` (the gateway as a whole failed: nothing was wrong with the row, so the attempt
+    must not count toward the relay's ``max_attempts``); without it attempts are unchanged."""
+    if not ids:
+        return 0
+    res = await conn.execute(_RELEASE[refund_attempt], {"ids": list(ids), "b_me": relay_id, "b_at": now})
+    return int(res.rowcount or 0)
