@@ -341,6 +341,8 @@ export declare class StatusApi {
   session(): Promise<RealtimeSession>;
   subscriptionToken(taskId: string, sessionId: string): Promise<{ token: string; channel: string; expiresAt: number }>;
   releaseSubscription(taskId: string, sessionId: string): Promise<{ released: boolean }>;
+  /** POST /api/realtime/broadcast-token (seed §6.6): the server names the channel from the user's identity. */
+  broadcastToken(scope: 'project' | 'tenant' | 'system', projectId?: string): Promise<{ token: string; channel: string; expiresAt: number }>;
   /** POST /api/telemetry/client (204); rejects with an ApiError. */
   telemetry(report: TelemetryReport): Promise<unknown>;
 }

@@ -186,6 +186,14 @@ describe('docs/client-js.md examples run as written', () => {
     }
   });
 
+  test('StatusApi.broadcastToken: tenant and system channels named by the server', async () => {
+    const { StatusApi } = await import('../src/index.js');
+    const api = new StatusApi({ baseUrl: stack.api.url, headers: () => ({ Authorization: `Bearer ${env.idToken}` }) });
+    assert.equal((await api.broadcastToken('tenant')).channel, `task_tenant:${TENANT}`);
+    assert.equal((await api.broadcastToken('system')).channel, 'task_system:public');
+    await assert.rejects(api.broadcastToken('project', 'p-not-mine'), (err) => err.status === 403 && err.code === 'NOT_A_PROJECT_MEMBER');
+  });
+
   test('the Vite reverse-proxy config points at the Status API and the gateway', async () => {
     const block = examples(readFileSync(DOC, 'utf8')).vite;
     const file = join(RUN_DIR, 'vite.config.mjs');
