@@ -4,8 +4,8 @@ CONFIG ?= examples/gateway.json
 
 .PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc
 
-up: bootstrap
-	$(PY) -m taskcast up
+up: bootstrap  ## make up ARGS="--allowed-origin http://localhost:5173 --port-gateway 8001"
+	$(PY) -m taskcast up $(ARGS)
 
 run: bootstrap
 	$(PY) -m taskcast gateway --config $(CONFIG)

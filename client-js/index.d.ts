@@ -190,6 +190,13 @@ export interface PublicError {
   retryable: boolean;
   userMessage: string;
 }
+/** How the task's registered status definition presents a businessStatus (seed §4.6); null when unknown. */
+export interface StatusDisplay {
+  name: string;
+  severity: string;
+  /** colorToken, iconKey, i18n keys — metadata, never HTML. */
+  presentation?: Record<string, unknown> | null;
+}
 /** schema/json/task-summary.schema.json `task`. */
 export interface SummaryTask {
   id: string;
@@ -199,6 +206,7 @@ export interface SummaryTask {
   title: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   /** decimal string; compare as BigInt */
   version: string;
@@ -208,7 +216,7 @@ export interface SummaryTask {
   elapsedMs: number | null;
   durationMs: number | null;
   asOf: string;
-  currentOperation?: { stepId: string; operationCode: string; progress?: Progress | null } | null;
+  currentOperation?: { stepId: string; operationCode: string; displayName?: string | null; progress?: Progress | null } | null;
   failedStepId?: string | null;
   failureCode?: string | null;
   failureMessage?: string | null;
@@ -236,10 +244,13 @@ export interface SummaryMessage {
 export interface Step {
   id: string;
   operationCode: string;
+  /** The operation's registered displayName. */
+  displayName?: string | null;
   attempt: number;
   version: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   startedAt: string | null;
   finishedAt: string | null;
@@ -275,6 +286,7 @@ export interface DetailMessage {
   taskType: string;
   lifecycleStatus: Lifecycle;
   businessStatus: string;
+  businessStatusDisplay?: StatusDisplay | null;
   health: Health;
   createdAt: string;
   startedAt: string | null;
@@ -329,6 +341,8 @@ export declare class StatusApi {
   session(): Promise<RealtimeSession>;
   subscriptionToken(taskId: string, sessionId: string): Promise<{ token: string; channel: string; expiresAt: number }>;
   releaseSubscription(taskId: string, sessionId: string): Promise<{ released: boolean }>;
+  /** POST /api/realtime/broadcast-token (seed §6.6): the server names the channel from the user's identity. */
+  broadcastToken(scope: 'project' | 'tenant' | 'system', projectId?: string): Promise<{ token: string; channel: string; expiresAt: number }>;
   /** POST /api/telemetry/client (204); rejects with an ApiError. */
   telemetry(report: TelemetryReport): Promise<unknown>;
 }
@@ -554,6 +568,8 @@ export interface TaskFeedOptions {
   maxDetailSubscriptions?: number;
   /** Mean interval of the jittered status:batchGet check while not LIVE (default 30000 ± 30%). */
   checkIntervalMs?: number;
+  /** Mean interval (±30 %) of the same check while LIVE (seed §13.2: repairs a silent loss); 0 = off. Default 60000. */
+  liveCheckIntervalMs?: number;
   /** RECOVERING turns STALE after this long (default 10000). */
   staleAfterMs?: number;
   /** Shared elapsed-time ticker period (default 1000). */
@@ -611,6 +627,8 @@ export declare class TaskFeed extends Emitter<TaskFeedEvents> {
   /** Follow one task's detail (subscription + snapshot); past maxDetailSubscriptions the least recently opened closes. */
   openDetail(taskId: string): void;
   closeDetail(taskId: string): void;
+  /** Mark an open detail visible or not; invisible ones are evicted first when room is needed (seed §6.5). */
+  setDetailVisible(taskId: string, visible: boolean): void;
   /** Read the next page of GET /api/tasks (no-op when !state.list.hasMore or already loading). */
   loadMore(): Promise<void>;
   dismissNotice(id: string): void;

@@ -28,6 +28,7 @@ from status_api.auth import (
 )
 from status_api.body_limit import BodyLimitMiddleware
 from status_api.config import Config
+from status_api.cors import CorsMiddleware, normalize_origin
 from status_api.http import Api, routes
 from status_api.metrics import MetricsMiddleware, StatusMetrics
 from status_api.queries import RealtimeQuota, TaskQueries
@@ -105,7 +106,12 @@ def build_components(
         ),
     )
     queries = TaskQueries(
-        service, RealtimeQuota(rt.max_detail_subscriptions_per_session, rt.max_sessions_per_user)
+        service,
+        RealtimeQuota(
+            rt.max_detail_subscriptions_per_session,
+            rt.max_sessions_per_user,
+            rt.max_detail_subscriptions_per_user,
+        ),
     )
     ia = cfg.internal_auth
     service_auth = ServiceAuthenticator(
@@ -196,6 +202,13 @@ def create_app(
     # wrap it, so its 413s are counted.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=cfg.http.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=[*routes, *extra_routes])
+    # Outermost: a preflight or a refused origin never reaches the routes (nor the metrics).
+    app.add_middleware(
+        CorsMiddleware,
+        allowed_origins=[normalize_origin(o) for o in cfg.cors.allowed_origins],
+        allow_credentials=cfg.cors.allow_credentials,
+        max_age_seconds=cfg.cors.max_age_seconds,
+    )
     app.state.api = comp.api
     app.state.components = comp
     app.state.metrics = metrics

@@ -16,7 +16,11 @@ import jwt
 
 from status_api.domain.errors import DomainError, ErrorKind, unauthenticated
 from status_api.domain.model import ExecutionGrant, ServiceIdentity, UserIdentity
-from status_api.tokens import TokenIssuer
+from status_api.tokens import EXEC_TYPE, TokenIssuer
+
+#: How long after its expiry an event credential may still be answered an exact duplicate's first
+#: result (seed §3.2): a worker retrying a timed-out request across its token's expiry.
+REPLAY_GRACE_SECONDS = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,41 @@ class ServiceAuthenticator:
         if tenant is not None and (not isinstance(tenant, str) or not tenant):
             raise unauthenticated("INVALID_SERVICE_CREDENTIAL", "tenant claim must be a non-empty string")
         return ServiceIdentity(str(claims["sub"]), frozenset(str(r) for r in roles), tenant)
+
+    def replay_producer(self, token: str) -> str | None:
+        """The producer of an event credential that is correctly signed but expired (at most
+        :data:`REPLAY_GRACE_SECONDS` ago), else None. Such a caller may only be answered the first
+        result of an exact duplicate of its own accepted event (seed §3.2: idempotency first), never
+        have anything applied."""
+        ts = self.tokens.s
+        try:
+            c = jwt.decode(
+                token,
+                ts.execution_secret,
+                algorithms=["HS256"],
+                issuer=ts.execution_issuer,
+                leeway=REPLAY_GRACE_SECONDS,
+                options={"require": ["exp", "sub", "iss"]},
+            )
+        except jwt.PyJWTError:
+            c = None
+        if c is not None and c.get("typ") == EXEC_TYPE and isinstance(c.get("producerId"), str):
+            return str(c["producerId"])
+        if self.s.mode != "jwt":
+            return None  # static keys do not expire: a rejected key is simply unknown
+        try:
+            claims = jwt.decode(
+                token,
+                self.s.jwt_public_key or self.s.jwt_secret or "",
+                algorithms=list(self.s.jwt_algorithms),
+                audience=self.s.audience,
+                issuer=self.s.issuer,
+                leeway=REPLAY_GRACE_SECONDS,
+                options={"require": ["exp", "sub"], "verify_aud": self.s.audience is not None},
+            )
+        except jwt.PyJWTError:
+            return None
+        return str(claims["sub"])
 
     def event_caller(self, token: str) -> ExecutionGrant | ServiceIdentity:
         """An execution token (step events) or else a service credential (TASK_* events)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from status_api import config_file
 from status_api.config_file import ConfigError
+from status_api.cors import OriginError, normalize_origin
 
 __all__ = ["Config", "ConfigError", "build_config", "load_config"]
 
@@ -95,6 +96,8 @@ class RealtimeConfig:
     connection_ttl_seconds: int = 300
     subscription_ttl_seconds: int = 300
     max_detail_subscriptions_per_session: int = 20
+    #: Distinct tasks with a live detail lease over all of a user's sessions (seed §6.5).
+    max_detail_subscriptions_per_user: int = 20
     max_sessions_per_user: int = 20
     subject_format: str = "{tenant}/{user}"
 
@@ -171,6 +174,16 @@ class SubscribeProxyConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsConfig:
+    """Browser apps on their own origin (status_api/cors.py). Exact origins only
+    (``scheme://host[:port]``); empty = no CORS (same origin or a reverse proxy)."""
+
+    allowed_origins: list[str] = field(default_factory=list)
+    allow_credentials: bool = True
+    max_age_seconds: int = 600
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
@@ -185,6 +198,7 @@ class Config:
     wake: WakeConfig = field(default_factory=WakeConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
+    cors: CorsConfig = field(default_factory=CorsConfig)
     schema_dir: str | None = None
 
 
@@ -243,10 +257,13 @@ def _validate(cfg: Config) -> None:
         )
     if cfg.realtime.max_detail_subscriptions_per_session < 1:
         raise ConfigError("realtime.max_detail_subscriptions_per_session: must be >= 1")
+    if cfg.realtime.max_detail_subscriptions_per_user < 1:
+        raise ConfigError("realtime.max_detail_subscriptions_per_user: must be >= 1")
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
     _validate_wake(cfg.wake)
+    _validate_cors(cfg.cors)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -287,6 +304,16 @@ def _validate_wake(w: WakeConfig) -> None:
         raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
     if not w.channel:
         raise ConfigError("wake.channel: must not be empty")
+
+
+def _validate_cors(c: CorsConfig) -> None:
+    for i, origin in enumerate(c.allowed_origins):
+        try:
+            normalize_origin(origin)
+        except OriginError as exc:
+            raise ConfigError(f"cors.allowed_origins[{i}]: {exc}") from None
+    if not 0 <= c.max_age_seconds <= 86400:
+        raise ConfigError("cors.max_age_seconds: must be 0..86400")
 
 
 def _validate_retention(r: RetentionConfig) -> None:

@@ -193,7 +193,13 @@ async def renew_execution_token(request: Request) -> Response:
 @_guard
 async def task_events(request: Request) -> Response:
     api = _api(request)
-    caller = api.service_auth.event_caller(bearer(request.headers))
+    token = bearer(request.headers)
+    try:
+        caller = api.service_auth.event_caller(token)
+    except DomainError as err:
+        if err.kind is not ErrorKind.UNAUTHENTICATED:
+            raise
+        return await _replay_or_refuse(request, api, token, err)
     _limit(api, caller.producer_id)
     body = await _json(request)
     if not isinstance(body, dict):
@@ -219,6 +225,33 @@ async def task_events(request: Request) -> Response:
         out["accepted"],
         out["duplicate"],
         out["stale"],
+        out["taskVersion"],
+    )
+    return FastJSONResponse(out)
+
+
+async def _replay_or_refuse(request: Request, api: Api, token: str, err: DomainError) -> Response:
+    """Seed §3.2, idempotency first: an exact duplicate of an event its producer already got
+    accepted is answered its first result even when the credential expired since (correctly signed,
+    same producer, same eventId and body); anything else gets the credential's refusal."""
+    producer = api.service_auth.replay_producer(token)
+    if producer is None:
+        raise err
+    _limit(api, producer)
+    body = await _json(request)
+    out = None
+    if isinstance(body, dict):
+        out = await api.service.replay_duplicate(body, producer, request.headers.get("idempotency-key"))
+    if out is None:
+        raise err
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.event("", "duplicate", "")
+    audit.info(
+        "event producer=%s event=%s task=%s duplicate=True expired_credential=True version=%s",
+        producer,
+        out["eventId"],
+        out["taskId"],
         out["taskVersion"],
     )
     return FastJSONResponse(out)
@@ -323,6 +356,28 @@ async def subscription_token(request: Request) -> Response:
 
 
 @_guard
+async def broadcast_token(request: Request) -> Response:
+    api = _api(request)
+    user = await api.user_auth.authenticate(request.headers)
+    return JSONResponse(await api.queries.broadcast_token(user, await _json(request)))
+
+
+@_guard
+async def broadcast_publish(request: Request) -> Response:
+    caller = _service(request)
+    _require_admin(caller)
+    out = await _api(request).service.publish_broadcast(await _json(request), caller)
+    audit.info(
+        "broadcast operator=%s id=%s channel=%s message=%r",
+        caller.producer_id,
+        out["broadcastId"],
+        out["channel"],
+        out["message"],
+    )
+    return JSONResponse(out, status_code=201)
+
+
+@_guard
 async def subscription_release(request: Request) -> Response:
     api = _api(request)
     user = await api.user_auth.authenticate(request.headers)
@@ -363,6 +418,7 @@ routes = [
     Route("/admin/v1/registry", registry_list, methods=["GET"]),
     Route("/admin/v1/registry/{kind}", registry_publish, methods=["POST"]),
     Route("/admin/v1/outbox/stats", outbox_stats, methods=["GET"]),
+    Route("/admin/v1/broadcasts", broadcast_publish, methods=["POST"]),
     Route("/api/tasks", list_tasks, methods=["GET"]),
     Route("/api/tasks/status:batchGet", batch_get, methods=["POST"]),
     Route("/api/tasks/{task_id}", get_task, methods=["GET"]),
@@ -370,4 +426,5 @@ routes = [
     Route("/api/realtime/session", realtime_session, methods=["GET"]),
     Route("/api/realtime/subscription-token", subscription_token, methods=["POST"]),
     Route("/api/realtime/subscription-release", subscription_release, methods=["POST"]),
+    Route("/api/realtime/broadcast-token", broadcast_token, methods=["POST"]),
 ]

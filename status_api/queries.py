@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy import RowMapping
 
+from status_api.domain.broadcasts import Scope, subscribe_channel
 from status_api.domain.errors import DomainError, ErrorKind, invalid, not_found
 from status_api.domain.model import JSON, TaskState, UserIdentity
 from status_api.domain.projections import detail_channel, detail_message, iso, summary_task, user_channel
@@ -30,6 +31,9 @@ MAX_EVENTS = 200
 class RealtimeQuota:
     max_detail_subscriptions_per_session: int = 20
     max_sessions_per_user: int = 20
+    #: Distinct tasks with a live detail lease over ALL of a user's sessions (tabs, devices, the
+    #: new session of every token refresh): seed §6.5's per-user limit.
+    max_detail_subscriptions_per_user: int = 20
 
 
 def _encode_cursor(t: TaskState) -> str:
@@ -96,7 +100,7 @@ class TaskQueries:
             items = []
             for t in page:
                 defs = await self.service.task_definitions(conn, t)
-                items.append(summary_task(t, steps[t.id], defs.operations, now))
+                items.append(summary_task(t, steps[t.id], defs.operations, now, defs.statuses))
         return {"items": items, "nextCursor": _encode_cursor(page[-1]) if len(tasks) > limit else None}
 
     async def get_task(self, user: UserIdentity, task_id: str) -> dict[str, JSON]:
@@ -106,7 +110,8 @@ class TaskQueries:
             if task is None or not user.can_view(task):
                 raise not_found()
             steps = (await repo.current_steps(conn, [task_id]))[task_id]
-        return detail_message(task, steps, self.service.clock(), None)
+            defs = await self.service.task_definitions(conn, task)
+        return detail_message(task, steps, self.service.clock(), None, defs.operations, defs.statuses)
 
     async def events(self, user: UserIdentity, task_id: str, after: int, limit: int) -> dict[str, JSON]:
         """``GET /api/tasks/{id}/events``: committed events after a version; ``purged`` when the
@@ -145,7 +150,7 @@ class TaskQueries:
             tasks = []
             for t in changed:
                 defs = await self.service.task_definitions(conn, t)
-                tasks.append(summary_task(t, steps[t.id], defs.operations, now))
+                tasks.append(summary_task(t, steps[t.id], defs.operations, now, defs.statuses))
         return {
             "tasks": tasks,
             "unchanged": [i for i in ids if i in found and found[i] not in changed],
@@ -171,12 +176,18 @@ class TaskQueries:
             "expiresAt": exp,
             "sessionId": session_id,
             "channels": [channel],
-            "maxDetailSubscriptions": self.quota.max_detail_subscriptions_per_session,
+            "maxDetailSubscriptions": min(
+                self.quota.max_detail_subscriptions_per_session, self.quota.max_detail_subscriptions_per_user
+            ),
         }
 
     async def subscription_token(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
-        """``POST /api/realtime/subscription-token``: re-check the ACL, enforce the per-session detail
-        quota atomically (session row locked), return ``{sub, channel, exp}`` for the task's detail channel.
+        """``POST /api/realtime/subscription-token``: re-check the ACL, enforce the detail quota
+        atomically (every session row of the user locked, in id order): at most
+        ``max_detail_subscriptions_per_user`` distinct tasks leased over all the user's sessions —
+        a token refresh (a new session) neither resets it nor double-counts a task the old session
+        still holds — and ``max_detail_subscriptions_per_session`` in this session. Returns
+        ``{sub, channel, exp}`` for the task's detail channel.
 
         Raises:
             DomainError: NOT_FOUND (task not visible), UNAUTHENTICATED ``SESSION_INVALID``, LIMIT
@@ -186,37 +197,54 @@ class TaskQueries:
         task = await self._visible(user, body["taskId"])
         now = self.service.clock()
         async with self.engine.begin() as conn:
-            sess = await sessions.get_session(conn, body["sessionId"])
-            if (
-                sess is None
-                or sess["tenant_id"] != user.tenant_id
-                or sess["user_id"] != user.user_id
-                or sess["expires_at"] <= now
-            ):
+            # The user's rows first, in id order, so two sessions of one user never deadlock.
+            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
+            sess = await sessions.get_session(conn, body["sessionId"]) if body["sessionId"] in mine else None
+            if sess is None or sess["expires_at"] <= now:
                 raise DomainError(
                     ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown or expired realtime session"
                 )
-            active = await sessions.active_subscriptions(conn, body["sessionId"], now)
-            active.discard(task.id)
-            limit = self.quota.max_detail_subscriptions_per_session
-            if len(active) >= limit:
-                raise DomainError(
-                    ErrorKind.LIMIT,
-                    "DETAIL_SUBSCRIPTION_LIMIT",
-                    f"at most {limit} task detail subscriptions per session",
-                )
+            leases = await sessions.user_leases(conn, user.tenant_id, user.user_id, now)
+            tasks = {t for t, _, _ in leases} - {task.id}
+            in_session = {t for t, sid, _ in leases if sid == body["sessionId"]} - {task.id}
+            for held, limit, scope in (
+                (tasks, self.quota.max_detail_subscriptions_per_user, "user"),
+                (in_session, self.quota.max_detail_subscriptions_per_session, "session"),
+            ):
+                if len(held) >= limit:
+                    raise DomainError(
+                        ErrorKind.LIMIT,
+                        "DETAIL_SUBSCRIPTION_LIMIT",
+                        f"at most {limit} task detail subscriptions per {scope}",
+                        details={"limit": limit, "scope": scope},
+                    )
             lease = now + timedelta(seconds=self.tokens.s.subscription_ttl_seconds)
             await sessions.put_subscription(conn, body["sessionId"], task.id, lease)
         channel = detail_channel(task.tenant_id, task.id)
         token, exp = self.tokens.subscription_token(user, channel, now)
         return {"token": token, "channel": channel, "expiresAt": exp}
 
+    async def broadcast_token(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
+        """``POST /api/realtime/broadcast-token``: a subscription JWT for a broadcast channel (seed
+        §6.6) — ``task_project:{tenant}/{projectId}`` for a project in the user's projects claim,
+        ``task_tenant:{tenant}`` of the user's own tenant, or ``task_system:public``. The channel is
+        built from the verified identity, never taken from the request.
+
+        Raises:
+            DomainError: INVALID ``INVALID_REQUEST``, ``PROJECT_REQUIRED``;
+                FORBIDDEN ``NOT_A_PROJECT_MEMBER``.
+        """
+        self.service.schemas.require("broadcast-token", body)
+        channel = subscribe_channel(user, Scope(body["scope"]), body.get("projectId"))
+        token, exp = self.tokens.subscription_token(user, channel, self.service.clock())
+        return {"token": token, "channel": channel, "expiresAt": exp}
+
     async def release_subscription(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
         """``POST /api/realtime/subscription-release``: free a quota slot after unsubscribing."""
         self.service.schemas.require("subscription-token", body)
         async with self.engine.begin() as conn:
-            sess = await sessions.get_session(conn, body["sessionId"])
-            if sess is None or sess["tenant_id"] != user.tenant_id or sess["user_id"] != user.user_id:
+            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
+            if body["sessionId"] not in mine:
                 raise DomainError(ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown realtime session")
-            await sessions.delete_subscription(conn, body["sessionId"], body["taskId"])
+            await sessions.delete_user_subscription(conn, mine, body["taskId"])
         return {"released": True}

@@ -1,6 +1,9 @@
 """Background maintenance of the Status API: the health reconciler (seed §4.3, §3.5) and the
 scheduled event-log retention (``retention.event_log_days``).
 
+Expired realtime sessions (one per ``GET /api/realtime/session``, i.e. per token refresh) are
+deleted with their detail leases on the same schedule as the retention pass.
+
 The health pass marks a running step STALE when its heartbeats stop and HEALTHY when they resume,
 each as a STEP_HEALTH_CHANGED with a new version; STALE is never FAILED, and a terminal task is
 never touched. The retention pass purges event-log entries older than the bound, at most once per
@@ -37,6 +40,7 @@ class HealthReconciler:
         self.batch_size = batch_size
         self.interval_seconds = interval_seconds
         self._next_purge: datetime | None = None
+        self._next_session_purge: datetime | None = None
 
     async def run_once(self) -> int:
         """One health pass; returns how many STEP_HEALTH_CHANGED versions it committed."""
@@ -59,6 +63,15 @@ class HealthReconciler:
         self._next_purge = now + timedelta(seconds=s.retention_interval_seconds)
         return await self.service.purge_event_log()
 
+    async def purge_sessions_once(self) -> int:
+        """Delete expired realtime sessions (and their leases), at most once per
+        ``retention.interval_seconds`` whatever ``event_log_days`` says; returns the count."""
+        now = self.service.clock()
+        if self._next_session_purge is not None and now < self._next_session_purge:
+            return 0
+        self._next_session_purge = now + timedelta(seconds=self.service.settings.retention_interval_seconds)
+        return await self.service.purge_realtime_sessions(now)
+
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             try:
@@ -68,6 +81,9 @@ class HealthReconciler:
                 purged = await self.purge_once()
                 if purged:
                     log.info("event-log retention purged %d entries", purged)
+                sessions = await self.purge_sessions_once()
+                if sessions:
+                    log.info("purged %d expired realtime sessions", sessions)
             except Exception:  # a task boundary: log and keep the loop alive
                 log.exception("health reconciler pass failed")
             with contextlib.suppress(TimeoutError):

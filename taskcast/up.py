@@ -74,6 +74,10 @@ class UpOptions:
     demo_speed: float = 1.0
     heartbeat_timeout: float = 8.0
     reconcile_interval: float = 1.0
+    #: Extra browser origins (``--allowed-origin``): an app on its own dev server, e.g.
+    #: http://localhost:5173. Added to the gateway's ``client.allowed_origins`` and the Status API's
+    #: ``cors.allowed_origins`` (normalized by :func:`status_api.cors.normalize_origin`).
+    allowed_origins: tuple[str, ...] = ()
 
     @property
     def gateway_url(self) -> str:
@@ -115,7 +119,8 @@ def _write_private(path: Path, text: str) -> None:
 def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
     """The gateway's configuration in Centrifugo v6 option names."""
     history = {"history_size": 100, "history_ttl": "300s", "force_recovery": True}
-    origins = [f"http://{h}:{opts.port_api}" for h in dict.fromkeys((opts.host, "127.0.0.1", "localhost"))]
+    board = [f"http://{h}:{opts.port_api}" for h in dict.fromkeys((opts.host, "127.0.0.1", "localhost"))]
+    origins = list(dict.fromkeys((*board, *opts.allowed_origins)))
     return {
         "http_server": {"address": opts.host, "port": opts.port_gateway},
         "log": {"level": "warn"},
@@ -138,6 +143,8 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
                     "conflation_tag": "task",
                 },
                 {"name": "task_project", **history, "conflation_tag": "task"},
+                {"name": "task_tenant", **history},  # seed §6.6: maintenance notices of a tenant
+                {"name": "task_system", **history},  # seed §6.6: public version/maintenance notices
             ],
         },
     }
@@ -147,6 +154,7 @@ def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
     """The Status API's :class:`status_api.config.Config` (SQLite, dev users, fast reconciler)."""
     from status_api.config import (
         Config,
+        CorsConfig,
         DatabaseConfig,
         ExecutionTokenConfig,
         HttpConfig,
@@ -166,6 +174,7 @@ def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
         reconciler=ReconcilerConfig(
             interval_seconds=opts.reconcile_interval, heartbeat_timeout_seconds=opts.heartbeat_timeout
         ),
+        cors=CorsConfig(allowed_origins=list(opts.allowed_origins)),
     )
 
 
@@ -335,6 +344,12 @@ def _banner(opts: UpOptions) -> None:
         f"  Gateway:      {opts.gateway_url}   (health {opts.gateway_url}/health)",
         f"  Status API:   {opts.api_url}   (health {opts.api_url}/healthz)",
         f"  Data:         {opts.data_dir.resolve()}   (delete it to start over)",
+        "  App origins:  "
+        + (
+            " ".join(opts.allowed_origins) + "   (WebSocket/SSE + Status API CORS)"
+            if opts.allowed_origins
+            else "none besides the board (add one with --allowed-origin http://localhost:5173)"
+        ),
         "  Demo:         "
         + (
             f"{DEMO_KEEP_RUNNING} tasks in progress at any time for " + ", ".join(DEMO_USERS)
@@ -361,12 +376,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--open", action="store_true", help="open the task board in a browser")
     p.add_argument("--demo-speed", type=float, default=1.0, help="demo pace factor (tests use a large one)")
     p.add_argument("--heartbeat-timeout", type=float, default=8.0, help="seconds without heartbeat -> STALE")
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a browser app's origin, e.g. http://localhost:5173 (repeatable): allowed on the gateway's "
+        "WebSocket/SSE and by the Status API's CORS",
+    )
     return p
 
 
 def main(argv: list[str]) -> int:
     """Entry point; returns the process exit code."""
     args = _parser().parse_args(argv)
+    from status_api.cors import OriginError, normalize_origin
+
+    try:
+        origins = tuple(dict.fromkeys(normalize_origin(o) for o in args.allowed_origin))
+    except OriginError as exc:
+        print(f"taskcast up: --allowed-origin: {exc}", file=sys.stderr)
+        return 2
     opts = UpOptions(
         port_gateway=args.port_gateway,
         port_api=args.port_api,
@@ -376,6 +406,7 @@ def main(argv: list[str]) -> int:
         host=args.host,
         demo_speed=args.demo_speed,
         heartbeat_timeout=args.heartbeat_timeout,
+        allowed_origins=origins,
     )
     if opts.demo_speed <= 0 or opts.heartbeat_timeout <= 0 or opts.port_gateway == opts.port_api:
         print(

@@ -2,24 +2,22 @@
 // No DOM and no clock reads (callers pass `now`), so node:test covers it directly
 // (test/browser/format.test.js).
 
-const OPS = {
-  'FILE.PREPARE': 'Prepare file',
-  'DOCUMENT.PARSE': 'Parse document',
-  'RESULT.PERSIST': 'Save results',
-  'REVIEW.MANUAL': 'Manual review',
-  'VIDEO.TRANSCODE': 'Transcode video',
-  'VIDEO.THUMBNAIL': 'Render thumbnail',
-  'VIDEO.PUBLISH': 'Publish video',
-};
-
 /** "PARSE_FAILED" -> "Parse failed". */
 export function label(code) {
   return code ? code.charAt(0) + code.slice(1).toLowerCase().replace(/_/g, ' ') : '';
 }
 
-/** A readable name for an operationCode (unknown codes still read well: "FOO.BAR" -> "Foo bar"). */
-export function opName(code) {
-  return OPS[code] || label(String(code || '').replace(/\./g, '_'));
+/**
+ * An operation's name: its registered displayName (the payload's `displayName`, seed §4.6), else
+ * the code made readable ("FOO.BAR" -> "Foo bar"). Nothing is hardcoded per product.
+ */
+export function opName(code, displayName) {
+  return displayName || label(String(code || '').replace(/\./g, '_'));
+}
+
+/** A businessStatus's name: its registered displayName (`businessStatusDisplay`), else the code made readable. */
+export function statusName(code, display) {
+  return (display && display.name) || label(code);
 }
 
 /** 850 -> "850 ms", 42600 -> "42.6 s", 125000 -> "2 min 05 s", 7.3e6 -> "2 h 01 min"; null -> "—". */
@@ -146,5 +144,5 @@ export function stepState(step, taskStatus) {
     return { key: 'PENDING', text: 'Waiting' };
   }
   if (step.lifecycleStatus === 'RUNNING' && ended) return { key: 'CANCELLED', text: 'Stopped' };
-  return { key: step.lifecycleStatus, text: label(step.businessStatus) || label(step.lifecycleStatus) };
+  return { key: step.lifecycleStatus, text: statusName(step.businessStatus, step.businessStatusDisplay) || label(step.lifecycleStatus) };
 }

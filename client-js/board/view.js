@@ -10,6 +10,7 @@ import {
   label,
   milestone,
   opName,
+  statusName,
   relativeTime,
   stepState,
 } from './format.js';
@@ -57,7 +58,9 @@ export function bar(pct, status) {
 }
 
 export function taskRow(state, t, { selected, now, wallNow }) {
-  const op = t.currentOperation ? opName(t.currentOperation.operationCode) : label(t.businessStatus);
+  const op = t.currentOperation
+    ? opName(t.currentOperation.operationCode, t.currentOperation.displayName)
+    : statusName(t.businessStatus, t.businessStatusDisplay);
   const failure = t.lifecycleStatus === 'FAILED' && t.failureMessage ? `<div class="failure">${esc(t.failureMessage)}</div>` : '';
   const m = milestone(t);
   return `<li class="task ${t.id === selected ? 'selected' : ''}" data-task-id="${esc(t.id)}" data-version="${esc(t.version)}" data-status="${t.lifecycleStatus}" tabindex="0">
@@ -111,7 +114,7 @@ function renderStep(step, i, taskStatus, wallNow) {
   const showBar = st.key === 'RUNNING' || (pct != null && st.key !== 'SKIPPED');
   const source = step.durationSource === 'MONOTONIC' ? ' title="Measured by the worker (monotonic clock)"' : '';
   return `<div class="step ${st.key}" data-step-id="${esc(step.id)}" data-card="${kind}" data-state="${st.key}">
-    <div class="row"><span class="num">${i + 1}</span><span class="name">${esc(opName(step.operationCode))}</span>
+    <div class="row"><span class="num">${i + 1}</span><span class="name">${esc(opName(step.operationCode, step.displayName))}</span>
       <span class="op">${esc(step.operationCode)}${step.attempt > 1 ? ` · attempt ${esc(step.attempt)}` : ''}</span>
       ${healthChip(step.lifecycleStatus === 'RUNNING' ? step.health : 'HEALTHY', 'step-health')}
       <span class="pill ${st.key}" data-field="step-status">${esc(st.text)}</span>
@@ -145,12 +148,13 @@ export function detailPane(state, taskId, { now, wallNow, detail, behind: behind
   const wall = terminal ? between(d.startedAt, d.finishedAt) : null;
   const running = formatDuration(displayElapsedMs(state, taskId, now));
   const stale = state.connection === 'STALE' && !terminal;
+  const opNames = Object.fromEntries((d.steps || []).map((s) => [s.operationCode, s.displayName]));
   const timeline = timelineOf(state, taskId)
     .slice()
     .reverse()
     .map(
       (e) =>
-        `<li class="${e.eventType}"><span class="t" title="${esc(exactTime(e.committedAt))}">${esc(clock(e.committedAt))}</span><span class="what">${esc(label(e.eventType))}${e.operationCode ? ` · ${esc(opName(e.operationCode))}` : ''}${e.error ? ` — ${esc(e.error.userMessage)}` : ''}</span><span class="v">v${esc(e.taskVersion)}</span></li>`,
+        `<li class="${e.eventType}"><span class="t" title="${esc(exactTime(e.committedAt))}">${esc(clock(e.committedAt))}</span><span class="what">${esc(label(e.eventType))}${e.operationCode ? ` · ${esc(opName(e.operationCode, opNames[e.operationCode]))}` : ''}${e.error ? ` — ${esc(e.error.userMessage)}` : ''}</span><span class="v">v${esc(e.taskVersion)}</span></li>`,
     )
     .join('');
   const times = [
@@ -169,7 +173,7 @@ export function detailPane(state, taskId, { now, wallNow, detail, behind: behind
     <div class="detail-head" data-detail-id="${esc(taskId)}" data-version="${esc(d.version)}" data-status="${esc(d.lifecycleStatus)}" data-health="${esc(d.health)}">
       <div class="grow"><h2>${esc(d.title)}</h2>
         <div class="sub">${esc(d.product)} · ${esc(label(d.taskType))} · version ${esc(d.version)}${behind ? ' · <span class="updating" data-field="behind">updating…</span>' : ''}</div></div>
-      <div class="head-tags">${healthChip(d.health, 'detail-health-chip')}<span class="pill ${esc(d.lifecycleStatus)}" data-field="detail-status">${esc(label(d.businessStatus))}</span></div>
+      <div class="head-tags">${healthChip(d.health, 'detail-health-chip')}<span class="pill ${esc(d.lifecycleStatus)}" data-field="detail-status">${esc(statusName(d.businessStatus, d.businessStatusDisplay))}</span></div>
     </div>
     <div class="times head-times">${times}</div>
     ${note}

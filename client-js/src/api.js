@@ -75,6 +75,14 @@ export class StatusApi {
     return this.request('POST', '/api/realtime/subscription-release', { taskId, sessionId });
   }
 
+  /**
+   * A subscription token for a broadcast channel (seed §6.6): scope 'project' (with projectId, a
+   * project of the user's), 'tenant' (the user's own) or 'system'. The server names the channel.
+   */
+  broadcastToken(scope, projectId) {
+    return this.request('POST', '/api/realtime/broadcast-token', projectId ? { scope, projectId } : { scope });
+  }
+
   /** One telemetry report (src/telemetry.js); `keepalive` lets the last one outlive the page. */
   telemetry(report) {
     return this.request('POST', '/api/telemetry/client', report, { keepalive: true });

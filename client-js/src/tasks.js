@@ -17,7 +17,7 @@ import { jittered } from './backoff.js';
 import { Client, ConfigurationError, UnauthorizedError } from './client.js';
 import { ClientCode } from './codes.js';
 import { Emitter } from './emitter.js';
-import { activeTaskIds, compareVersions, hasTicking, initialState, knownVersions, lruTouch, reduce, timelineGap } from './store.js';
+import { activeTaskIds, compareVersions, hasTicking, initialState, knownVersions, reduce, timelineGap } from './store.js';
 import { Retries, retryable } from './retry.js';
 import { feedTelemetry, observeClient, observeSubscribed } from './telemetry.js';
 import { viewProjector } from './view.js';
@@ -25,6 +25,7 @@ import { viewProjector } from './view.js';
 const DEFAULTS = {
   maxDetailSubscriptions: 20,
   checkIntervalMs: 30000,
+  liveCheckIntervalMs: 60000,
   staleAfterMs: 10000,
   tickMs: 1000,
   listLimit: 50,
@@ -71,6 +72,9 @@ export class TaskFeed extends Emitter {
     this.ticker = null;
     this.staleTimer = null;
     this.checkTimer = null;
+    this.checkLive = false;
+    /** Open details marked invisible (setDetailVisible): evicted first (§6.5). */
+    this.hiddenDetails = new Set();
     this.snapshotTimer = null;
     this._started = null;
     /** Opt-in client telemetry (options.telemetry, docs/client-js.md "Telemetry"); null when off. */
@@ -351,6 +355,7 @@ export class TaskFeed extends Emitter {
     this.userSubscribed = false;
     this.userReady = false;
     if (this.store.connection !== 'STALE') this._setConnection('RECOVERING');
+    this._rescheduleCheck();
     if (!this.staleTimer) {
       this.staleTimer = setTimeout(() => {
         this.staleTimer = null;
@@ -365,30 +370,54 @@ export class TaskFeed extends Emitter {
     if (live) {
       clearTimeout(this.staleTimer);
       this.staleTimer = null;
-      clearTimeout(this.checkTimer);
-      this.checkTimer = null;
-      this._setConnection('LIVE');
+      if (this.store.connection !== 'LIVE') {
+        this._setConnection('LIVE');
+        this._rescheduleCheck();
+      }
     } else if (this.store.connection === 'LIVE') {
       this._setConnection('RECOVERING');
+      this._rescheduleCheck();
     }
+  }
+
+  /** The connection changed between LIVE and not: the next check follows the new interval. */
+  _rescheduleCheck() {
+    if (this.checkTimer && this.checkLive !== (this.store.connection === 'LIVE')) {
+      clearTimeout(this.checkTimer);
+      this.checkTimer = null;
+    }
+    this._scheduleCheck();
   }
 
   _setConnection(status) {
     this.dispatch({ type: 'connection', status });
   }
 
+  /**
+   * The §13.2 low-frequency status:batchGet check of the non-terminal tasks: every
+   * checkIntervalMs while not LIVE, and every liveCheckIntervalMs while LIVE (a publication lost
+   * silently while LIVE — no gap, no disconnect — is repaired too; skipped while the page is hidden,
+   * which recalibrates when it becomes visible). ±30 % jitter; an interval of 0 turns it off.
+   */
   _scheduleCheck() {
     if (this.checkTimer || !this.running) return;
+    const live = this.store.connection === 'LIVE';
+    const interval = live ? this.options.liveCheckIntervalMs : this.options.checkIntervalMs;
+    if (!(interval > 0)) return;
+    this.checkLive = live;
     this.checkTimer = setTimeout(async () => {
       this.checkTimer = null;
-      if (this.store.connection === 'LIVE' || !this.running) return;
-      try {
-        await this.check();
-      } catch (err) {
-        this.emit('error', err);
+      if (!this.running) return;
+      const hidden = this.document?.visibilityState === 'hidden';
+      if (!(this.store.connection === 'LIVE' && hidden)) {
+        try {
+          await this.check();
+        } catch (err) {
+          this.emit('error', err);
+        }
       }
       this._scheduleCheck();
-    }, jittered(this.options.checkIntervalMs, 0.3, this.random));
+    }, jittered(interval, 0.3, this.random));
   }
 
   // --- details ------------------------------------------------------------------------------
@@ -402,7 +431,15 @@ export class TaskFeed extends Emitter {
    * when realtime is not connected). Past maxDetailSubscriptions the least recently opened closes.
    */
   openDetail(taskId) {
-    const { order, evicted } = lruTouch(this.detailOrder, taskId, this.options.maxDetailSubscriptions);
+    this.hiddenDetails.delete(taskId);
+    const order = this.detailOrder.filter((x) => x !== taskId);
+    order.push(taskId);
+    const evicted = [];
+    while (order.length > this.options.maxDetailSubscriptions) {
+      // §6.5: the least recently opened *invisible* detail goes first, then the least recently opened.
+      const hidden = order.findIndex((id) => this.hiddenDetails.has(id));
+      evicted.push(order.splice(hidden >= 0 ? hidden : 0, 1)[0]);
+    }
     this.detailOrder = order;
     for (const id of evicted) this.closeDetail(id);
     if (this.store.details[taskId]) return;
@@ -417,7 +454,7 @@ export class TaskFeed extends Emitter {
     const sub = c.newSubscription(this.detailChannel(taskId), {
       getToken: async () => {
         try {
-          return (await this.api.subscriptionToken(taskId, this.sessionId)).token;
+          return await this._detailToken(taskId);
         } catch (err) {
           if (err instanceof ApiError) {
             if (err.status === 401) throw Object.assign(new UnauthorizedError(err.message), { unauthorized: true });
@@ -449,7 +486,41 @@ export class TaskFeed extends Emitter {
     sub.subscribe();
   }
 
+  /**
+   * Mark an open detail visible or not (scrolled away, a background tab of your UI). When a detail
+   * must make room (maxDetailSubscriptions here, or the server's per-user DETAIL_SUBSCRIPTION_LIMIT
+   * across the user's tabs), the least recently opened invisible one is closed first (seed §6.5).
+   * Opening a detail marks it visible.
+   */
+  setDetailVisible(taskId, visible) {
+    if (visible) this.hiddenDetails.delete(taskId);
+    else if (this.store.details[taskId]) this.hiddenDetails.add(taskId);
+  }
+
+  /**
+   * A subscription token; on 429 DETAIL_SUBSCRIPTION_LIMIT the least recently opened invisible
+   * detail is closed (its lease released) and the token asked for once more (seed §6.5: cancel
+   * the oldest invisible detail, then ask). The server never relaxes its limit.
+   */
+  async _detailToken(taskId) {
+    try {
+      return (await this.api.subscriptionToken(taskId, this.sessionId)).token;
+    } catch (err) {
+      const victim = this.detailOrder.find((id) => id !== taskId && this.hiddenDetails.has(id));
+      if (!(err instanceof ApiError && err.status === 429 && victim)) throw err;
+      await this._closeDetail(victim);
+      return (await this.api.subscriptionToken(taskId, this.sessionId)).token;
+    }
+  }
+
   closeDetail(taskId) {
+    this._closeDetail(taskId);
+  }
+
+  /** Close a detail; resolves once its lease is released (or the release failed). */
+  _closeDetail(taskId) {
+    let released = Promise.resolve();
+    this.hiddenDetails.delete(taskId);
     this.detailOrder = this.detailOrder.filter((x) => x !== taskId);
     for (const key of [`detail:${taskId}`, `events:${taskId}`]) this.retries.done(key);
     this.detailAsked.delete(taskId);
@@ -457,9 +528,10 @@ export class TaskFeed extends Emitter {
     if (sub) {
       this.detailSubs.delete(taskId);
       this.client?.removeSubscription(sub);
-      this.api.releaseSubscription(taskId, this.sessionId).catch(() => {});
+      released = this.api.releaseSubscription(taskId, this.sessionId).catch(() => {});
     }
     this.dispatch({ type: 'detail/close', taskId });
+    return released;
   }
 
   /** GET /api/tasks/{id}; one at a time per task, retried with backoff while the detail is open. */

@@ -161,6 +161,45 @@ describe('an open detail is never left behind the summary (defect 3)', () => {
     feed.stop();
   });
 
+  test('while LIVE, the low-frequency batchGet check repairs a silently lost publication (§13.2)', async () => {
+    const { api, feed } = setup({ extra: { liveCheckIntervalMs: 40 } });
+    await feed.start();
+    await until(() => feed.state.connection === 'LIVE', 'LIVE');
+    const checks = api.count(/status:batchGet/);
+    api.set('a', 9, 9); // committed, but its publication never arrives: no gap, no disconnect
+    await until(() => feed.state.tasks.a.lifecycleStatus === 'SUCCEEDED', 'the LIVE check');
+    assert.equal(feed.state.connection, 'LIVE', 'repaired without leaving LIVE');
+    assert.ok(api.count(/status:batchGet/) > checks);
+    feed.stop();
+  });
+
+  test('§6.5: at the server\'s per-user limit the oldest invisible detail makes room', async () => {
+    const { api, gw, feed } = setup();
+    api.set('b', 1, 9);
+    api.set('c', 1, 9);
+    api.set('d', 1, 9);
+    api.detailLimit = 2; // another tab of the user holds nothing; this feed's two details fill it
+    await feed.start();
+    await until(() => feed.state.connection === 'LIVE', 'LIVE');
+    feed.openDetail('a');
+    feed.openDetail('b');
+    await until(() => api.leases.has('a') && api.leases.has('b'), 'two leases');
+    feed.setDetailVisible('a', false);
+    const closed = [];
+    feed.on('detailClosed', (e) => closed.push(e.taskId));
+    feed.openDetail('c');
+    await until(() => api.leases.has('c') && !feed.state.details.a, 'a (invisible) evicted for c');
+    assert.deepEqual(Object.keys(feed.state.details).sort(), ['b', 'c']);
+    assert.deepEqual([...api.leases].sort(), ['b', 'c']);
+    // every open detail visible: nothing is evicted, the server's refusal stands
+    feed.openDetail('d');
+    await until(() => closed.includes('d') || api.count(/subscription-token/) >= 5, 'd refused');
+    assert.ok(feed.state.details.b && feed.state.details.c, 'visible details are kept');
+    assert.ok(!api.leases.has('d'));
+    assert.ok(gw.open().length >= 1);
+    feed.stop();
+  });
+
   test('the public view flags a detail that is behind', () => {
     const feed = new TaskFeed(feedOptions(fakeStatusApi(), null));
     feed.dispatch({ type: 'list/snapshot', tasks: [summaryTask('a', 3, 9)], at: 0 });

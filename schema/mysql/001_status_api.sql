@@ -173,7 +173,9 @@ CREATE TABLE IF NOT EXISTS realtime_session (
 	user_id VARCHAR(64) NOT NULL,
 	created_at DATETIME(3) NOT NULL,
 	expires_at DATETIME(3) NOT NULL,
-	PRIMARY KEY (session_id)
+	PRIMARY KEY (session_id),
+	KEY realtime_session_user_idx (tenant_id, user_id),
+	KEY realtime_session_expires_idx (expires_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS realtime_subscription (

@@ -325,7 +325,8 @@ def apply_task_event(
     ``last_source_seq`` is the highest sourceSeq already accepted from this producer for this task attempt.
 
     Raises:
-        DomainError: CONFLICT ``UNKNOWN_ATTEMPT``, ``TASK_TERMINAL``; INVALID ``UNKNOWN_STEP``.
+        DomainError: CONFLICT ``UNKNOWN_ATTEMPT``, ``TASK_TERMINAL``, ``INVALID_TRANSITION`` (the registry's
+            ``allowedFrom`` of the new businessStatus); INVALID ``UNKNOWN_STEP``.
     """
     stale = _attempt_check(task.attempt, event.task_attempt, "TASK")
     if stale is not None:
@@ -335,6 +336,10 @@ def apply_task_event(
     if task.lifecycle in TERMINAL:
         raise conflict("TASK_TERMINAL", f"task is {task.lifecycle}; terminal states never regress")
     target = EVENT_LIFECYCLE[event.event_type]
+    sdef = defs.statuses.statuses.get(event.business_status or "")
+    if sdef is not None and sdef.allowed_from and task.business_status not in sdef.allowed_from | {sdef.code}:
+        # The registry's allowedFrom binds the task's own status as it binds a step's (seed §4.6).
+        raise conflict("INVALID_TRANSITION", f"{sdef.code} is not allowed after {task.business_status}")
     if event.failed_step_id is not None and event.failed_step_id not in steps:
         raise invalid("UNKNOWN_STEP", f"failedStepId {event.failed_step_id} is not a step of this task")
     duration_ms: int | None

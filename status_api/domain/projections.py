@@ -31,7 +31,7 @@ from status_api.domain.model import (
     TaskState,
     ms_between,
 )
-from status_api.domain.registry import OperationDefinitionSet
+from status_api.domain.registry import OperationDefinitionSet, StatusDefinitionSet
 
 
 class Projection(Enum):
@@ -150,8 +150,30 @@ def summary_data(
     return best[1] if best else None
 
 
+def status_display(statuses: StatusDefinitionSet | None, code: str | None) -> dict[str, JSON] | None:
+    """How the task's registered status definition presents ``code`` (seed §4.6): ``{name,
+    severity, presentation}``; None when unknown (clients fall back to the code)."""
+    sdef = statuses.statuses.get(code or "") if statuses is not None else None
+    if sdef is None:
+        return None
+    return {
+        "name": sdef.display_name,
+        "severity": sdef.severity,
+        "presentation": dict(sdef.presentation) if sdef.presentation else None,
+    }
+
+
+def _op_name(ops: OperationDefinitionSet | None, code: str) -> str | None:
+    op = ops.operations.get(code) if ops is not None else None
+    return op.display_name if op is not None else None
+
+
 def summary_task(
-    task: TaskState, steps: Mapping[str, StepState], ops: OperationDefinitionSet, as_of: datetime
+    task: TaskState,
+    steps: Mapping[str, StepState],
+    ops: OperationDefinitionSet,
+    as_of: datetime,
+    statuses: StatusDefinitionSet | None = None,
 ) -> dict[str, JSON]:
     current = _current_step(steps)
     data = summary_data(task, steps, ops)
@@ -163,6 +185,7 @@ def summary_task(
         "title": task.title,
         "lifecycleStatus": task.lifecycle.value,
         "businessStatus": task.business_status,
+        "businessStatusDisplay": status_display(statuses, task.business_status),
         "health": task.health.value,
         "version": str(task.version),
         "taskAttempt": task.attempt,
@@ -176,6 +199,7 @@ def summary_task(
             {
                 "stepId": current.step_id,
                 "operationCode": current.operation_code,
+                "displayName": _op_name(ops, current.operation_code),
                 "progress": current.progress.to_json() if current.progress else None,
             }
             if current
@@ -194,25 +218,33 @@ def summary_message(
     ops: OperationDefinitionSet,
     as_of: datetime,
     notice: dict[str, JSON] | None = None,
+    statuses: StatusDefinitionSet | None = None,
 ) -> dict[str, JSON]:
     msg: dict[str, JSON] = {
         "kind": Projection.USER_SUMMARY.kind,
         "schemaVersion": 1,
-        "task": summary_task(task, steps, ops, as_of),
+        "task": summary_task(task, steps, ops, as_of, statuses),
     }
     if notice is not None:
         msg["notice"] = notice
     return msg
 
 
-def step_json(task: TaskState, s: StepState) -> dict[str, JSON]:
+def step_json(
+    task: TaskState,
+    s: StepState,
+    ops: OperationDefinitionSet | None = None,
+    statuses: StatusDefinitionSet | None = None,
+) -> dict[str, JSON]:
     return {
         "id": s.step_id,
         "operationCode": s.operation_code,
+        "displayName": _op_name(ops, s.operation_code),
         "attempt": s.attempt,
         "version": str(s.version),
         "lifecycleStatus": s.lifecycle.value,
         "businessStatus": s.business_status,
+        "businessStatusDisplay": status_display(statuses, s.business_status),
         "health": s.health.value,
         "lastHeartbeatAt": iso(s.last_heartbeat_at),
         "startedAt": iso(s.started_at),
@@ -227,9 +259,15 @@ def step_json(task: TaskState, s: StepState) -> dict[str, JSON]:
 
 
 def detail_message(
-    task: TaskState, steps: Mapping[str, StepState], as_of: datetime, trigger: Trigger | None
+    task: TaskState,
+    steps: Mapping[str, StepState],
+    as_of: datetime,
+    trigger: Trigger | None,
+    ops: OperationDefinitionSet | None = None,
+    statuses: StatusDefinitionSet | None = None,
 ) -> dict[str, JSON]:
-    """TASK_DETAIL payload; also the snapshot shape of ``GET /api/tasks/{id}`` (trigger None)."""
+    """TASK_DETAIL payload; also the snapshot shape of ``GET /api/tasks/{id}`` (trigger None).
+    With the task's definition sets, codes carry their registered display names (seed §4.6)."""
     total = ms_between(task.created_at, task.finished_at) if task.finished_at else None
     return {
         "kind": Projection.TASK_DETAIL.kind,
@@ -246,6 +284,7 @@ def detail_message(
         "taskAttempt": task.attempt,
         "lifecycleStatus": task.lifecycle.value,
         "businessStatus": task.business_status,
+        "businessStatusDisplay": status_display(statuses, task.business_status),
         "health": task.health.value,
         "createdAt": iso(task.created_at),
         "startedAt": iso(task.started_at),
@@ -261,7 +300,7 @@ def detail_message(
             "elapsedMs": _elapsed(task.started_at, task.finished_at, as_of),
             "durationSource": task.duration_source.value if task.duration_source else None,
         },
-        "steps": [step_json(task, s) for s in sorted(steps.values(), key=lambda s: s.step_id)],
+        "steps": [step_json(task, s, ops, statuses) for s in sorted(steps.values(), key=lambda s: s.step_id)],
         "triggerEvent": trigger.to_json() if trigger else None,
     }
 
@@ -379,20 +418,22 @@ def project(
     step: StepState | None,
     trigger: Trigger,
     ops: OperationDefinitionSet,
+    statuses: StatusDefinitionSet | None = None,
 ) -> Projected:
-    """One payload per projection channel for the version ``after.version`` (seed §5.1)."""
+    """One payload per projection channel for the version ``after.version`` (seed §5.1);
+    ``statuses`` adds the registered display names (seed §4.6)."""
     notice = notice_for(before, after, step, trigger, ops)
     as_of = trigger.committed_at
     out = [
         ChannelPayload(
             Projection.USER_SUMMARY,
             user_channel(after.tenant_id, after.owner_id),
-            summary_message(after, steps, ops, as_of, notice),
+            summary_message(after, steps, ops, as_of, notice, statuses),
         ),
         ChannelPayload(
             Projection.TASK_DETAIL,
             detail_channel(after.tenant_id, after.id),
-            detail_message(after, steps, as_of, trigger),
+            detail_message(after, steps, as_of, trigger, ops, statuses),
         ),
     ]
     if after.project_id:

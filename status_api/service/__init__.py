@@ -25,10 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from status_api.domain.model import JSON, ExecutionGrant, Health, ServiceIdentity
 from status_api.schemas import SchemaStore
-from status_api.service import admin, retention, tasks
+from status_api.service import admin, broadcasts, retention, tasks
 from status_api.service.admin import RECONCILER_PRODUCER
 from status_api.service.context import ServiceContext, ServiceSettings, canonical_hash, parse_time
 from status_api.service.ingest import EventIngestor, parse_event
+from status_api.storage import sessions
 from status_api.storage.database import Clock, utc_now
 from status_api.tokens import TokenIssuer
 
@@ -93,6 +94,13 @@ class StatusService(ServiceContext):
         """
         return await self.ingestor.ingest_event(body, caller, idempotency_key)
 
+    async def replay_duplicate(
+        self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None
+    ) -> dict[str, JSON] | None:
+        """The first result of an exact duplicate of ``producer_id``'s accepted event, or None
+        (seed §3.2); see :meth:`ingest.EventIngestor.replay_duplicate`."""
+        return await self.ingestor.replay_duplicate(body, producer_id, idempotency_key)
+
     async def admin_correct(
         self, task_id: str, body: Mapping[str, JSON], caller: ServiceIdentity
     ) -> dict[str, JSON]:
@@ -104,6 +112,24 @@ class StatusService(ServiceContext):
     ) -> bool:
         """The reconciler's STEP_HEALTH_CHANGED; see :func:`admin.apply_health`."""
         return await admin.apply_health(self, task_id, step_id, attempt, wanted, cutoff)
+
+    async def publish_broadcast(self, body: Mapping[str, JSON], caller: ServiceIdentity) -> dict[str, JSON]:
+        """A tenant or system notice (seed §6.6); see :func:`broadcasts.publish_broadcast`."""
+        return await broadcasts.publish_broadcast(self, body, caller)
+
+    async def purge_realtime_sessions(self, older_than: datetime | None = None) -> int:
+        """Delete realtime sessions that expired before ``older_than`` (default: now) with their
+        detail leases, ``retention_batch_size`` per transaction. An expired session only ever
+        answers ``SESSION_INVALID``; without this, every token refresh would leave a row forever.
+        Returns the sessions deleted."""
+        before = older_than or self.clock()
+        total = 0
+        while True:
+            async with self.engine.begin() as conn:
+                n = await sessions.purge_expired(conn, before, self.settings.retention_batch_size)
+            total += n
+            if n < self.settings.retention_batch_size:
+                return total
 
     async def purge_event_log(self, older_than: datetime | None = None) -> int:
         """Purge event-log entries committed before ``older_than`` (default: now minus the

@@ -124,7 +124,9 @@ def version_change(
     projection channel. ``steps`` is the state before; ``new_attempt`` inserts the step row."""
     after, step = applied.task, applied.step
     new_steps = {**steps, step.step_id: step} if step is not None else steps
-    messages = outbox_messages(project(before, after, new_steps, step, trigger, defs.operations))
+    messages = outbox_messages(
+        project(before, after, new_steps, step, trigger, defs.operations, defs.statuses)
+    )
     written = (step,) if step is not None else ()
     return Change(
         at=trigger.committed_at,
@@ -219,6 +221,10 @@ class ServiceContext:
             return decision.result
 
         return await self.retrying(tx, retries)
+
+    def committed(self, outbox_rows: int) -> None:
+        """The post-commit hook for a use case that committed outbox rows outside :meth:`transact`."""
+        self._committed(outbox_rows)
 
     def _committed(self, outbox_rows: int) -> None:
         """Run the post-commit hook; a failing hook only costs latency (the safety-net poll)."""

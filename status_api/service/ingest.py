@@ -24,6 +24,7 @@ Must not import starlette.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Mapping, Sequence
@@ -155,6 +156,25 @@ class EventIngestor:
             return await self._one(item)
         return await self.group.submit(item)
 
+    async def replay_duplicate(
+        self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None
+    ) -> Response | None:
+        """Idempotency first (seed §3.2): the stored first result of ``body`` when it is an exact
+        duplicate (same eventId, task and canonical body) of an event ``producer_id`` reported, with
+        ``duplicate: true``; None for anything else (nothing is written either way)."""
+        core = self.core
+        try:
+            core.schemas.require("task-event", body, "INVALID_EVENT")
+        except DomainError:
+            return None
+        if body["producerId"] != producer_id or idempotency_key not in (None, body["eventId"]):
+            return None
+        async with core.engine.connect() as conn:
+            row = (await repo.get_dedups(conn, [str(body["eventId"])])).get(str(body["eventId"]))
+        if row is None or row["task_id"] != body["taskId"] or row["payload_hash"] != canonical_hash(body):
+            return None
+        return {**row["result"], "duplicate": True}
+
     async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
         try:
             return await self.core.transact(functools.partial(self.decide_batch, items=items), retries=1)
@@ -270,7 +290,12 @@ class EventIngestor:
             "payload": _event_payload(event),
         }
         dedup = self._dedup(b, item, task.id, result, now)
-        b.changes.append(version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup))
+        change = version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup)
+        if event.event_type is EventType.STEP_PROGRESS:
+            # Seed §3.5/§9.1: progress is overwritable; its rows replace the task's older
+            # supersedable rows still waiting for a relay (storage/write.py coalesce).
+            change = dataclasses.replace(change, coalesce=True)
+        b.changes.append(change)
         b.tasks[task.id] = after
         if new_step is not None:
             steps[new_step.step_id] = new_step

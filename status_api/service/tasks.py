@@ -95,7 +95,7 @@ async def create_task(
         if await repo.get_tasks(conn, [task_id]):
             raise conflict("TASK_EXISTS", "a task with this taskId exists")
         trigger = Trigger(event_id, EventType.TASK_CREATED, now)
-        projected = project(task, task, steps, None, trigger, defs.operations)
+        projected = project(task, task, steps, None, trigger, defs.operations, defs.statuses)
         change = Change(
             at=now,
             task=task,

@@ -217,6 +217,8 @@ realtime_session = sa.Table(
     sa.Column("user_id", ID, nullable=False),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("expires_at", TS, nullable=False),
+    sa.Index("realtime_session_user_idx", "tenant_id", "user_id"),
+    sa.Index("realtime_session_expires_idx", "expires_at"),
 )
 
 realtime_subscription = sa.Table(

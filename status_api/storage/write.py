@@ -29,7 +29,7 @@ from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
-from status_api.storage.outbox import PENDING, OutboxMessage, effective_priority
+from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
     execution_token_renewal,
@@ -62,6 +62,10 @@ class Change:
     insert (creation, a new attempt). ``log`` holds ``task_event_log`` rows; ``outbox`` the
     messages of version ``task.version``, stamped ``at`` (the commit-time clock). ``purge`` =
     ``(task_id, version)`` deletes that task's event-log entries up to ``version`` (retention).
+    ``coalesce`` (a STEP_PROGRESS version, seed §3.5 "throttled, overwritable"): the version's
+    messages replace the task's older supersedable *progress* messages still waiting for a relay,
+    in this batch and in the outbox (complete state: only intermediate progress is dropped; every
+    other version keeps its rows).
     """
 
     at: datetime
@@ -75,6 +79,7 @@ class Change:
     purge: tuple[str, int] | None = None
     #: ``execution_token_renewal`` audit rows (a renewal writes only these).
     renewals: tuple[Mapping[str, Any], ...] = ()
+    coalesce: bool = False
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -121,6 +126,8 @@ class _Rows:
     dedup: list[dict[str, Any]] = field(default_factory=list)
     purges: list[tuple[str, int]] = field(default_factory=list)
     renewals: list[dict[str, Any]] = field(default_factory=list)
+    #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
+    coalesce: list[tuple[str, int]] = field(default_factory=list)
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -132,6 +139,8 @@ class _Rows:
                 self.updated[t.id] = (t, base)
             if c.outbox:
                 self.messages.append((t.id, t.version, c.outbox, c.at))
+                if c.coalesce:
+                    self.coalesce.append((t.id, t.version))
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
         for s in c.steps:
@@ -186,6 +195,11 @@ async def write(
     if rows.renewals:
         await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
     entries = rows.messages
+    if rows.coalesce:
+        entries = _coalesced(entries, rows.coalesce)
+        wanted = set(rows.coalesce)
+        replacing = [(a, m.channel, v) for a, v, messages, _ in entries if (a, v) in wanted for m in messages]
+        await supersede_pending(conn, replacing)
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
@@ -197,13 +211,16 @@ async def write(
 OutboxEntry = tuple[str, int, Sequence[OutboxMessage], datetime]
 
 
-async def append_outbox(conn: AsyncConnection, entries: Sequence[OutboxEntry]) -> None:
+async def append_outbox(
+    conn: AsyncConnection, entries: Sequence[OutboxEntry], *, aggregate_type: str = "task"
+) -> None:
     """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
     the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
-    the priority is :func:`~status_api.storage.outbox.effective_priority`."""
+    the priority is :func:`~status_api.storage.outbox.effective_priority`. ``aggregate_type``:
+    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6)."""
     rows = [
         {
-            "aggregate_type": "task",
+            "aggregate_type": aggregate_type,
             "aggregate_id": aggregate_id,
             "aggregate_version": version,
             "channel": m.channel,
@@ -228,9 +245,69 @@ async def append_outbox_version(
     aggregate_version: int,
     messages: Sequence[OutboxMessage],
     now: datetime,
+    *,
+    aggregate_type: str = "task",
 ) -> None:
     """:func:`append_outbox` for one aggregate version (a batch of one)."""
-    await append_outbox(conn, [(aggregate_id, aggregate_version, messages, now)])
+    await append_outbox(
+        conn, [(aggregate_id, aggregate_version, messages, now)], aggregate_type=aggregate_type
+    )
+
+
+def _coalesced(entries: Sequence[OutboxEntry], coalesce: Sequence[tuple[str, int]]) -> list[OutboxEntry]:
+    """``entries`` without the supersedable messages of a progress version that a later progress
+    version of the same task replaces on the same channel within this batch."""
+    newest: dict[tuple[str, str], int] = {}
+    wanted = set(coalesce)
+    for agg, version, messages, _ in entries:
+        if (agg, version) in wanted:
+            for m in messages:
+                key = (agg, m.channel)
+                newest[key] = max(newest.get(key, 0), version)
+    out: list[OutboxEntry] = []
+    for agg, version, messages, at in entries:
+        kept = [
+            m
+            for m in messages
+            if not (
+                (agg, version) in wanted
+                and supersedable(effective_priority(m.priority, version))
+                and newest.get((agg, m.channel), 0) > version
+            )
+        ]
+        if kept:
+            out.append((agg, version, kept, at))
+    return out
+
+
+async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, str, int]]) -> int:
+    """Inside the state transaction: delete the PENDING supersedable rows of ``(aggregate_id,
+    channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
+    says so): a newer complete state on that channel replaces them before any relay publishes
+    them (seed §3.5 progress coalescing). Rows a relay holds, and every other version's rows, are
+    left alone. Returns the number of rows deleted."""
+    if not items:
+        return 0
+    res = await conn.execute(
+        _SUPERSEDE,
+        [{"b_aggregate_id": a, "b_channel": c, "b_version": v} for a, c, v in sorted(set(items))],
+    )
+    return max(res.rowcount, 0)
+
+
+_SUPERSEDE = sa.delete(task_outbox).where(
+    task_outbox.c.aggregate_id == sa.bindparam("b_aggregate_id"),
+    task_outbox.c.channel == sa.bindparam("b_channel"),
+    task_outbox.c.aggregate_version < sa.bindparam("b_version"),
+    task_outbox.c.status == PENDING,
+    task_outbox.c.priority <= int(Priority.PROGRESS),
+    task_outbox.c.aggregate_version.in_(
+        sa.select(task_event_log.c.task_version).where(
+            task_event_log.c.task_id == sa.bindparam("b_aggregate_id"),
+            task_event_log.c.event_type == "STEP_PROGRESS",
+        )
+    ),
+)
 
 
 def _multi_row(conn: AsyncConnection) -> bool:

@@ -101,6 +101,8 @@ class Harness:
             "USER_SUMMARY": "task-summary",
             "TASK_DETAIL": "task-detail",
             "PROJECT_BROADCAST": "task-project",
+            "TENANT_BROADCAST": "broadcast",
+            "SYSTEM_BROADCAST": "broadcast",
         }
 
     # --- coordinator -------------------------------------------------------------------------

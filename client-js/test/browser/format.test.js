@@ -11,6 +11,7 @@ import {
   formatDuration,
   milestone,
   opName,
+  statusName,
   relativeTime,
   stepState,
 } from '../../board/format.js';
@@ -73,6 +74,9 @@ test('steps after a failure read "Not run", not queued', () => {
   assert.equal(stepState(pending, 'RUNNING').text, 'Waiting');
   assert.equal(stepState({ lifecycleStatus: 'RUNNING', businessStatus: 'PARSING' }, 'CANCELLED').text, 'Stopped');
   assert.equal(stepState({ lifecycleStatus: 'FAILED', businessStatus: 'PARSE_FAILED' }, 'FAILED').text, 'Parse failed');
-  assert.equal(opName('VIDEO.PUBLISH'), 'Publish video');
+  assert.equal(opName('VIDEO.PUBLISH', 'Publish video'), 'Publish video', 'the registered displayName');
+  assert.equal(opName('VIDEO.PUBLISH'), 'Video publish', 'no hardcoded names: the code made readable');
+  assert.equal(statusName('PARSE_FAILED', { name: 'Parsing failed', severity: 'ERROR' }), 'Parsing failed');
+  assert.equal(statusName('PARSE_FAILED', null), 'Parse failed');
   assert.equal(opName('FOO.BAR_BAZ'), 'Foo bar baz');
 });

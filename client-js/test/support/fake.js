@@ -23,6 +23,9 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
     /** Telemetry reports received (POST /api/telemetry/client); telemetryStatus answers them. */
     telemetry: [],
     telemetryStatus: 204,
+    /** The per-user detail quota (the server's, shared with the user's other tabs) and its leases. */
+    detailLimit: Infinity,
+    leases: new Set(),
     channel: 'task_user:t1/u1',
     failNext(re, n = 1) {
       api.failures.push({ re, n });
@@ -51,8 +54,17 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
         if (api.sessionStatus !== 200) return json(api.sessionStatus, { error: { code: 'UNAUTHENTICATED', message: 'sign in again' } });
         return json(200, { token: 'conn-token', expiresAt: 0, sessionId: 's1', channels: [api.channel] });
       }
-      if (p === '/api/realtime/subscription-token') return json(200, { token: `sub-${body.taskId}`, channel: '', expiresAt: 0 });
-      if (p === '/api/realtime/subscription-release') return json(200, { released: true });
+      if (p === '/api/realtime/subscription-token') {
+        if (!api.leases.has(body.taskId) && api.leases.size >= api.detailLimit) {
+          return json(429, { error: { code: 'DETAIL_SUBSCRIPTION_LIMIT', message: 'limit', retryable: false } });
+        }
+        api.leases.add(body.taskId);
+        return json(200, { token: `sub-${body.taskId}`, channel: '', expiresAt: 0 });
+      }
+      if (p === '/api/realtime/subscription-release') {
+        api.leases.delete(body.taskId);
+        return json(200, { released: true });
+      }
       if (p === '/api/telemetry/client') {
         api.telemetry.push(body);
         return api.telemetryStatus === 204 ? new Response(null, { status: 204 }) : json(api.telemetryStatus, { error: { code: 'X', message: 'no' } });

@@ -172,7 +172,7 @@ export class StatusApiProcess {
         http: { host: '127.0.0.1', port: this.port, log_level: 'warning' },
         internal_auth: { mode: 'jwt', jwt_secret: SERVICE_SECRET, rate_per_second: 0 },
         execution_token: { secret: EXEC_SECRET },
-        user_auth: { mode: 'dev' },
+        user_auth: this.options.user_auth || { mode: 'dev' },
         realtime: { secret: GATEWAY_SECRET, ...(this.options.realtime || {}) },
         reconciler: { enabled: false },
       }),

@@ -233,6 +233,26 @@ class TenantMismatch(Forbidden):
     code = "TENANT_MISMATCH"
 
 
+class TenantRequired(InvalidRequest):
+    """A tenant broadcast (``POST /admin/v1/broadcasts``) without a tenant."""
+
+    code = "TENANT_REQUIRED"
+
+
+class ProjectRequired(InvalidRequest):
+    code = "PROJECT_REQUIRED"
+
+
+class NotAProjectMember(Forbidden):
+    code = "NOT_A_PROJECT_MEMBER"
+
+
+class SystemScopeForbidden(Forbidden):
+    """A tenant-bound credential broadcasting to every tenant."""
+
+    code = "SYSTEM_SCOPE_FORBIDDEN"
+
+
 class CoordinatorMismatch(Forbidden):
     code = "COORDINATOR_MISMATCH"
 
@@ -366,6 +386,10 @@ BY_CODE: dict[str, type[Refused]] = {
         RateLimited,
         StorageBusy,
         StorageUnavailable,
+        TenantRequired,
+        ProjectRequired,
+        NotAProjectMember,
+        SystemScopeForbidden,
     )
 }
 

@@ -1,0 +1,3 @@
+'use strict';
+// CommonJS entry of @taskcast/client/store; see index.cjs.
+module.exports = require('./load.cjs')('../src/store.js', '@taskcast/client/store');
