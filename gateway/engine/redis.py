@@ -31,11 +31,11 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry as SyncRetry
 
-from gateway.config_schema import RedisSettings
-from gateway.engine import redis_address
+from gateway.config import redis_address
+from gateway.config.schema import RedisSettings
+from gateway.config.tls import client_ssl_kwargs
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
-from gateway.tls import client_ssl_kwargs
 
 T = TypeVar("T")
 

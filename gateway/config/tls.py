@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gateway.config_schema import ConfigError, TlsSettings
+from gateway.config.schema import ConfigError, TlsSettings
 
 _BEGIN = b"-----BEGIN "
 _private_dir: Path | None = None

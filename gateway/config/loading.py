@@ -22,36 +22,18 @@ from typing import TYPE_CHECKING, TypeVar, get_args, get_origin
 
 import yaml
 
-from gateway.config_checks import validate_and_derive
-from gateway.config_schema import (
+from gateway.config.checks import validate_and_derive
+from gateway.config.schema import (
     ChannelOptions,
-    ChannelSettings,
-    ClientSettings,
     ConfigError,
-    EngineSettings,
     Settings,
-    StreamTransportSettings,
-    SubscriptionTokenSettings,
-    TokenSettings,
 )
-from gateway.config_unsupported import advice_for, env_advice
+from gateway.config.unsupported import advice_for, env_advice
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = [
-    "ChannelOptions",
-    "ChannelSettings",
-    "ClientSettings",
-    "ConfigError",
-    "EngineSettings",
-    "Settings",
-    "StreamTransportSettings",
-    "SubscriptionTokenSettings",
-    "TokenSettings",
-    "load_settings",
-    "parse_duration",
-]
+__all__ = ["load_settings", "parse_duration"]
 
 D = TypeVar("D", bound="DataclassInstance")
 

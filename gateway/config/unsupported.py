@@ -59,7 +59,7 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "http_server.internal_tls": "the internal listener uses http_server.tls",
         "http_server.http3": "use WebSocket over HTTP/1.1",
         "http_api.external": "with http_server.internal_port set, the API is on the internal listener only",
-        "grpc_api.reflection": "no server reflection: give clients gateway/grpc_api/api.proto",
+        "grpc_api.reflection": "no server reflection: give clients gateway/api/grpc/api.proto",
         # client
         "client.connect_proxy_name": _PROXY,
         "client.refresh_proxy_name": _PROXY,

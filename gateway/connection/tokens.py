@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt.algorithms import Algorithm, get_default_algorithms
 from jwt.exceptions import PyJWTError
 
-from gateway.config_schema import TokenSettings
+from gateway.config.schema import TokenSettings
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.policy import Override as SubscriptionOverride
 from gateway.protocol.policy import expire_at_in_range
