@@ -1,5 +1,5 @@
-"""The option tables of docs/configuration.md, generated from ``config_schema`` (supported
-options, their defaults and env variables) and ``config_unsupported`` (what to do instead).
+"""The option tables of docs/configuration.md, generated from ``schema`` (supported
+options, their defaults and env variables) and ``unsupported`` (what to do instead).
 
 ``python -m gateway.config.doc`` prints the tables; ``--write`` replaces the generated block of
 docs/configuration.md; ``--check`` exits 1 when the file is stale. ``default_tree`` is also

@@ -3,9 +3,9 @@
 This is the only gateway module that reads files or the environment. It owns the option tree's
 parsing (types, durations, lists), Centrifugo's env-variable rule, unknown-option warnings,
 validation (``ConfigError`` names the option and the problem) and derived values (token
-algorithms, resolved namespace TTLs, node name). The value types live in ``config_schema``.
-Imports nothing from the rest of the gateway but ``config_schema``, ``config_checks`` and
-``config_unsupported`` (the options Taskcast does not implement, with what to do instead).
+algorithms, resolved namespace TTLs, node name). The value types live in ``schema``.
+Imports nothing from the rest of the gateway but ``schema``, ``checks`` and
+``unsupported`` (the options Taskcast does not implement, with what to do instead).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ class MemoryBroker:
         self._handler = handler
 
     def _handler_failed(self, what: str, exc: Exception) -> None:
-        # Logged once per run of failures with the first traceback, not per message (defect 6).
+        # Logged once per run of failures with the first traceback, not per message (FailureRun).
         self._handling.failed(f"{what}: {type(exc).__name__}: {exc}", exc)
 
     async def run(self) -> None:

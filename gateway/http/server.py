@@ -14,9 +14,10 @@ up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wi
 uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
 ws=<class>)``). The head bound and the request deadline have no public hook, so
 ``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
-uvicorn's version range for that reason. Imports nothing from the gateway but config, tls and server_inline
-(``http_server.tls``). With ``http_server.internal_port`` one server listens on two sockets and
-``ListenerSplit`` keeps the internal endpoints off the public one.
+uvicorn's version range for that reason. Imports nothing from the gateway but config (the TLS
+material of ``http_server.tls`` included), logging_setup and http/inline. With
+``http_server.internal_port`` one server listens on two sockets and ``ListenerSplit`` keeps the
+internal endpoints off the public one.
 """
 
 from __future__ import annotations
