@@ -3,7 +3,7 @@ API, transports and routes, and owns every background task (lifespan). The only 
 knows which engine is used and the only one that wires parts together.
 
 NOTHING in the gateway imports this module (tests/test_layering.py): entry points (gateway/cli.py,
-taskcast/up.py) and tests call ``build(settings)`` and hand the result to gateway/server.py.
+taskcast/up.py) and tests call ``build(settings)`` and hand the result to gateway/http/server.py.
 Transports get narrow callables (``admit``, ``connect``, ``route``), never this module's objects.
 """
 
@@ -22,12 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.api import ServerApi
-from gateway.api_http import ApiEndpoint, ApiFirst
-from gateway.auth import TokenVerifier
-from gateway.authorization import ProxyAuthorizer, TokenAuthorizer
-from gateway.client import ClientFactory
-from gateway.config import Settings
+from gateway.api.executor import ServerApi
+from gateway.api.grpc import server as grpc_api
+from gateway.api.http import ApiEndpoint, ApiFirst
+from gateway.config.schema import Settings
+from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
+from gateway.connection.client import ClientFactory
+from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
@@ -35,11 +36,10 @@ from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
 from gateway.gc_pauses import GcPauses, freeze_startup, thaw
-from gateway.grpc_api import server as grpc_api
+from gateway.http.server import Served
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
-from gateway.server import Served
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
@@ -147,7 +147,7 @@ class Runtime:
             if cfg.subscription_token.enabled
             else verifier
         )
-        # Proxies to the application backend, when configured (gateway/authorization.py).
+        # Proxies to the application backend, when configured (gateway/connection/authorization.py).
         self.proxies = Proxies(settings, self.metrics)
         tokens = TokenAuthorizer(settings, verifier, sub_verifier)
         authorizer = ProxyAuthorizer(tokens, self.proxies) if self.proxies.any else tokens
@@ -313,7 +313,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
 
 def build(settings: Settings, runtime: Runtime | None = None) -> Served:
-    """Everything gateway/server.py serves for these settings.
+    """Everything gateway/http/server.py serves for these settings.
 
     Raises:
         ValueError: the configured engine is not available.

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gateway.config import ChannelOptions, Settings
+from gateway.config.schema import ChannelOptions, Settings
 from gateway.protocol import codes
 
 

@@ -1,5 +1,5 @@
 """``taskcast gateway --config FILE [--workers N]``: load settings, refuse bad ones by name, build
-the gateway (gateway/app.py) and serve it (gateway/server.py); with ``--workers N`` (or
+the gateway (gateway/app.py) and serve it (gateway/http/server.py); with ``--workers N`` (or
 ``http_server.workers``) above 1, run the supervisor of N worker processes instead
 (gateway/workers.py), each of which re-enters here with the hidden ``--worker-index``.
 No logic beyond wiring."""
@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 from gateway.app import Runtime, build
-from gateway.config import ConfigError, Settings, load_settings
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError, Settings
+from gateway.http.server import build_server
 from gateway.logging_setup import configure_logging
-from gateway.server import build_server
 from gateway.workers import Supervisor, die_with_parent, listening_socket
 
 

@@ -7,7 +7,7 @@ Messages travel over the Broker's control channel (``publish_control``) as small
 
 * ``node``         a node's heartbeat with its counts (server API ``info``, ``num_nodes``);
 * ``user_op``      a server API action aimed at connections (subscribe, unsubscribe, disconnect,
-  refresh), carried as the API's own typed request (gateway/api_requests.py) and re-parsed on
+  refresh), carried as the API's own typed request (gateway/api/requests.py) and re-parsed on
   arrival, so a malformed message from another node is dropped, never half-applied;
 * ``emulation``    commands of an SSE / HTTP-streaming session living on the targeted node;
 * ``survey`` / ``survey_reply``  a question every live node answers (``channels``).
@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from gateway.api_requests import (
+from gateway.api.requests import (
     ApiError,
     DisconnectRequest,
     RefreshRequest,
@@ -51,7 +51,7 @@ log = logging.getLogger("taskcast.gateway.cluster")
 NODE_INFO_INTERVAL_SECONDS = 3.0
 NODE_EXPIRE_SECONDS = 3 * NODE_INFO_INTERVAL_SECONDS + 1
 SURVEY_TIMEOUT_SECONDS = 2.0
-OUTBOX_SIZE = 1024
+SEND_QUEUE_SIZE = 1024
 """Control messages this node still has to send (survey replies): bounded; overflow is dropped
 with a warning (the asking node then times out on this node, as if it were down)."""
 
@@ -179,7 +179,7 @@ class Cluster:
         """This node's heartbeat entry (``Node.info``)."""
         self.registry = NodeRegistry(clock)
         self._surveys: dict[str, Survey] = {}
-        self._outbox: asyncio.Queue[tuple[bytes, str]] = asyncio.Queue(OUTBOX_SIZE)
+        self._send_queue: asyncio.Queue[tuple[bytes, str]] = asyncio.Queue(SEND_QUEUE_SIZE)
         self._failures = 0
 
     # --- receiving ---------------------------------------------------------------------------
@@ -196,7 +196,7 @@ class Cluster:
                 # A node we did not know (just started, e.g. a restarted worker): beat back now,
                 # so it knows this node at once instead of at our next heartbeat.
                 with contextlib.suppress(asyncio.QueueFull):
-                    self._outbox.put_nowait((encode("node", self.uid, info=self.info()), ""))
+                    self._send_queue.put_nowait((encode("node", self.uid, info=self.info()), ""))
         elif op == "user_op":
             self._apply_user_op(msg.get("method"), msg.get("params"))
         elif op == "emulation":
@@ -264,9 +264,9 @@ class Cluster:
             payload = {ch: len(subs) for ch, subs in self.hub.channels.items()}
         reply = encode("survey_reply", self.uid, id=msg.get("id"), payload=payload)
         try:
-            self._outbox.put_nowait((reply, requester))
+            self._send_queue.put_nowait((reply, requester))
         except asyncio.QueueFull:
-            log.warning("control outbox full: survey reply to %s dropped", requester)
+            log.warning("control send queue full: survey reply to %s dropped", requester)
 
     # --- sending -----------------------------------------------------------------------------
 
@@ -331,10 +331,10 @@ class Cluster:
         return list(live.values())
 
     async def run(self) -> None:
-        """Heartbeats every NODE_INFO_INTERVAL_SECONDS and the outbox, until cancelled."""
+        """Heartbeats every NODE_INFO_INTERVAL_SECONDS and the send queue, until cancelled."""
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self._heartbeats())
-            tg.create_task(self._send_outbox())
+            tg.create_task(self._send_queued())
 
     async def _heartbeats(self) -> None:
         while True:
@@ -346,9 +346,9 @@ class Cluster:
                 self._sent()
             await asyncio.sleep(NODE_INFO_INTERVAL_SECONDS)
 
-    async def _send_outbox(self) -> None:
+    async def _send_queued(self) -> None:
         while True:
-            message, node = await self._outbox.get()
+            message, node = await self._send_queue.get()
             try:
                 await self.broker.publish_control(message, node_id=node)
             except Exception as exc:  # the engine is down: the asking node times out on this one

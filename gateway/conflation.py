@@ -10,7 +10,7 @@ marked never (the Status API marks terminal states, notices, new tasks and new a
 and leave pushes, replies — is never dropped and keeps its order.
 
 The Status API's relay sets the tags (status_api/storage/outbox.py ``publication_tags``); the
-gateway applies the rule only while a connection's output is held (gateway/outbox.py).
+gateway applies the rule only while a connection's output is held (gateway/connection/sendqueue.py).
 Pure: imports no asyncio.
 """
 

@@ -1,5 +1,5 @@
 """The gateway's exception hierarchy: control flow of command handlers, translated to the wire
-once (error reply or disconnect in gateway/client.py; HTTP status in gateway/api.py).
+once (error reply or disconnect in gateway/connection/client.py; HTTP status in gateway/api/executor.py).
 
     GatewayError
     ├── CommandError      ends one command / API call with a ``codes.Error`` reply

@@ -1,5 +1,5 @@
 """The garbage collector's pauses of a gateway process: fewer objects to scan, and every pause
-measured (issue 16).
+measured.
 
 A full collection pauses the event loop for a time proportional to the tracked objects: on the
 2-core reference machine 287 ms for a node with 2,500 connections, 120 ms for one with 300, of

@@ -4,9 +4,9 @@ A publication is encoded ONCE per protocol in use among its subscribers (``Share
 push bytes of one codec, JSON or Protobuf; transports cache their wire frame on it,
 gateway/transports/framing.py) and handed to every local subscriber speaking that protocol;
 each connection queues it and writes all its pending messages in one write per event-loop tick
-(gateway/client.py). The hub never awaits: a slow connection cannot slow a broadcast. It stores
+(gateway/connection/client.py). The hub never awaits: a slow connection cannot slow a broadcast. It stores
 connections as ``Connection`` values (no downcasts) and must not import starlette, redis, the
-transports or gateway/client.py.
+transports or gateway/connection/client.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
     the transport's wire frame of exactly ``payload`` (built once, by the first writer).
     A publication push also carries its channel, epoch and the channel's previous publication
-    on this node (``prev``: offset, epoch, data), from which gateway/delivery.py builds the
+    on this node (``prev``: offset, epoch, data), from which gateway/connection/delivery.py builds the
     delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it.
     ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
     dropped by a backed-up connection)."""
@@ -49,7 +49,7 @@ class SharedPush:
 
 
 class Queue(Protocol):
-    """A connection's output queue (gateway/outbox.py ``Outbox``): returns at once."""
+    """A connection's output queue (gateway/connection/sendqueue.py ``SendQueue``): returns at once."""
 
     def put(self, payload: bytes, shared: SharedPush | None = None) -> None: ...
 
@@ -65,7 +65,7 @@ output queue). Valid while ``table.get(channel) is subscription``."""
 
 class Connection(Protocol):
     """What the hub, the node and the cluster may do with a local connection
-    (gateway/client.py implements it). Every method returns at once; work that needs I/O runs
+    (gateway/connection/client.py implements it). Every method returns at once; work that needs I/O runs
     later, in the connection's command order."""
 
     client_id: str
@@ -136,7 +136,7 @@ class Hub:
         self.num_subscriptions = 0
         self.write_now = False
         """Set by the caller around one publication that is alone in its loop tick (the inline
-        ``publish``, gateway/api_inline.py): a channel's only subscriber is then written at
+        ``publish``, gateway/api/inline.py): a channel's only subscriber is then written at
         once (``Queue.put_now``). Bursts (batches, PUB/SUB reads) keep the per-tick writes:
         back-to-back writes after the burst cost less CPU than writes interleaved with it."""
 

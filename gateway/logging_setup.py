@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import TextIO
 
-from gateway.config_schema import ConfigError, LogSettings
+from gateway.config.schema import ConfigError, LogSettings
 
 TRACE = 5
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -42,7 +42,7 @@ def configure_logging(log: LogSettings, *, stream: TextIO | None = None) -> logg
     """Install the process's one log handler on the root logger, replacing any there.
 
     Args:
-        log: ``log.level`` and ``log.file`` (validated by ``gateway.config.load_settings``).
+        log: ``log.level`` and ``log.file`` (validated by ``gateway.config.loading.load_settings``).
         stream: Where to write without ``log.file`` (default stderr).
 
     Returns:

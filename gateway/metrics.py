@@ -208,7 +208,7 @@ class NodeGauges(Collector):
 
 
 class HoldGauges(Collector):
-    """Held output of backed-up connections (gateway/outbox.py ``HoldStats``), read at scrape
+    """Held output of backed-up connections (gateway/connection/sendqueue.py ``HoldStats``), read at scrape
     time: bytes and connections held now, publications dropped by conflation so far."""
 
     def __init__(self, read: Callable[[], tuple[int, int, int]]) -> None:

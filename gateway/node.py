@@ -8,7 +8,8 @@ told "subscribed" while the broker link of its channel is missing. Broker subscr
 unsubscribe of one channel are serialized (an unsubscribe waits for the subscribe in flight, a
 new subscribe waits for the unsubscribe in flight), as centrifuge's per-channel lock does.
 
-Owns no connection logic (gateway/client.py), no output scheduling and no HTTP (gateway/api.py).
+Owns no connection logic (gateway/connection/client.py), no output scheduling and no HTTP
+(gateway/api/executor.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from gateway import recovery
 from gateway.cluster import Cluster
-from gateway.config import ChannelOptions, Settings
+from gateway.config.schema import ChannelOptions, Settings
 from gateway.conflation import conflation_key
 from gateway.engine.base import (
     BatchBroker,
@@ -38,6 +38,7 @@ from gateway.engine.base import (
 )
 from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
+from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 

@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from gateway.config import Settings
+from gateway.config.schema import Settings
 from gateway.engine.shared_server import BrokerServer
 
 log = logging.getLogger("taskcast.gateway.workers")

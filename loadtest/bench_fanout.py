@@ -729,7 +729,7 @@ async def bench_server(
 
 
 def _frame(f: str, line: bool) -> str:
-    """'flush (/work/main/gateway/client.py:523)' -> 'Client.flush (gateway/client.py:523)'-ish, short path."""
+    """'flush (/work/main/gateway/connection/client.py:523)' -> 'Client.flush (gateway/connection/client.py:523)'-ish, short path."""
     if " (" not in f:
         return f
     name, loc = f.split(" (", 1)

@@ -74,7 +74,7 @@ ATTACKS = (
     "api-batch-huge",
 )
 API_BODY_LIMIT = 10 * 1024 * 1024
-"""The server API's request body bound (gateway/api_http.py ``MAX_BODY_BYTES``)."""
+"""The server API's request body bound (gateway/api/http.py ``MAX_BODY_BYTES``)."""
 FOSSIL_SIZE = 16384
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 

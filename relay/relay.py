@@ -12,7 +12,7 @@ expires. Crash windows (seed §5.2, reliability-notes §2.3):
 
 A row is only ever marked after its publish was acknowledged, so there is no loss window.
 
-Wake-up (issue 16, docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
+Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
 Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
 loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
 While the hint listener reports itself subscribed (:meth:`Relay.hints_up`) the safety net polls at
@@ -87,7 +87,7 @@ class Relay:
     """One relay replica. ``crash_hook(point)`` is for tests only: it is called at each of
     :data:`CRASH_POINTS` and may end the process there (``tests/relay/crashing_relay.py``).
 
-    Gateway outages (issue 14, defect 7): a failure of the gateway as a whole hands the batch back
+    Gateway outages: a failure of the gateway as a whole hands the batch back
     due at once (no per-row backoff, no attempt counted toward ``max_attempts``) and closes the
     gate: every loop stops claiming while one prober publishes a single row with full-jitter
     backoff (capped at ``gateway_probe_max_seconds``). The first probe that gets through opens
@@ -114,7 +114,7 @@ class Relay:
         self._gateway_up.set()
         self._gateway_down = asyncio.Event()
         self.metrics.gateway_up.set(1)
-        # Wake-up (issue 16): ``wake`` sets the flag and fires the current event; an idle loop that
+        # Wake-up: ``wake`` sets the flag and fires the current event; an idle loop that
         # sees the flag clears it and claims at once. The flag outlives a busy moment: a wake-up
         # that arrives while every loop is claiming makes the next idle loop claim again.
         self._wake_pending = False
@@ -275,8 +275,8 @@ class Relay:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then shut down gracefully within ``shutdown_timeout_seconds``."""
         cfg = self.config
-        # Loop ``i`` polls at ``origin + k * interval + i * interval / concurrency`` (defect 8); the
-        # random phase spreads replicas too.
+        # Loop ``i`` polls at ``origin + k * interval + i * interval / concurrency``, so the loops
+        # of one relay never poll together; the random phase spreads replicas too.
         origin = time.monotonic() + self.rand() * cfg.poll_interval_seconds / cfg.concurrency
         async with asyncio.TaskGroup() as tg:
             workers = [tg.create_task(self._worker(stop, i, origin)) for i in range(cfg.concurrency)]
@@ -359,7 +359,7 @@ class Relay:
     def probe_pause(self, attempt: int) -> float:
         """The pause before gateway probe ``attempt``: as :meth:`_pause`, capped by
         ``gateway_probe_max_seconds`` (1 s): a returning gateway is found within about a second
-        (issue 16: a 30 s outage's backlog drains within 2 s of the return), and one refused
+        (a 30 s outage's backlog drains within 2 s of the return), and one refused
         connection a second per relay costs a down gateway nothing."""
         return self._pause(attempt, self.config.gateway_probe_max_seconds)
 

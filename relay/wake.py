@@ -1,4 +1,4 @@
-"""The relay's half of the post-commit wake-up (issue 16; docs/relay.md "Wake-up"): subscribe to
+"""The relay's half of the post-commit wake-up (docs/relay.md "Wake-up"): subscribe to
 the Redis PUB/SUB channel the Status API publishes a hint on after each commit that wrote outbox
 rows (``status_api/wake.py``), and call ``on_wake`` for every hint.
 

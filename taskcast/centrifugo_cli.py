@@ -4,7 +4,7 @@ and ``checksubtoken``, with Centrifugo v6's flags (``-c``, ``-u``, ``-s``, ``-t`
 ``-b``, ``-d``), output and exit codes (0, or 1 with the error printed on stdout, as Centrifugo
 does), so ``centrifugo gentoken -u 42`` becomes ``taskcast gentoken -u 42``.
 
-Config reading is the gateway's own (``gateway.config.load_settings``: file + ``CENTRIFUGO_`` /
+Config reading is the gateway's own (``gateway.config.loading.load_settings``: file + ``CENTRIFUGO_`` /
 ``TASKCAST_`` env); tokens are signed with PyJWT (HS256, as Centrifugo's helpers) and checked
 with the gateway's ``TokenVerifier``, so a token this prints is one the gateway accepts.
 """
@@ -29,10 +29,11 @@ from typing import Any
 import jwt
 import yaml
 
-from gateway import config_doc
-from gateway.auth import TokenError, TokenVerifier
-from gateway.config import ConfigError, Settings, TokenSettings, load_settings
-from gateway.config_unsupported import env_name
+from gateway.config import doc as config_doc
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError, Settings, TokenSettings
+from gateway.config.unsupported import env_name
+from gateway.connection.tokens import TokenError, TokenVerifier
 from gateway.node import VERSION
 
 DEFAULT_CONFIG = "config.json"

@@ -6,7 +6,7 @@ Composition (ARCHITECTURE.md "Embedded default and scale-out"), all bound to ``-
   option names and written to ``<data-dir>/gateway.json`` (namespaces ``task_user``, ``task_detail``,
   ``task_project`` with history + force_recovery, a detail subscription limit, the board's origins,
   SSE + HTTP-streaming, ``/health``, ``/metrics``). Served by its own uvicorn ``Server`` with
-  ``gateway.server.build_server``, like ``taskcast gateway``.
+  ``gateway.http.server.build_server``, like ``taskcast gateway``.
 * **Status API + task board** on ``--port-api`` (8100): SQLite file ``<data-dir>/taskcast.db``
   (schema and registries applied at startup), realtime secret = the gateway's HMAC secret,
   ``user_auth.mode: dev`` (identity from ``X-Taskcast-Dev-User``; the board's ``?user=`` parameter),
@@ -200,8 +200,8 @@ async def _started(server: uvicorn.Server, task: asyncio.Task[None], name: str) 
 async def run(opts: UpOptions, stop: asyncio.Event) -> int:
     """Start everything, print the board URL, run until ``stop`` is set, then stop in order."""
     from gateway.app import build
-    from gateway.config import load_settings
-    from gateway.server import GatewayServer, build_server
+    from gateway.config.loading import load_settings
+    from gateway.http.server import GatewayServer, build_server
     from relay.claim import OutboxLeases
     from relay.config import build_config
     from relay.publisher import HttpGatewayPublisher

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from websockets.asyncio.client import connect
 
-from gateway.config import load_settings
+from gateway.config.loading import load_settings
 from taskcast.centrifugo_cli import HELP, go_duration
 from tests.support import GatewayProcess, scaled
 
@@ -208,7 +208,7 @@ def test_a_service_command_does_not_load_the_helper_commands() -> None:
         "    main(['relay', '--help'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('taskcast.centrifugo_cli', 'gateway.config_schema', 'gateway.node')\n"
+        "heavy = ('taskcast.centrifugo_cli', 'gateway.config.schema', 'gateway.node')\n"
         "print(sorted(m for m in sys.modules if m in heavy))\n"
     )
     out = subprocess.run(

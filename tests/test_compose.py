@@ -14,7 +14,7 @@ import yaml
 
 import relay.cli
 import status_api.cli
-from gateway.config import load_settings
+from gateway.config.loading import load_settings
 from relay.config import load_config as load_relay_config
 from status_api.config import load_config as load_status_config
 

@@ -1,14 +1,21 @@
 """The layering of docs/architecture.md, enforced on the import graph (read with ``ast``):
 
-* pure cores import no I/O frameworks (STYLE.md): gateway/protocol, gateway/recovery.py and
-  status_api/domain; gateway/protocol imports nothing from the gateway outside itself;
+* the gateway's package map (``PACKAGE_MAP``): each unit (a package of gateway/, a module at its
+  root, or the server API's shared request types) imports only the units listed for it, and the
+  map itself has no cycle, so the units stack in layers;
+* no import cycle between gateway modules, ``if TYPE_CHECKING:`` imports included (a type-only
+  cycle is still two modules that cannot be read apart; a Protocol on the importing side breaks it);
+* pure cores import no I/O frameworks (STYLE.md): gateway/protocol (gateway/protocol/recovery.py
+  included) and status_api/domain; gateway/protocol imports nothing from the gateway outside itself;
 * nothing imports the composition root gateway/app.py but the entry points (gateway/cli.py,
   taskcast/up.py) and tests;
-* only the transports and the composition root import the connection driver gateway/client.py;
-* the driver's parts (gateway/subscriptions.py, gateway/channel_commands.py) import only the
-  modules listed for them in ``CONNECTION_PARTS``: the node, hub, outbox, policy and the other
-  pure or engine-facing collaborators, never the driver, a transport, the composition root or an
-  I/O framework — they reach the driver through their ``Driver`` / ``Requester`` protocols;
+* only the transports and the composition root import the connection driver
+  gateway/connection/client.py;
+* the driver's parts (gateway/connection/subscriptions.py, gateway/connection/channel_commands.py)
+  import only the modules listed for them in ``CONNECTION_PARTS``: the node, hub, send queue,
+  policy and the other pure or engine-facing collaborators, never the driver, a transport, the
+  composition root or an I/O framework — they reach the driver through their ``Driver`` /
+  ``Requester`` protocols;
 * the gateway imports neither of the other services;
 * the relay imports nothing of the gateway (it speaks HTTP) and, of status_api, only the outbox
   contract (the row types, its claims, the operators' queries) and the plumbing shared with the
@@ -50,37 +57,95 @@ IO_MODULES = {
     "asyncmy",
     "aiosqlite",
 }
-PURE = ["gateway/protocol", "gateway/recovery.py", "status_api/domain"]
+PURE = ["gateway/protocol", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
 CLIENT_IMPORTERS = {"gateway/app.py"}
+CLIENT_DRIVER = "gateway/connection/client.py"
 #: The parts of the connection driver and everything each may import (a gateway module, or a
 #: name in one; anything else is stdlib typing/plumbing listed in ``CONNECTION_PARTS_STDLIB``).
 CONNECTION_PARTS = {
-    "gateway/subscriptions.py": {
-        "gateway.authorization",
+    "gateway/connection/subscriptions.py": {
         "gateway.channels",
-        "gateway.config",
-        "gateway.delivery",
+        "gateway.config.schema",
+        "gateway.connection.authorization",
+        "gateway.connection.delivery",
+        "gateway.connection.personal",
+        "gateway.connection.refresh",
+        "gateway.connection.sendqueue",
         "gateway.engine.base",
         "gateway.errors",
         "gateway.hub",
         "gateway.node",
-        "gateway.outbox",
-        "gateway.personal",
         "gateway.protocol",
-        "gateway.server_refresh",
     },
-    "gateway/channel_commands.py": {
-        "gateway.authorization",
-        "gateway.config",
+    "gateway/connection/channel_commands.py": {
+        "gateway.config.schema",
+        "gateway.connection.authorization",
+        "gateway.connection.subscriptions",
         "gateway.errors",
         "gateway.node",
         "gateway.protocol",
-        "gateway.subscriptions",
     },
 }
 CONNECTION_PARTS_STDLIB = {"__future__", "collections", "functools", "logging", "typing"}
+
+
+#: The gateway's package map: each unit and the units it may import. A unit is a package of
+#: gateway/ (``config``, ``protocol``...), a module at gateway/'s root (``node``, ``hub``...), or
+#: ``api.requests``: the server API's typed requests, which the cluster and the personal channel
+#: speak too, so that unit sits below the node while the rest of ``api`` sits above it.
+#: Listed bottom-up; docs/architecture.md draws the same map.
+PACKAGE_MAP: dict[str, set[str]] = {
+    "protocol": set(),
+    "config": {"protocol"},
+    "errors": {"protocol"},
+    "log_limit": set(),
+    "metrics": set(),
+    "logging_setup": {"config"},
+    "gc_pauses": {"metrics"},
+    "hub": {"protocol"},
+    "conflation": {"hub"},
+    "channels": {"config", "protocol"},
+    "api.requests": {"protocol"},
+    "engine": {"config", "protocol"},
+    "proxy": {"config", "log_limit", "metrics", "protocol"},
+    "cluster": {"api.requests", "engine", "hub", "protocol"},
+    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol"},
+    "http": {"config", "logging_setup"},
+    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
+    "connection": {
+        "api.requests",
+        "channels",
+        "config",
+        "conflation",
+        "engine",
+        "errors",
+        "hub",
+        "log_limit",
+        "node",
+        "protocol",
+        "proxy",
+    },
+    "transports": {"connection", "engine", "http", "hub", "protocol"},
+    "workers": {"config", "engine"},
+    "app": {
+        "api",
+        "config",
+        "connection",
+        "engine",
+        "gc_pauses",
+        "http",
+        "metrics",
+        "node",
+        "proxy",
+        "transports",
+    },
+    "cli": {"app", "config", "http", "logging_setup", "workers"},
+    "__main__": {"cli"},
+}
+#: Units that are packages: a module inside belongs to the package's unit.
+GATEWAY_PACKAGES = {"api", "config", "connection", "engine", "http", "protocol", "proxy", "transports"}
 
 
 def _modules(path: Path) -> list[Path]:
@@ -112,8 +177,8 @@ def _sources() -> list[Path]:
     return [f for pkg in ("gateway", "status_api", "relay", "taskcast") for f in _modules(ROOT / pkg)]
 
 
-def _module_name(file: Path) -> str:
-    parts = list(file.relative_to(ROOT).with_suffix("").parts)
+def _module_name(file: Path, root: Path = ROOT) -> str:
+    parts = list(file.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -175,9 +240,15 @@ def test_nothing_imports_the_composition_root():
 def test_only_transports_and_the_composition_root_import_the_client_driver():
     for file in _sources():
         rel = _rel(file)
-        if rel.startswith(CLIENT_IMPORTERS_PREFIX) or rel in CLIENT_IMPORTERS or rel == "gateway/client.py":
+        if (
+            rel.startswith(CLIENT_IMPORTERS_PREFIX)
+            or rel in CLIENT_IMPORTERS
+            or rel == "gateway/connection/client.py"
+        ):
             continue
-        assert "gateway.client" not in _imports(file), f"{rel} imports gateway/client.py"
+        assert "gateway.connection.client" not in _imports(file), (
+            f"{rel} imports gateway/connection/client.py"
+        )
 
 
 def _forbidden(names: set[str], allowed: set[str]) -> list[str]:
@@ -193,9 +264,9 @@ def _forbidden(names: set[str], allowed: set[str]) -> list[str]:
 
 @pytest.mark.parametrize("part", sorted(CONNECTION_PARTS))
 def test_the_driver_parts_import_only_their_collaborators(part):
-    """gateway/subscriptions.py and gateway/channel_commands.py talk to the driver through a
-    Protocol: importing gateway.client (or a transport, app.py, starlette, asyncio...) would be
-    reaching into it."""
+    """gateway/connection/subscriptions.py and gateway/connection/channel_commands.py talk to the
+    driver through a Protocol: importing gateway.connection.client (or a transport, app.py,
+    starlette, asyncio...) would be reaching into it."""
     bad = _forbidden(_targets(ROOT / part), CONNECTION_PARTS[part])
     assert not bad, f"{part} imports {bad}"
 
@@ -204,13 +275,13 @@ def test_the_driver_parts_check_sees_a_forbidden_import(tmp_path):
     """The check above, on a probe that reaches into the driver and the event loop."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import asyncio\nfrom typing import Protocol\nfrom gateway.client import Client\n"
+        "import asyncio\nfrom typing import Protocol\nfrom gateway.connection.client import Client\n"
         "from gateway.hub import SharedPush\nfrom gateway.transports import websocket\n"
     )
-    allowed = CONNECTION_PARTS["gateway/subscriptions.py"]
+    allowed = CONNECTION_PARTS["gateway/connection/subscriptions.py"]
     assert _forbidden(_targets(probe), allowed) == [
         "asyncio",
-        "gateway.client.Client",
+        "gateway.connection.client.Client",
         "gateway.transports.websocket",
     ]
 
@@ -275,8 +346,110 @@ def test_importing_the_relay_loads_nothing_of_the_domain() -> None:
 def test_the_import_reader_sees_every_spelling():
     """The checks above are only as good as ``_imports_of``."""
     source = (
-        "from .. import app\nfrom ..client import Client\nimport gateway.app as a\nfrom . import framing\n"
+        "from .. import app\nfrom ..connection.client import Client\n"
+        "import gateway.app as a\nfrom . import framing\n"
     )
     found = _imports_of(source, "gateway.transports.probe")
-    assert {"gateway.app", "gateway.client", "gateway.transports.framing"} <= found
-    assert "gateway.client" in _imports(ROOT / "gateway/transports/websocket.py")
+    assert {"gateway.app", "gateway.connection.client", "gateway.transports.framing"} <= found
+    assert "gateway.connection.client" in _imports(ROOT / "gateway/transports/websocket.py")
+
+
+def _gateway_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every gateway module and the gateway modules it imports, ``if TYPE_CHECKING:`` imports
+    included (``from a import b`` names module ``a.b`` when that is a module, else ``a``)."""
+    files = {_module_name(f, root): f for f in _modules(root / "gateway")}
+    graph: dict[str, set[str]] = {}
+    for name, file in files.items():
+        found: set[str] = set()
+        for imported in _imports_of(file.read_text(), name, is_package=file.name == "__init__.py"):
+            while imported and imported not in files:
+                imported = imported.rpartition(".")[0]
+            if imported.startswith("gateway") and imported != name:
+                found.add(imported)
+        graph[name] = found
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _unit(module: str) -> str:
+    """The package-map unit of a gateway module (see ``PACKAGE_MAP``)."""
+    parts = module.split(".")
+    if module == "gateway.api.requests":
+        return "api.requests"
+    if len(parts) == 1:
+        return "gateway"
+    return parts[1]
+
+
+def test_no_import_cycle_between_gateway_modules():
+    cycles = _cycles(_gateway_graph())
+    assert cycles == [], f"import cycles (type-only imports count): {cycles}"
+
+
+def test_the_cycle_check_sees_a_type_only_cycle(tmp_path):
+    """The check above, on a probe package whose two modules import each other, one of them only
+    under ``if TYPE_CHECKING:``."""
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway/__init__.py").write_text("")
+    (tmp_path / "gateway/a.py").write_text("from gateway.b import B\n")
+    (tmp_path / "gateway/b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gateway import a\nB = 1\n"
+    )
+    graph = _gateway_graph(tmp_path)
+    assert _cycles(graph) == [["gateway.a", "gateway.b"]]
+
+
+def test_every_gateway_module_belongs_to_a_unit_of_the_map():
+    units = {_unit(m) for m in _gateway_graph()} - {"gateway"}
+    assert units <= set(PACKAGE_MAP), f"not in PACKAGE_MAP: {sorted(units - set(PACKAGE_MAP))}"
+    assert {u for u in units if "." not in u and (ROOT / "gateway" / u).is_dir()} <= GATEWAY_PACKAGES
+
+
+def test_gateway_units_import_only_what_the_package_map_allows():
+    offenders = []
+    for module, imported in sorted(_gateway_graph().items()):
+        unit = _unit(module)
+        for target in sorted(imported):
+            other = _unit(target)
+            if other not in {unit, "gateway"} and other not in PACKAGE_MAP.get(unit, set()):
+                offenders.append(f"{module} ({unit}) -> {target} ({other})")
+    assert offenders == [], "imports outside PACKAGE_MAP:\n" + "\n".join(offenders)
+
+
+def test_the_package_map_has_no_cycle():
+    assert _cycles(PACKAGE_MAP) == []
+    assert all(target in PACKAGE_MAP for targets in PACKAGE_MAP.values() for target in targets)

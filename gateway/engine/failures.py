@@ -1,4 +1,4 @@
-"""``FailureRun``: one engine component's failures, logged once per state change (issue 13, defect 6).
+"""``FailureRun``: one engine component's failures, logged once per state change, not per failure.
 
 A Redis outage fails every publish, history read, presence update and probe; logging each one
 (with a traceback) buried the logs (~3,300 tracebacks in 3 s while the relay retried). A

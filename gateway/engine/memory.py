@@ -109,8 +109,8 @@ class MemoryBroker:
 
     publishes_inline: ClassVar[bool] = True
     """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
-    server API publishes through ``publish_now`` outside any task (gateway/server_inline.py,
-    gateway/api_inline.py). A subclass that overrides ``publish`` gets False (its override is
+    server API publishes through ``publish_now`` outside any task (gateway/http/inline.py,
+    gateway/api/inline.py). A subclass that overrides ``publish`` gets False (its override is
     then what every publish goes through) unless it sets the attribute itself."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -142,7 +142,7 @@ class MemoryBroker:
         self._handler = handler
 
     def _handler_failed(self, what: str, exc: Exception) -> None:
-        # Logged once per run of failures with the first traceback, not per message (defect 6).
+        # Logged once per run of failures with the first traceback, not per message (FailureRun).
         self._handling.failed(f"{what}: {type(exc).__name__}: {exc}", exc)
 
     async def run(self) -> None:

@@ -31,11 +31,11 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.maint_notifications import MaintNotificationsConfig
 from redis.retry import Retry as SyncRetry
 
-from gateway.config_schema import RedisSettings
-from gateway.engine import redis_address
+from gateway.config import redis_address
+from gateway.config.schema import RedisSettings
+from gateway.config.tls import client_ssl_kwargs
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
-from gateway.tls import client_ssl_kwargs
 
 T = TypeVar("T")
 
@@ -72,8 +72,8 @@ class RedisShard:
     ``ok`` turns False on any failed command (and on ``suspect``) and True again only when a
     command that needs the data path succeeds (``proof=True``: scripts, reads, writes).
     PUBLISH and SUBSCRIBE are answered while Redis is still LOADING its dataset after a
-    restart, scripts are not, so a successful PUBLISH proves nothing about publishing (issue
-    13, defect 7). Failures are logged once per run by ``failures`` (defect 6); ``on_error``
+    restart, scripts are not, so a successful PUBLISH proves nothing about publishing. Failures
+    are logged once per run of failures by ``failures`` (not once per command); ``on_error``
     sees every one.
 
     Args:

@@ -1,5 +1,5 @@
 """Many publish.lua calls in one round trip per Redis shard (the server API's ``batch`` of
-publishes, gateway/api.py): a non-transactional pipeline per shard, the shards side by side.
+publishes, gateway/api/executor.py): a non-transactional pipeline per shard, the shards side by side.
 
 Redis runs a pipeline's scripts in order, so publications of one channel (one shard) keep their
 order, as sequential publishes would. A pipeline answered NOSCRIPT (Redis restarted or failed

@@ -131,7 +131,7 @@ class _Listener:
                 attempt = 0
                 await self._read(conn)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
-                # Once per outage, not per reconnect attempt (defect 6); the metric counts each.
+                # Logged once per outage, not per reconnect attempt; the metric counts each.
                 self.failures.failed(f"connection lost: {type(exc).__name__}: {exc}")
                 self.shard.count_error("pubsub")
                 self.shard.suspect()
@@ -291,7 +291,7 @@ class RedisBroker:
     async def _probe_shard(self, shard: RedisShard) -> None:
         """Keep the PUB/SUB connection talking (silence means deaf, §1.5), and run the publish
         script on this node's probe keys: health follows what publishing needs. A bare PUBLISH
-        is answered while Redis still LOADs after a restart, when every publish fails (defect 7).
+        is answered while Redis still LOADs after a restart, when every publish fails.
         Failures are logged by the shard's ``FailureRun``."""
         node = self.keys.node(self.node_id)
         stream, meta, result, channel = self.keys.probe(self.node_id)
@@ -454,7 +454,7 @@ class RedisBroker:
                 return
         except Exception as exc:
             # Anyone can PUBLISH to these channels: a bad message is logged once per run, not
-            # once per message (defect 6), with the first one's traceback.
+            # once per message, with the first one's traceback.
             self._handling.failed(f"a message in {channel!r} failed: {type(exc).__name__}: {exc}", exc)
             return
         self._handling.succeeded()

@@ -69,7 +69,7 @@ class RedisKeys:
 
     def probe(self, node_id: str) -> tuple[str, str, str, str]:
         """Stream, meta, result key and PUB/SUB channel of one node's health probe: the publish
-        script run on them proves publishing works (issue 13, defect 7). Outside every
+        script run on them proves publishing works (a bare PUBLISH does not). Outside every
         channel's names, so no client channel can collide with them."""
         tag = f"{{{node_id}}}"
         base = f"{self.prefix}.probe"

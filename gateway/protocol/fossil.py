@@ -88,7 +88,7 @@ def _hash(block: bytes | bytearray) -> tuple[int, int]:
 
 MAX_SIZE = 32 * 1024
 """Publications larger than this (or whose previous publication is) are sent in full, never as
-a delta: the worst case of ``create`` costs about 1 ms of CPU per KiB (gateway/delivery.py)."""
+a delta: the worst case of ``create`` costs about 1 ms of CPU per KiB (gateway/connection/delivery.py)."""
 LAZY_WORK = 4
 """Work per input byte within which ``create`` looks past a first copy for a longer one."""
 MAX_CANDIDATES = 8

@@ -20,7 +20,7 @@ Outcome = codes.Error | codes.Disconnect
 
 
 class NamespaceOptions(Protocol):
-    """The channel options a decision reads (``gateway.config.ChannelOptions`` provides them)."""
+    """The channel options a decision reads (``gateway.config.schema.ChannelOptions`` provides them)."""
 
     @property
     def presence(self) -> bool: ...

@@ -3,7 +3,7 @@ the metrics, over one transport per configured proxy (``Proxies`` builds them on
 settings and closes them at shutdown).
 
 ``Proxy.call`` never hangs (acquiring a slot and the call share ``timeout``) and never raises
-anything but ``ProxyFailure`` for a failed call; the caller (``gateway.authorization``) maps
+anything but ``ProxyFailure`` for a failed call; the caller (``gateway.connection.authorization``) maps
 that to Centrifugo's answer per command.
 """
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.config_schema import ProxySettings, Settings, named_proxy
+from gateway.config.schema import ProxySettings, Settings, named_proxy
 from gateway.metrics import Metrics
 from gateway.proxy.grpc import GrpcProxyTransport
 from gateway.proxy.http import HttpProxyTransport

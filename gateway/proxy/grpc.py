@@ -18,13 +18,13 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.config_schema import ProxySettings, TlsSettings
+from gateway.config.schema import ProxySettings, TlsSettings
+from gateway.config.tls import load_pem
 from gateway.log_limit import LogLimiter
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy import proxy_pb2_grpc as pb_grpc
 from gateway.proxy.http import max_response_size
 from gateway.proxy.replies import ProxyFailure
-from gateway.tls import load_pem
 
 _METHODS: dict[str, tuple[str, type[Message]]] = {
     "connect": ("Connect", pb.ConnectRequest),

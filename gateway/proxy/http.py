@@ -18,9 +18,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.config_schema import ProxySettings, ProxyStatusTransform, TlsSettings
+from gateway.config.schema import ProxySettings, ProxyStatusTransform, TlsSettings
+from gateway.config.tls import load_pem, pem_path
 from gateway.proxy.replies import ProxyFailure
-from gateway.tls import load_pem, pem_path
 
 _RESULT_BYTES = ("data", "info", "meta")
 _READ_CHUNK = 64 * 1024
@@ -40,7 +40,7 @@ def ssl_context(tls: TlsSettings, section: str) -> ssl.SSLContext:
     """A client TLS context from Centrifugo's ``tls`` options: ``server_ca_pem`` verifies the
     backend (else the system store), ``cert_pem``/``key_pem`` are the client certificate (mTLS),
     ``server_name`` is the name checked, ``insecure_skip_verify`` turns verification off. Each
-    ``*_pem`` is PEM text, its base64 or a file path (``gateway.tls``).
+    ``*_pem`` is PEM text, its base64 or a file path (``gateway.config.tls``).
 
     Raises:
         ConfigError: a PEM that does not load.

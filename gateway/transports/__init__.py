@@ -1,2 +1,2 @@
-"""Transport adapters: they move frames between a socket and a ``gateway.client.Client``; all
+"""Transport adapters: they move frames between a socket and a ``gateway.connection.client.Client``; all
 protocol logic lives in the client and below."""

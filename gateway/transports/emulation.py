@@ -19,7 +19,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.engine.base import EngineError
-from gateway.origins import origin_allowed
+from gateway.http.origins import origin_allowed
 from gateway.protocol.codec import ProtocolError
 from gateway.protocol.protobuf import codec as protobuf
 from gateway.transports.streaming import cors_headers, preflight

@@ -1,16 +1,22 @@
-"""Wire frames of outgoing messages, built once per shared push (pure: no I/O).
+"""Wire frames of outgoing messages, built once per shared push, and the unidirectional
+transports' message shapes (a push without its ``push`` wrapper; a bare ConnectRequest wrapped
+as the connect command). Pure: no I/O.
 
 A transport's ``write(payloads, shared)`` gets everything a connection queued in one loop tick.
 When ``shared`` is set, every connection that queued the same pushes in that tick holds the same
-``SharedPush`` (gateway/hub.py, gateway/client.py): its frame is built by the first writer and
+``SharedPush`` (gateway/hub.py, gateway/connection/client.py): its frame is built by the first writer and
 cached on it, so a broadcast to N WebSocket connections builds one frame, not N.
 """
 
 from __future__ import annotations
 
+import orjson
+
 from gateway.hub import SharedPush
 
-__all__ = ["SharedPush", "ws_binary_frame", "ws_frame", "ws_text_frame"]
+__all__ = ["SharedPush", "uni_connect_command", "unwrap_push", "ws_binary_frame", "ws_frame", "ws_text_frame"]
+
+PUSH_PREFIX = b'{"push":'
 
 _FIN_TEXT = 0x81
 _FIN_BINARY = 0x82
@@ -51,3 +57,26 @@ def ws_frame(
             frame = shared.frame = _ws_data_frame(first, shared.payload)
         return frame
     return _ws_data_frame(first, payloads[0] if len(payloads) == 1 else separator.join(payloads))
+
+
+def unwrap_push(payload: bytes) -> bytes:
+    """Unidirectional transports send Push objects without the ``push`` wrapper."""
+    if payload.startswith(PUSH_PREFIX):
+        return payload[len(PUSH_PREFIX) : -1]
+    if payload.startswith(b'{"id":'):
+        reply = orjson.loads(payload)
+        if "connect" in reply:
+            return orjson.dumps({"connect": reply["connect"]})
+    return payload
+
+
+def uni_connect_command(data: bytes) -> bytes | None:
+    """A unidirectional client sends a bare ConnectRequest (``{}`` is valid): wrap it as the
+    connect command the session expects."""
+    try:
+        request = orjson.loads(data) if data.strip() else {}
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    return orjson.dumps({"id": 1, "connect": request})

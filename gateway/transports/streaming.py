@@ -25,12 +25,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.client import Client, Connect
+from gateway.connection.client import Client, Connect
+from gateway.http.origins import origin_allowed
 from gateway.hub import SharedPush
-from gateway.origins import origin_allowed
 from gateway.protocol import codes
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.protobuf import codec as protobuf
+from gateway.transports.framing import uni_connect_command, unwrap_push
 
 log = logging.getLogger("taskcast.gateway.streaming")
 
@@ -40,14 +41,13 @@ NO_CACHE_HEADERS = {
     "Expires": "0",
     "X-Accel-Buffering": "no",
 }
-PUSH_PREFIX = b'{"push":'
 CLOSE_GRACE_SECONDS = 5.0
 """How long a closed stream may take to write its final disconnect push before it is abandoned."""
 
 
 class OpenStreams:
     """The open streaming connections of this node. Streaming responses never end by
-    themselves, so graceful shutdown (gateway/server.py's hook) ends them all with 3001."""
+    themselves, so graceful shutdown (gateway/http/server.py's hook) ends them all with 3001."""
 
     def __init__(self) -> None:
         self.clients: set[Client] = set()
@@ -64,7 +64,7 @@ class OpenStreams:
 
 
 class StreamTransport:
-    """One streaming HTTP response, as a ``gateway.client.Transport``."""
+    """One streaming HTTP response, as a ``gateway.connection.client.Transport``."""
 
     def __init__(self, name: str, *, sse: bool, unidirectional: bool, codec: Codec = JSON) -> None:
         self.name = name
@@ -85,7 +85,7 @@ class StreamTransport:
         if self.codec.binary:
             return payload  # length-prefixed already
         if self.unidirectional:
-            payload = _unwrap(payload)
+            payload = unwrap_push(payload)
         return b"data: " + payload + b"\n\n" if self.sse else payload + b"\n"
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
@@ -121,17 +121,6 @@ class StreamTransport:
         if writer is not None and not writer.done():
             self.aborted = True
             writer.cancel()
-
-
-def _unwrap(payload: bytes) -> bytes:
-    """Unidirectional transports send Push objects without the ``push`` wrapper."""
-    if payload.startswith(PUSH_PREFIX):
-        return payload[len(PUSH_PREFIX) : -1]
-    if payload.startswith(b'{"id":'):
-        reply = orjson.loads(payload)
-        if "connect" in reply:
-            return orjson.dumps({"connect": reply["connect"]})
-    return payload
 
 
 class StreamResponse:
@@ -278,7 +267,7 @@ class StreamEndpoint:
                 return Response("request entity too large", status_code=413)
             data = body
         if self.unidirectional:
-            command = _uni_command(data)
+            command = uni_connect_command(data)
             if command is None:
                 return Response("bad request", status_code=400)
             data = command
@@ -302,15 +291,3 @@ class StreamEndpoint:
         else:
             headers["Content-Type"] = protobuf.CONTENT_TYPE if codec.binary else "application/json"
         return StreamResponse(self.streams, client, transport, headers)
-
-
-def _uni_command(data: bytes) -> bytes | None:
-    """A unidirectional client sends a bare ConnectRequest (``{}`` is valid): wrap it as the
-    connect command the session expects."""
-    try:
-        request = orjson.loads(data) if data.strip() else {}
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(request, dict):
-        return None
-    return orjson.dumps({"id": 1, "connect": request})

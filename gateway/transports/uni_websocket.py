@@ -9,26 +9,34 @@ few of them: a client that keeps sending is closed with 3501.
 
 The RFC 6455 layer is the WebSocket transport's (gateway/transports/websocket.py): its handshake
 routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket to a
-``gateway.client.Transport``.
+``gateway.connection.client.Transport``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from gateway.client import Client, Connect
+from gateway.connection.client import Client, Connect
 from gateway.hub import SharedPush
 from gateway.protocol import codes
-from gateway.transports.framing import ws_text_frame
-from gateway.transports.streaming import _uni_command, _unwrap
-
-if TYPE_CHECKING:
-    from gateway.transports.websocket import GatewayWebSocketProtocol
-
+from gateway.transports.framing import uni_connect_command, unwrap_push, ws_text_frame
 
 MAX_IGNORED_MESSAGES = 16
 """Messages after the ConnectRequest ignored before the connection is closed (3501)."""
+
+
+class UniSocket(Protocol):
+    """The RFC 6455 connection this transport writes to (gateway/transports/websocket.py's
+    ``GatewayWebSocketProtocol``, which routes ``uni_websocket.handler_prefix`` here)."""
+
+    request_headers: dict[str, str]
+
+    def write_raw(self, frames: bytes) -> None: ...
+
+    def buffered_bytes(self) -> int: ...
+
+    def close(self, disconnect: codes.Disconnect) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,13 +50,13 @@ class UniWebSocketEndpoint:
 
 
 class UniWebSocketTransport:
-    """The ``gateway.client.Transport`` of one unidirectional WebSocket connection."""
+    """The ``gateway.connection.client.Transport`` of one unidirectional WebSocket connection."""
 
     name = "uni_websocket"
     emulation = False
     unidirectional = True
 
-    def __init__(self, socket: GatewayWebSocketProtocol, endpoint: UniWebSocketEndpoint) -> None:
+    def __init__(self, socket: UniSocket, endpoint: UniWebSocketEndpoint) -> None:
         self.socket = socket
         self.endpoint = endpoint
         self.client: Client = endpoint.connect(self)
@@ -70,14 +78,14 @@ class UniWebSocketTransport:
                 self.client.disconnect(codes.DISCONNECT_BAD_REQUEST)
             return
         self.connect_received = True
-        command = _uni_command(data)
+        command = uni_connect_command(data)
         if command is None:
             self.client.disconnect(codes.DISCONNECT_BAD_REQUEST)
             return
         self.client.feed(command)
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
-        pushes = [_unwrap(payload) for payload in payloads]
+        pushes = [unwrap_push(payload) for payload in payloads]
         if self.endpoint.join_push_messages:
             self.socket.write_raw(ws_text_frame(b"\n".join(pushes)))
         else:

@@ -1,7 +1,7 @@
 """Bidirectional WebSocket transport (PROTOCOL.md §4.1): an adapter between one upgraded socket
 and one ``Client``.
 
-uvicorn parses the HTTP request (gateway/server.py bounds its head and its deadline) and hands
+uvicorn parses the HTTP request (gateway/http/server.py bounds its head and its deadline) and hands
 every WebSocket upgrade to the protocol class built by ``protocol_class(endpoint)``; it runs the
 RFC 6455 state machine of ``websockets`` (sans-I/O) and feeds each data message into the
 connection's ``Client``: no ASGI round trip and no task per connection. Outgoing frames are
@@ -30,9 +30,9 @@ from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
-from gateway.client import Client, Connect
+from gateway.connection.client import Client, Connect
+from gateway.http.origins import origin_allowed
 from gateway.hub import SharedPush
-from gateway.origins import origin_allowed
 from gateway.protocol import codes
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.protobuf.codec import PROTOBUF
@@ -120,7 +120,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         self.connections.add(self)
-        # The outbox samples this once per connection per tick: the transport's own (C) method,
+        # The send queue samples this once per connection per tick: the transport's own (C) method,
         # without a Python frame of ours around it.
         self.buffered_bytes = self.transport.get_write_buffer_size  # type: ignore[method-assign]
 
@@ -158,7 +158,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The socket drained below asyncio's low-water mark: held output goes now (§13.3)."""
         if self.client is not None:
-            self.client.outbox.writable()
+            self.client.send_queue.writable()
 
     def shutdown(self) -> None:
         """uvicorn's graceful shutdown: disconnect with 3001 so SDKs reconnect elsewhere."""
@@ -265,7 +265,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if self.transport is not None:
             self.transport.abort()
 
-    # --- gateway.client.Transport ----------------------------------------------------------------
+    # --- gateway.connection.client.Transport ----------------------------------------------------------------
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
         transport = self.transport

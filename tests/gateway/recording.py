@@ -11,9 +11,10 @@ from typing import Any
 
 import orjson
 
-from gateway.auth import TokenVerifier
-from gateway.client import Client, ClientFactory
-from gateway.config import Settings, load_settings
+from gateway.config.loading import load_settings
+from gateway.config.schema import Settings
+from gateway.connection.client import Client, ClientFactory
+from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import Broker
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.hub import SharedPush
@@ -32,7 +33,7 @@ INSECURE = {
 
 
 class RecordingTransport:
-    """A ``gateway.client.Transport`` that records every write and the close."""
+    """A ``gateway.connection.client.Transport`` that records every write and the close."""
 
     def __init__(
         self, name: str = "websocket", *, unidirectional: bool = False, emulation: bool = False

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from gateway.app import Runtime, create_app
-from gateway.config import load_settings
+from gateway.config.loading import load_settings
 
 KEY = "test-key"
 CONFIG_ENV = {

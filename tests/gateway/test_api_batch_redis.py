@@ -1,4 +1,4 @@
-"""The server API's sequential ``batch`` on the Redis engine (gateway/api_batch.py,
+"""The server API's sequential ``batch`` on the Redis engine (gateway/api/batch.py,
 gateway/engine/redis_batch.py): runs of publishes go to Redis as one pipeline, with the replies,
 errors and order of one publish per command. Real Redis (``TASKCAST_TEST_REDIS_URL``)."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.api import ServerApi
+from gateway.api.executor import ServerApi
 from gateway.engine.redis import RedisShard
 from tests.gateway.recording import Harness
 from tests.helpers import redis_engine

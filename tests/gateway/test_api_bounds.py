@@ -16,9 +16,9 @@ import httpx
 import orjson
 import pytest
 
-from gateway.api_requests import MAX_BROADCAST_CHANNELS, MAX_TAGS
-from gateway.grpc_api import api_pb2 as pb
-from gateway.grpc_api import api_pb2_grpc
+from gateway.api.grpc import api_pb2 as pb
+from gateway.api.grpc import api_pb2_grpc
+from gateway.api.requests import MAX_BROADCAST_CHANNELS, MAX_TAGS
 from tests.support import GatewayProcess, free_port, scaled
 
 KEY = "bounds-grpc-key"

@@ -16,14 +16,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.api import ServerApi
-from gateway.api_batch import YIELD_EVERY
-from gateway.api_http import ApiEndpoint
-from gateway.api_requests import MAX_BROADCAST_CHANNELS, MAX_PATTERN_LENGTH, MAX_TAGS, MAX_WHITELIST
+from gateway.api.batch import YIELD_EVERY
+from gateway.api.executor import ServerApi
+from gateway.api.http import ApiEndpoint
+from gateway.api.requests import MAX_BROADCAST_CHANNELS, MAX_PATTERN_LENGTH, MAX_TAGS, MAX_WHITELIST
 from gateway.engine.base import EngineError, PublishItem, PublishResult
 from gateway.engine.memory import MemoryBroker
+from gateway.http.inline import Deferred
 from gateway.node import Node
-from gateway.server_inline import Deferred
 from tests.gateway.recording import INSECURE, Harness
 
 KEY = b"bounds-key"

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.api import ServerApi
-from gateway.api_http import ApiEndpoint
-from gateway.api_requests import ApiError
+from gateway.api.executor import ServerApi
+from gateway.api.http import ApiEndpoint
+from gateway.api.requests import ApiError
 from gateway.engine.base import HistoryOptions, PublishResult
 from gateway.engine.memory import MemoryBroker
 from gateway.protocol.messages import Publication

@@ -1,4 +1,4 @@
-"""The synchronous publish path (gateway/api_inline.py, taken by ``ApiEndpoint.respond_inline`` on
+"""The synchronous publish path (gateway/api/inline.py, taken by ``ApiEndpoint.respond_inline`` on
 the memory engine) answers exactly what the general executor answers. In-process: request bytes
 in, response bytes out, against a reference gateway whose broker is not inline (every request
 then runs the coroutine path of ``ServerApi.call`` / ``batch``), with the same settings and
@@ -9,10 +9,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.api import ServerApi
-from gateway.api_http import ApiEndpoint
+from gateway.api.executor import ServerApi
+from gateway.api.http import ApiEndpoint
 from gateway.engine.memory import MemoryBroker
-from gateway.server_inline import Deferred
+from gateway.http.inline import Deferred
 from tests.gateway.recording import INSECURE, Harness
 
 KEY = b"fast-key"

@@ -1,4 +1,4 @@
-"""The server API's request parser (gateway/api_requests.py): the compiled per-type checkers and
+"""The server API's request parser (gateway/api/requests.py): the compiled per-type checkers and
 the short way for publishes give exactly what the general rules give (pure, in-process)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.api_requests import (
+from gateway.api.requests import (
     ApiError,
     DisconnectRequest,
     HistoryRequest,

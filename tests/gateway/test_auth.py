@@ -16,7 +16,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from gateway.auth import (
+from gateway.config.loading import load_settings
+from gateway.config.schema import TokenSettings
+from gateway.connection.tokens import (
     ConnectToken,
     InvalidToken,
     KeysUnavailable,
@@ -25,8 +27,6 @@ from gateway.auth import (
     TokenExpired,
     TokenVerifier,
 )
-from gateway.config import load_settings
-from gateway.config_schema import TokenSettings
 
 NOW = 1_700_000_000.0
 SECRET = "s" * 64  # long enough for HS512 without PyJWT's key-length warning when minting

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway.api_requests import (
+from gateway.api.requests import (
     DisconnectReason,
     DisconnectRequest,
     Position,
@@ -193,11 +193,11 @@ async def test_a_new_node_is_answered_with_a_heartbeat_so_both_know_each_other_a
     # heartbeat to see them in `info`: a heartbeat from an unknown node is answered at once.
     _, [(a, _), (b, _)] = _two_nodes()
     async with asyncio.TaskGroup() as tg:
-        outbox = tg.create_task(a._send_outbox())  # a's control sender; no heartbeat loop runs
+        send_queue = tg.create_task(a._send_queued())  # a's control sender; no heartbeat loop runs
         await b.broker.publish_control(encode("node", b.uid, info=b.info()))  # b's first beat
         await wait_until(lambda: {n["uid"] for n in b.registry.live()} == {"node0", "node1"}, 10, "b knows a")
         assert {n["uid"] for n in a.registry.live()} == {"node0", "node1"}
-        outbox.cancel()
+        send_queue.cancel()
     # A known node's heartbeat is not answered (no ping-pong between nodes).
     a.on_control(encode("node", b.uid, info=b.info()))
-    assert a._outbox.empty()
+    assert a._send_queue.empty()

@@ -12,7 +12,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from gateway.config import ConfigError, Settings, load_settings, parse_duration
+from gateway.config.loading import load_settings, parse_duration
+from gateway.config.schema import ConfigError, Settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "gateway.json"
 
@@ -654,7 +655,7 @@ PROXY_OBJECTS = (
 
 
 def test_docs_cover_every_option() -> None:
-    from gateway.config import _leaf_paths
+    from gateway.config.loading import _leaf_paths
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     missing = []

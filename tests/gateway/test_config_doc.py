@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import config_doc
-from gateway.config import load_settings
-from gateway.config_unsupported import UNSUPPORTED, UNSUPPORTED_CHANNEL_OPTIONS
+from gateway.config import doc as config_doc
+from gateway.config.loading import load_settings
+from gateway.config.unsupported import UNSUPPORTED, UNSUPPORTED_CHANNEL_OPTIONS
 
 # Centrifugo v6 option paths (internal/configtypes, v6.0 - v6.8): every top-level section and the
 # leaves of the sections Taskcast implements in part.
@@ -87,7 +87,7 @@ CENTRIFUGO_V6_CHANNEL_OPTIONS = (
 
 def test_docs_table_is_generated_from_the_code() -> None:
     current = config_doc.DOC_PATH.read_text(encoding="utf-8")
-    assert config_doc.render(current) == current, "run: python -m gateway.config_doc --write"
+    assert config_doc.render(current) == current, "run: python -m gateway.config.doc --write"
 
 
 def test_check_mode_reports_a_stale_document(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

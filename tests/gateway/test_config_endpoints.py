@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ConfigError, Settings, load_settings
-from gateway.config_checks import served_endpoints
+from gateway.config.checks import served_endpoints
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError, Settings
 
 
 def load(tmp_path: Path, config: dict[str, Any]) -> tuple[Settings, list[str]]:

@@ -1,6 +1,6 @@
 """Overload that keeps the truth (seed §13.3): the pure conflation rule and held queue
-(gateway/conflation.py), and the per-connection Outbox that holds output while its transport is
-backed up (gateway/outbox.py) — driven in-process with a transport whose unsent bytes the test
+(gateway/conflation.py), and the per-connection SendQueue that holds output while its transport is
+backed up (gateway/connection/sendqueue.py) — driven in-process with a transport whose unsent bytes the test
 sets, on a real event loop (no timers waited on: ``writable()`` is the drain signal)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.conflation import HeldQueue, conflation_key
+from gateway.connection.sendqueue import Flusher, SendQueue
 from gateway.hub import SharedPush
-from gateway.outbox import Flusher, Outbox
 from gateway.protocol import codes
 from tests.support import wait_until
 
@@ -88,7 +88,7 @@ def test_a_long_replacement_stream_keeps_the_queue_small() -> None:
     assert q.bytes == 3 * 11
 
 
-# --- the outbox -------------------------------------------------------------------------------
+# --- the send queue -------------------------------------------------------------------------------
 
 
 class SlowTransport:
@@ -122,9 +122,11 @@ async def _tick() -> None:
     await asyncio.sleep(0)
 
 
-def _outbox(transport: SlowTransport, *, limit: int = 10_000, hold: int = 1_000) -> tuple[Outbox, list[int]]:
+def _send_queue(
+    transport: SlowTransport, *, limit: int = 10_000, hold: int = 1_000
+) -> tuple[SendQueue, list[int]]:
     failures: list[int] = []
-    box = Outbox(
+    box = SendQueue(
         transport, Flusher(), limit_bytes=limit, hold_bytes=hold, on_failure=lambda d: failures.append(d.code)
     )
     return box, failures
@@ -132,7 +134,7 @@ def _outbox(transport: SlowTransport, *, limit: int = 10_000, hold: int = 1_000)
 
 async def test_a_backed_up_connection_gets_the_newest_state_of_each_task_and_every_terminal_one() -> None:
     transport = SlowTransport()
-    box, failures = _outbox(transport)
+    box, failures = _send_queue(transport)
     transport.unsent = 5_000  # the peer stopped reading: past hold_bytes
     for n in range(200):
         box.put(*_push(f"progress-a-{n}", "a")[:2])
@@ -151,7 +153,7 @@ async def test_a_backed_up_connection_gets_the_newest_state_of_each_task_and_eve
 
 async def test_a_queue_of_never_conflatable_messages_past_the_hard_bound_is_3008() -> None:
     transport = SlowTransport()
-    box, failures = _outbox(transport, limit=10_000, hold=1_000)
+    box, failures = _send_queue(transport, limit=10_000, hold=1_000)
     transport.unsent = 5_000
     for n in range(1_000):
         box.put(*_push(f"notice-{n:04}", None)[:2])
@@ -165,7 +167,7 @@ async def test_a_queue_of_never_conflatable_messages_past_the_hard_bound_is_3008
 async def test_conflatable_output_stays_under_the_hard_bound_forever() -> None:
     transport = SlowTransport()
     flusher = Flusher()
-    box = Outbox(transport, flusher, limit_bytes=10_000, hold_bytes=1_000, on_failure=lambda d: None)
+    box = SendQueue(transport, flusher, limit_bytes=10_000, hold_bytes=1_000, on_failure=lambda d: None)
     transport.unsent = 5_000
     for n in range(50_000):
         box.put(*_push(f"progress-{n % 10}-{n:06}", f"k{n % 10}")[:2])
@@ -178,7 +180,7 @@ async def test_conflatable_output_stays_under_the_hard_bound_forever() -> None:
 
 async def test_below_the_soft_bound_nothing_is_held_or_dropped() -> None:
     transport = SlowTransport()
-    box, failures = _outbox(transport)
+    box, failures = _send_queue(transport)
     for n in range(3):
         box.put(*_push(f"progress-{n}", "a")[:2])
     await _tick()
@@ -188,7 +190,7 @@ async def test_below_the_soft_bound_nothing_is_held_or_dropped() -> None:
 
 async def test_a_disconnect_flush_writes_held_output_before_the_close() -> None:
     transport = SlowTransport()
-    box, _ = _outbox(transport)
+    box, _ = _send_queue(transport)
     transport.unsent = 5_000
     box.put(*_push("terminal", None)[:2])
     box.flush()
@@ -198,7 +200,7 @@ async def test_a_disconnect_flush_writes_held_output_before_the_close() -> None:
 async def test_held_output_goes_out_when_the_transport_drains_without_telling() -> None:
     # Transports that never call writable() (streaming responses): the hold polls.
     transport = SlowTransport()
-    box, _ = _outbox(transport)
+    box, _ = _send_queue(transport)
     transport.unsent = 5_000
     box.put(*_push("progress-1", "a")[:2])
     box.put(*_push("progress-2", "a")[:2])

@@ -1,4 +1,4 @@
-"""Per-subscription delivery in-process (gateway/delivery.py): the tags filter and fossil delta
+"""Per-subscription delivery in-process (gateway/connection/delivery.py): the tags filter and fossil delta
 compression on a real Node (memory engine) with recording transports."""
 
 from __future__ import annotations

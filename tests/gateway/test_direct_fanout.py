@@ -55,7 +55,7 @@ async def test_a_closed_connection_gets_nothing_from_the_direct_path() -> None:
     (a, ta), (_, tb) = await h.subscribed("hot"), await h.subscribed("hot")
     h.node.on_publication("hot", Publication(b"1"), None)
     await until(lambda: bool(ta.messages()) and bool(tb.messages()))
-    a.connection_lost()  # outbox closed; the hub entry goes with the async release
+    a.connection_lost()  # send queue closed; the hub entry goes with the async release
     ta.clear()
     tb.clear()
     h.node.on_publication("hot", Publication(b"2"), None)

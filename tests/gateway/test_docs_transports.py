@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config_schema import Settings
+from gateway.config.schema import Settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TRANSPORTS = ("websocket", "sse", "http_stream", "uni_sse", "uni_http_stream", "uni_websocket")

@@ -1,4 +1,4 @@
-"""The gRPC server API (gateway/grpc_api) against a real gateway process, with grpcio's own
+"""The gRPC server API (gateway/api/grpc) against a real gateway process, with grpcio's own
 client stubs: every method of the service, the API key in metadata, errors as response values
 (and as statuses in ``transport`` error mode), and no drift between api.proto and the committed
 generated modules."""
@@ -16,9 +16,9 @@ import orjson
 import pytest
 from centrifuge import Client
 
-from gateway.grpc_api import api_pb2 as pb
-from gateway.grpc_api import api_pb2_grpc
-from gateway.grpc_api.generate import HERE, OUTPUTS, generate
+from gateway.api.grpc import api_pb2 as pb
+from gateway.api.grpc import api_pb2_grpc
+from gateway.api.grpc.generate import HERE, OUTPUTS, generate
 from tests.support import free_port, scaled
 from tests.support.procs import GatewayProcess, mint_token
 

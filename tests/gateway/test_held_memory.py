@@ -1,4 +1,4 @@
-"""What a backed-up connection's held output costs (seed §13.3, gateway/outbox.py): each held
+"""What a backed-up connection's held output costs (seed §13.3, gateway/connection/sendqueue.py): each held
 message keeps its payload and nothing else. A publication's SharedPush also references the
 channel's previous publication (``prev``, for delta variants, already encoded when the message is
 queued): holding the push kept that data alive too, doubling the memory of every message a
@@ -9,8 +9,8 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+from gateway.connection.sendqueue import Flusher, SendQueue
 from gateway.hub import SharedPush
-from gateway.outbox import Flusher, Outbox
 from gateway.protocol import codes
 
 PREV = 16_000
@@ -37,7 +37,7 @@ class StalledTransport:
 
 async def test_a_held_message_keeps_its_payload_not_the_previous_publication() -> None:
     transport = StalledTransport()
-    box = Outbox(transport, Flusher(), limit_bytes=0, hold_bytes=1_000, on_failure=lambda d: None)
+    box = SendQueue(transport, Flusher(), limit_bytes=0, hold_bytes=1_000, on_failure=lambda d: None)
     count = 20
     gc.collect()
     tracemalloc.start()

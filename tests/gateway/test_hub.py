@@ -124,7 +124,7 @@ def test_mixed_protocols_one_encoded_push_per_codec_in_subscription_order():
 async def test_per_tick_join_and_frames_per_protocol():
     """Outboxes of both protocols flushed in one tick: each protocol's pushes are joined with its
     separator, once per identical sequence, and framed as text (JSON) or binary (Protobuf)."""
-    from gateway.outbox import Flusher, Outbox
+    from gateway.connection.sendqueue import Flusher, SendQueue
     from gateway.protocol.protobuf.codec import PROTOBUF
 
     class Wire:
@@ -149,11 +149,11 @@ async def test_per_tick_join_and_frames_per_protocol():
     pushes = {c.name: [SharedPush(c.encode_publication("ch", p)) for p in pubs] for c in (JSON, PROTOBUF)}
     wires = [Wire(c) for c in (JSON, PROTOBUF, JSON, PROTOBUF)]
     for wire in wires:
-        outbox = Outbox(
+        send_queue = SendQueue(
             wire, flusher, limit_bytes=0, on_failure=lambda d: None, separator=wire.codec.separator
         )
         for push in pushes[wire.codec.name]:
-            outbox.put(push.payload, push)
+            send_queue.put(push.payload, push)
     flusher._flush()
     json_a, pb_a, json_b, pb_b = wires
     assert json_a.shared[0] is json_b.shared[0] and pb_a.shared[0] is pb_b.shared[0]

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import orjson
 
-from gateway.api import ServerApi
-from gateway.auth import _raw_json
+from gateway.api.executor import ServerApi
+from gateway.connection.tokens import _raw_json
 from gateway.engine.memory import MemoryBroker
 from gateway.protocol import codec
 from gateway.protocol.jsonbytes import dumps_kept
@@ -75,7 +75,7 @@ def test_connection_info_from_a_token_is_exactly_sized() -> None:
 
 
 def test_the_inline_publish_path_keeps_exactly_sized_data() -> None:
-    # The synchronous memory-engine path (gateway/api_inline.py) builds its own publication for
+    # The synchronous memory-engine path (gateway/api/inline.py) builds its own publication for
     # the {channel, data} form: what reaches history must be as small as the general path's.
     from tests.gateway.test_api_inline_fast import HEADERS, gateway
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, load_settings
-from gateway.config_schema import LogSettings
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError, LogSettings
 from gateway.logging_setup import TRACE, configure_logging, uvicorn_log_level
 from tests.support import GatewayProcess
 

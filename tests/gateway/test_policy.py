@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from gateway.config_schema import ChannelOptions
+from gateway.config.schema import ChannelOptions
 from gateway.protocol import codes, policy
 from gateway.protocol.policy import Asks, Flags, Override, TokenProblem, TokenUse, Who
 

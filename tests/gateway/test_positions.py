@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from gateway.app import Runtime
-from gateway.config import load_settings
+from gateway.config.loading import load_settings
 from gateway.hub import SharedPush
 from gateway.protocol import codes
 from gateway.protocol.policy import ServerSub

@@ -275,7 +275,7 @@ def test_generated_module_matches_client_proto(tmp_path: Path):
 
 
 def test_server_api_data_required_unless_b64data():
-    from gateway.api_requests import ApiError, BroadcastRequest, PublishRequest, parse
+    from gateway.api.requests import ApiError, BroadcastRequest, PublishRequest, parse
 
     assert parse(PublishRequest, {"channel": "c", "b64data": "AA=="}).b64data == "AA=="
     assert parse(BroadcastRequest, {"channels": ["c"], "b64data": "AA=="}).channels == ["c"]

@@ -1,4 +1,5 @@
-"""Tests for gateway.recovery: tables for the Centrifugo rules (PROTOCOL.md §3.3), hypothesis for merge."""
+"""Tests for gateway.protocol.recovery: tables for the Centrifugo rules (PROTOCOL.md §3.3),
+hypothesis for merge."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.protocol.messages import Publication, StreamPosition
-from gateway.recovery import NotRecovered, NotRecoveredReason, Recovered, merge, recover_cache, recover_stream
+from gateway.protocol.recovery import (
+    NotRecovered,
+    NotRecoveredReason,
+    Recovered,
+    merge,
+    recover_cache,
+    recover_stream,
+)
 
 EPOCH = "abcdEFGH"
 

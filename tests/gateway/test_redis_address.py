@@ -1,12 +1,13 @@
-"""``engine.redis.address`` forms as Centrifugo v6 reads them (gateway/engine/redis_address.py)
+"""``engine.redis.address`` forms as Centrifugo v6 reads them (gateway/config/redis_address.py)
 and channel-to-shard mapping as centrifuge's ``consistentIndex`` computes it."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.config import ConfigError, load_settings
-from gateway.engine.redis_address import Kind, RedisAddressError, parse, redacted
+from gateway.config.loading import load_settings
+from gateway.config.redis_address import Kind, RedisAddressError, parse, redacted
+from gateway.config.schema import ConfigError
 from gateway.engine.redis_keys import shard_index
 
 

@@ -18,7 +18,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from gateway.config_schema import RedisSettings, RedisTlsSettings
+from gateway.config.schema import RedisSettings, RedisTlsSettings
 from gateway.engine.base import EngineError, HistoryOptions, PublishResult
 from gateway.engine.redis import build_shards, connection_kwargs
 from gateway.engine.redis_codec import (

@@ -1,4 +1,4 @@
-"""gateway/server.py in-process: a real uvicorn server on a free loopback port, driven over raw
+"""gateway/http/server.py in-process: a real uvicorn server on a free loopback port, driven over raw
 sockets. The head bound (431) and the request deadline (408) are checked on a tiny ASGI app that
 records whether it was called; the whole gateway is covered by tests/faults/security."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import load_settings
-from gateway.server import MAX_HEAD_BYTES, Served, build_server
+from gateway.config.loading import load_settings
+from gateway.http.server import MAX_HEAD_BYTES, Served, build_server
 from tests.support import scaled
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,6 +1,6 @@
-"""gateway/subscriptions.py against its contract, without the connection driver: a recording
-``Driver`` (what the module may ask of gateway/client.py, and nothing more), a real Node on the
-memory engine, a real Outbox over a recording transport. Jobs the module ``spawn``s and the
+"""gateway/connection/subscriptions.py against its contract, without the connection driver: a recording
+``Driver`` (what the module may ask of gateway/connection/client.py, and nothing more), a real Node on the
+memory engine, a real SendQueue over a recording transport. Jobs the module ``spawn``s and the
 callbacks it asks to run ``after_reply`` are run by the test, so every step is explicit."""
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from gateway.authorization import Caller
+from gateway.connection.authorization import Caller
+from gateway.connection.refresh import ServerRefresher
+from gateway.connection.sendqueue import Flusher, SendQueue
+from gateway.connection.subscriptions import Driver, Subscriptions
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import SharedPush
-from gateway.outbox import Flusher, Outbox
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import JSON
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRequest
 from gateway.protocol.session import Session, SessionConfig, State, Subscription, SubState
-from gateway.server_refresh import ServerRefresher
-from gateway.subscriptions import Driver, Subscriptions
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport, until
 
 
 class RecordingDriver:
-    """A ``gateway.subscriptions.Driver`` that records what it is asked to do."""
+    """A ``gateway.connection.subscriptions.Driver`` that records what it is asked to do."""
 
     def __init__(self, h: Harness, transport: RecordingTransport, *, user: str = "") -> None:
         self.client_id = "c1"
@@ -43,12 +43,12 @@ class RecordingDriver:
         self.session = Session(JSON, SessionConfig(channel_limit=h.settings.client.channel_limit))
         self.session.connected()
         loop = asyncio.get_running_loop()
-        self.outbox = Outbox(transport, Flusher(), limit_bytes=0, on_failure=self.disconnect)
+        self.send_queue = SendQueue(transport, Flusher(), limit_bytes=0, on_failure=self.disconnect)
         self.subs = Subscriptions(
             self,
             h.node,
             self.session,
-            self.outbox,
+            self.send_queue,
             authorizer=self.authorizer,
             refresher=ServerRefresher(self, loop, lambda: 0.0),
             clock=lambda: 0.0,
@@ -69,7 +69,7 @@ class RecordingDriver:
         return ClientInfo(self.user, self.client_id, None, sub.chan_info if sub else None)
 
     def send(self, payload: bytes) -> None:
-        self.outbox.put(payload)
+        self.send_queue.put(payload)
 
     def spawn(self, job: Callable[[], Awaitable[object]]) -> None:
         self.jobs.append(job)
@@ -86,7 +86,7 @@ class RecordingDriver:
     def refresh_server_side(self, *, expired: bool, expire_at: int | None, info: bytes | None = None) -> None:
         raise AssertionError("connection-level: not the subscriptions' business")
 
-    # gateway.server_refresh.Conn
+    # gateway.connection.refresh.Conn
     def subscription(self, channel: str) -> Subscription | None:
         return self.subs.get(channel)
 
@@ -136,7 +136,7 @@ async def test_a_subscription_buffers_until_its_reply_is_queued_then_goes_live_i
     assert (sub.state, sub.buffer) == (SubState.SUBSCRIBED, [])
     live, push = _push("news", 3)
     d.on_publication("news", live, "", push)
-    d.outbox.flush()
+    d.send_queue.flush()
     assert len(transport.writes) == 1 and _pubs(transport) == [1, 2, 3]  # in order, one write
 
 
@@ -148,7 +148,7 @@ async def test_the_common_delivery_queues_the_shared_push_itself():
     d.replied()
     pub, push = _push("news", 0)
     d.on_publication("news", pub, "", push)
-    d.outbox.flush()
+    d.send_queue.flush()
     assert transport.writes == [([push.payload], transport.writes[0][1])]
     assert transport.writes[0][1] is push  # no per-connection copy on the hot path
 
@@ -180,7 +180,7 @@ async def test_lost_messages_unsubscribe_a_client_side_subscription_in_command_o
     d.check_position("p", StreamPosition(sub.offset + 1, sub.epoch))
     assert len(d.jobs) == 1 and d.disconnects == []
     await d.run_jobs()
-    d.outbox.flush()
+    d.send_queue.flush()
     (msg,) = [m for m in transport.messages() if "unsubscribe" in m.get("push", {})]
     assert msg["push"] == {"channel": "p", "unsubscribe": {"code": 2500, "reason": "insufficient state"}}
     assert "p" not in d.subs and "p" not in h.node.hub.channels
@@ -209,13 +209,13 @@ async def test_server_api_subscribe_pushes_subscribe_then_delivers():
     await d.run_jobs()  # the second finds the channel subscribed: nothing
     pub, push = _push("srv", 0)
     d.on_publication("srv", pub, "", push)
-    d.outbox.flush()
+    d.send_queue.flush()
     msgs = transport.messages()
     assert msgs[0]["push"] == {"channel": "srv", "subscribe": {"data": {"hi": 1}}}
     assert _pubs(transport) == [0] and len(msgs) == 2
     d.unsubscribe_server_side("srv")
     await d.run_jobs()
-    d.outbox.flush()
+    d.send_queue.flush()
     assert transport.messages()[-1]["push"]["unsubscribe"]["code"] == codes.UNSUBSCRIBE_SERVER.code
 
 

@@ -7,8 +7,8 @@ import time
 import jwt
 import pytest
 
-from gateway.auth import InvalidToken, TokenVerifier
-from gateway.config import load_settings
+from gateway.config.loading import load_settings
+from gateway.connection.tokens import InvalidToken, TokenVerifier
 from gateway.protocol import codes, policy
 from gateway.proxy.replies import ProxyFailure, connect_grant, parse_reply
 

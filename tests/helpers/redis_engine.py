@@ -14,7 +14,7 @@ from pathlib import Path
 
 from redis.asyncio import Redis
 
-from gateway.config_schema import RedisSettings
+from gateway.config.schema import RedisSettings
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence

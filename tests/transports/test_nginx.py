@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.config_schema import ClientSettings
+from gateway.config.schema import ClientSettings
 from tests.support import GatewayProcess, free_port, mint_token, scaled
 from tests.transports.conftest import (
     SECRET,

@@ -343,7 +343,7 @@ def _push(channel: str) -> tuple[Any, Any]:
 
 def encode_delta_publication(channel: str, pub: Publication) -> bytes:
     """The push of ``pub`` whose ``data`` is a fossil delta against the subscription's previous
-    publication (``delta: true``; gateway/delivery.py). ``Publication.delta`` itself only says
+    publication (``delta: true``; gateway/connection/delivery.py). ``Publication.delta`` itself only says
     a publication MAY be sent as a delta, so the plain encoding never sets the flag."""
     reply, push = _push(channel)
     push.pub.CopyFrom(publication_pb(pub))

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ConfigError, load_settings
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError
 from gateway.protocol import codes
 from gateway.protocol.policy import Override, ServerSub
 from gateway.proxy.http import normalise

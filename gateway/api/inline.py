@@ -3,26 +3,47 @@
 executed as plain calls, with no coroutine, request dataclass or per-command ``call()`` round.
 
 Behaviour is ``ServerApi.call("publish", ...)``'s, command by command: the same parser
-(gateway/api_requests.py; the common ``{"channel", "data"}`` form skips building the request),
+(gateway/api/requests.py; the common ``{"channel", "data"}`` form skips building the request),
 the same channel resolution and coded errors (102/107, 104 for a ``batch`` inside a batch or an
 unknown method, 107 ``commands[]`` for a malformed command), the same replies and the same
 metrics (``api_command_duration`` per command, ``api_errors`` per failure). A batch that holds
 anything but publishes and malformed commands is not taken (``takes``): the general executor runs
-it. ``ServerApi`` is handed in; this module imports only the parser and the engine's base types.
+it. ``ServerApi`` is handed in as an ``Executor`` (the protocol below); this module imports only
+the parser and the engine's base types.
 """
 
 from __future__ import annotations
 
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gateway.api_requests import ApiError, bad_request, parse_publish, publish_common
-from gateway.engine.base import EngineError, InlineBroker, PublishResult
+from gateway.api.requests import ApiError, bad_request, parse_publish, publish_common
+from gateway.engine.base import EngineError, InlineBroker, PublishItem, PublishResult
 
 if TYPE_CHECKING:
-    from gateway.api import ServerApi
+    from gateway.api.requests import BroadcastRequest, PublishRequest
+    from gateway.config.schema import ChannelOptions
+    from gateway.node import Node
 
 Result = dict[str, Any]
+
+
+class Executor(Protocol):
+    """What the publish runs (``InlineApi`` here, ``PublishRuns`` in gateway/api/batch.py) use of
+    the executor they serve (``ServerApi``, gateway/api/executor.py): its node, the request
+    preparation, the error accounting and, for a command that ends a run, the general path."""
+
+    node: Node
+
+    def channel_options(self, channel: str) -> ChannelOptions: ...
+
+    def payload(self, data: object, b64data: str) -> bytes: ...
+
+    def item(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> PublishItem: ...
+
+    def failed(self, exc: ApiError | EngineError, protocol: str, method: str) -> ApiError: ...
+
+    async def command(self, command: object, protocol: str) -> Result: ...
 
 
 def publish_reply(result: PublishResult) -> Result:
@@ -39,7 +60,7 @@ class InlineApi:
     """``publish`` and sequential all-publish ``batch`` of one ``ServerApi`` over an
     ``InlineBroker``."""
 
-    def __init__(self, api: ServerApi, broker: InlineBroker) -> None:
+    def __init__(self, api: Executor, broker: InlineBroker) -> None:
         self.api = api
         self.node = api.node
         self.broker = broker

@@ -5,7 +5,7 @@ them to the libraries in the form each needs: file paths (uvicorn, redis-py) or 
 
 Inline PEM is written once to a private temporary file (mode 0600 in a 0700 directory, removed
 at exit) because ``ssl.SSLContext.load_cert_chain`` and the libraries above only take paths.
-Imports nothing from the gateway but ``config_schema``.
+Imports nothing from the gateway but ``schema``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gateway.config_schema import ConfigError, TlsSettings
+from gateway.config.schema import ConfigError, TlsSettings
 
 _BEGIN = b"-----BEGIN "
 _private_dir: Path | None = None

@@ -1,5 +1,5 @@
 """The gRPC server API (``grpc_api``): Centrifugo's ``CentrifugoApi`` service over grpcio, an
-adapter over the same executor as the HTTP API (``gateway.api.ServerApi``): each request message
+adapter over the same executor as the HTTP API (``gateway.api.executor.ServerApi``): each request message
 becomes the method's JSON params, the result JSON becomes the response message, so methods,
 validation and errors are those of the HTTP API.
 
@@ -23,12 +23,12 @@ import orjson
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
-from gateway.api import ServerApi, error_obj
-from gateway.api_requests import ApiError, bad_request
-from gateway.config_schema import GrpcApiSettings
-from gateway.grpc_api import api_pb2
+from gateway.api.executor import ServerApi, error_obj
+from gateway.api.grpc import api_pb2
+from gateway.api.requests import ApiError, bad_request
+from gateway.config.schema import GrpcApiSettings
+from gateway.config.tls import load_pem
 from gateway.log_limit import LogLimiter
-from gateway.tls import load_pem
 
 log = logging.getLogger("taskcast.gateway.grpc_api")
 _refusals = LogLimiter(log)

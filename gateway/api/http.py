@@ -11,7 +11,7 @@ by a disconnect, 413 past the body bound, 400 for a body that is not JSON; coded
 as HTTP 200 ``{"error": ...}`` or, in ``transport`` error mode, as the HTTP status of
 ``TRANSPORT_STATUS``. The JSON body is parsed once (orjson) and the response encoded once.
 
-Executes nothing itself: every method goes to ``ServerApi`` (gateway/api.py).
+Executes nothing itself: every method goes to ``ServerApi`` (gateway/api/executor.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.applications import Starlette
 
-from gateway.api import TRANSPORT_STATUS, ServerApi, error_obj
-from gateway.api_batch import YIELD_EVERY
-from gateway.api_requests import ApiError, bad_request
-from gateway.config_schema import HttpApiSettings
-from gateway.server_inline import Deferred
+from gateway.api.batch import YIELD_EVERY
+from gateway.api.executor import TRANSPORT_STATUS, ServerApi, error_obj
+from gateway.api.requests import ApiError, bad_request
+from gateway.config.schema import HttpApiSettings
+from gateway.http.inline import Deferred
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 PAUSE_GC_ABOVE = 1024 * 1024
@@ -76,7 +76,7 @@ class ApiEndpoint:
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
     ) -> Response | Deferred:
-        """The response to a request the HTTP protocol read itself (gateway/server_inline.py):
+        """The response to a request the HTTP protocol read itself (gateway/http/inline.py):
         answered now (refusals, and ``publish`` or an all-publish sequential ``batch`` on an
         engine that publishes without suspending: ``ServerApi.inline``), else deferred as a
         coroutine, with whether it may run outside a task (``ServerApi.runs_inline``)."""

@@ -3,8 +3,8 @@
 
 The seam: each is one request answered from the ``Node`` after a permission decision (the pure
 ``policy``, or the authorizer for publish); being subscribed is only an input to that decision.
-gateway/client.py dispatches them and translates the raised errors to the wire; the subscription
-lifecycle is gateway/subscriptions.py's. The connection is reached through ``Requester`` only.
+gateway/connection/client.py dispatches them and translates the raised errors to the wire; the subscription
+lifecycle is gateway/connection/subscriptions.py's. The connection is reached through ``Requester`` only.
 
 Every function raises ``CommandError`` for a refusal (an empty channel is 107, an unknown
 namespace 102) and lets ``EngineError`` through (the driver answers 100).
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.authorization import Authorizer, Caller
-from gateway.config import ChannelOptions, Settings
+from gateway.config.schema import ChannelOptions, Settings
+from gateway.connection.authorization import Authorizer, Caller
+from gateway.connection.subscriptions import channel_rules
 from gateway.errors import CommandError
 from gateway.node import Node
 from gateway.protocol import codes, policy
@@ -30,13 +31,12 @@ from gateway.protocol.messages import (
     PublishRequest,
 )
 from gateway.protocol.session import Subscription
-from gateway.subscriptions import channel_rules
 
 __all__ = ["Requester", "history", "options", "presence", "publish"]
 
 
 class Requester(Protocol):
-    """What these commands need of the connection that sent them (gateway/client.py)."""
+    """What these commands need of the connection that sent them (gateway/connection/client.py)."""
 
     authorizer: Authorizer
 

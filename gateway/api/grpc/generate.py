@@ -1,6 +1,6 @@
 """Regenerate the committed gRPC modules from api.proto (dev only: needs grpcio-tools).
 
-``python -m gateway.grpc_api.generate [OUT_DIR]`` writes ``api_pb2.py``, ``api_pb2.pyi`` and
+``python -m gateway.api.grpc.generate [OUT_DIR]`` writes ``api_pb2.py``, ``api_pb2.pyi`` and
 ``api_pb2_grpc.py`` into OUT_DIR (default: this package), with the generated absolute import
 rewritten to a package-relative one.
 """

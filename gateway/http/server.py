@@ -14,9 +14,10 @@ up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wi
 uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
 ws=<class>)``). The head bound and the request deadline have no public hook, so
 ``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
-uvicorn's version range for that reason. Imports nothing from the gateway but config, tls and server_inline
-(``http_server.tls``). With ``http_server.internal_port`` one server listens on two sockets and
-``ListenerSplit`` keeps the internal endpoints off the public one.
+uvicorn's version range for that reason. Imports nothing from the gateway but config (the TLS
+material of ``http_server.tls`` included), logging_setup and http/inline. With
+``http_server.internal_port`` one server listens on two sockets and ``ListenerSplit`` keeps the
+internal endpoints off the public one.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from typing import Any, ClassVar
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from gateway.config import Settings
+from gateway.config.schema import Settings
+from gateway.config.tls import uvicorn_ssl_kwargs
+from gateway.http.inline import InlineHandler, InlineRequests
 from gateway.logging_setup import uvicorn_log_level
-from gateway.server_inline import InlineHandler, InlineRequests
-from gateway.tls import uvicorn_ssl_kwargs
 
 logger = logging.getLogger("taskcast.gateway.server")
 
@@ -79,7 +80,7 @@ class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
     408 and the connection is closed; a stalled body is closed (the app sees ``http.disconnect``).
     Long-lived stream responses are not affected: their request is complete before they start.
 
-    Server API requests are answered inline when ``inline_handler`` is set (gateway/server_inline.py).
+    Server API requests are answered inline when ``inline_handler`` is set (gateway/http/inline.py).
     """
 
     max_head_bytes: ClassVar[int] = MAX_HEAD_BYTES
@@ -261,7 +262,7 @@ class Served:
     internal_prefixes: tuple[str, ...] = ()
     """With ``http_server.internal_port``: the paths served only on the internal listener."""
     inline: InlineHandler | None = None
-    """Requests it routes are answered by the HTTP protocol itself (gateway/server_inline.py)."""
+    """Requests it routes are answered by the HTTP protocol itself (gateway/http/inline.py)."""
 
 
 NOT_FOUND = b"not found"

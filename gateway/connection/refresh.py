@@ -14,7 +14,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gateway.authorization import Authorizer, Caller
+from gateway.connection.authorization import Authorizer, Caller
 from gateway.errors import DisconnectError
 from gateway.protocol import codes
 from gateway.protocol.messages import SubRefreshRequest

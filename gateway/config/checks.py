@@ -1,11 +1,11 @@
 """Cross-field validation of parsed ``Settings`` and the values derived from them.
 
-Pure: takes typed settings (already type-checked by ``gateway.config``), returns new settings with
+Pure: takes typed settings (already type-checked by ``gateway.config.loading``), returns new settings with
 derived fields filled (token ``algorithms``, namespace ``history_meta_ttl_resolved`` and
 ``channel_pattern``, ``channel.by_name``, ``node.name``), appends warnings, and raises
 ``ConfigError`` naming the option for anything Centrifugo would refuse to start with. The only
 outside facts it uses are the host name (default node name) and the PEM files that TLS options
-name (``gateway.tls`` loads them to check them).
+name (``gateway.config.tls`` loads them to check them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import TypeVar
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
-from gateway.config_schema import (
+from gateway.config import redis_address
+from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
     ClientSettings,
@@ -31,9 +32,8 @@ from gateway.config_schema import (
     TokenSettings,
     named_proxy,
 )
-from gateway.engine import redis_address
+from gateway.config.tls import check_client, check_listener
 from gateway.protocol import codes
-from gateway.tls import check_client, check_listener
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")

@@ -1,5 +1,5 @@
 """The output side of a connection: the ``Transport`` protocol it writes to, its bounded
-per-tick queue (``Outbox``) and the per-node ``Flusher`` that writes every queue once per loop
+per-tick queue (``SendQueue``) and the per-node ``Flusher`` that writes every queue once per loop
 tick.
 
 Hot-path properties (PROTOCOL.md §2.3, STYLE.md "fan-out with a budget"): a publication's push is
@@ -32,7 +32,7 @@ log = logging.getLogger("taskcast.gateway.client")
 
 HOLD_RETRY_SECONDS = 0.25
 """While output is held: how often the transport is checked for room, for transports that do not
-call ``Outbox.writable`` when they drain."""
+call ``SendQueue.writable`` when they drain."""
 
 
 class Transport(Protocol):
@@ -81,23 +81,23 @@ the connections not yet written: still one write per connection)."""
 
 
 class Flusher:
-    """End-of-tick writes for one node: every outbox that got output is flushed by a loop
+    """End-of-tick writes for one node: every send queue that got output is flushed by a loop
     callback (a publication to N subscribers costs N / ``chunk`` handles, not N), in the order
-    the outboxes got their first message, ``chunk`` outboxes per callback, with one table of
+    the send queues got their first message, ``chunk`` send queues per callback, with one table of
     joined pushes per callback."""
 
     __slots__ = ("_chunk", "_dirty", "_scheduled", "stats")
 
     def __init__(self, chunk: int = FLUSH_CHUNK) -> None:
-        self._dirty: list[Outbox] = []
+        self._dirty: list[SendQueue] = []
         self._scheduled = False
         self._chunk = max(1, chunk)
         self.stats = HoldStats()
         """Node-wide figures of held output (``/metrics``)."""
 
-    def schedule(self, outbox: Outbox) -> None:
-        """``outbox`` has output to write (called once until it is flushed)."""
-        self._dirty.append(outbox)
+    def schedule(self, send_queue: SendQueue) -> None:
+        """``send_queue`` has output to write (called once until it is flushed)."""
+        self._dirty.append(send_queue)
         if not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -112,15 +112,15 @@ class Flusher:
             batch = dirty[:chunk]
             del dirty[:chunk]
         frames: dict[tuple[SharedPush, ...], SharedPush] = {}
-        for outbox in batch:
-            outbox.flush(frames)
+        for send_queue in batch:
+            send_queue.flush(frames)
         if self._dirty:
             asyncio.get_running_loop().call_soon(self._flush)
         else:
             self._scheduled = False
 
 
-class Outbox:
+class SendQueue:
     """One connection's queue of encoded messages for the end-of-tick write.
 
     Args:
@@ -233,7 +233,7 @@ class Outbox:
             spare.clear()
 
     def flush(self, frames: dict[tuple[SharedPush, ...], SharedPush] | None = None) -> None:
-        """Write everything queued in one transport write. ``frames`` is shared by the outboxes
+        """Write everything queued in one transport write. ``frames`` is shared by the send queues
         flushed in the same callback: connections that queued the same sequence of shared pushes
         (a hot channel) reuse one joined push instead of building their own. Held output is
         written first, whatever the transport's state (the connection is closing)."""

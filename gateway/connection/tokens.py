@@ -6,7 +6,7 @@ The set of acceptable algorithms comes from the settings (``TokenSettings.algori
 header only picks one of them, and each algorithm family is bound to its own key (so an HS256 token
 can never be checked against an RSA public key). ``exp``/``nbf`` are checked against an injected
 clock. Error messages never contain the token or any key. This module reads no environment and
-imports nothing from the gateway but ``config_schema`` and the pure ``protocol.policy``
+imports nothing from the gateway but ``config.schema`` and the pure ``protocol.policy``
 (whose ``Override`` is the claims' ``override`` value).
 """
 
@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from jwt.algorithms import Algorithm, get_default_algorithms
 from jwt.exceptions import PyJWTError
 
-from gateway.config_schema import TokenSettings
+from gateway.config.schema import TokenSettings
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.policy import Override as SubscriptionOverride
 from gateway.protocol.policy import expire_at_in_range

@@ -1,7 +1,7 @@
-"""The option tables of docs/configuration.md, generated from ``config_schema`` (supported
-options, their defaults and env variables) and ``config_unsupported`` (what to do instead).
+"""The option tables of docs/configuration.md, generated from ``schema`` (supported
+options, their defaults and env variables) and ``unsupported`` (what to do instead).
 
-``python -m gateway.config_doc`` prints the tables; ``--write`` replaces the generated block of
+``python -m gateway.config.doc`` prints the tables; ``--write`` replaces the generated block of
 docs/configuration.md; ``--check`` exits 1 when the file is stale. ``default_tree`` is also
 what ``taskcast defaultconfig`` writes. Pure: reads the docs file only in ``main``.
 """
@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, get_args, get_origin
 
-from gateway.config_schema import ChannelOptions, Settings
-from gateway.config_unsupported import UNSUPPORTED, UNSUPPORTED_CHANNEL_OPTIONS, advice_for, env_name
+from gateway.config.schema import ChannelOptions, Settings
+from gateway.config.unsupported import UNSUPPORTED, UNSUPPORTED_CHANNEL_OPTIONS, advice_for, env_name
 
-BEGIN = "<!-- BEGIN GENERATED OPTIONS (python -m gateway.config_doc --write) -->"
+BEGIN = "<!-- BEGIN GENERATED OPTIONS (python -m gateway.config.doc --write) -->"
 END = "<!-- END GENERATED OPTIONS -->"
-DOC_PATH = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -225,7 +225,7 @@ def render(document: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gateway.config_doc", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gateway.config.doc", description=__doc__)
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="update docs/configuration.md")
     group.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is stale")
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = render(current)
     if args.check:
         if wanted != current:
-            print(f"{DOC_PATH} is stale: run python -m gateway.config_doc --write", file=sys.stderr)
+            print(f"{DOC_PATH} is stale: run python -m gateway.config.doc --write", file=sys.stderr)
             return 1
         return 0
     DOC_PATH.write_text(wanted, encoding="utf-8")

@@ -1,7 +1,7 @@
 """The Centrifugo v6 options Taskcast does not implement, each with one line saying what to do
-instead (docs/configuration.md's table is generated from this and ``config_schema``).
+instead (docs/configuration.md's table is generated from this and ``schema``).
 
-An option that is a field of ``config_schema.Settings`` is supported, and a field always wins
+An option that is a field of ``schema.Settings`` is supported, and a field always wins
 over an entry here: adding support for an option means adding its field (then delete the entry;
 ``tests/gateway/test_config_doc.py`` lists stale ones). A path names an option or a whole
 section (everything under it). Pure data and lookups: imports nothing.
@@ -59,7 +59,7 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "http_server.internal_tls": "the internal listener uses http_server.tls",
         "http_server.http3": "use WebSocket over HTTP/1.1",
         "http_api.external": "with http_server.internal_port set, the API is on the internal listener only",
-        "grpc_api.reflection": "no server reflection: give clients gateway/grpc_api/api.proto",
+        "grpc_api.reflection": "no server reflection: give clients gateway/api/grpc/api.proto",
         # client
         "client.connect_proxy_name": _PROXY,
         "client.refresh_proxy_name": _PROXY,

@@ -37,23 +37,23 @@ from gateway.proxy.grpc import GrpcProxyTransport, request_message, to_plain
 from gateway.proxy.replies import ProxyFailure, parse_reply, subscribe_grant
 
 if TYPE_CHECKING:
-    from gateway.authorization import Authorizer, Caller
     from gateway.channels import ChannelRules
+    from gateway.connection.authorization import Authorizer, Caller
+    from gateway.connection.sendqueue import SendQueue
     from gateway.node import Node
-    from gateway.outbox import Outbox
     from gateway.protocol.codec import Codec
     from gateway.protocol.messages import ClientInfo
     from gateway.protocol.session import Session
 
 
 class StreamOwner(Protocol):
-    """What this module uses of its connection (``gateway.client.Client``)."""
+    """What this module uses of its connection (``gateway.connection.client.Client``)."""
 
     authorizer: Authorizer
     node: Node
     session: Session
     codec: Codec
-    outbox: Outbox
+    send_queue: SendQueue
     client_id: str
     name: str
     clock: Callable[[], float]
@@ -226,7 +226,7 @@ class StreamSubscriptions:
                 if not message.HasField("publication") or client.closed:
                     continue
                 pub = message.publication
-                client.outbox.put(
+                client.send_queue.put(
                     codec.encode_publication(channel, Publication(pub.data, tags=dict(pub.tags) or None))
                 )
         except grpc.aio.AioRpcError as exc:

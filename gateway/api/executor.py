@@ -2,9 +2,9 @@
 PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTTP statuses in
 ``transport`` error mode); a missing or wrong key is 401 with an empty body.
 
-``ServerApi`` is the one executor of every method (and of ``batch``); gateway/api_http.py is its
-HTTP adapter and gateway/grpc_api/server.py its gRPC adapter.
-This module only parses requests (gateway/api_requests.py, one typed parser) and calls the node;
+``ServerApi`` is the one executor of every method (and of ``batch``); gateway/api/http.py is its
+HTTP adapter and gateway/api/grpc/server.py its gRPC adapter.
+This module only parses requests (gateway/api/requests.py, one typed parser) and calls the node;
 actions on connections go to every node through the cluster (gateway/cluster.py). Errors are
 values of the one catalogue (gateway/protocol/codes.py), raised as a fresh ``ApiError`` each time.
 Never imports client.py or app.py.
@@ -21,9 +21,9 @@ from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
-from gateway.api_batch import YIELD_EVERY, PublishRuns
-from gateway.api_inline import InlineApi, publish_reply
-from gateway.api_requests import (
+from gateway.api.batch import YIELD_EVERY, PublishRuns
+from gateway.api.inline import InlineApi, publish_reply
+from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
     ChannelRequest,
@@ -41,7 +41,7 @@ from gateway.api_requests import (
     parse_publish,
 )
 from gateway.channels import resolve
-from gateway.config import ChannelOptions, Settings
+from gateway.config.schema import ChannelOptions, Settings
 from gateway.engine.base import BatchBroker, EngineError, InlineBroker, PublishItem
 from gateway.node import Node
 from gateway.protocol import codec, codes
@@ -113,14 +113,14 @@ class ServerApi:
         self.inline: InlineApi | None = (
             InlineApi(self, broker) if self._inline and isinstance(broker, InlineBroker) else None
         )
-        """The synchronous publish path (gateway/api_inline.py) on an engine that publishes
+        """The synchronous publish path (gateway/api/inline.py) on an engine that publishes
         without suspending; None on the others."""
 
     def runs_inline(self, method: str) -> bool:
-        """True when ``call(method, ...)`` may complete without suspending (so gateway/api_http.py
+        """True when ``call(method, ...)`` may complete without suspending (so gateway/api/http.py
         tries it outside a task): publishes on an engine with ``publishes_inline``. A broadcast
         to more than ``YIELD_EVERY`` channels does suspend (to let the loop serve others): the
-        inline driver then hands the rest to a task (gateway/server_inline.py)."""
+        inline driver then hands the rest to a task (gateway/http/inline.py)."""
         return self._inline and method in INLINE_METHODS
 
     def runs_inline_batch(self, params: object) -> bool:

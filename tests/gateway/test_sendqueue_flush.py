@@ -1,22 +1,22 @@
-"""The per-tick write path (gateway/outbox.py ``Flusher`` and ``Outbox``) in-process, on a real
-event loop with recording transports: a fan-out wider than one chunk is written over several
-loop callbacks (other callbacks run between them), a publication that arrives between chunks
-joins the queues not yet written (still one write per connection, in order), connections that
-queued the same pushes share one joined push, and a write that fails and re-enters the outbox
-writes nothing twice. No timers: each step waits on a condition (tests/support)."""
+"""The per-tick write path (gateway/connection/sendqueue.py ``Flusher`` and ``SendQueue``) in-process,
+on a real event loop with recording transports: a fan-out wider than one chunk is written over
+several loop callbacks (other callbacks run between them), a publication that arrives between chunks
+joins the queues not yet written (still one write per connection, in order), connections that queued
+the same pushes share one joined push, and a write that fails and re-enters the send queue writes
+nothing twice. No timers: each step waits on a condition (tests/support)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from gateway.connection.sendqueue import Flusher, SendQueue
 from gateway.hub import SharedPush
-from gateway.outbox import Flusher, Outbox
 from gateway.protocol import codes
 from tests.support import wait_until
 
 
 class Recording:
-    """A transport that records each write (a copy: the outbox reuses its lists)."""
+    """A transport that records each write (a copy: the send queue reuses its lists)."""
 
     name = "websocket"
     emulation = False
@@ -42,13 +42,13 @@ class Recording:
         pass
 
 
-def _outboxes(n: int, flusher: Flusher, log: list[tuple[str, object]] | None = None) -> list[Outbox]:
+def _send_queues(n: int, flusher: Flusher, log: list[tuple[str, object]] | None = None) -> list[SendQueue]:
     return [
-        Outbox(Recording(log, str(i)), flusher, limit_bytes=0, on_failure=lambda d: None) for i in range(n)
+        SendQueue(Recording(log, str(i)), flusher, limit_bytes=0, on_failure=lambda d: None) for i in range(n)
     ]
 
 
-def _writes(box: Outbox) -> list[tuple[list[bytes], SharedPush | None]]:
+def _writes(box: SendQueue) -> list[tuple[list[bytes], SharedPush | None]]:
     transport = box.transport
     assert isinstance(transport, Recording)
     return transport.writes
@@ -56,7 +56,7 @@ def _writes(box: Outbox) -> list[tuple[list[bytes], SharedPush | None]]:
 
 async def test_a_wide_fan_out_is_written_in_chunks_with_the_loop_turning_between_them() -> None:
     log: list[tuple[str, object]] = []
-    boxes = _outboxes(7, Flusher(chunk=3), log)
+    boxes = _send_queues(7, Flusher(chunk=3), log)
     push = SharedPush(b"p1")
     for box in boxes:
         box.put(push.payload, push)
@@ -69,7 +69,7 @@ async def test_a_wide_fan_out_is_written_in_chunks_with_the_loop_turning_between
 
 
 async def test_a_publication_between_chunks_joins_the_unwritten_queues_in_order() -> None:
-    boxes = _outboxes(4, Flusher(chunk=2))
+    boxes = _send_queues(4, Flusher(chunk=2))
     first, second = SharedPush(b"p1"), SharedPush(b"p2")
     for box in boxes:
         box.put(first.payload, first)
@@ -97,7 +97,7 @@ async def test_queues_are_reused_and_a_failing_write_is_not_repeated_on_reentry(
         box.flush()  # the connection flushes what it queued before closing (re-entry)
         box.close()
 
-    box = Outbox(transport, flusher, limit_bytes=0, on_failure=on_failure)
+    box = SendQueue(transport, flusher, limit_bytes=0, on_failure=on_failure)
     for n in range(3):
         box.put(b"m%d" % n)
         box.flush()
@@ -124,7 +124,7 @@ async def test_put_now_writes_an_idle_connection_at_once_and_queues_otherwise() 
     a transport with unsent bytes gets the per-tick write; the byte bound still answers 3008."""
     flusher = Flusher()
     failures: list[codes.Disconnect] = []
-    box = Outbox(Recording(), flusher, limit_bytes=100, on_failure=failures.append)
+    box = SendQueue(Recording(), flusher, limit_bytes=100, on_failure=failures.append)
     a, b, c = (SharedPush(p) for p in (b"a", b"b", b"c"))
     box.put_now(b"a", a)
     assert _writes(box) == [([b"a"], a)]  # no loop turn needed
@@ -134,7 +134,7 @@ async def test_put_now_writes_an_idle_connection_at_once_and_queues_otherwise() 
     await wait_until(lambda: len(_writes(box)) == 2)
     assert _writes(box)[1][0] == [b"b", b"c"]  # one write for the tick, in order
 
-    busy = Outbox(Unsent(), flusher, limit_bytes=100, on_failure=failures.append)
+    busy = SendQueue(Unsent(), flusher, limit_bytes=100, on_failure=failures.append)
     busy.put_now(b"a", a)
     assert _writes(busy) == []
     await wait_until(lambda: len(_writes(busy)) == 1)
@@ -147,7 +147,7 @@ async def test_put_now_reports_a_failing_write_once() -> None:
     failures: list[codes.Disconnect] = []
     transport = Recording()
     transport.fail = True
-    box = Outbox(transport, Flusher(), limit_bytes=0, on_failure=failures.append)
+    box = SendQueue(transport, Flusher(), limit_bytes=0, on_failure=failures.append)
     box.put_now(b"a", SharedPush(b"a"))
     assert failures == [codes.DISCONNECT_WRITE_ERROR]
     box.close()

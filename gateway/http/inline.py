@@ -1,9 +1,9 @@
 """Inline requests: the HTTP protocol answers the server API's requests itself, without an ASGI
 cycle, a task or ASGI messages per request (the gateway's most frequent request is a publish).
 
-``InlineRequests`` is a mixin of gateway/server.py's ``GatewayHttpProtocol`` (uvicorn's httptools
+``InlineRequests`` is a mixin of gateway/http/server.py's ``GatewayHttpProtocol`` (uvicorn's httptools
 protocol, whose private state it shares; pyproject.toml pins uvicorn for that reason). A request
-is taken inline when an ``InlineHandler`` (gateway/api_http.py's ``ApiEndpoint``) routes its path
+is taken inline when an ``InlineHandler`` (gateway/api/http.py's ``ApiEndpoint``) routes its path
 and nothing makes uvicorn's own path necessary: method POST, no upgrade, no ``Expect:
 100-continue``, no ``%`` in the path, the connection's previous response complete and its writes
 not paused, and (with ``http_server.internal_port``) the request arrived on the internal

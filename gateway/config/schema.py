@@ -3,9 +3,9 @@
 Every attribute name is the Centrifugo option name (PROTOCOL.md §7), so ``settings.client.ping_interval``
 documents itself as ``client.ping_interval``. Durations are float seconds under the Centrifugo name
 (no ``_seconds`` suffix, on purpose: the names map 1:1 to the docs). Fields whose metadata carries
-``DERIVED`` are computed by ``gateway.config.load_settings`` and cannot be set from a file or the
+``DERIVED`` are computed by ``gateway.config.loading.load_settings`` and cannot be set from a file or the
 environment. This module only declares values and pure lookups: it reads no file and no environment
-(that is ``gateway.config``'s job) and imports nothing from the rest of the gateway.
+(that is ``gateway.config.loading``'s job) and imports nothing from the rest of the gateway.
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ class ChannelSettings:
 @dataclass(frozen=True, slots=True)
 class TlsSettings:
     """Centrifugo's ``TLSConfig``. Each ``*_pem`` option holds the PEM text itself, its base64, or
-    the path of a PEM file (resolved by ``gateway.tls``). ``client_ca_pem`` on a listener makes
+    the path of a PEM file (resolved by ``gateway.config.tls``). ``client_ca_pem`` on a listener makes
     client certificates required; on a client connection ``cert_pem``/``key_pem`` are the client
     certificate (mTLS) and ``server_ca_pem`` verifies the server."""
 
@@ -524,7 +524,7 @@ def _stream(prefix: str) -> StreamTransportSettings:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The whole validated configuration. Build it with ``gateway.config.load_settings``;
+    """The whole validated configuration. Build it with ``gateway.config.loading.load_settings``;
     ``Settings()`` alone is the all-defaults value without derived fields resolved."""
 
     client: ClientSettings = field(default_factory=ClientSettings)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.config import ChannelOptions
+from gateway.config.schema import ChannelOptions
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import SharedPush
 from gateway.protocol import codec, codes, fossil

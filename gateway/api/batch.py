@@ -6,7 +6,8 @@ run and is executed alone, so commands still take effect in their order. Replies
 and metrics are those of one ``ServerApi.call`` per command (a command's duration runs from its
 preparation to the end of its run's round trip). A malformed command is answered in place
 without ending the run (nothing runs for it). Imports nothing but the API's request parser
-and the engine's base types; ``ServerApi`` is handed in.
+and the engine's base types; ``ServerApi`` is handed in as an ``Executor``
+(gateway/api/inline.py).
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gateway.api_inline import publish_reply
-from gateway.api_requests import ApiError, parse_publish
+from gateway.api.inline import Executor, publish_reply
+from gateway.api.requests import ApiError, parse_publish
 from gateway.engine.base import BatchBroker, EngineError, PublishItem
 from gateway.protocol import codes
-
-if TYPE_CHECKING:
-    from gateway.api import ServerApi
 
 log = logging.getLogger("taskcast.gateway.api")
 
@@ -38,7 +36,7 @@ default 100 runs in one go."""
 class PublishRuns:
     """One sequential batch over a ``BatchBroker``."""
 
-    def __init__(self, api: ServerApi, broker: BatchBroker, protocol: str) -> None:
+    def __init__(self, api: Executor, broker: BatchBroker, protocol: str) -> None:
         self.api = api
         self.broker = broker
         self.protocol = protocol

@@ -1,7 +1,7 @@
 """The channel subscriptions of one connection, from establishing to release (PROTOCOL.md §3,
 §5.4).
 
-The seam: gateway/client.py drives ONE connection (I/O, its timer, command order, connect,
+The seam: gateway/connection/client.py drives ONE connection (I/O, its timer, command order, connect,
 refresh, disconnect); this module owns the life of each channel subscription on it: establish
 (client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
 server API ``subscribe``), go live once the reply or push is queued, deliver (the fan-out hot
@@ -10,7 +10,7 @@ path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and
 
 The subscription table itself (limits, per-namespace counts, expiry deadlines) is the
 ``Session``'s pure state; the permissions and flags are the pure ``policy``'s; this module
-carries their outcomes out against the ``Node`` and the connection's ``Outbox``, and reaches the
+carries their outcomes out against the ``Node`` and the connection's ``SendQueue``, and reaches the
 driver only through ``Driver``. It logs to the connection's logger.
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
@@ -19,7 +19,7 @@ recovered history by offset (``Node.position``), the reply is written, and only 
 remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
 and the reply always precedes the channel's publications.
 
-Imports no transport and not gateway/client.py (tests/test_layering.py).
+Imports no transport and not gateway/connection/client.py (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
-from gateway.authorization import Authorizer, Caller
 from gateway.channels import ChannelRules, resolve
-from gateway.config import ChannelOptions, Settings
-from gateway.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
+from gateway.config.schema import ChannelOptions, Settings
+from gateway.connection.authorization import Authorizer, Caller
+from gateway.connection.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
+from gateway.connection.personal import evict_other_connections, personal_channel
+from gateway.connection.refresh import ServerRefresher
+from gateway.connection.sendqueue import SendQueue
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError
 from gateway.hub import Connection, DirectTarget, SharedPush
 from gateway.node import Node
-from gateway.outbox import Outbox
-from gateway.personal import evict_other_connections, personal_channel
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ClientInfo,
@@ -51,7 +52,6 @@ from gateway.protocol.messages import (
     SubscribeResult,
 )
 from gateway.protocol.session import Delivery, Session, State, Subscription, SubState
-from gateway.server_refresh import ServerRefresher
 
 log = logging.getLogger("taskcast.gateway.client")
 
@@ -63,7 +63,7 @@ __all__ = ["Driver", "Subscriptions", "channel_rules"]
 
 
 class Driver(Connection, Protocol):
-    """What the subscriptions need of their connection's driver (gateway/client.py): the hub
+    """What the subscriptions need of their connection's driver (gateway/connection/client.py): the hub
     ``Connection`` it registers as subscriber; its identity (``name``: the connect's client name,
     a metrics label; ``who``, ``caller``, ``client_info``: as the policy, the authorizer and
     publications see it); and three actions: ``send`` an encoded push for this tick's write,
@@ -87,7 +87,7 @@ class Driver(Connection, Protocol):
 
 class StreamHook(Protocol):
     """Subscriptions the application backend streams (``channel.proxy.subscribe_stream``,
-    gateway/proxy/stream.py): not in the hub, broker or history."""
+    gateway/connection/proxy_streams.py): not in the hub, broker or history."""
 
     async def subscribe(
         self, req: SubscribeRequest, rules: ChannelRules
@@ -115,7 +115,7 @@ class Subscriptions:
         driver: The connection's driver.
         node: The node (hub, broker, presence, metrics, settings).
         session: The connection's Session: it holds the table, limits and expiry deadlines.
-        outbox: Where deliveries are queued (directly: the hot path).
+        send_queue: Where deliveries are queued (directly: the hot path).
         authorizer: Decides subscribe and sub_refresh.
         refresher: The connection's server-side refresh timers (a subscription's is armed at
             subscribe and cancelled at unsubscribe).
@@ -131,8 +131,8 @@ class Subscriptions:
         "_codec",
         "_driver",
         "_node",
-        "_outbox",
         "_refresher",
+        "_send_queue",
         "_session",
         "_settings",
         "_streams",
@@ -143,7 +143,7 @@ class Subscriptions:
         driver: Driver,
         node: Node,
         session: Session,
-        outbox: Outbox,
+        send_queue: SendQueue,
         authorizer: Authorizer,
         refresher: ServerRefresher,
         clock: Callable[[], float],
@@ -154,7 +154,7 @@ class Subscriptions:
         self._node = node
         self._settings = node.settings
         self._session = session
-        self._outbox = outbox
+        self._send_queue = send_queue
         self._codec = driver.codec
         self._authorizer = authorizer
         self._refresher = refresher
@@ -418,7 +418,7 @@ class Subscriptions:
         if sub is None or self._closed:
             return
         if sub.state is _SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
-            self._outbox.put(push.payload, push)  # the common case, kept short
+            self._send_queue.put(push.payload, push)  # the common case, kept short
             return
         if sub.state is _SUBSCRIBING:
             sub.buffer.append((pub, epoch, push))
@@ -431,13 +431,13 @@ class Subscriptions:
 
     def direct_target(self, channel: str) -> DirectTarget | None:
         """What the hub needs to queue ``channel``'s pushes itself (gateway/hub.py's direct
-        fan-out): the live subscription table, the subscription and the outbox, while the
+        fan-out): the live subscription table, the subscription and the send queue, while the
         subscription is live and needs no per-delivery check (position, delta, tags filter)."""
         subs = self._session.subscriptions
         sub = subs.get(channel)
         if sub is None or self._closed or sub.state is not _SUBSCRIBED:
             return None
-        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._outbox)
+        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._send_queue)
 
     def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
         """Queue a publication that passed the position check: unless the tags filter drops it,
@@ -446,13 +446,13 @@ class Subscriptions:
             return
         if sub.delta:
             push = delta_push(sub, pub, push, self._codec)
-        self._outbox.put(push.payload, push)
+        self._send_queue.put(push.payload, push)
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
         """A join/leave push: sent to subscriptions that asked for them, once live."""
         sub = self._session.subscriptions.get(channel)
         if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
-            self._outbox.put(push.payload, push)
+            self._send_queue.put(push.payload, push)
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
         """The channel's stream top: a live positioned subscription behind it (or on another

@@ -6,7 +6,7 @@ The Session decides protocol state (ordering, pings, expiry, the subscription ta
 through the connection's codec; the policy decides permissions, token claims and positioning;
 this module carries their outcomes out against the Node and the Transport: connect, refresh,
 publish/history/presence/RPC, disconnect. The life of each channel subscription (establish, go
-live, deliver, release) is gateway/subscriptions.py's, which reaches this driver only through its
+live, deliver, release) is gateway/connection/subscriptions.py's, which reaches this driver only through its
 ``Driver`` protocol. Errors are translated to the wire here, once.
 
 Commands of a connection run strictly in order on one task that exists only while commands are
@@ -32,15 +32,18 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gateway import channel_commands
-from gateway.auth import TokenVerifier
-from gateway.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection import channel_commands
+from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection.proxy_streams import StreamSubscriptions
+from gateway.connection.refresh import ServerRefresher
+from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.subscriptions import Subscriptions
+from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, SharedPush
 from gateway.log_limit import LogLimiter
 from gateway.node import VERSION, Node
-from gateway.outbox import Flusher, Outbox, Transport
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import MAX_FRAME_COMMANDS, Codec
 from gateway.protocol.messages import (
@@ -72,9 +75,6 @@ from gateway.protocol.session import (
     SessionConfig,
     Subscription,
 )
-from gateway.proxy.stream import StreamSubscriptions
-from gateway.server_refresh import ServerRefresher
-from gateway.subscriptions import Subscriptions
 
 log = logging.getLogger("taskcast.gateway.client")
 _internal_log = LogLimiter(log)
@@ -183,7 +183,7 @@ class Client:
         self.name = ""
         self._closed = False
         self._registered = False
-        self.outbox = Outbox(
+        self.send_queue = SendQueue(
             transport,
             flusher or Flusher(),
             limit_bytes=cfg.queue_max_size,
@@ -202,7 +202,7 @@ class Client:
             self,
             node,
             self.session,
-            self.outbox,
+            self.send_queue,
             authorizer=self.authorizer,
             refresher=self.refresher,
             clock=clock,
@@ -373,14 +373,14 @@ class Client:
             raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
         raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
 
-    # --- the Driver of gateway/subscriptions.py (and Requester of channel_commands.py) -------
+    # --- the Driver of gateway/connection/subscriptions.py (and Requester of channel_commands.py) -------
 
     def who(self) -> policy.Who:
         """The connection as ``gateway.protocol.policy`` sees it."""
         return policy.Who(self.user, self.client_id, self.settings.client.insecure)
 
     def caller(self) -> Caller:
-        """The connection as ``gateway.authorization`` sees it."""
+        """The connection as ``gateway.connection.authorization`` sees it."""
         return Caller(
             self.who(),
             self.transport.name,
@@ -396,7 +396,7 @@ class Client:
         """Run ``callback`` once the current command's success reply is queued (dropped on error)."""
         self._after_reply.append(callback)
 
-    # --- gateway.server_refresh.Conn ---------------------------------------------------------
+    # --- gateway.connection.refresh.Conn ---------------------------------------------------------
 
     def subscription(self, channel: str) -> Subscription | None:
         return self.subscriptions.get(channel)
@@ -523,7 +523,7 @@ class Client:
 
     def send(self, payload: bytes) -> None:
         """Queue a reply or connection-level push for the end-of-tick write."""
-        self.outbox.put(payload)
+        self.send_queue.put(payload)
 
     # --- closing -----------------------------------------------------------------------------
 
@@ -531,7 +531,7 @@ class Client:
         """Close the connection with this code (idempotent). Queued output is flushed first."""
         if self._closed:
             return
-        self.outbox.flush()
+        self.send_queue.flush()
         self._closed = True
         self.node.metrics.server_disconnects.labels(str(disconnect.code)).inc()
         try:
@@ -543,7 +543,7 @@ class Client:
     def connection_lost(self) -> None:
         """The transport is gone: release everything this connection held (idempotent)."""
         self._closed = True
-        self.outbox.close()
+        self.send_queue.close()
         self.session.closed()
         self.node.connecting.discard(self)
         if self._timer is not None:

@@ -11,7 +11,7 @@ everything else goes to its ``TokenAuthorizer``. Every method returns a grant or
 a proxy that fails (timeout, refused, non-200, garbage) answers error 100 (temporary; the SDKs
 retry), as Centrifugo does for each of these commands.
 
-The client driver (``gateway.client``) is the only user; this module never touches its state.
+The client driver (``gateway.connection.client``) is the only user; this module never touches its state.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from gateway.auth import KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.channels import ChannelRules, user_allowed
-from gateway.config import ChannelOptions, Settings
+from gateway.config.schema import ChannelOptions, Settings
+from gateway.connection.tokens import KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.errors import CommandError, DisconnectError, fail
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 
-from gateway.api_requests import DisconnectReason, DisconnectRequest
-from gateway.config import Settings
+from gateway.api.requests import DisconnectReason, DisconnectRequest
+from gateway.config.schema import Settings
 from gateway.engine.base import EngineError
 from gateway.node import Node
 from gateway.protocol import codes

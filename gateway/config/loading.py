@@ -3,9 +3,9 @@
 This is the only gateway module that reads files or the environment. It owns the option tree's
 parsing (types, durations, lists), Centrifugo's env-variable rule, unknown-option warnings,
 validation (``ConfigError`` names the option and the problem) and derived values (token
-algorithms, resolved namespace TTLs, node name). The value types live in ``config_schema``.
-Imports nothing from the rest of the gateway but ``config_schema``, ``config_checks`` and
-``config_unsupported`` (the options Taskcast does not implement, with what to do instead).
+algorithms, resolved namespace TTLs, node name). The value types live in ``schema``.
+Imports nothing from the rest of the gateway but ``schema``, ``checks`` and
+``unsupported`` (the options Taskcast does not implement, with what to do instead).
 """
 
 from __future__ import annotations
@@ -22,36 +22,18 @@ from typing import TYPE_CHECKING, TypeVar, get_args, get_origin
 
 import yaml
 
-from gateway.config_checks import validate_and_derive
-from gateway.config_schema import (
+from gateway.config.checks import validate_and_derive
+from gateway.config.schema import (
     ChannelOptions,
-    ChannelSettings,
-    ClientSettings,
     ConfigError,
-    EngineSettings,
     Settings,
-    StreamTransportSettings,
-    SubscriptionTokenSettings,
-    TokenSettings,
 )
-from gateway.config_unsupported import advice_for, env_advice
+from gateway.config.unsupported import advice_for, env_advice
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = [
-    "ChannelOptions",
-    "ChannelSettings",
-    "ClientSettings",
-    "ConfigError",
-    "EngineSettings",
-    "Settings",
-    "StreamTransportSettings",
-    "SubscriptionTokenSettings",
-    "TokenSettings",
-    "load_settings",
-    "parse_duration",
-]
+__all__ = ["load_settings", "parse_duration"]
 
 D = TypeVar("D", bound="DataclassInstance")
 
