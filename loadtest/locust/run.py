@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,28 @@ def locust_env(topo: Topology, summary: Path, args: argparse.Namespace) -> dict[
     return env
 
 
+def _clients_on(topo: Topology, n: int, stop: threading.Event, within: float) -> bool:
+    """Whether gateway ``n`` (0-based) has a connected client within ``within`` seconds (its own
+    ``/api/info`` entry, which is live for the node answering), unless ``stop`` is set first."""
+    name = f"gateway{n + 1}"
+    url = f"{topo.gateway_url(n)}/api/info"
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            request = urllib.request.Request(
+                url, data=b"{}", headers={"X-API-Key": topo.api_key, "Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=5) as response:
+                nodes = json.loads(response.read())["result"]["nodes"]
+            if any(node.get("name") == name and node.get("num_clients", 0) > 0 for node in nodes):
+                return True
+        except (OSError, ValueError, KeyError):
+            pass  # not answering yet: keep polling within the bound
+        if stop.wait(0.2):  # polling interval of a bounded wait
+            return False
+    return False
+
+
 def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], stop: threading.Event) -> None:
     """The scenario's fault, on a thread, at fixed fractions of the run (only our own processes)."""
     if scenario == "backlog":
@@ -73,7 +96,9 @@ def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], st
             os.kill(p.popen.pid, signal.SIGCONT)
         log["resumed_at"] = time.time()
     elif scenario == "node_restart":
-        if stop.wait(seconds * 0.3):
+        # Not at a fixed time after locust's start (a loaded machine may start its users late):
+        # once clients are on the node, so that stopping it moves some.
+        if not _clients_on(topo, 0, stop, within=seconds * 0.7) or stop.wait(seconds * 0.1):
             return
         node = topo.procs["gateway1"]
         log["stopped_at"] = time.time()
