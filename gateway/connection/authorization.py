@@ -287,24 +287,28 @@ class ProxyAuthorizer:
         proxy = self.proxies.refresh
         if proxy is None or req is not None:
             return await self.tokens.refresh(who, req)
+        return await self._ask_refresh(proxy, "refresh", who, {"user": who.who.user})
+
+    async def _ask_refresh(
+        self, proxy: Proxy, kind: str, who: Caller, fields: dict[str, object]
+    ) -> RefreshGrant:
+        """A refresh / sub_refresh proxy call. A failing backend must not log everyone out: a
+        failed call, an error answer or an unreadable result (bad base64, an ``expire_at`` out of
+        range) is retried in ``REFRESH_RETRY_SECONDS`` (Centrifugo does the same); a disconnect
+        answer disconnects."""
+        retry_later = RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
         try:
-            reply = await self._ask(proxy, "refresh", who, {"user": who.who.user})
+            reply = await self._ask(proxy, kind, who, fields)
         except CommandError:
-            # A failing backend must not log everyone out: retry later (Centrifugo does the same).
-            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
+            return retry_later
         if reply.disconnect is not None:
             raise DisconnectError(reply.disconnect)
         if reply.error is not None:
-            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
-        return self._read_refresh(reply.result)
-
-    def _read_refresh(self, result: object) -> RefreshGrant:
-        """A refresh / sub_refresh result; an unreadable one (bad base64, an ``expire_at`` out of
-        range) is a failing backend: retry later, as for a failed call."""
+            return retry_later
         try:
-            return self._read(refresh_grant, result)  # type: ignore[arg-type]
+            return self._read(refresh_grant, reply.result)  # type: ignore[arg-type]
         except CommandError:
-            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
+            return retry_later
 
     async def subscribe(self, who: Caller, req: SubscribeRequest, rules: ChannelRules) -> SubscribeGrant:
         proxy = self.proxies.for_channel("subscribe", req.channel)
@@ -319,15 +323,7 @@ class ProxyAuthorizer:
         if proxy is None or req.token:
             return await self.tokens.sub_refresh(who, req)
         fields: dict[str, object] = {"user": who.who.user, "channel": req.channel}
-        try:
-            reply = await self._ask(proxy, "sub_refresh", who, fields)
-        except CommandError:  # as for refresh: a failing backend extends, it does not unsubscribe
-            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
-        if reply.disconnect is not None:
-            raise DisconnectError(reply.disconnect)
-        if reply.error is not None:
-            return RefreshGrant(expired=False, expire_at=int(time.time()) + REFRESH_RETRY_SECONDS)
-        return self._read_refresh(reply.result)
+        return await self._ask_refresh(proxy, "sub_refresh", who, fields)
 
     def server_side_sub_refresh(self, channel: str) -> bool:
         return self.proxies.for_channel("sub_refresh", channel) is not None
