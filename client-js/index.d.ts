@@ -210,6 +210,8 @@ export interface SummaryTask {
   health: Health;
   /** decimal string; compare as BigInt */
   version: string;
+  /** The current task attempt (seed §3.3): 1 until a retry (`POST /internal/v1/tasks/{id}/attempts`). */
+  taskAttempt?: number;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -281,6 +283,8 @@ export interface DetailMessage {
   taskId: string;
   version: string;
   taskVersion: string;
+  /** The current task attempt at this version; 1 until a retry. */
+  taskAttempt?: number;
   title: string;
   product: string;
   taskType: string;
@@ -302,6 +306,7 @@ export interface DetailMessage {
 }
 export interface TimelineEvent extends TriggerEvent {
   taskVersion: string;
+  taskAttempt?: number;
   [extra: string]: unknown;
 }
 export interface EventsPage {
@@ -369,7 +374,10 @@ export interface DetailEntry {
 export interface TimelineEntry {
   taskVersion: string;
   eventId: string;
+  /** e.g. STEP_COMPLETED, TASK_ATTEMPT_CREATED (a task retry: `taskAttempt` is the new attempt) */
   eventType: string;
+  /** The task attempt at this version; null when the source did not say. */
+  taskAttempt: number | null;
   stepId: string | null;
   operationCode: string | null;
   durationMs: number | null;
@@ -435,7 +443,7 @@ export declare function activeTaskIds(state: TasksState): string[];
 export declare function knownVersions(state: TasksState, ids: string[]): Record<string, string>;
 /** An open detail's timeline, oldest first. */
 export declare function timelineOf(state: StoreState | FeedState, taskId: string): readonly TimelineEntry[];
-export declare function timelineEntry(taskVersion: string, e: TriggerEvent): TimelineEntry;
+export declare function timelineEntry(taskVersion: string, e: TriggerEvent & { taskAttempt?: number }, attempt?: number | null): TimelineEntry;
 /** Version after which /events must be read, or null. */
 export declare function timelineGap(state: StoreState, taskId: string): string | null;
 export type CardKind = 'document-parse' | 'video-transcode' | 'file-prepare' | 'result-persist' | 'review' | 'generic';

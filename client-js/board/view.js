@@ -42,6 +42,21 @@ function unconfirmedChip(state, task) {
   )} when last confirmed">Unconfirmed</span>`;
 }
 
+/** "Attempt 2" once a task was retried (taskAttempt > 1, seed §3.3); nothing for a first attempt. */
+export function attemptChip(attempt, field = 'attempt') {
+  return attempt > 1
+    ? `<span class="attempt" data-field="${field}" title="Retried after a failure: this is attempt ${esc(attempt)}">Attempt ${esc(attempt)}</span>`
+    : '';
+}
+
+/** What a timeline entry says: the event made readable; a task retry names its new attempt. */
+export function timelineText(e, opNames = {}) {
+  if (e.eventType === 'TASK_ATTEMPT_CREATED') {
+    return `Retried${e.taskAttempt ? ` · attempt ${esc(e.taskAttempt)} started` : ' · new attempt started'}`;
+  }
+  return `${esc(label(e.eventType))}${e.operationCode ? ` · ${esc(opName(e.operationCode, opNames[e.operationCode]))}` : ''}${e.error ? ` — ${esc(e.error.userMessage)}` : ''}`;
+}
+
 export function progressOf(task) {
   if (task.lifecycleStatus === 'SUCCEEDED') return 100;
   const p = task.currentOperation?.progress;
@@ -64,7 +79,7 @@ export function taskRow(state, t, { selected, now, wallNow }) {
   const failure = t.lifecycleStatus === 'FAILED' && t.failureMessage ? `<div class="failure">${esc(t.failureMessage)}</div>` : '';
   const m = milestone(t);
   return `<li class="task ${t.id === selected ? 'selected' : ''}" data-task-id="${esc(t.id)}" data-version="${esc(t.version)}" data-status="${t.lifecycleStatus}" tabindex="0">
-    <div class="row"><span class="title" title="${esc(t.title)}">${esc(t.title)}</span>${healthChip(t.health)}${unconfirmedChip(state, t)}<span class="pill ${t.lifecycleStatus}" data-field="status">${t.lifecycleStatus.toLowerCase()}</span></div>
+    <div class="row"><span class="title" title="${esc(t.title)}">${esc(t.title)}</span>${attemptChip(t.taskAttempt)}${healthChip(t.health)}${unconfirmedChip(state, t)}<span class="pill ${t.lifecycleStatus}" data-field="status">${t.lifecycleStatus.toLowerCase()}</span></div>
     ${bar(progressOf(t), t.lifecycleStatus)}
     <div class="meta"><span class="op">${esc(op)}</span><span class="when" data-field="milestone">${timeTag(m.at, wallNow, `${m.verb} `)}</span><span class="elapsed" data-field="elapsed">${formatDuration(displayElapsedMs(state, t.id, now))}</span></div>
     ${failure}
@@ -154,7 +169,7 @@ export function detailPane(state, taskId, { now, wallNow, detail, behind: behind
     .reverse()
     .map(
       (e) =>
-        `<li class="${e.eventType}"><span class="t" title="${esc(exactTime(e.committedAt))}">${esc(clock(e.committedAt))}</span><span class="what">${esc(label(e.eventType))}${e.operationCode ? ` · ${esc(opName(e.operationCode, opNames[e.operationCode]))}` : ''}${e.error ? ` — ${esc(e.error.userMessage)}` : ''}</span><span class="v">v${esc(e.taskVersion)}</span></li>`,
+        `<li class="${e.eventType}"><span class="t" title="${esc(exactTime(e.committedAt))}">${esc(clock(e.committedAt))}</span><span class="what">${timelineText(e, opNames)}</span><span class="v">v${esc(e.taskVersion)}</span></li>`,
     )
     .join('');
   const times = [
@@ -173,7 +188,7 @@ export function detailPane(state, taskId, { now, wallNow, detail, behind: behind
     <div class="detail-head" data-detail-id="${esc(taskId)}" data-version="${esc(d.version)}" data-status="${esc(d.lifecycleStatus)}" data-health="${esc(d.health)}">
       <div class="grow"><h2>${esc(d.title)}</h2>
         <div class="sub">${esc(d.product)} · ${esc(label(d.taskType))} · version ${esc(d.version)}${behind ? ' · <span class="updating" data-field="behind">updating…</span>' : ''}</div></div>
-      <div class="head-tags">${healthChip(d.health, 'detail-health-chip')}<span class="pill ${esc(d.lifecycleStatus)}" data-field="detail-status">${esc(statusName(d.businessStatus, d.businessStatusDisplay))}</span></div>
+      <div class="head-tags">${attemptChip(d.taskAttempt, 'detail-attempt')}${healthChip(d.health, 'detail-health-chip')}<span class="pill ${esc(d.lifecycleStatus)}" data-field="detail-status">${esc(statusName(d.businessStatus, d.businessStatusDisplay))}</span></div>
     </div>
     <div class="times head-times">${times}</div>
     ${note}

@@ -89,12 +89,17 @@ const byVersion = (a, b) => compareVersions(a.version, b.version);
 
 // --- detail gate --------------------------------------------------------------------------------
 
-/** Timeline entries are normalised to the fields both a triggerEvent and /events carry. */
-export function timelineEntry(taskVersion, e) {
+/**
+ * Timeline entries are normalised to the fields both a triggerEvent and /events carry.
+ * `taskAttempt`: the task attempt at that version (/events carries it; for a triggerEvent it is
+ * the pushed detail's own `taskAttempt`, passed as `attempt`), null when unknown.
+ */
+export function timelineEntry(taskVersion, e, attempt = null) {
   return {
     taskVersion: String(taskVersion),
     eventId: e.eventId,
     eventType: e.eventType,
+    taskAttempt: e.taskAttempt ?? attempt ?? null,
     stepId: e.stepId ?? null,
     operationCode: e.operationCode ?? null,
     durationMs: e.durationMs ?? null,
@@ -117,7 +122,7 @@ function mergeDetail(entry, message) {
     next = { ...next, detail };
   }
   if (message.triggerEvent && !next.timeline[message.version]) {
-    next = { ...next, timeline: { ...next.timeline, [message.version]: timelineEntry(message.version, message.triggerEvent) } };
+    next = { ...next, timeline: { ...next.timeline, [message.version]: timelineEntry(message.version, message.triggerEvent, message.taskAttempt) } };
   }
   return next;
 }

@@ -57,6 +57,34 @@ describe('version gates', () => {
   });
 });
 
+describe('task attempts (seed §3.3)', () => {
+  const retried = (task, taskAttempt) => ({ ...task, taskAttempt });
+  test('summary and detail keep taskAttempt, behind their version gates', () => {
+    const at2 = { ...summaryMessage('a', 6, 9), task: retried(summaryTask('a', 6, 9), 2) };
+    const at1 = { ...summaryMessage('a', 5, 9), task: retried(summaryTask('a', 5, 9), 1) };
+    let s = run([push(at2), push(at1)], ready());
+    assert.equal(s.tasks.a.taskAttempt, 2, 'an older version of attempt 1 does not win');
+    s = run([{ type: 'list/snapshot', tasks: [retried(summaryTask('a', 4, 9), 1)], at: 0 }], s);
+    assert.equal(s.tasks.a.taskAttempt, 2, 'nor an older snapshot');
+    s = run([{ type: 'detail/open', taskId: 'a' }, { type: 'detail/snapshot', detail: { ...detailMessage('a', 5, 9, { snapshot: true }), taskAttempt: 1 } }], s);
+    const created = { ...detailMessage('a', 6, 9), taskAttempt: 2 };
+    created.triggerEvent = { ...created.triggerEvent, eventType: 'TASK_ATTEMPT_CREATED', stepId: null, operationCode: null, stepAttempt: null };
+    s = run([{ type: 'detail', message: created }, { type: 'detail', message: { ...detailMessage('a', 4, 9), taskAttempt: 1 } }], s);
+    assert.equal(s.details.a.detail.taskAttempt, 2);
+    const entry = timelineOf(s, 'a').find((e) => e.taskVersion === '6');
+    assert.equal(entry.eventType, 'TASK_ATTEMPT_CREATED');
+    assert.equal(entry.taskAttempt, 2, 'a pushed entry takes the attempt of its detail');
+  });
+
+  test('timeline entries from /events keep their own taskAttempt', () => {
+    let s = run([{ type: 'detail/open', taskId: 'a' }, { type: 'detail/snapshot', detail: { ...detailMessage('a', 3, 9, { snapshot: true }), taskAttempt: 2 } }], ready());
+    const page = eventsPage('a', 0, 3, 10);
+    page.events = page.events.map((e) => ({ ...e, taskAttempt: e.taskVersion === '3' ? 2 : 1 }));
+    s = reduce(s, { type: 'detail/events', taskId: 'a', page });
+    assert.deepEqual(timelineOf(s, 'a').map((e) => e.taskAttempt), [1, 1, 2]);
+  });
+});
+
 describe('notices (seed §8.5)', () => {
   test('shown once by notice.id, duplicates and replays ignored', () => {
     const m = summaryMessage('a', 3, 9, { noticeAt: [3] });

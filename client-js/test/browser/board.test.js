@@ -99,6 +99,34 @@ describe('task board', () => {
     await page.close();
   });
 
+  test('a retried task shows its attempt in the list, the detail header and the timeline (down to 360 px)', async () => {
+    const user = 'retry';
+    const co = stack.coordinator;
+    const task = await co.createTask({ owner: user, title: 'Retried after an OCR timeout' });
+    await co.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
+    await co.step(task, '01_prepare', 'STEP_COMPLETED', 'PREPARED', { durationMs: 900 });
+    await co.step(task, '02_parse', 'STEP_STARTED', 'PARSING');
+    const error = { category: 'DEPENDENCY', code: 'OCR_TIMEOUT', retryable: true, userMessage: 'OCR timed out' };
+    await co.step(task, '02_parse', 'STEP_FAILED', 'PARSE_FAILED', { error });
+    const page = await openBoard(browser, boardUrl(stack, user, `&task=${encodeURIComponent(task.id)}`));
+    const row = `[data-task-id="${task.id}"]`;
+    await page.waitForSelector('[data-step-id="02_parse"][data-state="FAILED"]', { timeout: ms(30000) });
+    assert.equal(await page.locator(`${row} [data-field="attempt"], [data-field="detail-attempt"]`).count(), 0, 'no chip on a first attempt');
+    // The retry arrives as a push (summary and detail, its timeline entry from the triggerEvent).
+    await co.retryTask(task);
+    await page.waitForSelector(`${row} [data-field="attempt"] >> text=Attempt 2`, { timeout: ms(30000) });
+    await page.waitForSelector('[data-field="detail-attempt"] >> text=Attempt 2');
+    await page.waitForSelector('.timeline li.TASK_ATTEMPT_CREATED .what >> text=Retried · attempt 2 started');
+    assert.equal(await page.evaluate((id) => window.taskcast.feed.getSnapshot().tasks[id].taskAttempt, task.id), 2);
+    await page.setViewportSize({ width: 360, height: 800 });
+    assert.ok((await horizontalOverflow(page)) <= 0, `detail overflows at 360 px by ${await horizontalOverflow(page)} px`);
+    await page.click('.detail-pane [data-action="back"]');
+    await page.waitForSelector('.list-pane', { state: 'visible' });
+    assert.ok((await horizontalOverflow(page)) <= 0, `list overflows at 360 px by ${await horizontalOverflow(page)} px`);
+    assertClean(assert, page);
+    await page.close();
+  });
+
   test('the gateway restarts while the page is open: RECOVERING, then LIVE, and the board equals the DB', async () => {
     const user = 'restart';
     const page = await openBoard(browser, boardUrl(stack, user));

@@ -330,6 +330,13 @@ export class Coordinator {
     return this.post('/internal/v1/task-events', body, this.token, { 'Idempotency-Key': eventId });
   }
 
+  /** Task retry (POST /internal/v1/tasks/{id}/attempts): every step gets the new attempt's context. */
+  async retryTask(task) {
+    const out = await this.post(`/internal/v1/tasks/${task.id}/attempts`, {}, this.token);
+    task.steps = Object.fromEntries(out.steps.map((s) => [s.stepId, { ctx: s, seq: 0 }]));
+    return out;
+  }
+
   /** Walk a document task to SUCCEEDED with the given coordinator-measured duration. */
   async walkToSuccess(task, durationMs = 42600) {
     await this.step(task, '01_prepare', 'STEP_STARTED', 'PREPARING');
