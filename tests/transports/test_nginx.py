@@ -202,6 +202,24 @@ def test_the_documented_read_timeout_is_at_least_twice_the_default_ping_interval
     assert 2 * ping <= READ_TIMEOUT_SECONDS, (READ_TIMEOUT_SECONDS, ping)
 
 
+GATEWAY_KEEP_ALIVE_SECONDS = 5  # uvicorn's timeout_keep_alive, which the gateway keeps
+
+
+@pytest.mark.parametrize("where", ["docs/transports.md", "deploy/nginx/taskcast.conf.template"])
+def test_nginx_drops_an_idle_upstream_connection_before_the_gateway_does(where: str) -> None:
+    """A pooled upstream connection the gateway is closing, reused for a POST (/emulation, the
+    server API), is a 502 that nginx does not retry: every upstream block keeps idle connections
+    for less than the gateway's keep-alive (seen as a 502 on a pong in a loaded run)."""
+    text = documented_nginx_block() if where.startswith("docs") else (ROOT / where).read_text()
+    blocks = re.findall(r"upstream \S+ \{(.*?)\}", text, flags=re.S)
+    assert blocks
+    for block in blocks:
+        if "keepalive " not in block:
+            continue
+        found = re.search(r"keepalive_timeout (\d+)s;", block)
+        assert found and int(found.group(1)) < GATEWAY_KEEP_ALIVE_SECONDS, block
+
+
 async def test_idle_streams_outlive_the_nginx_read_timeout_thanks_to_pings(http, tmp_path):
     """Through the documented nginx, time compressed: its ``proxy_read_timeout`` set to
     ``COMPRESSED_TIMEOUT`` and the gateway's pings at the documented ratio (25 s : 60 s). A
