@@ -211,7 +211,7 @@ def test_nginx_drops_an_idle_upstream_connection_before_the_gateway_does(where: 
     server API), is a 502 that nginx does not retry: every upstream block keeps idle connections
     for less than the gateway's keep-alive (seen as a 502 on a pong in a loaded run)."""
     text = documented_nginx_block() if where.startswith("docs") else (ROOT / where).read_text()
-    blocks = re.findall(r"upstream \S+ \{(.*?)\}", text, flags=re.S)
+    blocks = re.findall(r"^upstream \S+ \{\n(.*?)^\}", text, flags=re.S | re.M)
     assert blocks
     for block in blocks:
         if "keepalive " not in block:
