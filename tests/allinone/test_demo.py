@@ -293,7 +293,7 @@ async def test_keep_running_tops_every_owner_up_to_n_unfinished_tasks(tmp_path: 
             )
         )
         seen_unfinished: dict[str, int] = dict.fromkeys(owners, 0)
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(scaled(60)):
             while True:
                 listings = {
                     o: (await _user_get(transport, o, "/api/tasks?limit=100"))["items"] for o in owners

@@ -34,6 +34,7 @@ from gateway.engine.shared_server import BrokerServer
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from tests.helpers import redis_engine
 from tests.support import wait_until
+from tests.support.waiting import scaled
 
 BROKERS = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
 PRESENCES = ["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)]
@@ -109,7 +110,7 @@ class Recorder:
         self._changed.set()
 
     async def wait(self, count: int) -> list[Delivered]:
-        async with asyncio.timeout(5):
+        async with asyncio.timeout(scaled(5)):
             while len(self.events) < count:
                 self._changed.clear()
                 await self._changed.wait()

@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Literal
 
+from tests.support.waiting import scaled
+
 Direction = Literal["up", "down", "both"]
 Mode = Literal["pass", "stall", "blackhole", "reset"]
 CHUNK = 65536
@@ -84,7 +86,7 @@ class FaultProxy:
             await self._drop(link, reset=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(self._server.wait_closed(), scaled(5))
             self._server = None
 
     async def __aenter__(self) -> FaultProxy:
@@ -160,7 +162,7 @@ class FaultProxy:
         """Opened on accept; but a connection accepted while stalled opens its upstream only when
         its first bytes are released, so a held request reaches a fresh upstream connection
         (HTTP servers close connections idle for a few seconds)."""
-        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 5)
+        up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), scaled(5))
         link.upstream_writer = up_writer
         link.tasks.append(asyncio.create_task(self._pump(link, up_reader, link.client_writer, "down")))
         return up_writer

@@ -327,12 +327,12 @@ async def test_graceful_shutdown_finishes_or_releases_in_flight_batch(
     relay = Relay(OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds), publisher, cfg)
     stop = asyncio.Event()
     run = asyncio.create_task(relay.run(stop))
-    await asyncio.wait_for(publisher.started.wait(), 5)
+    await asyncio.wait_for(publisher.started.wait(), scaled(5))
     stop.set()
     if finishes:
         publisher.release.set()
     started = asyncio.get_running_loop().time()
-    await asyncio.wait_for(run, 5)
+    await asyncio.wait_for(run, scaled(5))
     assert asyncio.get_running_loop().time() - started < scaled(2.0)
     expected = {"PUBLISHED": len(specs)} if finishes else {"PENDING": len(specs)}
     assert await statuses(engine) == expected

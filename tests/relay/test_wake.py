@@ -42,7 +42,7 @@ from tests.relay.harness import (
 )
 from tests.relay.test_crash_points import crashing_relay, process_config
 from tests.status_api.harness import COORDINATOR, DEFAULT_STEPS, TEST_CONFIG, FakeClock, Harness, build
-from tests.support import GatewayProcess, StatusApiProcess, free_port, merge
+from tests.support import GatewayProcess, StatusApiProcess, free_port, merge, scaled
 
 pytestmark = pytest.mark.mysql
 
@@ -61,7 +61,7 @@ async def _running(relay: Relay) -> tuple[asyncio.Event, asyncio.Task[None]]:
 
 async def _stopped(stop: asyncio.Event, task: asyncio.Task[None], relay: Relay) -> None:
     stop.set()
-    await asyncio.wait_for(task, 30)
+    await asyncio.wait_for(task, scaled(30))
     await relay.publisher.aclose()
 
 
@@ -140,7 +140,7 @@ async def test_a_lost_wake_up_still_publishes_by_the_safety_net_poll(
             await wait_until(lambda: sub.has_all(specs), within=WITHIN, what="poll published")
         finally:
             await _stopped(stop, task, relay)
-            await asyncio.wait_for(listening, 30)
+            await asyncio.wait_for(listening, scaled(30))
     assert relay.metrics.wakeups.labels("redis")._value.get() == 1  # only the one on subscribing
 
 
@@ -163,7 +163,7 @@ async def test_redis_hints_reach_the_listener_and_coalesce(redis_url: str) -> No
         assert publisher.failed == 0
     finally:
         stop.set()
-        await asyncio.wait_for(listening, 30)
+        await asyncio.wait_for(listening, scaled(30))
         await publisher.aclose()
     assert metrics.wake_listener_up._value.get() == 0
 
@@ -183,7 +183,7 @@ async def test_an_unreachable_wake_channel_fails_nothing(caplog: pytest.LogCaptu
     listening = asyncio.create_task(listener.run(stop))
     await wait_until(lambda: "wake-up channel unavailable" in caplog.text, within=WITHIN)
     stop.set()
-    await asyncio.wait_for(listening, 30)  # ends on stop while reconnecting; never raised
+    await asyncio.wait_for(listening, scaled(30))  # ends on stop while reconnecting; never raised
     warnings = [r for r in caplog.records if "hint not sent" in r.getMessage()]
     assert len(warnings) == 1, "one warning per outage, not one per commit"
     assert "Traceback" not in caplog.text and "127.0.0.1" not in caplog.text  # no URL in logs

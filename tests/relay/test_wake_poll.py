@@ -28,6 +28,7 @@ from tests.relay.harness import insert, make_relay, plan, relay_config, statuses
 from tests.relay.test_wake import NEVER, WITHIN, _channel, _running, _stopped
 from tests.status_api.harness import FakeClock
 from tests.support import GatewayProcess
+from tests.support.waiting import scaled
 
 
 def _offline_relay(**overrides: Any) -> Relay:
@@ -87,7 +88,7 @@ async def test_the_listener_reports_its_subscription_to_the_relay(redis_url: str
         assert states == [True] and relay.poll_interval_seconds == 2.0
     finally:
         stop.set()
-        await asyncio.wait_for(listening, 30)
+        await asyncio.wait_for(listening, scaled(30))
     assert states == [True, False] and relay.poll_interval_seconds == 0.2
 
 

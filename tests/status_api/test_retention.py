@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from status_api.config import ConfigError, load_config
 from status_api.storage.tables import task, task_event_dedup, task_event_log
 from tests.status_api.harness import TEST_CONFIG, FakeClock, Harness, build
+from tests.support.waiting import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,7 +139,7 @@ async def _cli(tmp_path: Path, db_url: str, *args: str) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await asyncio.wait_for(proc.communicate(), scaled(120))
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 

@@ -55,7 +55,7 @@ class ConvergentClient:
 
     async def __aenter__(self) -> ConvergentClient:
         self._task = asyncio.create_task(self._run())
-        async with asyncio.timeout(15):
+        async with asyncio.timeout(scaled(15)):
             await self.connected.wait()
         return self
 
@@ -97,7 +97,7 @@ class ConvergentClient:
         async with websockets.connect(self._url(), open_timeout=scaled(30), max_size=None) as ws:
             self._ws = ws
             await ws.send(json.dumps({"id": 1, "connect": {"token": token, "subs": subs}}))
-            async with asyncio.timeout(10):
+            async with asyncio.timeout(scaled(10)):
                 lines = [line for line in str(await ws.recv()).split("\n") if line.strip()]
             first = json.loads(lines[0])
             if "connect" not in first:
