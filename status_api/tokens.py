@@ -116,17 +116,8 @@ class TokenIssuer:
                 raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired")
             self._verified.move_to_end(token)
             return grant
-        try:
-            c = jwt.decode(
-                token,
-                self.s.execution_secret,
-                algorithms=["HS256"],
-                issuer=self.s.execution_issuer,
-                options={"require": ["exp", "sub", "iss"], "verify_exp": False, "verify_iat": False},
-            )
-        except jwt.PyJWTError:
-            return None
-        if c.get("typ") != EXEC_TYPE:
+        c = self._execution_claims(token, ["exp", "sub", "iss"])
+        if c is None:
             return None
         if self._now() >= int(c["exp"]):
             raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired")
@@ -144,21 +135,27 @@ class TokenIssuer:
             DomainError: UNAUTHENTICATED ``EXECUTION_TOKEN_EXPIRED`` (past the grace),
                 ``INVALID_EXECUTION_TOKEN`` (not an execution token of ours).
         """
-        try:
-            c = jwt.decode(
-                token,
-                self.s.execution_secret,
-                algorithms=["HS256"],
-                issuer=self.s.execution_issuer,
-                options={"require": ["exp", "sub", "iss", "iat"], "verify_exp": False, "verify_iat": False},
-            )
-        except jwt.PyJWTError as exc:
-            raise unauthenticated("INVALID_EXECUTION_TOKEN", "not a valid executionToken") from exc
-        if c.get("typ") != EXEC_TYPE:
+        c = self._execution_claims(token, ["exp", "sub", "iss", "iat"])
+        if c is None:
             raise unauthenticated("INVALID_EXECUTION_TOKEN", "not a valid executionToken")
         if epoch(now) > int(c["exp"]) + self.s.execution_renew_grace_seconds:
             raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired past the renewal grace")
         return _grant(c), int(c.get("chainIat", c["iat"]))
+
+    def _execution_claims(self, token: str, required: list[str]) -> dict[str, Any] | None:
+        """The claims of an execution token of ours (signature, issuer, ``typ`` and ``required``
+        checked; ``exp`` is left to the caller, whose clock and grace differ); None otherwise."""
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                self.s.execution_secret,
+                algorithms=["HS256"],
+                issuer=self.s.execution_issuer,
+                options={"require": required, "verify_exp": False, "verify_iat": False},
+            )
+        except jwt.PyJWTError:
+            return None
+        return claims if claims.get("typ") == EXEC_TYPE else None
 
     def _now(self) -> float:
         return epoch(self._clock()) if self._clock is not None else time.time()
