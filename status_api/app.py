@@ -29,6 +29,7 @@ from status_api.auth import (
 from status_api.body_limit import BodyLimitMiddleware
 from status_api.config import Config
 from status_api.cors import CorsMiddleware, normalize_origin
+from status_api.event_route import EventFastPath
 from status_api.http import Api, routes
 from status_api.metrics import MetricsMiddleware, StatusMetrics
 from status_api.queries import RealtimeQuota, TaskQueries
@@ -208,6 +209,15 @@ def create_app(
         allowed_origins=[normalize_origin(o) for o in cfg.cors.allowed_origins],
         allow_credentials=cfg.cors.allow_credentials,
         max_age_seconds=cfg.cors.max_age_seconds,
+    )
+    # In front of them all: the event POST answered without the stack, with its bound, metrics
+    # and CORS rules kept (status_api/event_route.py); anything with an Origin goes the long way.
+    app.add_middleware(
+        EventFastPath,
+        api=comp.api,
+        metrics=metrics,
+        max_body_bytes=cfg.http.max_body_bytes,
+        cors_on=bool(cfg.cors.allowed_origins),
     )
     app.state.api = comp.api
     app.state.components = comp
