@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,6 +78,7 @@ def ingest_step(url: str, args: argparse.Namespace, db_pid: int | None) -> dict[
         generators=args.generators,
         concurrency=args.concurrency,
         profile=False,
+        server_root=args.server_tree,
     )
     load = _load()
     row = ingest_http.run_case(url, args.workers, ns, db_pid)
@@ -269,6 +271,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
+    warnings.filterwarnings("ignore", module="asyncmy")  # "database doesn't exist" notes of DROP IF EXISTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="mysql+asyncmy://… a database the benchmark may empty (default: throwaway)")
     p.add_argument("--out", help="markdown file to update (docs/PERFORMANCE.md)")
@@ -279,7 +282,10 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--generators", type=int, default=2)
     p.add_argument("--pool", type=int, default=20)
+    p.add_argument("--server-tree", help="run the Status API from this checkout (an A/B; same venv)")
+    p.add_argument("--steps", default="ingest,floor", help="comma-separated subset of: ingest, floor")
     args = p.parse_args()
+    steps = set(args.steps.split(","))
     if args.quick:
         args.workers, args.tasks, args.events, args.concurrency, args.generators = 1, 20, 2, 4, 1
     services = None
@@ -308,13 +314,15 @@ def main() -> None:
             "generators": args.generators,
             "mariadb_pid_known": db_pid is not None,
         }
-        results["ingest"] = ingest_step(url, args, db_pid)
-        results["floor"] = floor_step(url, args, db_pid)
+        if "ingest" in steps:
+            results["ingest"] = ingest_step(url, args, db_pid)
+        if "floor" in steps:
+            results["floor"] = floor_step(url, args, db_pid)
     finally:
         if services is not None:
             subprocess.run(["bash", str(ROOT / "scripts/services.sh"), "stop", str(services)], check=False)
     print(json.dumps(results))
-    if args.out:
+    if args.out and {"ingest", "floor"} <= steps:
         replace_block(Path(args.out), START, END, markdown(results))
 
 

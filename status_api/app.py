@@ -39,7 +39,7 @@ from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
 from status_api.service import Clock, ServiceSettings, StatusService, utc_now
 from status_api.storage.database import create_engine, init_db
 from status_api.tokens import TokenIssuer, TokenSettings
-from status_api.wake import RedisWakePublisher
+from status_api.wake import RedisWakePublisher, UdpWakeSender
 
 
 @dataclass
@@ -49,8 +49,8 @@ class Components:
     queries: TaskQueries
     reconciler: HealthReconciler
     api: Api
-    #: The Redis wake-up hint sender (``wake.redis_url``), closed with the app.
-    waker: RedisWakePublisher | None = None
+    #: The wake-up hint sender (``wake.redis_url`` or ``wake.udp_targets``), closed with the app.
+    waker: RedisWakePublisher | UdpWakeSender | None = None
 
 
 def build_components(
@@ -154,9 +154,12 @@ def build_components(
     )
     rc = cfg.reconciler
     reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
-    waker = None
+    waker: RedisWakePublisher | UdpWakeSender | None = None
     if on_commit is None and cfg.wake.redis_url:
         waker = RedisWakePublisher(cfg.wake.redis_url, cfg.wake.channel)
+        on_commit = waker.notify
+    elif on_commit is None and cfg.wake.udp_targets:
+        waker = UdpWakeSender(list(cfg.wake.udp_targets))
         on_commit = waker.notify
     service.on_commit = on_commit
     return Components(engine, service, queries, reconciler, api, waker)
