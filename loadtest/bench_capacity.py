@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -127,7 +126,8 @@ class StatementLog:
 
 async def _copy_database(engine: Any, source: str, target: str) -> None:
     async with engine.connect() as conn:
-        await conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{target}`")
+        if (await conn.exec_driver_sql(f"SHOW DATABASES LIKE '{target}'")).first() is not None:
+            await conn.exec_driver_sql(f"DROP DATABASE `{target}`")
         await conn.exec_driver_sql(f"CREATE DATABASE `{target}`")
         tables = [r[0] for r in (await conn.exec_driver_sql(f"SHOW TABLES FROM `{source}`")).all()]
         await conn.exec_driver_sql("SET FOREIGN_KEY_CHECKS = 0")
@@ -139,13 +139,15 @@ async def _copy_database(engine: Any, source: str, target: str) -> None:
 
 async def _capture(url: str, args: argparse.Namespace, replica: str) -> tuple[list[Transaction], int, int]:
     """The events of the ingest step ingested in-process with the statement log on; returns the
-    log, the events accepted and the most transactions that were in flight at once."""
+    log, the events accepted and the connections to replay it with. One process stands for the
+    ``--workers`` processes of the HTTP step: it takes a worker's share of the requests in flight
+    (so its batches are a worker's size) and the replay uses every worker's transactions."""
     bench = Bench(url, args.pool, None, None)
     await bench.reset()
     created = [await bench.create(1) for _ in range(args.tasks)]
     await _copy_database(bench.comp.engine, sa.make_url(url).database or "", replica)
     log = StatementLog(bench.comp.engine)
-    gate = asyncio.Semaphore(args.concurrency)
+    gate = asyncio.Semaphore(max(1, args.concurrency // args.workers))
     lat: list[float] = []
 
     async def reporter(ctx: dict[str, Any]) -> None:
@@ -157,7 +159,7 @@ async def _capture(url: str, args: argparse.Namespace, replica: str) -> tuple[li
     group = bench.comp.service.ingestor.group
     runners = group.max_runners if group is not None else 1
     await bench.comp.engine.dispose()
-    return log.transactions, len(lat), runners
+    return log.transactions, len(lat), runners * args.workers
 
 
 async def _replay(url: str, database: str, transactions: list[Transaction], connections: int) -> None:
@@ -271,7 +273,6 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", module="asyncmy")  # "database doesn't exist" notes of DROP IF EXISTS
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="mysql+asyncmy://… a database the benchmark may empty (default: throwaway)")
     p.add_argument("--out", help="markdown file to update (docs/PERFORMANCE.md)")
