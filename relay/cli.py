@@ -92,6 +92,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
 
         udp = UdpWakeListener(cfg.wake_udp_listen, lambda: relay.wake("udp"))
         await udp.start()
+        relay.hints_up(True)  # hints flow while bound: the safety net polls at wake_poll_interval_seconds
     try:
         if cfg.wake_redis_url is None:
             await relay.run(stop)

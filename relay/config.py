@@ -67,8 +67,8 @@ class RelayConfig:
     #: whenever the relay is not subscribed).
     wake_poll_interval_seconds: float = 2.0
     #: Wake-up without Redis (docs/relay.md "Wake-up without Redis"): ``host:port`` of a UDP socket
-    #: where the Status API sends hints (its ``wake.udp_targets``); null = none. The poll stays at
-    #: ``poll_interval_seconds`` (UDP says nothing about hints that did not arrive).
+    #: where the Status API sends hints (its ``wake.udp_targets``); null = none. While bound, the
+    #: safety-net poll runs at ``wake_poll_interval_seconds``, as while subscribed to Redis.
     wake_udp_listen: str | None = None
 
 
