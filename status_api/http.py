@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from sqlalchemy import exc as sa_exc
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
@@ -22,6 +21,7 @@ from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
 from status_api.json_input import DEFAULT_MAX_DEPTH, MAX_SAFE_INTEGER, JsonInputError
 from status_api.json_input import parse as parse_json
+from status_api.json_response import dumps
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
@@ -200,7 +200,7 @@ async def event_answer(
     and the body ``read_body`` gives. The one implementation behind the Starlette route and the
     ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them."""
     try:
-        return 200, orjson.dumps(await _task_event(api, headers, read_body, metrics))
+        return 200, dumps(await _task_event(api, headers, read_body, metrics))
     except DomainError as err:
         return STATUS_BY_KIND[err.kind], error_body(err)
     except ClientDisconnect:
@@ -215,10 +215,7 @@ def error_body(err: DomainError) -> bytes:
     body: dict[str, Any] = {"code": err.code, "message": err.message, "retryable": err.retryable}
     if err.details is not None:
         body["details"] = err.details
-    try:
-        return orjson.dumps({"error": body})
-    except TypeError:
-        return bytes(error_response(err).body)
+    return dumps({"error": body})
 
 
 async def task_events(request: Request) -> Response:

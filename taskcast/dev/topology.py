@@ -307,11 +307,17 @@ async def topology_nodes(topo: Topology, within: float = 15.0) -> list[dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start the production topology from local processes.")
     parser.add_argument("--dir", default="", help="work directory (default: a new temp dir)")
+    parser.add_argument(
+        "--wake",
+        choices=["redis", "udp"],
+        default="redis",
+        help="relay wake-up: Redis PUB/SUB or UDP (no Redis)",
+    )
     args = parser.parse_args(argv)
     import tempfile
 
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="taskcast-topology-"))
-    topo = Topology(workdir)
+    topo = Topology(workdir, wake=args.wake)
     stop = False
 
     def on_signal(*_: object) -> None:
