@@ -27,7 +27,9 @@ READY_SECONDS = 30.0
 
 def _missing(what: str) -> None:
     if os.environ.get("TASKCAST_TEST_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{what} is not installed but TASKCAST_TEST_REQUIRE_SERVICES=1 (scripts/services.sh installs it)")
+        pytest.fail(
+            f"{what} is not installed but TASKCAST_TEST_REQUIRE_SERVICES=1 (scripts/services.sh installs it)"
+        )
     pytest.skip(f"{what} is not installed (scripts/services.sh installs it)")
 
 
@@ -82,18 +84,18 @@ def postgres_server() -> Iterator[str]:
             user=user,
             cwd=state,
         )
-        log = (state / "postgres.log").open("wb")
-        proc = subprocess.Popen(
-            [
-                server, "-D", str(data), "-p", str(port), "-k", str(state),
-                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                "-c", "full_page_writes=off", "-c", "max_connections=200", "-c", "shared_buffers=16MB",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            user=user,
-            cwd=state,
-        )  # fmt: skip
+        with (state / "postgres.log").open("wb") as log:  # the child keeps its own descriptor
+            proc = subprocess.Popen(
+                [
+                    server, "-D", str(data), "-p", str(port), "-k", str(state),
+                    "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                    "-c", "full_page_writes=off", "-c", "max_connections=200", "-c", "shared_buffers=16MB",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                user=user,
+                cwd=state,
+            )  # fmt: skip
         wait_until_blocking(
             lambda: proc is not None and (proc.poll() is not None or _accepts(port)),
             READY_SECONDS,
@@ -116,15 +118,17 @@ def nats_server() -> Iterator[str]:
     assert binary is not None
     state = Path(tempfile.mkdtemp(prefix="tc-nats-"))
     port = free_port()
-    log = (state / "nats.log").open("wb")
-    proc = subprocess.Popen(
-        [binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(state / "store")],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with (state / "nats.log").open("wb") as log:  # the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [binary, "-js", "-a", "127.0.0.1", "-p", str(port), "-sd", str(state / "store")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_until_blocking(
-            lambda: proc.poll() is not None or _accepts(port), READY_SECONDS, "nats-server to accept connections"
+            lambda: proc.poll() is not None or _accepts(port),
+            READY_SECONDS,
+            "nats-server to accept connections",
         )
         assert proc.poll() is None, (state / "nats.log").read_text(errors="replace")
         yield f"nats://127.0.0.1:{port}"

@@ -30,7 +30,9 @@ from gateway.protocol import codes
 class Recorder:
     """An executor that records calls; ``fail`` maps a method to the ApiError it raises."""
 
-    def __init__(self, fail: dict[str, codes.Error] | None = None, result: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, fail: dict[str, codes.Error] | None = None, result: dict[str, Any] | None = None
+    ) -> None:
         self.calls: list[tuple[str, object]] = []
         self.fail = fail or {}
         self.result = result or {}
@@ -115,7 +117,9 @@ async def test_bad_input_is_skipped_and_counted_never_executed(
     assert skipped(registry, reason) == 1
 
 
-@pytest.mark.parametrize("error", [codes.ERROR_BAD_REQUEST, codes.ERROR_UNKNOWN_CHANNEL, codes.ERROR_NOT_AVAILABLE])
+@pytest.mark.parametrize(
+    "error", [codes.ERROR_BAD_REQUEST, codes.ERROR_UNKNOWN_CHANNEL, codes.ERROR_NOT_AVAILABLE]
+)
 async def test_an_api_refusal_other_than_100_is_skipped(error: codes.Error) -> None:
     dispatcher, registry = make(Recorder(fail={"publish": error}))
     assert await dispatcher.command("publish", PUBLISH) == Verdict.SKIPPED
@@ -136,7 +140,9 @@ async def test_a_broadcast_with_one_channel_failing_100_is_retried_whole() -> No
         await dispatcher.command("broadcast", json.dumps({"channels": ["a", "b"], "data": 1}))
     refused = {"responses": [{"result": {}}, {"error": {"code": 102, "message": "unknown channel"}}]}
     dispatcher, _ = make(Recorder(result=refused))
-    assert await dispatcher.command("broadcast", json.dumps({"channels": ["a", "b"], "data": 1})) == Verdict.DONE
+    assert (
+        await dispatcher.command("broadcast", json.dumps({"channels": ["a", "b"], "data": 1})) == Verdict.DONE
+    )
 
 
 async def test_an_executor_fault_keeps_the_message() -> None:
@@ -149,7 +155,9 @@ async def test_an_executor_fault_keeps_the_message() -> None:
         await dispatcher.command("publish", PUBLISH)
 
 
-async def test_skips_are_logged_once_per_reason_with_the_count_held_back(caplog: pytest.LogCaptureFixture) -> None:
+async def test_skips_are_logged_once_per_reason_with_the_count_held_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     clock = Clock()
     dispatcher, registry = make(Recorder(), clock=clock)
     caplog.set_level(logging.ERROR, "taskcast.gateway.consumers")
@@ -172,7 +180,9 @@ async def test_publication_data_mode_publishes_the_bytes_as_they_are() -> None:
     execute = Recorder()
     dispatcher, _ = make(execute)
     raw = b"\x00binary\xff"
-    verdict = await dispatcher.publication(["a"], raw, idempotency_key="k", delta=True, tags={"t": "v"}, version=3)
+    verdict = await dispatcher.publication(
+        ["a"], raw, idempotency_key="k", delta=True, tags={"t": "v"}, version=3
+    )
     assert verdict == Verdict.DONE
     method, params = execute.calls[0]
     assert method == "publish"
@@ -192,7 +202,10 @@ async def test_publication_data_mode_publishes_the_bytes_as_they_are() -> None:
 
 def test_counters_carry_centrifugos_names_from_zero() -> None:
     _, registry = make(Recorder())
-    assert registry.get_sample_value("centrifugo_consumers_messages_processed_total", {"consumer_name": "c1"}) == 0
+    assert (
+        registry.get_sample_value("centrifugo_consumers_messages_processed_total", {"consumer_name": "c1"})
+        == 0
+    )
     assert registry.get_sample_value("centrifugo_consumers_errors_total", {"consumer_name": "c1"}) == 0
 
 
