@@ -28,7 +28,15 @@ from nats.js import api
 from nats.js.client import JetStreamContext
 
 from gateway.config.consumer_schema import NatsJetStreamConsumerSettings
-from gateway.consumers.dispatch import Dispatcher, RetryLater, SkipReason, Verdict, backoff, parse_flag
+from gateway.consumers.dispatch import (
+    Dispatcher,
+    RetryLater,
+    SkipReason,
+    Verdict,
+    backoff,
+    parse_flag,
+    stop_if_cancelled,
+)
 
 log = logging.getLogger("taskcast.gateway.consumers")
 
@@ -58,6 +66,7 @@ class NatsJetStreamConsumer:
                 retries = 0
                 await self._consume(js)
             except Exception as exc:  # the consumer's boundary: logged, counted, retried, never fatal
+                stop_if_cancelled(exc)
                 retries += 1
                 self.dispatcher.failed("NATS JetStream consumer failed, recreating", exc)
             finally:
@@ -107,6 +116,7 @@ class NatsJetStreamConsumer:
         s = self.settings
         sub = await js.pull_subscribe_bind(s.durable_consumer_name, s.stream_name)
         while True:
+            stop_if_cancelled()
             try:
                 messages = await sub.fetch(self.batch, timeout=FETCH_SECONDS)
             except NatsTimeout:

@@ -1,12 +1,13 @@
 """The ``redis_stream`` consumer: a Redis consumer group over one or more streams.
 
 Each stream gets ``num_workers`` readers (``XREADGROUP GROUP <consumer_group> <node> ... >``,
-blocking up to 5 s) and one reclaimer. The consumer's name in the group is the gateway node's
-id, unique per process start, so a crashed node's messages stay pending under its name: every
-``min(5 s, visibility_timeout)`` the reclaimer of each live node claims the entries idle
-longer than ``visibility_timeout`` (``XAUTOCLAIM``) and runs them (``visibility_timeout: 0``
-turns reclaiming off, as in Centrifugo). A message done or skipped is acknowledged (``XACK``);
-one failing with error 100 is left pending, to be reclaimed: at least once.
+blocking up to 2 s, which bounds how long a stop waits) and one reclaimer. The consumer's name
+in the group is the gateway node's id, unique per process start, so a crashed node's messages
+stay pending under its name: every ``min(5 s, visibility_timeout)`` the reclaimer of each live
+node claims the entries idle longer than ``visibility_timeout`` (``XAUTOCLAIM``) and runs them
+(``visibility_timeout: 0`` turns reclaiming off, as in Centrifugo). A message done or skipped
+is acknowledged (``XACK``); one failing with error 100 is left pending, to be reclaimed: at
+least once.
 
 A message's command is the ``payload_value`` field, its method the ``method_value`` field
 (absent: the payload is a ``{"method", "payload"}`` document); in publication data mode the
@@ -26,11 +27,19 @@ from redis.exceptions import ResponseError
 
 from gateway.config import redis_address
 from gateway.config.consumer_schema import RedisStreamConsumerSettings
-from gateway.consumers.dispatch import Dispatcher, RetryLater, SkipReason, Verdict, backoff, parse_flag
+from gateway.consumers.dispatch import (
+    Dispatcher,
+    RetryLater,
+    SkipReason,
+    Verdict,
+    backoff,
+    parse_flag,
+    stop_if_cancelled,
+)
 
 log = logging.getLogger("taskcast.gateway.consumers")
 
-BLOCK_SECONDS = 5.0
+BLOCK_SECONDS = 2.0
 RECLAIM_INTERVAL_SECONDS = 5.0
 RECLAIM_BATCH = 100
 
@@ -82,6 +91,7 @@ class RedisStreamConsumer:
         retries = 0
         ready = False
         while True:
+            stop_if_cancelled()
             try:
                 if not ready:
                     await self._ensure_group(stream)
@@ -104,6 +114,7 @@ class RedisStreamConsumer:
                 self.dispatcher.failed("command failed, left pending", exc)
                 await asyncio.sleep(backoff(retries))
             except Exception as exc:  # the reader's boundary: logged, counted, retried, never fatal
+                stop_if_cancelled(exc)
                 if isinstance(exc, ResponseError) and "NOGROUP" in str(exc):
                     ready = False  # the stream (and its group) was deleted: create them again
                 retries += 1
@@ -118,6 +129,7 @@ class RedisStreamConsumer:
             start = "0-0"
             try:
                 while True:
+                    stop_if_cancelled()
                     reply: Any = await self.redis.xautoclaim(
                         stream,
                         self.settings.consumer_group,
@@ -135,6 +147,7 @@ class RedisStreamConsumer:
             except RetryLater as exc:
                 self.dispatcher.failed("reclaimed command failed, left pending", exc)
             except Exception as exc:  # the reclaimer's boundary: tried again next interval
+                stop_if_cancelled(exc)
                 self.dispatcher.failed(f"error reclaiming stream {stream}", exc)
 
     async def handle(self, stream: str, entry_id: bytes, fields: Fields) -> None:
