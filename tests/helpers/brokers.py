@@ -96,10 +96,18 @@ def postgres_server() -> Iterator[str]:
                 user=user,
                 cwd=state,
             )  # fmt: skip
+        ready = postgres_bin("pg_isready")
+        assert ready is not None
+
+        def accepting() -> bool:
+            check = [ready, "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres"]
+            return subprocess.run(check, check=False, capture_output=True).returncode == 0
+
         wait_until_blocking(
-            lambda: proc is not None and (proc.poll() is not None or _accepts(port)),
+            lambda: proc is not None and (proc.poll() is not None or accepting()),
             READY_SECONDS,
-            "PostgreSQL to accept connections",
+            "PostgreSQL to accept connections (past its startup)",
+            every=0.1,
         )
         assert proc.poll() is None, (state / "postgres.log").read_text(errors="replace")
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
