@@ -164,8 +164,8 @@ async def _has_consumer(context: JetStreamContext, stream: str) -> bool:
 
 
 async def _len_is(values: Any, n: int) -> bool:
-    return len(await values) == n
+    return bool(len(await values) == n)
 
 
 async def _zero(count: Any) -> bool:
-    return await count == 0
+    return bool(await count == 0)

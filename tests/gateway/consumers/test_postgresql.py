@@ -237,8 +237,8 @@ async def test_an_unreachable_database_is_retried_never_fatal(tmp_path: Path) ->
 
 
 async def _len_is(values: Any, n: int) -> bool:
-    return len(await values) == n
+    return bool(len(await values) == n)
 
 
 async def _zero(count: Any) -> bool:
-    return await count == 0
+    return bool(await count == 0)

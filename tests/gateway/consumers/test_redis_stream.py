@@ -166,8 +166,8 @@ async def _group_exists(client: aioredis.Redis, stream: str, group: str) -> bool
 
 
 async def _len_is(values: Any, n: int) -> bool:
-    return len(await values) == n
+    return bool(len(await values) == n)
 
 
 async def _zero(count: Any) -> bool:
-    return await count == 0
+    return bool(await count == 0)
