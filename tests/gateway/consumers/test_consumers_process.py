@@ -96,8 +96,9 @@ def test_the_documented_outbox_example_delivers(tmp_path: Path, postgres_dsn: st
         sql(postgres_dsn, "DROP TABLE IF EXISTS centrifugo_outbox CASCADE", "SELECT 1")
 
 
-@pytest.mark.parametrize("kind", ["kafka", "google_pub_sub", "aws_sqs", "azure_service_bus"])
-def test_a_consumer_type_no_test_can_run_stops_startup_with_the_reason(tmp_path: Path, kind: str) -> None:
+def test_a_consumer_type_no_test_can_run_stops_startup_with_the_reason(tmp_path: Path) -> None:
+    """The process exits at startup (every refused type takes the same path: test_consumer_config)."""
+    kind = "kafka"
     config = tmp_path / "gateway.json"
     config.write_text(json.dumps({"consumers": [{"name": "bus", "enabled": True, "type": kind, kind: {}}]}))
     out = subprocess.run(
