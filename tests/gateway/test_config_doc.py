@@ -88,12 +88,17 @@ CENTRIFUGO_V6_CHANNEL_OPTIONS = (
 def test_docs_table_is_generated_from_the_code() -> None:
     current = config_doc.DOC_PATH.read_text(encoding="utf-8")
     assert config_doc.render(current) == current, "run: python -m gateway.config.doc --write"
+    migration = config_doc.MIGRATION_PATH.read_text(encoding="utf-8")
+    assert config_doc.render(migration, config_doc.migration_markdown) == migration
 
 
 def test_check_mode_reports_a_stale_document(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     stale = tmp_path / "configuration.md"
     stale.write_text(f"x\n{config_doc.BEGIN}\nold\n{config_doc.END}\n")
+    migration = tmp_path / "migrating-from-centrifugo.md"
+    migration.write_text(f"y\n{config_doc.BEGIN}\n{config_doc.END}\n")
     monkeypatch.setattr(config_doc, "DOC_PATH", stale)
+    monkeypatch.setattr(config_doc, "MIGRATION_PATH", migration)
     assert config_doc.main(["--check"]) == 1
     assert config_doc.main(["--write"]) == 0
     assert config_doc.main(["--check"]) == 0
