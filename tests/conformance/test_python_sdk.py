@@ -27,6 +27,7 @@ from centrifuge import (
     ClientState,
     ConnectedContext,
     ConnectingContext,
+    ServerJoinContext,
     DisconnectedContext,
     ErrorContext,
     JoinContext,
@@ -101,6 +102,9 @@ class ClientEvents(ClientEventHandler):
 
     async def on_publication(self, ctx: ServerPublicationContext) -> None:
         self.rec.add("server_publication", ctx.channel, ctx)
+
+    async def on_join(self, ctx: ServerJoinContext) -> None:
+        self.rec.add("server_join", ctx.channel, ctx)
 
 
 class SubEvents(SubscriptionEventHandler):
