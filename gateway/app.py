@@ -42,6 +42,7 @@ from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
+from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
 from gateway.transports.uni_websocket import UniWebSocketEndpoint
 
@@ -236,6 +237,10 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
             )
             routes.append(Route(cfg.handler_prefix, stream, methods=ALL_METHODS))
             links[name] = cfg.handler_prefix
+    if settings.init.enabled:
+        init = ConnectionInitEndpoint(origins)
+        routes.append(Route(settings.init.handler_prefix, init, methods=ALL_METHODS))
+        links["init"] = settings.init.handler_prefix
     if settings.sse.enabled or settings.http_stream.enabled:
         emulation = EmulationEndpoint(
             max_body=settings.emulation.max_request_body_size,

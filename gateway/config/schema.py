@@ -397,6 +397,15 @@ class StreamTransportSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class InitSettings:
+    """``init``: the connection init endpoint (GET answers ``{}``; gateway/transports/init.py),
+    on the public listener."""
+
+    enabled: bool = False
+    handler_prefix: str = "/connection/init"
+
+
+@dataclass(frozen=True, slots=True)
 class EmulationSettings:
     handler_prefix: str = "/emulation"
     max_request_body_size: int = 65536
@@ -541,6 +550,7 @@ class Settings:
         default_factory=lambda: _stream("/connection/uni_http_stream")
     )
     uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
+    init: InitSettings = field(default_factory=InitSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)

@@ -38,7 +38,6 @@ _NO_COMPRESSION = "permessage-deflate is not negotiated: drop the option"
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
-        "init": "the connection init endpoint (GET /connection/init) is not served",
         "shared_poll": _NO_SHARED_POLL,
         "channel.proxy.map_publish": _NO_MAP,
         "channel.proxy.map_remove": _NO_MAP,
@@ -73,8 +72,7 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "uni_websocket.disable_disconnect_push": "a disconnect is sent as a close frame only",
     }
 )
-"""The options Centrifugo v6.8 and v6.9 added (and ``init``, whose meaning was fixed) that
-Taskcast does not implement."""
+"""The options Centrifugo v6.8 and v6.9 added that Taskcast does not implement."""
 
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {

@@ -145,6 +145,7 @@ def test_wrong_bidirectional_name_is_unknown_and_the_real_one_supported() -> Non
         "CENTRIFUGO_CHANNEL_WITHOUT_NAMESPACE_DELTA_PUBLISH",
         "CENTRIFUGO_UNI_WEBSOCKET_ENABLED",
         "CENTRIFUGO_HTTP_SERVER_INTERNAL_PORT",
+        "CENTRIFUGO_INIT_ENABLED",
     ],
 )
 def test_v6_env_vars_are_not_unknown(env: str) -> None:
@@ -158,7 +159,6 @@ def test_v6_env_vars_are_not_unknown(env: str) -> None:
     [
         ("CENTRIFUGO_MAP_BROKER_TYPE", "map_broker"),
         ("CENTRIFUGO_CONTROLLER_TYPE", "controller"),
-        ("CENTRIFUGO_INIT_ENABLED", "init"),
         ("CENTRIFUGO_PID_FILE", "pid_file"),
         ("CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_MAP", "channel.namespaces[].map"),
         ("CENTRIFUGO_ENGINE_REDIS_SENTINEL_TLS_ENABLED", "engine.redis.sentinel_tls"),
@@ -178,7 +178,7 @@ def test_websocket_write_timeout_is_named_unsupported_not_silently_ignored() -> 
     )
 
 
-@pytest.mark.parametrize("section", ["init", "map_broker", "controller", "pid_file"])
+@pytest.mark.parametrize("section", ["map_broker", "controller", "pid_file"])
 def test_v68_sections_in_a_file_are_unsupported(section: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 
