@@ -334,6 +334,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 message_size_limit=uni_ws.message_size_limit,
                 join_push_messages=uni_ws.join_push_messages,
                 connect=rt.clients.connect,
+                disable_closing_handshake=uni_ws.disable_closing_handshake,
+                disable_disconnect_push=uni_ws.disable_disconnect_push,
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(

@@ -66,10 +66,6 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         ),
         "websocket.decompressed_message_size_limit": _NO_COMPRESSION,
         "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,
-        "uni_websocket.disable_closing_handshake": (
-            "a server-side close always sends a close frame with the disconnect code"
-        ),
-        "uni_websocket.disable_disconnect_push": "a disconnect is sent as a close frame only",
     }
 )
 """The options Centrifugo v6.8 and v6.9 added that Taskcast does not implement."""
