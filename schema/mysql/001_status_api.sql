@@ -185,6 +185,14 @@ CREATE TABLE IF NOT EXISTS realtime_subscription (
 	PRIMARY KEY (session_id, task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
+CREATE TABLE IF NOT EXISTS realtime_user_quota (
+	tenant_id VARCHAR(64) NOT NULL,
+	user_id VARCHAR(64) NOT NULL,
+	touched_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (tenant_id, user_id),
+	KEY realtime_user_quota_touched_idx (touched_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
 CREATE TABLE IF NOT EXISTS execution_token_renewal (
 	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
 	task_id VARCHAR(64) NOT NULL,

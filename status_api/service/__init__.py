@@ -119,17 +119,20 @@ class StatusService(ServiceContext):
 
     async def purge_realtime_sessions(self, older_than: datetime | None = None) -> int:
         """Delete realtime sessions that expired before ``older_than`` (default: now) with their
-        detail leases, ``retention_batch_size`` per transaction. An expired session only ever
-        answers ``SESSION_INVALID``; without this, every token refresh would leave a row forever.
-        Returns the sessions deleted."""
+        detail leases, ``retention_batch_size`` per transaction, and the per-user quota lock rows
+        untouched since then. An expired session only ever answers ``SESSION_INVALID``; without
+        this, every token refresh would leave a row forever. Returns the sessions deleted."""
         before = older_than or self.clock()
         total = 0
-        while True:
-            async with self.engine.begin() as conn:
-                n = await sessions.purge_expired(conn, before, self.settings.retention_batch_size)
-            total += n
-            if n < self.settings.retention_batch_size:
-                return total
+        for purge in (sessions.purge_expired, sessions.purge_quota_locks):
+            while True:
+                async with self.engine.begin() as conn:
+                    n = await purge(conn, before, self.settings.retention_batch_size)
+                if purge is sessions.purge_expired:
+                    total += n
+                if n < self.settings.retention_batch_size:
+                    break
+        return total
 
     async def purge_event_log(self, older_than: datetime | None = None) -> int:
         """Purge event-log entries committed before ``older_than`` (default: now minus the
