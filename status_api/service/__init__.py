@@ -85,14 +85,16 @@ class StatusService(ServiceContext):
         body: Mapping[str, JSON],
         caller: ExecutionGrant | ServiceIdentity,
         idempotency_key: str | None = None,
+        token: str | None = None,
     ) -> dict[str, JSON]:
-        """``POST /internal/v1/task-events`` (seed §3.5); see :class:`ingest.EventIngestor`.
+        """``POST /internal/v1/task-events`` (seed §3.5); see :class:`ingest.EventIngestor`
+        (``token``: the credential ``caller`` came from, for a heartbeat's renewal).
 
         Raises:
             DomainError: see ``ingest.authorize`` / ``check_registered`` / ``apply_*``; CONFLICT
                 ``EVENT_ID_CONFLICT`` for a reused eventId with different content.
         """
-        return await self.ingestor.ingest_event(body, caller, idempotency_key)
+        return await self.ingestor.ingest_event(body, caller, idempotency_key, token)
 
     async def replay_duplicate(
         self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None

@@ -280,16 +280,36 @@ async def renew_execution_token(ctx: ServiceContext, token: str) -> Response:
         task = (await repo.lock_tasks(conn, [grant.task_id])).get(grant.task_id)
         steps = (await repo.current_steps(conn, [grant.task_id])).get(grant.task_id, {}) if task else {}
         at = ctx.clock()
-        step = attempts.check_renewal(
-            task, steps, grant, chain_started, epoch(at), ctx.tokens.s.execution_max_lifetime_seconds
-        )
-        assert task is not None
-        defs = await ctx.task_definitions(conn, task)
-        out = ctx.execution_context(task, step, defs, at, chain_started)
-        change = Change(at=at, renewals=(_renewal_row(grant, chain_started, at, str(out["expiresAt"])),))
-        return Decision([change], out)
+        out, row = await renewal(ctx, conn, task, steps, grant, chain_started, at)
+        return Decision([Change(at=at, renewals=(row,))], out)
 
     return await ctx.transact(decide)
+
+
+async def renewal(
+    ctx: ServiceContext,
+    conn: AsyncConnection,
+    task: TaskState | None,
+    steps: Mapping[str, StepState],
+    grant: ExecutionGrant,
+    chain_started: int,
+    at: datetime,
+) -> tuple[Response, dict[str, JSON]]:
+    """The one renewal decision, for the renewal endpoint and for a heartbeat in its renewal window
+    (service/ingest.py): over the locked task and its current steps, the new execution context
+    (same task, step, attempts, producer and event types; never past the chain's maximum lifetime)
+    and its ``execution_token_renewal`` audit row, to write in the caller's transaction.
+
+    Raises:
+        DomainError: those of ``attempts.check_renewal``.
+    """
+    step = attempts.check_renewal(
+        task, steps, grant, chain_started, epoch(at), ctx.tokens.s.execution_max_lifetime_seconds
+    )
+    assert task is not None
+    defs = await ctx.task_definitions(conn, task)
+    out = ctx.execution_context(task, step, defs, at, chain_started)
+    return out, _renewal_row(grant, chain_started, at, str(out["expiresAt"]))
 
 
 def _renewal_row(grant: ExecutionGrant, chain_started: int, at: datetime, expires_at: str) -> dict[str, JSON]:
