@@ -101,6 +101,7 @@ def build_components(
         ServiceSettings(
             max_data_bytes=cfg.limits.max_data_bytes,
             user_message_limit=cfg.limits.user_message_limit,
+            max_task_attempts=cfg.limits.max_task_attempts,
             event_log_retention_seconds=(
                 cfg.retention.event_log_days * 86400 if cfg.retention.event_log_days else None
             ),

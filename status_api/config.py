@@ -148,6 +148,8 @@ class WakeConfig:
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
+    #: Task attempts a task may reach when its operation definitions set no ``maxTaskAttempts``.
+    max_task_attempts: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +234,13 @@ def _validate_execution_token(et: ExecutionTokenConfig) -> None:
         raise ConfigError("execution_token.heartbeat_renewal_seconds: must be 0..execution_token.ttl_seconds")
 
 
+def _validate_limits(limits: LimitsConfig) -> None:
+    if not 1 <= limits.max_task_attempts <= 1000:
+        raise ConfigError("limits.max_task_attempts: must be 1..1000")
+
+
 def _validate(cfg: Config) -> None:
+    _validate_limits(cfg.limits)
     _validate_http(cfg.http)
     if cfg.internal_auth.mode not in ("jwt", "keys"):
         raise ConfigError("internal_auth.mode: must be jwt or keys")

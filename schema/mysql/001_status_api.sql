@@ -164,6 +164,7 @@ CREATE TABLE IF NOT EXISTS task_operation_definition (
 	failure_policy VARCHAR(32) NOT NULL,
 	max_attempts INTEGER UNSIGNED NOT NULL DEFAULT '1',
 	enabled BOOL NOT NULL DEFAULT true,
+	max_task_attempts INTEGER UNSIGNED,
 	PRIMARY KEY (tenant_id, product, task_type, definition_version, operation_code)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 

@@ -59,6 +59,8 @@ def parse_time(value: str) -> datetime:
 class ServiceSettings:
     max_data_bytes: int = ingest.DEFAULT_MAX_DATA_BYTES
     user_message_limit: int = USER_MESSAGE_LIMIT
+    #: Task attempts a task may reach unless its operation definitions set ``maxTaskAttempts``.
+    max_task_attempts: int = 10
     max_transaction_retries: int = 5
     #: Group commit (``service.ingest``): at most this many events share one transaction; 1 turns
     #: batching off (each event runs its own transaction in the caller's task).

@@ -228,7 +228,7 @@ async def create_task_attempt(ctx: ServiceContext, task_id: str, caller: Service
         steps = (await repo.current_steps(conn, [task_id]))[task_id]
         defs = await ctx.task_definitions(conn, task)
         now = ctx.clock()
-        after, new_steps = attempts.new_task_attempt(task, steps, defs, now)
+        after, new_steps = attempts.new_task_attempt(task, steps, defs, now, ctx.settings.max_task_attempts)
         trigger = Trigger(str(uuid.uuid4()), EventType.TASK_ATTEMPT_CREATED, now)
         projected = project(task, after, new_steps, None, trigger, defs.operations)
         log_fields = audit_fields(

@@ -208,6 +208,8 @@ task_operation_definition = sa.Table(
     sa.Column("failure_policy", sa.String(32), nullable=False),
     sa.Column("max_attempts", INTU, nullable=False, server_default="1"),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    #: The set's ``maxTaskAttempts`` (one value for the whole set, repeated on each of its rows).
+    sa.Column("max_task_attempts", INTU, nullable=True),
 )
 
 realtime_session = sa.Table(

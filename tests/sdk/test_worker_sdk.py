@@ -147,7 +147,8 @@ SHORT_TTL, WINDOW = 12, 8
 def short_api(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[StatusApiProcess]:
-    """A Status API whose tokens live 12 s, renewed on a heartbeat once 8 s or less are left."""
+    """A Status API whose tokens live 12 s, renewed on a heartbeat once 8 s or less are left, and
+    whose tasks have at most 2 attempts."""
     workdir = tmp_path_factory.mktemp(f"sdk-short-{request.param}")
     if request.param == "sqlite":
         url, ctx = f"sqlite+aiosqlite:///{workdir}/status.db", None
@@ -155,10 +156,8 @@ def short_api(
         ctx = schema_database(str(request.getfixturevalue("mysql_url")), "taskcast_sdk_short")
         url = ctx.__enter__()
     tokens = {"ttl_seconds": SHORT_TTL, "heartbeat_renewal_seconds": WINDOW}
-    proc = StatusApiProcess(
-        merge(TEST_CONFIG, {"database": {"url": url}, "execution_token": tokens}), workdir
-    )
-    proc.start()
+    cfg = {"database": {"url": url}, "execution_token": tokens, "limits": {"max_task_attempts": 2}}
+    proc = StatusApiProcess(merge(TEST_CONFIG, cfg), workdir).start()
     try:
         yield proc
     finally:
@@ -183,6 +182,22 @@ async def test_the_step_takes_the_renewed_token_from_a_heartbeat_answer(short_ap
             assert done.accepted and done.step_lifecycle_status == "SUCCEEDED"
     log = short_api.log_text()
     assert "via=heartbeat" in log and "via=endpoint" not in log
+
+
+async def test_a_task_retry_past_the_cap_raises_task_attempts_exhausted(short_api: StatusApiProcess) -> None:
+    async with client(short_api) as tc:
+        task = await tc.create_task(steps=STEPS, **TASK)
+        for attempt in (1, 2):
+            async with tc.step(task.steps["02_parse"]) as step:
+                await step.start("PARSING")
+                await step.fail("PARSE_FAILED", StepError("DEPENDENCY", "OCR_TIMEOUT", True))
+            if attempt == 1:
+                task = await tc.retry_task(task.task_id)
+                assert task.task_attempt == 2
+        with pytest.raises(errors.TaskAttemptsExhausted) as info:
+            await tc.retry_task(task.task_id)
+        assert isinstance(info.value, errors.Conflict) and info.value.status == 409
+        assert info.value.details == {"limit": 2, "taskAttempt": 2}
 
 
 # --- the retry policy, over a scripted transport -------------------------------------------------
