@@ -51,7 +51,6 @@ from status_api.domain.model import (
 from status_api.domain.projections import Trigger, iso
 from status_api.domain.sanitize import sanitize_error, sanitize_user_message
 from status_api.group_commit import GroupCommit
-from status_api.service import tasks
 from status_api.service.context import (
     Decision,
     ServiceContext,
@@ -152,7 +151,7 @@ class EventIngestor:
     ) -> Response:
         """Ingest one event. ``token``: the execution token ``caller`` was verified from; a
         STEP_HEARTBEAT sent with a token in its renewal window is answered a renewed one
-        (``executionToken``, ``expiresAt``, ``expiresInSeconds``: :func:`tasks.renewal`)."""
+        (``executionToken``, ``expiresAt``, ``expiresInSeconds``: :meth:`ServiceContext.renewal`)."""
         core = self.core
         core.schemas.require("task-event", body, "INVALID_EVENT")
         if idempotency_key is not None and idempotency_key != body["eventId"]:
@@ -330,8 +329,8 @@ class EventIngestor:
         if item.renewal is not None:
             grant, chain_started = item.renewal
             try:
-                renewed, row = await tasks.renewal(
-                    self.core, conn, task, b.steps[task.id], grant, chain_started, now
+                renewed, row = await self.core.renewal(
+                    conn, task, b.steps[task.id], grant, chain_started, now
                 )
             except DomainError as exc:
                 # The heartbeat still counts; the renewal endpoint gives the same refusal.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,7 +20,6 @@ from status_api.domain.errors import conflict, forbidden, invalid, not_found
 from status_api.domain.model import (
     JSON,
     EventType,
-    ExecutionGrant,
     Lifecycle,
     Role,
     ServiceIdentity,
@@ -36,12 +35,10 @@ from status_api.service.context import (
     canonical_hash,
     event_log_row,
     outbox_messages,
-    parse_time,
     version_change,
 )
 from status_api.storage import repository as repo
 from status_api.storage.write import Change, DedupRow
-from status_api.tokens import epoch
 
 Response = dict[str, JSON]
 
@@ -280,46 +277,7 @@ async def renew_execution_token(ctx: ServiceContext, token: str) -> Response:
         task = (await repo.lock_tasks(conn, [grant.task_id])).get(grant.task_id)
         steps = (await repo.current_steps(conn, [grant.task_id])).get(grant.task_id, {}) if task else {}
         at = ctx.clock()
-        out, row = await renewal(ctx, conn, task, steps, grant, chain_started, at)
+        out, row = await ctx.renewal(conn, task, steps, grant, chain_started, at)
         return Decision([Change(at=at, renewals=(row,))], out)
 
     return await ctx.transact(decide)
-
-
-async def renewal(
-    ctx: ServiceContext,
-    conn: AsyncConnection,
-    task: TaskState | None,
-    steps: Mapping[str, StepState],
-    grant: ExecutionGrant,
-    chain_started: int,
-    at: datetime,
-) -> tuple[Response, dict[str, JSON]]:
-    """The one renewal decision, for the renewal endpoint and for a heartbeat in its renewal window
-    (service/ingest.py): over the locked task and its current steps, the new execution context
-    (same task, step, attempts, producer and event types; never past the chain's maximum lifetime)
-    and its ``execution_token_renewal`` audit row, to write in the caller's transaction.
-
-    Raises:
-        DomainError: those of ``attempts.check_renewal``.
-    """
-    step = attempts.check_renewal(
-        task, steps, grant, chain_started, epoch(at), ctx.tokens.s.execution_max_lifetime_seconds
-    )
-    assert task is not None
-    defs = await ctx.task_definitions(conn, task)
-    out = ctx.execution_context(task, step, defs, at, chain_started)
-    return out, _renewal_row(grant, chain_started, at, str(out["expiresAt"]))
-
-
-def _renewal_row(grant: ExecutionGrant, chain_started: int, at: datetime, expires_at: str) -> dict[str, JSON]:
-    return {
-        "task_id": grant.task_id,
-        "step_id": grant.step_id,
-        "task_attempt": grant.task_attempt,
-        "step_attempt": grant.step_attempt,
-        "producer_id": grant.producer_id[:128],
-        "chain_started_at": datetime.fromtimestamp(chain_started, UTC).replace(tzinfo=None),
-        "renewed_at": at,
-        "expires_at": parse_time(expires_at),
-    }
