@@ -44,6 +44,7 @@ from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.transports import websocket
 from gateway.transports.emulation import EmulationEndpoint
+from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
 from gateway.transports.uni_websocket import UniWebSocketEndpoint
 
@@ -240,6 +241,10 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
             )
             routes.append(Route(cfg.handler_prefix, stream, methods=ALL_METHODS))
             links[name] = cfg.handler_prefix
+    if settings.init.enabled:
+        init = ConnectionInitEndpoint(origins)
+        routes.append(Route(settings.init.handler_prefix, init, methods=ALL_METHODS))
+        links["init"] = settings.init.handler_prefix
     if settings.sse.enabled or settings.http_stream.enabled:
         emulation = EmulationEndpoint(
             max_body=settings.emulation.max_request_body_size,
@@ -334,6 +339,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 message_size_limit=uni_ws.message_size_limit,
                 join_push_messages=uni_ws.join_push_messages,
                 connect=rt.clients.connect,
+                disable_closing_handshake=uni_ws.disable_closing_handshake,
+                disable_disconnect_push=uni_ws.disable_disconnect_push,
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(

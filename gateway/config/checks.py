@@ -394,6 +394,7 @@ PREFIXED_SECTIONS = (
     "uni_websocket",
     "prometheus",
     "health",
+    "init",
 )
 
 
@@ -423,6 +424,7 @@ def served_endpoints(settings: Settings) -> dict[str, str]:
         "uni_websocket": settings.uni_websocket.enabled,
         "prometheus": settings.prometheus.enabled,
         "health": settings.health.enabled,
+        "init": settings.init.enabled,
     }
     return {section: getattr(settings, section).handler_prefix for section, on in enabled.items() if on}
 

@@ -378,16 +378,20 @@ class WebSocketSettings:
 
 @dataclass(frozen=True, slots=True)
 class UniWebSocketSettings:
-    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the first client message is the
-    connect request, then the server only pushes). ``compression`` is accepted and ignored, as
-    for ``websocket``; ``join_push_messages`` sends the pushes of one write as one frame
-    (newline-delimited)."""
+    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the connect request is the
+    ``cf_connect`` URL parameter or the first client message, then the server only pushes).
+    ``compression`` is accepted and ignored, as for ``websocket``; ``join_push_messages`` sends
+    the pushes of one write as one frame (newline-delimited); ``disable_disconnect_push`` closes
+    without the disconnect push that precedes the close frame; ``disable_closing_handshake``
+    ends the TCP connection without a close frame (Centrifugo before v6.5.1)."""
 
     enabled: bool = False
     handler_prefix: str = "/connection/uni_websocket"
     message_size_limit: int = 65536
     compression: bool = False
     join_push_messages: bool = False
+    disable_closing_handshake: bool = False
+    disable_disconnect_push: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +401,15 @@ class StreamTransportSettings:
     enabled: bool = False
     handler_prefix: str = ""
     max_request_body_size: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class InitSettings:
+    """``init``: the connection init endpoint (GET answers ``{}``; gateway/transports/init.py),
+    on the public listener."""
+
+    enabled: bool = False
+    handler_prefix: str = "/connection/init"
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,6 +557,7 @@ class Settings:
         default_factory=lambda: _stream("/connection/uni_http_stream")
     )
     uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
+    init: InitSettings = field(default_factory=InitSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)

@@ -288,8 +288,9 @@ class Subscriptions:
         reject_unrecovered: bool,
         data: bytes | None,
     ) -> SubscribeResult:
-        """Add ``sub`` to the table and the hub, position it, add presence and publish the join.
-        A failure before the position is known leaves nothing subscribed."""
+        """Add ``sub`` to the table and the hub, position it, add presence and publish the join
+        (a server-side subscription's join when it goes live). A failure before the position is
+        known leaves nothing subscribed."""
         node = self._node
         driver = self._driver
         channel = sub.channel
@@ -310,7 +311,7 @@ class Subscriptions:
             raise
         if sub.presence:
             await node.presence.add(channel, driver.client_id, driver.client_info(sub))
-        if opts.join_leave:
+        if opts.join_leave and not sub.server_side:
             await node.broker.publish_join(channel, driver.client_info(sub))
         node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
         self._session.schedule_sub_expiry(sub)
@@ -344,6 +345,11 @@ class Subscriptions:
         buffered, sub.buffer = sub.buffer, []
         sub.state = SubState.SUBSCRIBED
         self._node.hub.refresh_fanout(sub.channel)
+        if sub.server_side and channel_rules(self._settings, sub.channel).options.join_leave:
+            # A server-side subscription's join follows the reply (or push) that makes it live,
+            # as Centrifugo orders it: with force_push_join_leave the subscriber gets its own.
+            info = self._driver.client_info(sub)
+            self._driver.spawn(functools.partial(self._node.broker.publish_join, sub.channel, info))
         for pub, epoch, push in buffered:
             verdict = sub.check_position(pub.offset, epoch)
             if verdict is Delivery.DELIVER:
