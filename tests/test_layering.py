@@ -128,11 +128,13 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "proxy",
     },
     "transports": {"connection", "engine", "http", "hub", "protocol"},
+    "consumers": {"api.requests", "config", "log_limit", "protocol"},
     "workers": {"config", "engine"},
     "app": {
         "api",
         "config",
         "connection",
+        "consumers",
         "engine",
         "gc_pauses",
         "http",
@@ -145,7 +147,17 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "__main__": {"cli"},
 }
 #: Units that are packages: a module inside belongs to the package's unit.
-GATEWAY_PACKAGES = {"api", "config", "connection", "engine", "http", "protocol", "proxy", "transports"}
+GATEWAY_PACKAGES = {
+    "api",
+    "config",
+    "connection",
+    "consumers",
+    "engine",
+    "http",
+    "protocol",
+    "proxy",
+    "transports",
+}
 
 
 def _modules(path: Path) -> list[Path]:
