@@ -34,7 +34,8 @@ What a connection does:
   ``inline_handler`` is answered without an ASGI cycle.
 
 Every refusal writes a canned response (``Limits``), half-closes, discards what still arrives for
-``LINGER_SECONDS`` (so the peer reads the answer instead of a reset) and closes. A refusal never
+``LINGER_SECONDS`` or ``LINGER_BYTES`` (so the peer reads the answer instead of a reset) and
+closes. A refusal never
 writes into a response in progress: then the connection is just closed. Imports nothing from the
 gateway but http/cycle and http/inline; the Status API listens with it too (status_api/server.py).
 """
@@ -61,6 +62,10 @@ MAX_HEAD_BYTES = 1 << 20
 
 LINGER_SECONDS = 0.5
 """After a refusal: how long input is still read (and discarded) before the close."""
+
+LINGER_BYTES = 16 * 1024 * 1024
+"""After a refusal: how much input is discarded at most before the close (reading and dropping
+costs a few ms of CPU and no memory); a peer that keeps sending past it is closed at once."""
 
 
 def canned(status: bytes, text: bytes, content_type: bytes = b"text/plain; charset=utf-8") -> bytes:
@@ -158,6 +163,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         self._body_bytes = 0
 
         self._refused = False
+        self._discarded = 0
         self._linger: asyncio.TimerHandle | None = None
         self._deadline: asyncio.TimerHandle | None = None
         self._request_open = False
@@ -205,8 +211,11 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         self.writable.resume()
 
     def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return  # lingering after a refusal: discarded
+        if self._refused:  # lingering after a refusal: discarded, up to LINGER_BYTES
+            self._discarded += len(data)
+            if self._discarded > LINGER_BYTES:
+                self.transport.close()
+            return
         if not self.head_done:
             self._head_bytes += len(data)
         try:
@@ -486,7 +495,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
 
     def _refuse(self, response: bytes) -> None:
         """Answer ``response`` (unless a response is in progress), half-close, discard input for
-        ``LINGER_SECONDS``, close."""
+        ``LINGER_SECONDS`` (``LINGER_BYTES`` at most), close."""
         self._refused = True
         self._cancel_deadline()
         quiet = self._abandon_cycle()
