@@ -64,8 +64,8 @@ async def send(port: int, key: bytes, mode: str, requests: int, depth: int) -> i
     """Send ``requests`` requests; returns how many were answered 200."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     if mode == "batch":
-        commands = ",".join('{"publish":{"channel":"bench","data":{"n":%d}}}' % i for i in range(BATCH))
-        payload = request(key, b"/api/batch", ('{"commands":[%s]}' % commands).encode())
+        commands = b",".join(b'{"publish":{"channel":"bench","data":{"n":%d}}}' % i for i in range(BATCH))
+        payload = request(key, b"/api/batch", b'{"commands":[%s]}' % commands)
     else:
         payload = request(key, b"/api/publish", b'{"channel":"bench","data":{"n":1,"s":"0123456789"}}')
     ok = 0
@@ -114,8 +114,7 @@ async def one_round(tree: Path, mode: str, a: argparse.Namespace, workdir: Path)
     }
 
 
-async def run(a: argparse.Namespace) -> list[dict[str, Any]]:
-    trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in a.tree)]
+async def run(a: argparse.Namespace, trees: list[tuple[str, Path]]) -> list[dict[str, Any]]:
     workdir = Path(tempfile.mkdtemp(prefix="taskcast-bench-api-"))
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     loads = [os.getloadavg()[0]]
@@ -163,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
     a = parser.parse_args(argv)
     if not a.tree:
         a.tree = [f"this={ROOT}"]
-    rows = asyncio.run(run(a))
+    trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in a.tree)]
+    rows = asyncio.run(run(a, trees))
     print(markdown(rows) if a.markdown else "\n".join(json.dumps(r) for r in rows), flush=True)
 
 
