@@ -8,6 +8,7 @@ time; the deadline test waits on the socket (a condition) with a generous, scale
 
 from __future__ import annotations
 
+import ast
 import socket
 import threading
 from collections.abc import Iterator
@@ -199,8 +200,6 @@ def test_protocol_class_carries_its_limits() -> None:
 def test_the_status_api_imports_of_the_gateway_only_its_http_protocol() -> None:
     """The services share data, not code; the one exception is the HTTP/1.1 protocol both listen
     with (gateway/http/protocol.py imports nothing of the gateway but http/cycle and http/inline)."""
-    import ast
-
     root = Path(__file__).resolve().parents[2]
     found = set()
     for path in sorted((root / "status_api").rglob("*.py")):
