@@ -5,6 +5,11 @@ round, one keep-alive HTTP/1.1 connection sending a fixed number of ``POST /api/
 of the gateway's CPU (user + system, ``/proc/<pid>/stat``) per publication in µs, and requests
 per second. Trees alternate round by round, so a change in the machine's load hits both.
 
+``inproc`` (robust on a loaded machine): the gateway's HTTP protocol class in this process, fed
+``POST /api/publish`` requests through ``data_received`` over a fake transport (the inline path:
+parsing, routing, the publish, the response bytes), in CPU µs per request (``time.process_time``,
+the median of 5 blocks of ``--publications``); each tree's in a child process of its own.
+
     mkdir /tmp/before && git archive main | tar -x -C /tmp/before
     python loadtest/bench_api_publish.py --tree before=/tmp/before --tree after=. --markdown
 
@@ -32,7 +37,7 @@ if str(ROOT) not in sys.path:
 from loadtest.procs import clean_env  # noqa: E402
 from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
-MODES = ("single", "pipelined", "batch")
+MODES = ("single", "pipelined", "batch", "inproc")
 BATCH = 100
 WARM = 500
 
@@ -114,6 +119,86 @@ async def one_round(tree: Path, mode: str, a: argparse.Namespace, workdir: Path)
     }
 
 
+class _Transport(asyncio.Transport):
+    """Takes every write; reports a loopback socket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.protocol: Any = None
+
+    def write(self, data: Any) -> None:
+        self.written += len(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 5555)}.get(name, default)
+
+    def get_protocol(self) -> Any:
+        return self.protocol
+
+    def set_protocol(self, protocol: Any) -> None:
+        self.protocol = protocol
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def can_write_eof(self) -> bool:
+        return True
+
+
+async def inproc_child(publications: int) -> None:
+    """Child of ``inproc``: this interpreter's gateway (``PYTHONPATH``); prints µs per request."""
+    import uvicorn
+    import uvicorn.server
+
+    from gateway.app import build
+    from gateway.config.loading import load_settings
+    from gateway.http.server import http_protocol
+
+    settings, _ = load_settings(None, {"TASKCAST_HTTP_API_KEY": "k"})
+    served = build(settings)
+    cls = http_protocol(request_timeout=10.0, inline_handler=served.inline)
+    config = uvicorn.Config(served.app, http=cls, ws="none", lifespan="off", log_level="warning")
+    config.load()
+    protocol = config.http_protocol_class(  # type: ignore[call-arg]
+        config=config, server_state=uvicorn.server.ServerState(), app_state={}
+    )
+    transport = _Transport()
+    transport.protocol = protocol
+    protocol.connection_made(transport)
+    payload = request(b"k", b"/api/publish", b'{"channel":"bench","data":{"n":1,"s":"0123456789"}}')
+    for _ in range(WARM * 4):
+        protocol.data_received(payload)  # type: ignore[attr-defined]
+    blocks = []
+    for _ in range(5):
+        c0 = time.process_time()
+        for _ in range(publications):
+            protocol.data_received(payload)  # type: ignore[attr-defined]
+        blocks.append((time.process_time() - c0) / publications * 1e6)
+    assert transport.written > 0
+    print(json.dumps({"us_per_publication": statistics.median(blocks)}))
+
+
+async def inproc_round(tree: Path, a: argparse.Namespace) -> dict[str, Any]:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--inproc-child", "--publications", str(a.publications),
+        env=clean_env(PYTHONPATH=str(tree)), cwd=str(tree), stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await child.communicate()
+    us = json.loads(out.decode().splitlines()[-1])["us_per_publication"]
+    return {"ok": a.publications, "requests": a.publications, "us_per_publication": us,
+            "requests_per_s": 1e6 / us}  # fmt: skip
+
+
 async def run(a: argparse.Namespace, trees: list[tuple[str, Path]]) -> list[dict[str, Any]]:
     workdir = Path(tempfile.mkdtemp(prefix="taskcast-bench-api-"))
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -121,7 +206,8 @@ async def run(a: argparse.Namespace, trees: list[tuple[str, Path]]) -> list[dict
     for _ in range(a.rounds):
         for mode in a.modes.split(","):
             for name, tree in trees:
-                results.setdefault((name, mode), []).append(await one_round(tree, mode, a, workdir))
+                measure = inproc_round(tree, a) if mode == "inproc" else one_round(tree, mode, a, workdir)
+                results.setdefault((name, mode), []).append(await measure)
         loads.append(os.getloadavg()[0])
     rows = []
     for (name, mode), runs in results.items():
@@ -159,7 +245,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--depth", type=int, default=16, help="requests in flight (pipelined)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--inproc-child", action="store_true", help=argparse.SUPPRESS)
     a = parser.parse_args(argv)
+    if a.inproc_child:
+        asyncio.run(inproc_child(a.publications))
+        return
     if not a.tree:
         a.tree = [f"this={ROOT}"]
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in a.tree)]

@@ -155,7 +155,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.expect_100 = False
-        self.content_length = -1
+        self.content_length: bytes | None = None
         self.head_done = True
         self.upgrading = False
         self._head_bytes = 0
@@ -248,7 +248,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         self.url = b""
         self.headers = []
         self.expect_100 = False
-        self.content_length = -1
+        self.content_length = None
         self.head_done = False
         self._head_bytes = 0
         self._head_exact = 0
@@ -263,10 +263,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         self._head_exact += len(name) + len(value) + 4
         name = name.lower()
         if name == b"content-length":
-            try:
-                self.content_length = int(value)
-            except ValueError:
-                self.content_length = -1
+            self.content_length = value  # llhttp has checked its digits
         elif name == b"expect" and value.lower() == b"100-continue":
             self.expect_100 = True
         self.headers.append((name, value))
@@ -282,7 +279,8 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         if self.parser.should_upgrade() and self._websocket_upgrade():
             self.upgrading = True  # data_received hands the connection over
             return
-        if 0 < limits.max_body_bytes < self.content_length:
+        declared = self.content_length
+        if declared is not None and 0 < limits.max_body_bytes < int(declared):
             self._refuse(limits.body_too_large)
             return
         if not self._inline_begin():
