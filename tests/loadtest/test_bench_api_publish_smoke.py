@@ -30,7 +30,7 @@ def test_bench_api_publish_reports_every_mode() -> None:
         check=True,
     )
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert {r["mode"] for r in rows} == {"single", "pipelined", "batch"}
+    assert {r["mode"] for r in rows} == {"single", "pipelined", "batch", "inproc"}
     for row in rows:
         assert row["answered_ok"] == row["requests"] > 0, row
         assert row["us_per_publication"] >= 0 and row["requests_per_s"] > 0, row
