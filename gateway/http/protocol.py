@@ -128,7 +128,7 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
             config.load()
         self.config = config
         self.app = config.loaded_app
-        self.loop = _loop or asyncio.get_event_loop()
+        self.loop = _loop or asyncio.get_running_loop()
         self.ws_protocol_class: Any = config.ws_protocol_class
         self.root_path: str = config.root_path
         self.timeout_keep_alive: float = config.timeout_keep_alive
