@@ -25,7 +25,8 @@ What a connection does:
   deadline does not cover the response: a stream outlives it.
 * **Idle keep-alive**: a connection idle for ``timeout_keep_alive`` after its last response is
   closed (one timer per connection, re-armed lazily, not one per response).
-* **Garbage** (httptools refuses the bytes, or the URL): 400 and close.
+* **Garbage** (httptools refuses the bytes, or the URL): 400 and close, logged at debug level
+  only (an exception of a callback of ours is logged as an error, and answered 400 too).
 * **WebSocket upgrade**: handed to ``config.ws_protocol_class`` with the head as received, the
   way uvicorn does (the bounds above cover the handshake; the deadline stops there).
 * **Graceful shutdown** (``shutdown()``): an idle connection closes now, a busy one after its
@@ -35,9 +36,9 @@ What a connection does:
 
 Every refusal writes a canned response (``Limits``), half-closes, discards what still arrives for
 ``LINGER_SECONDS`` or ``LINGER_BYTES`` (so the peer reads the answer instead of a reset) and
-closes. A refusal never
-writes into a response in progress: then the connection is just closed. Imports nothing from the
-gateway but http/cycle and http/inline; the Status API listens with it too (status_api/server.py).
+closes. A refusal never writes into a response in progress: then the connection is just closed.
+Imports nothing from the gateway but http/cycle and http/inline; the Status API listens with it
+too (status_api/server.py).
 """
 
 from __future__ import annotations
@@ -223,7 +224,11 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             if self.upgrading and not self._refused:
                 self._upgrade()
-        except (httptools.HttpParserError, httptools.HttpParserInvalidURLError):
+        except (httptools.HttpParserError, httptools.HttpParserInvalidURLError) as exc:
+            failure = exc.__context__ if isinstance(exc, httptools.HttpParserCallbackError) else None
+            if failure is not None and not isinstance(failure, httptools.HttpParserInvalidURLError):
+                # A defect of ours in a parser callback, not the client's bytes: say so.
+                logger.error("HTTP request handling failed", exc_info=failure)
             if not self._refused:
                 logger.debug("invalid HTTP request from %s", self.client)
                 self._refuse(self.limits.bad_request)

@@ -125,8 +125,9 @@ async def test_a_slow_client_is_closed_at_the_request_deadline(
         b"GET / HTTP/9.9\r\n\r\n",
         b"GET /health HTTP/1.1\r\nHost: gw\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
         b"GET /health HTTP/1.1\r\nBad Header\r\n\r\n",
+        b"GET http://[bad HTTP/1.1\r\nHost: gw\r\n\r\n",
     ],
-    ids=["tls", "word", "version", "two-lengths", "header"],
+    ids=["tls", "word", "version", "two-lengths", "header", "url"],
 )
 async def test_garbage_is_400(gateway: GatewayProcess, garbage: bytes):
     answer, _ = await _answer(gateway.port, garbage)
