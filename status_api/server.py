@@ -1,6 +1,6 @@
 """The Status API listener: uvicorn, with bounds on what a connection may send before the app runs.
 
-The connection is the gateway's HTTP/1.1 protocol (gateway/http/protocol.py: an
+The connection is the gateway's HTTP/1.1 protocol (httpwire/protocol.py: an
 ``asyncio.Protocol`` on httptools, run through uvicorn's public ``Config(http=<class>)``; nothing
 of uvicorn's private modules), bound to the Status API's limits and JSON refusals:
 
@@ -29,7 +29,7 @@ from typing import Any
 
 import uvicorn
 
-from gateway.http.protocol import HttpProtocol, Limits, bound, canned
+from httpwire.protocol import HttpProtocol, Limits, bound, canned
 from status_api.config import HttpConfig
 
 

@@ -304,6 +304,19 @@ def test_gateway_does_not_import_other_services():
         assert not bad, f"{_rel(file)} imports {sorted(bad)}"
 
 
+def test_the_status_api_imports_nothing_of_the_gateway():
+    """The services share data and the httpwire library, not code of each other."""
+    for file in _modules(ROOT / "status_api"):
+        bad = _top(_imports(file)) & {"gateway", "relay"}
+        assert not bad, f"{_rel(file)} imports {sorted(bad)}"
+
+
+def test_httpwire_is_a_library_of_no_service():
+    for file in _modules(ROOT / "httpwire"):
+        bad = _top(_imports(file)) & {"gateway", "status_api", "relay", "taskcast"}
+        assert not bad, f"{_rel(file)} imports {sorted(bad)}"
+
+
 def _targets(file: Path) -> set[str]:
     """What ``file`` imports, most specific: ``import a.b`` -> a.b; ``from a.b import c`` -> a.b.c."""
     names: set[str] = set()

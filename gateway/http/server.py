@@ -3,13 +3,13 @@
 ``build_server(settings, served)`` is used by ``taskcast gateway`` (gateway/cli.py), ``taskcast
 up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wires:
 
-* the HTTP protocol (gateway/http/protocol.py, on httptools) with the guards every listener
+* the HTTP protocol (httpwire/protocol.py, on httptools) with the guards every listener
   needs (Centrifugo's Go server has them): request heads over ``MAX_HEAD_BYTES`` (1 MiB) are
   refused with 431 before they are buffered, a declared body past the largest any endpoint
   accepts (``listener_body_bound``) with 413 before it is read, and ``http_server.request_timeout``
   bounds how long a connection may take to deliver one whole request (slowloris). WebSocket
   upgrades pass through it first, so the guards cover the WebSocket handshake too. Server API
-  requests are answered by the protocol itself (gateway/http/inline.py).
+  requests are answered by the protocol itself (httpwire/inline.py).
 * the WebSocket protocol class and the shutdown hook handed over by the composition root
   (gateway/app.py builds them; this module never imports it).
 
@@ -34,9 +34,9 @@ import uvicorn
 
 from gateway.config.schema import Settings
 from gateway.config.tls import uvicorn_ssl_kwargs
-from gateway.http.inline import InlineHandler
-from gateway.http.protocol import MAX_HEAD_BYTES, HttpProtocol, Limits, bound
 from gateway.logging_setup import uvicorn_log_level
+from httpwire.inline import InlineHandler
+from httpwire.protocol import MAX_HEAD_BYTES, HttpProtocol, Limits, bound
 
 logger = logging.getLogger("taskcast.gateway.server")
 
@@ -86,7 +86,7 @@ class Served:
     internal_prefixes: tuple[str, ...] = ()
     """With ``http_server.internal_port``: the paths served only on the internal listener."""
     inline: InlineHandler | None = None
-    """Requests it routes are answered by the HTTP protocol itself (gateway/http/inline.py)."""
+    """Requests it routes are answered by the HTTP protocol itself (httpwire/inline.py)."""
 
 
 NOT_FOUND = b"not found"

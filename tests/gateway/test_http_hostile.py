@@ -1,4 +1,4 @@
-"""Hostile HTTP input against a real gateway process (gateway/http/protocol.py as shipped), each
+"""Hostile HTTP input against a real gateway process (httpwire/protocol.py as shipped), each
 answered cheaply and before the app: an oversized head -> 431, a body past the listener's bound
 -> 413 before it is read (declared) or as soon as it passes the bound (chunked), a slow client ->
 408 or closed at ``http_server.request_timeout``, bytes that are not HTTP -> 400. After each, the

@@ -1,4 +1,4 @@
-"""gateway/http/protocol.py and cycle.py in-process: a real uvicorn server (the gateway's
+"""httpwire/protocol.py and cycle.py in-process: a real uvicorn server (the gateway's
 ``build_server``) on a free loopback port with a small ASGI app, driven over raw sockets. What
 uvicorn's own HTTP protocol did for the app must still hold: keep-alive, pipelined responses in
 the requests' order, ``Content-Length`` and chunked bodies both ways, ``Expect: 100-continue``,

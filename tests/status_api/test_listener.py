@@ -8,7 +8,6 @@ time; the deadline test waits on the socket (a condition) with a generous, scale
 
 from __future__ import annotations
 
-import ast
 import socket
 import threading
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.http.protocol import HttpProtocol
+from httpwire.protocol import HttpProtocol
 from status_api.server import ListenerLimits, protocol_class
 from tests.status_api.harness import TEST_CONFIG, user_token
 from tests.support import StatusApiProcess, merge, scaled
@@ -195,23 +194,3 @@ def test_protocol_class_carries_its_limits() -> None:
     assert issubclass(cls, HttpProtocol)
     assert (cls.limits.max_head_bytes, cls.limits.request_timeout) == (8192, 0.0)
     assert b'"HEADERS_TOO_LARGE"' in cls.limits.head_too_large
-
-
-def test_the_status_api_imports_of_the_gateway_only_its_http_protocol() -> None:
-    """The services share data, not code; the one exception is the HTTP/1.1 protocol both listen
-    with (gateway/http/protocol.py imports nothing of the gateway but http/cycle and http/inline)."""
-    root = Path(__file__).resolve().parents[2]
-    found = set()
-    for path in sorted((root / "status_api").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            found |= {name for name in names if name.split(".")[0] == "gateway"}
-    assert found == {"gateway.http.protocol"}
-    protocol = ast.parse((root / "gateway/http/protocol.py").read_text())
-    imported = {n.module for n in ast.walk(protocol) if isinstance(n, ast.ImportFrom) and n.module}
-    assert {m for m in imported if m.startswith("gateway")} == {"gateway.http.cycle", "gateway.http.inline"}

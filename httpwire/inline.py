@@ -1,7 +1,7 @@
 """Inline requests: the HTTP connection answers the server API's requests itself, without an ASGI
 cycle, a task or ASGI messages per request (the gateway's most frequent request is a publish).
 
-``InlineRequests`` is a mixin of gateway/http/protocol.py's ``HttpProtocol``. A request is taken
+``InlineRequests`` is a mixin of httpwire/protocol.py's ``HttpProtocol``. A request is taken
 inline when an ``InlineHandler`` (gateway/api/http.py's ``ApiEndpoint``) routes its path and
 nothing makes the ASGI path necessary: method POST, no upgrade, no ``Expect: 100-continue``, no
 ``%`` in the path, the connection's previous response complete and its writes not paused, and
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httptools
 
-from gateway.http.cycle import STATUS_LINE, Writable
+from httpwire.cycle import STATUS_LINE, Writable
 
 log = logging.getLogger("taskcast.gateway.server")
 
@@ -119,7 +119,7 @@ class InlineRequests:
     _inline_query = b""
     _inline_keep_alive = True
 
-    if TYPE_CHECKING:  # the connection's state and steps (gateway/http/protocol.py)
+    if TYPE_CHECKING:  # the connection's state and steps (httpwire/protocol.py)
         parser: Any
         transport: asyncio.Transport
         writable: Writable

@@ -1,6 +1,6 @@
 """One HTTP request handed to the ASGI app: its ``receive`` and ``send`` (ASGI 3, HTTP spec 2.3).
 
-A ``Cycle`` is built by the connection (gateway/http/protocol.py) at the end of a request head
+A ``Cycle`` is built by the connection (httpwire/protocol.py) at the end of a request head
 and run as a task the server owns. It writes the response as the app sends it: the status line,
 the server's default headers (``date``), the app's headers (names and values checked), then the
 body with ``content-length`` or chunked transfer encoding (chunked when the app gives no length,

@@ -8,7 +8,7 @@ Nothing of uvicorn's private modules is imported or subclassed (tests/test_depen
 
 What a connection does:
 
-* **Requests to the ASGI app** (gateway/http/cycle.py): keep-alive (HTTP/1.1 by default,
+* **Requests to the ASGI app** (httpwire/cycle.py): keep-alive (HTTP/1.1 by default,
   HTTP/1.0 closes), pipelining (a request that arrives while a response is in progress waits,
   with reading paused, and the responses keep the requests' order), ``Content-Length`` and
   chunked bodies (reading pauses while more than 64 KiB of body waits for the app),
@@ -31,7 +31,7 @@ What a connection does:
   way uvicorn does (the bounds above cover the handshake; the deadline stops there).
 * **Graceful shutdown** (``shutdown()``): an idle connection closes now, a busy one after its
   response (``connection: close``).
-* **Inline answers** (gateway/http/inline.py): a server API request routed by the bound
+* **Inline answers** (httpwire/inline.py): a server API request routed by the bound
   ``inline_handler`` is answered without an ASGI cycle.
 
 Every refusal writes a canned response (``Limits``), half-closes, discards what still arrives for
@@ -52,8 +52,8 @@ from typing import Any, ClassVar, Protocol
 
 import httptools
 
-from gateway.http.cycle import HIGH_WATER, Cycle, Writable
-from gateway.http.inline import InlineRequests, Pending
+from httpwire.cycle import HIGH_WATER, Cycle, Writable
+from httpwire.inline import InlineRequests, Pending
 
 logger = logging.getLogger("taskcast.http")
 
