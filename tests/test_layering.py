@@ -129,7 +129,9 @@ PACKAGE_MAP: dict[str, set[str]] = {
     },
     "transports": {"connection", "engine", "http", "hub", "protocol"},
     "workers": {"config", "engine"},
+    "admin": {"api.requests", "config", "engine", "node", "protocol"},
     "app": {
+        "admin",
         "api",
         "config",
         "connection",
@@ -145,7 +147,17 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "__main__": {"cli"},
 }
 #: Units that are packages: a module inside belongs to the package's unit.
-GATEWAY_PACKAGES = {"api", "config", "connection", "engine", "http", "protocol", "proxy", "transports"}
+GATEWAY_PACKAGES = {
+    "admin",
+    "api",
+    "config",
+    "connection",
+    "engine",
+    "http",
+    "protocol",
+    "proxy",
+    "transports",
+}
 
 
 def _modules(path: Path) -> list[Path]:
