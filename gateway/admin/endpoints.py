@@ -147,7 +147,10 @@ class AdminEndpoints:
                 result = await self.api.call(method, params)
         except ApiError as exc:
             return _error(exc.error)
-        return JSONResponse({"result": result}, headers=SECURITY_HEADERS)
+        # orjson, as the server API: results may hold kept JSON (orjson fragments).
+        return Response(
+            orjson.dumps({"result": result}), media_type="application/json", headers=SECURITY_HEADERS
+        )
 
     async def connections(self, params: object) -> dict[str, Any]:
         """``{"user": U}`` -> ``{"connections": {client id: {user, session, channels, node}}}``
