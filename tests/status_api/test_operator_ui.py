@@ -89,7 +89,14 @@ async def test_backlog_relays_and_dead_rows_requeued_and_deleted_with_an_audit_t
     assert r.json() == {"affected": 1}
     assert (await h.http.get("/admin/v1/outbox/dead", headers=AUTH)).json()["dead"] == []
 
-    for bad in ({"ids": []}, {"ids": ["1"]}, {"ids": [True]}, {"ids": list(range(1, 1002))}, [1]):
+    bad_bodies: list[object] = [
+        {"ids": []},
+        {"ids": ["1"]},
+        {"ids": [True]},
+        {"ids": list(range(1, 1002))},
+        [1],
+    ]
+    for bad in bad_bodies:
         r = await h.http.post("/admin/v1/outbox/dead/requeue", json=bad, headers=AUTH)
         assert r.status_code == 422 and r.json()["error"]["code"] == "INVALID_IDS"
     assert (
