@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from gateway.admin.auth import LOGIN_FAILURES_ALLOWED
+from tests.helpers.redis_engine import unique_prefix
 from tests.support import GatewayProcess, free_port, mint_token
 from tests.support.waiting import wait_until_blocking
 
@@ -191,3 +193,35 @@ def admin_api_at(url: str, method: str) -> tuple[int, Any]:
         url, json.dumps({"method": method}).encode(), {"content-type": "application/json"}
     )
     return status, json.loads(raw) if raw else None
+
+
+@pytest.mark.redis
+def test_connections_of_a_user_come_from_every_node(tmp_path: Path, redis_url: str) -> None:
+    prefix = unique_prefix()
+    config = {
+        "admin": {"enabled": True, "password": PASSWORD, "secret": SECRET},
+        "client": {"token": {"hmac_secret_key": TOKEN_KEY}},
+        "engine": {"type": "redis", "redis": {"address": redis_url, "prefix": prefix, "io_timeout": "1s"}},
+        "channel": {"without_namespace": {"allow_subscribe_for_client": True}},
+    }
+    a = GatewayProcess(config, tmp_path / "a").start()
+    b = GatewayProcess(config, tmp_path / "b").start()
+    try:
+        wait_until_blocking(lambda: len(a.nodes()) == 2, 30, "both nodes in info")
+        token = login(a, PASSWORD)[1]["token"]
+        with connect(b.ws_url) as ws:
+            ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(TOKEN_KEY, "bob")}}))
+            client = json.loads(ws.recv(timeout=10))["connect"]["client"]
+            ws.send(json.dumps({"id": 2, "subscribe": {"channel": "lobby"}}))
+            assert json.loads(ws.recv(timeout=10))["id"] == 2
+            found = admin_api(a, token, "connections", {"user": "bob"})[1]["result"]["connections"]
+            b_uid = next(n["uid"] for n in b.nodes() if n["num_clients"] == 1)
+            assert found == {client: {"user": "bob", "session": "", "channels": ["lobby"], "node": b_uid}}
+            # The disconnect from node A's admin API reaches the connection on node B.
+            assert admin_api(a, token, "disconnect", {"user": "bob"})[0] == 200
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    ws.recv(timeout=10)
+    finally:
+        a.terminate()
+        b.terminate()
