@@ -40,7 +40,9 @@ FILES = {
     "operator.css": ("operator.css", "text/css; charset=utf-8"),
 }
 SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+    "content-security-policy": (
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",

@@ -44,7 +44,9 @@ MAX_BODY_BYTES = 1 << 20
 READ_ONLY = frozenset({"info", "channels", "presence", "presence_stats", "history", "connections"})
 """Admin API methods that change nothing (not logged)."""
 SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'",
+    "content-security-policy": (
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "no-referrer",
