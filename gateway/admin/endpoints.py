@@ -155,7 +155,8 @@ class AdminEndpoints:
         )
 
     async def connections(self, params: object) -> dict[str, Any]:
-        """``{"user": U}`` -> ``{"connections": {client id: {user, session, channels, node}}}``
+        """``{"user": U}`` -> ``{"connections": {client id: {user, session, channels, node,
+        node_name}}}``
         from every live node (a node that does not answer in time is left out).
 
         Raises:
@@ -168,12 +169,13 @@ class AdminEndpoints:
             replies = await self.node.cluster.survey("connections", user=user)
         except EngineError as exc:
             raise ApiError(codes.ERROR_INTERNAL) from exc
+        names = {info.get("uid"): info.get("name", "") for info in self.node.cluster.nodes()}
         found: dict[str, Any] = {}
         for node, payload in replies.items():
             if isinstance(payload, dict):
                 for client, conn in payload.items():
                     if isinstance(conn, dict):
-                        found[client] = {**conn, "node": node}
+                        found[client] = {**conn, "node": node, "node_name": names.get(node, "")}
         return {"connections": found}
 
 

@@ -153,6 +153,7 @@ function show(page) {
 }
 
 async function route() {
+  status('');
   const [path, query] = location.hash.slice(1).split('?');
   const parts = (path || '/tasks').split('/').filter(Boolean);
   const page = parts[0] in PAGES || parts[0] === 'task' ? parts[0] : 'tasks';

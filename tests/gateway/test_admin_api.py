@@ -215,8 +215,16 @@ def test_connections_of_a_user_come_from_every_node(tmp_path: Path, redis_url: s
             ws.send(json.dumps({"id": 2, "subscribe": {"channel": "lobby"}}))
             assert json.loads(ws.recv(timeout=10))["id"] == 2
             found = admin_api(a, token, "connections", {"user": "bob"})[1]["result"]["connections"]
-            b_uid = next(n["uid"] for n in b.nodes() if n["num_clients"] == 1)
-            assert found == {client: {"user": "bob", "session": "", "channels": ["lobby"], "node": b_uid}}
+            b_node = next(n for n in b.nodes() if n["num_clients"] == 1)
+            assert found == {
+                client: {
+                    "user": "bob",
+                    "session": "",
+                    "channels": ["lobby"],
+                    "node": b_node["uid"],
+                    "node_name": b_node["name"],
+                }
+            }
             # The disconnect from node A's admin API reaches the connection on node B.
             assert admin_api(a, token, "disconnect", {"user": "bob"})[0] == 200
             with pytest.raises(ConnectionClosed):

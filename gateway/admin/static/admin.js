@@ -122,7 +122,7 @@ async function showConnections(user) {
   if (!user) return fill(tbody, []);
   const { connections } = await api('connections', { user });
   fill(tbody, Object.entries(connections).sort().map(([client, c]) => el('tr', { dataset: { client } },
-    el('td', {}, el('code', {}, client)), el('td', {}, c.node),
+    el('td', {}, el('code', {}, client)), el('td', { title: c.node }, c.node_name || c.node),
     el('td', {}, ...c.channels.flatMap((ch) => [channelLink(ch), ' ',
       el('button', { type: 'button', onclick: () => act('unsubscribe', { channel: ch, user, client }) }, 'Unsubscribe'),
       el('br')])),
@@ -132,8 +132,8 @@ async function showConnections(user) {
 async function act(method, params) {
   try {
     await api(method, params);
-    status(`${method} done`);
     await route();
+    status(`${method} done`);
   } catch (err) {
     status(`${method} failed: ${err.message}`, 'error');
   }
@@ -147,6 +147,7 @@ function show(page) {
 }
 
 async function route() {
+  status('');
   const [path, query] = location.hash.slice(1).split('?');
   const args = new URLSearchParams(query || '');
   const parts = (path || '/nodes').split('/').filter(Boolean);
