@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 from gateway.admin.auth import LOGIN_FAILURES_ALLOWED
 from tests.helpers.redis_engine import unique_prefix
 from tests.support import GatewayProcess, free_port, mint_token
-from tests.support.waiting import wait_until_blocking
+from tests.support.waiting import scaled, wait_until_blocking
 
 PASSWORD = "correct horse battery staple"
 SECRET = "admin-secret-long-enough-for-hs256-and-then-some-more-bytes-0123456789"
@@ -56,7 +56,7 @@ def request(
         url, data=body, headers=headers or {}, method="POST" if body is not None else "GET"
     )
     try:
-        with urllib.request.urlopen(req, timeout=10) as answer:
+        with urllib.request.urlopen(req, timeout=scaled(10)) as answer:
             return answer.status, dict(answer.headers), answer.read()
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), exc.read()
@@ -121,13 +121,13 @@ def test_the_server_api_methods_and_connections_run_through_the_admin_api(
 ) -> None:
     with connect(gateway.ws_url) as ws:
         ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(TOKEN_KEY, "alice")}}))
-        client = json.loads(ws.recv(timeout=10))["connect"]["client"]
+        client = json.loads(ws.recv(timeout=scaled(10)))["connect"]["client"]
         ws.send(json.dumps({"id": 2, "subscribe": {"channel": "room"}}))
-        reply = json.loads(ws.recv(timeout=10))
+        reply = json.loads(ws.recv(timeout=scaled(10)))
         assert reply["id"] == 2 and "error" not in reply, reply
         status, body = admin_api(gateway, token, "publish", {"channel": "room", "data": {"text": "hi"}})
         assert status == 200 and body["result"]["offset"] == 1
-        assert json.loads(ws.recv(timeout=10))["push"]["pub"]["data"] == {"text": "hi"}
+        assert json.loads(ws.recv(timeout=scaled(10)))["push"]["pub"]["data"] == {"text": "hi"}
         assert admin_api(gateway, token, "channels", {"pattern": "ro*"})[1] == {
             "result": {"channels": {"room": {"num_clients": 1}}}
         }
@@ -211,9 +211,9 @@ def test_connections_of_a_user_come_from_every_node(tmp_path: Path, redis_url: s
         token = login(a, PASSWORD)[1]["token"]
         with connect(b.ws_url) as ws:
             ws.send(json.dumps({"id": 1, "connect": {"token": mint_token(TOKEN_KEY, "bob")}}))
-            client = json.loads(ws.recv(timeout=10))["connect"]["client"]
+            client = json.loads(ws.recv(timeout=scaled(10)))["connect"]["client"]
             ws.send(json.dumps({"id": 2, "subscribe": {"channel": "lobby"}}))
-            assert json.loads(ws.recv(timeout=10))["id"] == 2
+            assert json.loads(ws.recv(timeout=scaled(10)))["id"] == 2
             found = admin_api(a, token, "connections", {"user": "bob"})[1]["result"]["connections"]
             b_node = next(n for n in b.nodes() if n["num_clients"] == 1)
             assert found == {
@@ -229,7 +229,7 @@ def test_connections_of_a_user_come_from_every_node(tmp_path: Path, redis_url: s
             assert admin_api(a, token, "disconnect", {"user": "bob"})[0] == 200
             with pytest.raises(ConnectionClosed):
                 while True:
-                    ws.recv(timeout=10)
+                    ws.recv(timeout=scaled(10))
     finally:
         a.terminate()
         b.terminate()
