@@ -85,6 +85,12 @@ async function gatewayUi(browser) {
   assert.equal(await text(page, '#status'), `published to ${g.channel} at offset 2`);
   await shot(page, 'gateway-admin-publish');
 
+  // Unsubscribe the client from the channel page (after the publish it must receive).
+  await page.goto(`${g.url}/#/channel/${encodeURIComponent(g.channel)}`);
+  await ready(page, 'channel');
+  await page.click(`#presence-table tr[data-client="${g.client}"] button:not(.danger)`);
+  await page.waitForFunction(() => document.querySelector('#status').textContent === 'unsubscribe done');
+
   await page.goto(`${g.url}/#/connections?user=${encodeURIComponent(g.user)}`);
   await ready(page, 'connections');
   await page.waitForSelector(`#connections-table tr[data-client="${g.client}"]`);

@@ -2,8 +2,9 @@
 the board's browser tests use it) against real processes: a gateway with ``admin`` on its
 internal listener and one connected client, and a Status API on SQLite with a task and a DEAD
 outbox row. The script logs in (after a refused login on each), renders every page from their
-data and takes one action each; this test checks the effects from outside: the publication
-reached the client, the client was disconnected, the DEAD row is PENDING again and audited.
+data and takes its actions; this test checks the effects from outside: the publication reached
+the client, the client was unsubscribed then disconnected, the DEAD row is PENDING again and
+audited.
 
 ``TASKCAST_ADMIN_SCREENSHOTS=<dir>`` keeps the pages' screenshots (docs/img/ is made so).
 """
@@ -208,12 +209,14 @@ def _run_browser(
         check=False,
     )
     assert run.returncode == 0, f"stdout:\n{run.stdout[-6000:]}\nstderr:\n{run.stderr[-6000:]}"
-    # The publish from the page reached the subscriber, then the page's disconnect closed it.
+    # The publish from the page reached the subscriber, the page's unsubscribe removed its
+    # subscription, then the page's disconnect closed it.
     pushes: list[dict[str, Any]] = []
     with pytest.raises(ConnectionClosed) as closed:
         while True:
             pushes.append(json.loads(ws.recv(timeout=scaled(10))))
     assert [p["push"]["pub"]["data"] for p in pushes if "pub" in p.get("push", {})] == [PUBLISH]
+    assert [p["push"]["channel"] for p in pushes if "unsubscribe" in p.get("push", {})] == [CHANNEL]
     assert closed.value.rcvd is not None
     assert closed.value.rcvd.code == 3503  # Centrifugo's "force reconnect" of a server API disconnect
     with sqlite3.connect(db) as conn:
