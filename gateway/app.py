@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +32,7 @@ from gateway.config.schema import Settings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
+from gateway.consumers import build_consumers
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
@@ -160,6 +162,8 @@ class Runtime:
         held = self.clients.flusher.stats
         self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
+        execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
         self.streams = OpenStreams()
@@ -308,6 +312,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
             rt.gc.install()
             freeze_startup()
             if settings.grpc_api.enabled:

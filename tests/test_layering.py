@@ -128,6 +128,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "proxy",
     },
     "transports": {"connection", "engine", "http", "hub", "protocol"},
+    "consumers": {"api.requests", "config", "log_limit", "protocol"},
     "workers": {"config", "engine"},
     "admin": {"api.requests", "config", "engine", "node", "protocol"},
     "app": {
@@ -135,6 +136,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "api",
         "config",
         "connection",
+        "consumers",
         "engine",
         "gc_pauses",
         "http",
@@ -152,6 +154,7 @@ GATEWAY_PACKAGES = {
     "api",
     "config",
     "connection",
+    "consumers",
     "engine",
     "http",
     "protocol",

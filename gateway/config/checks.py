@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
+from gateway.config.consumer_checks import check_consumers
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -63,6 +64,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_proxies(settings, channel, warnings)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
+    consumers = check_consumers(settings.consumers, warnings)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
     if settings.client.queue_conflate_size < 0:
@@ -121,6 +123,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         websocket=websocket,
         uni_websocket=uni_websocket,
         log=log,
+        consumers=consumers,
     )
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gateway.config.consumer_schema import ConsumerSettings
+
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
 
@@ -38,6 +40,7 @@ SECRET_OPTIONS = frozenset(
         "credentials_value",
         "static_headers",
         "static_metadata",
+        "token",
     }
 )
 """Option names whose values ``Settings.redacted`` replaces by ``"***"``."""
@@ -583,6 +586,7 @@ class Settings:
     log: LogSettings = field(default_factory=LogSettings)
     rpc: RpcSettings = field(default_factory=RpcSettings)
     proxies: tuple[NamedProxySettings, ...] = ()
+    consumers: tuple[ConsumerSettings, ...] = ()
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading

@@ -164,6 +164,7 @@ CREATE TABLE IF NOT EXISTS task_operation_definition (
 	failure_policy VARCHAR(32) NOT NULL,
 	max_attempts INTEGER UNSIGNED NOT NULL DEFAULT '1',
 	enabled BOOL NOT NULL DEFAULT true,
+	max_task_attempts INTEGER UNSIGNED,
 	PRIMARY KEY (tenant_id, product, task_type, definition_version, operation_code)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
@@ -183,6 +184,14 @@ CREATE TABLE IF NOT EXISTS realtime_subscription (
 	task_id VARCHAR(64) NOT NULL,
 	expires_at DATETIME(3) NOT NULL,
 	PRIMARY KEY (session_id, task_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS realtime_user_quota (
+	tenant_id VARCHAR(64) NOT NULL,
+	user_id VARCHAR(64) NOT NULL,
+	touched_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (tenant_id, user_id),
+	KEY realtime_user_quota_touched_idx (touched_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
 CREATE TABLE IF NOT EXISTS execution_token_renewal (

@@ -12,6 +12,7 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
 * ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
   ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
 * ``execution_token_renewal``: the audit trail of executionToken renewals (long steps);
+* ``realtime_user_quota``: the per-user lock row of the detail-subscription quota (seed §6.5).
 * ``operator_action``: the audit trail of operators' actions on the outbox (who requeued or
   deleted which DEAD rows, when).
 
@@ -209,6 +210,8 @@ task_operation_definition = sa.Table(
     sa.Column("failure_policy", sa.String(32), nullable=False),
     sa.Column("max_attempts", INTU, nullable=False, server_default="1"),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    #: The set's ``maxTaskAttempts`` (one value for the whole set, repeated on each of its rows).
+    sa.Column("max_task_attempts", INTU, nullable=True),
 )
 
 realtime_session = sa.Table(
@@ -229,6 +232,18 @@ realtime_subscription = sa.Table(
     sa.Column("session_id", ID, primary_key=True),
     sa.Column("task_id", ID, primary_key=True),
     sa.Column("expires_at", TS, nullable=False),
+)
+
+#: One row per user with detail leases: every detail-quota check of the user (subscription token,
+#: subscribe proxy, release) first upserts it, which takes its row lock, so the checks of one user
+#: run one at a time on every Status API replica (storage/sessions.py ``lock_user``).
+realtime_user_quota = sa.Table(
+    "realtime_user_quota",
+    metadata,
+    sa.Column("tenant_id", ID, primary_key=True),
+    sa.Column("user_id", ID, primary_key=True),
+    sa.Column("touched_at", TS, nullable=False),
+    sa.Index("realtime_user_quota_touched_idx", "touched_at"),
 )
 
 execution_token_renewal = sa.Table(
