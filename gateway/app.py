@@ -23,9 +23,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
+from gateway.config.checks import admin_paths
 from gateway.config.schema import Settings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
@@ -273,6 +275,7 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
 
         routes.append(Route(settings.prometheus.handler_prefix, metrics, methods=["GET"]))
         links["metrics"] = settings.prometheus.handler_prefix
+    routes += _admin_routes(settings, rt, links)
     links["docs"] = DOCS
     about = {"name": "taskcast-gateway", "version": VERSION, "links": links}
 
@@ -283,6 +286,15 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
     if not any(r.path == "/" for r in routes):
         routes.append(Route("/", index, methods=["GET"]))
     return routes
+
+
+def _admin_routes(settings: Settings, rt: Runtime, links: dict[str, str]) -> list[Route]:
+    """The admin web UI (gateway/admin/) when ``admin.enabled``."""
+    if not settings.admin.enabled:
+        return []
+    admin = AdminEndpoints(settings, rt.api, rt.node)
+    links["admin"] = admin.page_path
+    return admin.routes()
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
@@ -364,12 +376,15 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
 
 def internal_prefixes(settings: Settings) -> tuple[str, ...]:
     """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
-    endpoints: the server API, ``prometheus``, ``health``); empty when it is not."""
+    endpoints: the server API, ``prometheus``, ``health``, ``admin`` unless ``admin.external``);
+    empty when it is not."""
     if not settings.http_server.internal_port:
         return ()
     prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
     if not settings.http_api.disabled:
         prefixes.append(settings.http_api.handler_prefix)
+    if settings.admin.enabled and not settings.admin.external:
+        prefixes += admin_paths(settings)
     return tuple(prefixes)
 
 

@@ -130,7 +130,9 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "transports": {"connection", "engine", "http", "hub", "protocol"},
     "consumers": {"api.requests", "config", "log_limit", "protocol"},
     "workers": {"config", "engine"},
+    "admin": {"api.requests", "config", "engine", "node", "protocol"},
     "app": {
+        "admin",
         "api",
         "config",
         "connection",
@@ -148,6 +150,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
 }
 #: Units that are packages: a module inside belongs to the package's unit.
 GATEWAY_PACKAGES = {
+    "admin",
     "api",
     "config",
     "connection",

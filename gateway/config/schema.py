@@ -33,6 +33,7 @@ SECRET_OPTIONS = frozenset(
         "hmac_secret_key",
         "hmac_previous_secret_key",
         "password",
+        "secret",
         "sentinel_password",
         "key",
         "key_pem",
@@ -413,6 +414,24 @@ class InitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """``admin``: the admin web UI (gateway/admin/, docs/admin.md). The page is served at
+    ``handler_prefix`` + ``/`` and its endpoints under ``handler_prefix`` + ``/admin/``; with
+    ``http_server.internal_port`` set they are on the internal listener unless ``external``.
+    ``password`` logs in and ``secret`` signs the admin token that login returns (both required
+    unless ``insecure``, which serves everything without login). ``token_ttl`` is a Taskcast
+    extension: an admin token's lifetime in seconds."""
+
+    enabled: bool = False
+    password: str = ""
+    secret: str = ""
+    insecure: bool = False
+    handler_prefix: str = ""
+    external: bool = False
+    token_ttl: float = field(default=86400.0, metadata=EXTENSION)
+
+
+@dataclass(frozen=True, slots=True)
 class EmulationSettings:
     handler_prefix: str = "/emulation"
     max_request_body_size: int = 65536
@@ -558,6 +577,7 @@ class Settings:
     )
     uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
     init: InitSettings = field(default_factory=InitSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)

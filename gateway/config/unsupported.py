@@ -89,7 +89,8 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
         # sections (v6.0 - v6.8)
-        "admin": "no admin web UI: use the server API (info, channels, presence) and /metrics",
+        "admin.web_path": "the admin UI's files are part of the gateway (gateway/admin/static/)",
+        "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
         "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
