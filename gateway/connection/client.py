@@ -66,15 +66,9 @@ from gateway.protocol.messages import (
     SubscribeRequest,
     UnsubscribeRequest,
 )
-from gateway.protocol.session import (
-    Action,
-    Execute,
-    ExpireSubscription,
-    SendPing,
-    Session,
-    SessionConfig,
-    Subscription,
-)
+from gateway.protocol.session import Action, Execute, ExpireSubscription, SendPing, Session, SessionConfig
+from gateway.protocol.subscription import Subscription
+from gateway.proxy.caller import Proxies
 
 log = logging.getLogger("taskcast.gateway.client")
 _internal_log = LogLimiter(log)
@@ -197,7 +191,10 @@ class Client:
         self._after_reply: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
-        self.streams = StreamSubscriptions(self)  # channel.proxy.subscribe_stream
+        proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
+        self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
+            self, proxies if isinstance(proxies, Proxies) else None
+        )
         self.subscriptions = Subscriptions(
             self,
             node,
@@ -400,6 +397,9 @@ class Client:
 
     def subscription(self, channel: str) -> Subscription | None:
         return self.subscriptions.get(channel)
+
+    def update_channel_info(self, sub: Subscription, info: bytes) -> None:
+        self.session.update_channel_info(sub, info)
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         await self.subscriptions.unsubscribe(channel, push)

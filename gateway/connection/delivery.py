@@ -27,7 +27,7 @@ from gateway.protocol import codec, codes, fossil
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import Publication
 from gateway.protocol.protobuf import codec as protobuf_codec
-from gateway.protocol.session import Subscription
+from gateway.protocol.subscription import Subscription
 from gateway.protocol.tags_filter import FilterError, TagsFilter, parse
 
 DELTA_TYPES = ("fossil",)
@@ -158,5 +158,5 @@ def delta_push(sub: Subscription, pub: Publication, push: SharedPush, wire: Code
         and sub.delta_base == (prev[0], prev[1])
     ):
         chosen = forms.delta()
-    sub.delta_base = (pub.offset, push.epoch) if pub.offset else None
+    sub.delta_sent(pub.offset, push.epoch)
     return chosen if chosen is not None else forms.full()

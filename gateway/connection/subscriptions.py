@@ -51,7 +51,9 @@ from gateway.protocol.messages import (
     SubscribeRequest,
     SubscribeResult,
 )
-from gateway.protocol.session import Delivery, Session, State, Subscription, SubState
+from gateway.protocol.session import Session, State
+from gateway.protocol.subscription import Delivery, Subscription, SubState
+from gateway.proxy.replies import SubscribeGrant
 
 log = logging.getLogger("taskcast.gateway.client")
 
@@ -85,15 +87,30 @@ class Driver(Connection, Protocol):
     def after_reply(self, callback: Callable[[], None]) -> None: ...
 
 
+class OpenStream(Protocol):
+    """A backend stream opened for a subscribe, its first message read (the ``grant``), and
+    not yet bound to a subscription: ``attach`` it to the subscription entered for it, or
+    ``cancel`` it."""
+
+    grant: SubscribeGrant
+
+    def attach(self, sub: Subscription) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
 class StreamHook(Protocol):
     """Subscriptions the application backend streams (``channel.proxy.subscribe_stream``,
-    gateway/connection/proxy_streams.py): not in the hub, broker or history."""
+    gateway/connection/proxy_streams.py): not in the hub, broker or history. This module keeps
+    their subscription state (the Session's table, presence, metrics); the hook keeps the
+    streams: ``open_stream``, ``start`` reading it once its subscription is live, ``release`` it
+    (False: ``sub`` has no stream)."""
 
-    async def subscribe(
-        self, req: SubscribeRequest, rules: ChannelRules
-    ) -> tuple[SubscribeResult, Callable[[], None]]: ...
+    async def open_stream(self, req: SubscribeRequest, rules: ChannelRules) -> OpenStream: ...
 
-    async def release(self, sub: Subscription) -> bool: ...
+    def start(self, sub: Subscription) -> None: ...
+
+    def release(self, sub: Subscription) -> bool: ...
 
 
 def channel_rules(settings: Settings, channel: str) -> ChannelRules:
@@ -193,9 +210,7 @@ class Subscriptions:
             raise CommandError(error)
         self._check_limits(channel, rules)
         if opts.subscribe_stream_proxy_enabled and self._streams is not None:  # the backend streams it
-            result, go_live = await self._streams.subscribe(req, rules)
-            self._driver.after_reply(go_live)
-            return result
+            return await self._subscribe_stream(self._streams, req, rules)
         grant = await self._authorizer.subscribe(self._driver.caller(), req, rules)
         self._check_limits(channel, rules)  # the authorisation awaited
         flags = policy.subscription_flags(
@@ -204,15 +219,22 @@ class Subscriptions:
             policy.Asks(req.recoverable, req.positioned, req.join_leave),
             grant.override,
         )
-        sub = _new_subscription(channel, rules, flags, server_side=False)
+        expire_at: float | None = None
         if grant.expire_at is not None and self._authorizer.server_side_sub_refresh(channel):
             self._refresher.subscription(channel, grant.expire_at)
-        else:
-            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
-        sub.chan_info = grant.info
-        if req.tf is not None:
-            sub.tags_filter = subscription_filter(opts, req.tf)
-        sub.delta = negotiate_delta(opts, req.delta, filtered=sub.tags_filter is not None)
+        elif grant.expire_at is not None:
+            expire_at = float(grant.expire_at)
+        tags_filter = subscription_filter(opts, req.tf) if req.tf is not None else None
+        sub = _new_subscription(
+            channel,
+            rules,
+            flags,
+            server_side=False,
+            expire_at=expire_at,
+            chan_info=grant.info,
+            tags_filter=tags_filter,
+            delta=negotiate_delta(opts, req.delta, filtered=tags_filter is not None),
+        )
         result = await self._establish(
             sub,
             opts,
@@ -222,6 +244,52 @@ class Subscriptions:
         )
         self._driver.after_reply(lambda: self._go_live(sub))
         return result
+
+    async def _subscribe_stream(
+        self, streams: StreamHook, req: SubscribeRequest, rules: ChannelRules
+    ) -> SubscribeResult:
+        """A subscription the backend streams: open the stream (its first message answers the
+        subscribe), enter the subscription, add presence; it goes live (the stream is read)
+        once the reply is queued. Nothing is left open on a failure.
+
+        Raises:
+            CommandError: the backend's error; 100 when the stream fails or is silent; 105 when
+                the connection subscribed or closed meanwhile.
+            DisconnectError: the backend's disconnect.
+        """
+        opened = await streams.open_stream(req, rules)
+        grant, channel, driver = opened.grant, req.channel, self._driver
+        try:
+            if self._closed or channel in self._session.subscriptions:  # the connection moved on
+                raise CommandError(codes.ERROR_ALREADY_SUBSCRIBED)
+            flags = policy.subscription_flags(rules.options, driver.who(), policy.Asks(), grant.override)
+            sub = Subscription(
+                channel,
+                rules.namespace,
+                presence=flags.presence,
+                expire_at=float(grant.expire_at) if grant.expire_at is not None else None,
+                chan_info=grant.info,
+            )
+            if sub.presence:
+                await self._node.presence.add(channel, driver.client_id, driver.client_info(sub))
+        except BaseException:  # an engine failure too: answered by the driver, no stream left open
+            opened.cancel()
+            raise
+        self._session.add_subscription(sub)
+        opened.attach(sub)
+        self._node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        self._session.schedule_sub_expiry(sub)
+        driver.after_reply(lambda: self._stream_live(streams, sub))
+        return SubscribeResult(
+            expires=sub.expire_at is not None,
+            ttl=policy.expiry_ttl(sub.expire_at, self._clock()) if sub.expire_at is not None else 0,
+            data=grant.data,
+        )
+
+    def _stream_live(self, streams: StreamHook, sub: Subscription) -> None:
+        """The reply to a streamed subscribe is queued: live, the stream is read."""
+        if self._session.go_live(sub) is not None:
+            streams.start(sub)
 
     async def connect_channels(self, granted: Mapping[str, policy.ServerSub]) -> dict[str, policy.ServerSub]:
         """The server-side subscriptions of a connect, before it registers: the granted ones
@@ -271,10 +339,14 @@ class Subscriptions:
         flags = policy.subscription_flags(
             rules.options, self._driver.who(), policy.Asks(), server_sub.override
         )
-        sub = _new_subscription(channel, rules, flags, server_side=True)
-        sub.chan_info = server_sub.info
-        if server_sub.expire_at:
-            sub.expire_at = float(server_sub.expire_at)
+        sub = _new_subscription(
+            channel,
+            rules,
+            flags,
+            server_side=True,
+            expire_at=float(server_sub.expire_at) if server_sub.expire_at else None,
+            chan_info=server_sub.info,
+        )
         return await self._establish(
             sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
         )
@@ -304,7 +376,7 @@ class Subscriptions:
                 )
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
                     raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
-                sub.offset, sub.epoch = positioned.start.offset, positioned.start.epoch
+                self._session.position(sub, positioned.start.offset, positioned.start.epoch)
         except BaseException:
             if self._session.remove_subscription(channel) is not None:
                 await node.remove_subscriber(channel, driver)
@@ -340,10 +412,9 @@ class Subscriptions:
 
     def _go_live(self, sub: Subscription) -> None:
         """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""
-        if self._session.subscriptions.get(sub.channel) is not sub:
+        buffered = self._session.go_live(sub)
+        if buffered is None:
             return
-        buffered, sub.buffer = sub.buffer, []
-        sub.state = SubState.SUBSCRIBED
         self._node.hub.refresh_fanout(sub.channel)
         if sub.server_side and channel_rules(self._settings, sub.channel).options.join_leave:
             # A server-side subscription's join follows the reply (or push) that makes it live,
@@ -371,10 +442,8 @@ class Subscriptions:
             raise CommandError(codes.ERROR_PERMISSION_DENIED)
         grant = await self._authorizer.sub_refresh(self._driver.caller(), req)
         if grant is not None and not grant.expired:
-            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
-            if grant.info is not None:
-                sub.chan_info = grant.info
-            self._session.schedule_sub_expiry(sub)
+            expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+            self._session.extend_subscription(sub, expire_at, grant.info)
         return self._session.sub_refresh_result(sub, self._clock())
 
     # --- release -------------------------------------------------------------------------------
@@ -393,10 +462,12 @@ class Subscriptions:
 
     async def _release(self, sub: Subscription) -> None:
         """Undo a subscription's node-level effects: hub/broker, presence, leave."""
-        if self._streams is not None and await self._streams.release(sub):
-            return
         node = self._node
         driver = self._driver
+        if self._streams is not None and self._streams.release(sub):  # not in the hub
+            if sub.presence:
+                await node.presence.remove(sub.channel, driver.client_id)
+            return
         await node.remove_subscriber(sub.channel, driver)
         opts = self._settings.channel_options(sub.channel)
         if sub.presence:
@@ -427,7 +498,7 @@ class Subscriptions:
             self._send_queue.put(push.payload, push)  # the common case, kept short
             return
         if sub.state is _SUBSCRIBING:
-            sub.buffer.append((pub, epoch, push))
+            self._session.buffer(sub, pub, epoch, push)
             return
         verdict = sub.check_position(pub.offset, epoch)
         if verdict is Delivery.DELIVER:
@@ -520,7 +591,15 @@ class Subscriptions:
 
 
 def _new_subscription(
-    channel: str, rules: ChannelRules, flags: policy.Flags, *, server_side: bool
+    channel: str,
+    rules: ChannelRules,
+    flags: policy.Flags,
+    *,
+    server_side: bool,
+    expire_at: float | None,
+    chan_info: bytes | None,
+    tags_filter: object = None,
+    delta: bool = False,
 ) -> Subscription:
     return Subscription(
         channel=channel,
@@ -530,4 +609,8 @@ def _new_subscription(
         recoverable=flags.recoverable,
         push_join_leave=flags.push_join_leave,
         presence=flags.presence,
+        expire_at=expire_at,
+        chan_info=chan_info,
+        tags_filter=tags_filter,
+        delta=delta,
     )

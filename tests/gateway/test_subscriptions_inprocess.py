@@ -20,7 +20,8 @@ from gateway.hub import SharedPush
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import JSON
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRequest
-from gateway.protocol.session import Session, SessionConfig, State, Subscription, SubState
+from gateway.protocol.session import Session, SessionConfig, State
+from gateway.protocol.subscription import Subscription, SubState
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport, until
 
 
@@ -89,6 +90,9 @@ class RecordingDriver:
     # gateway.connection.refresh.Conn
     def subscription(self, channel: str) -> Subscription | None:
         return self.subs.get(channel)
+
+    def update_channel_info(self, sub: Subscription, info: bytes) -> None:
+        self.session.update_channel_info(sub, info)
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         await self.subs.unsubscribe(channel, push)
