@@ -205,6 +205,7 @@ class Client:
             clock=clock,
             streams=self.streams,
         )
+        self.fanout = self.subscriptions.fanout
         node.connecting.add(self)
         self._rearm()
 
@@ -459,16 +460,16 @@ class Client:
     # --- gateway.hub.Connection: the channel-level members are the subscriptions' -----------
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
-        self.subscriptions.on_publication(channel, pub, epoch, push)  # the fan-out hot path
+        self.fanout.on_publication(channel, pub, epoch, push)  # the fan-out hot path
 
     def direct_target(self, channel: str) -> DirectTarget | None:
-        return self.subscriptions.direct_target(channel)  # when the hub snapshots its fan-out
+        return self.fanout.direct_target(channel)  # when the hub snapshots its fan-out
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
-        self.subscriptions.on_join_leave(channel, key, push)
+        self.fanout.on_join_leave(channel, key, push)
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
-        self.subscriptions.check_position(channel, top)
+        self.fanout.check_position(channel, top)
 
     def subscribe_server_side(
         self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None

@@ -8,16 +8,20 @@ server API ``subscribe``), go live once the reply or push is queued, deliver (th
 path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and release
 (unsubscribe by client, server API, expiry or insufficient state; connection close).
 
-The subscription table itself (limits, per-namespace counts, expiry deadlines) is the
-``Session``'s pure state; the permissions and flags are the pure ``policy``'s; this module
-carries their outcomes out against the ``Node`` and the connection's ``SendQueue``, and reaches the
-driver only through ``Driver``. It logs to the connection's logger.
+The subscription table and every subscription's state (limits, per-namespace counts, expiry
+deadlines, SUBSCRIBING → SUBSCRIBED → UNSUBSCRIBED, positions, buffers) are the ``Session``'s pure
+state: this module asks it for each transition (``add_subscription``, ``buffer``, ``position``,
+``go_live``, ``extend_subscription``, ``remove_subscription``) and assigns none of it. The
+permissions and flags are the pure ``policy``'s; this module carries their outcomes out against
+the ``Node`` and the connection's ``SendQueue``, and reaches the driver only through ``Driver``
+and the backend streams only through ``StreamHook``. It logs to the connection's logger.
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
 recovered history by offset (``Node.position``), the reply is written, and only then do the
-remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
-and the reply always precedes the channel's publications.
+remaining buffered publications go out (``Session.go_live`` hands them over, ``Fanout``
+delivers them). Nothing is lost, nothing is sent twice, and the reply always precedes the
+channel's publications.
 
 Imports no transport and not gateway/connection/client.py (tests/test_layering.py).
 """
@@ -32,19 +36,17 @@ from typing import Protocol
 from gateway.channels import ChannelRules, resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.connection.authorization import Authorizer, Caller
-from gateway.connection.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
+from gateway.connection.delivery import Fanout, negotiate_delta, recovered_for, subscription_filter
 from gateway.connection.personal import evict_other_connections, personal_channel
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import SendQueue
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError
-from gateway.hub import Connection, DirectTarget, SharedPush
+from gateway.hub import Connection
 from gateway.node import Node
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ClientInfo,
-    Publication,
-    StreamPosition,
     SubRefreshRequest,
     SubRefreshResult,
     SubscribeRecovery,
@@ -52,7 +54,7 @@ from gateway.protocol.messages import (
     SubscribeResult,
 )
 from gateway.protocol.session import Session, State
-from gateway.protocol.subscription import Delivery, Subscription, SubState
+from gateway.protocol.subscription import Subscription, SubState
 from gateway.proxy.replies import SubscribeGrant
 
 log = logging.getLogger("taskcast.gateway.client")
@@ -132,7 +134,7 @@ class Subscriptions:
         driver: The connection's driver.
         node: The node (hub, broker, presence, metrics, settings).
         session: The connection's Session: it holds the table, limits and expiry deadlines.
-        send_queue: Where deliveries are queued (directly: the hot path).
+        send_queue: Where deliveries are queued (by ``fanout``, the hub's callbacks).
         authorizer: Decides subscribe and sub_refresh.
         refresher: The connection's server-side refresh timers (a subscription's is armed at
             subscribe and cancelled at unsubscribe).
@@ -149,10 +151,10 @@ class Subscriptions:
         "_driver",
         "_node",
         "_refresher",
-        "_send_queue",
         "_session",
         "_settings",
         "_streams",
+        "fanout",
     )
 
     def __init__(
@@ -171,12 +173,13 @@ class Subscriptions:
         self._node = node
         self._settings = node.settings
         self._session = session
-        self._send_queue = send_queue
         self._codec = driver.codec
         self._authorizer = authorizer
         self._refresher = refresher
         self._clock = clock
         self._closed = False
+        self.fanout = Fanout(driver, session, send_queue, self.unsubscribe)
+        """The hub's delivery callbacks for these subscriptions (gateway.hub.Connection)."""
 
     def get(self, channel: str) -> Subscription | None:
         return self._session.subscriptions.get(channel)
@@ -421,13 +424,7 @@ class Subscriptions:
             # as Centrifugo orders it: with force_push_join_leave the subscriber gets its own.
             info = self._driver.client_info(sub)
             self._driver.spawn(functools.partial(self._node.broker.publish_join, sub.channel, info))
-        for pub, epoch, push in buffered:
-            verdict = sub.check_position(pub.offset, epoch)
-            if verdict is Delivery.DELIVER:
-                self._deliver(sub, pub, push)
-            elif verdict is Delivery.INSUFFICIENT_STATE:
-                self._insufficient_state(sub)
-                return
+        self.fanout.deliver_buffered(sub, buffered)
 
     async def sub_refresh(self, req: SubRefreshRequest) -> SubRefreshResult:
         """``sub_refresh`` (§5.4). A token whose exp already passed does not extend the
@@ -479,6 +476,7 @@ class Subscriptions:
         """The connection is gone: deliver nothing more, forget every subscription and release
         them in the background (idempotent)."""
         self._closed = True
+        self.fanout.close()
         subs = self._session.clear_subscriptions()
         if subs:
             self._node.background(self._release_all(subs))
@@ -486,67 +484,6 @@ class Subscriptions:
     async def _release_all(self, subs: list[Subscription]) -> None:
         for sub in subs:
             await self._release(sub)
-
-    # --- delivery: the hub's fan-out callbacks (gateway.hub.Connection) ------------------------
-
-    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
-        """A live publication (hot path: runs once per subscriber of each publication)."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is None or self._closed:
-            return
-        if sub.state is _SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
-            self._send_queue.put(push.payload, push)  # the common case, kept short
-            return
-        if sub.state is _SUBSCRIBING:
-            self._session.buffer(sub, pub, epoch, push)
-            return
-        verdict = sub.check_position(pub.offset, epoch)
-        if verdict is Delivery.DELIVER:
-            self._deliver(sub, pub, push)
-        elif verdict is Delivery.INSUFFICIENT_STATE:
-            self._insufficient_state(sub)
-
-    def direct_target(self, channel: str) -> DirectTarget | None:
-        """What the hub needs to queue ``channel``'s pushes itself (gateway/hub.py's direct
-        fan-out): the live subscription table, the subscription and the send queue, while the
-        subscription is live and needs no per-delivery check (position, delta, tags filter)."""
-        subs = self._session.subscriptions
-        sub = subs.get(channel)
-        if sub is None or self._closed or sub.state is not _SUBSCRIBED:
-            return None
-        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._send_queue)
-
-    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
-        """Queue a publication that passed the position check: unless the tags filter drops it,
-        as the shared push or (delta subscriptions) its delta / escaped form."""
-        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
-            return
-        if sub.delta:
-            push = delta_push(sub, pub, push, self._codec)
-        self._send_queue.put(push.payload, push)
-
-    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
-        """A join/leave push: sent to subscriptions that asked for them, once live."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
-            self._send_queue.put(push.payload, push)
-
-    def check_position(self, channel: str, top: StreamPosition) -> None:
-        """The channel's stream top: a live positioned subscription behind it (or on another
-        epoch) lost messages."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self._closed:
-            return
-        if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
-            self._insufficient_state(sub)
-
-    def _insufficient_state(self, sub: Subscription) -> None:
-        """Message loss detected on a subscription (§3.2): a client-side one is unsubscribed
-        (2500, in command order), a server-side one cannot be, so the connection goes (3010)."""
-        if sub.server_side:
-            self._driver.disconnect(codes.DISCONNECT_INSUFFICIENT_STATE)
-        else:
-            self._driver.spawn(lambda: self.unsubscribe(sub.channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
 
     # --- server-side actions (gateway.hub.Connection) ------------------------------------------
 

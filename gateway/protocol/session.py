@@ -3,8 +3,10 @@
 ``Session`` owns the protocol state of one connection: command ordering (PROTOCOL.md §1.3),
 the ping/pong cycle (§1.4), connection and subscription expiry (§5.4), the stale-connect
 deadline, and the subscription table with its limits (``client.channel_limit``, the
-per-namespace quota); it decides what each live publication means for a positioned
-subscription (§3.2).
+per-namespace quota). It owns the state of every subscription in that table: other modules ask
+it for a transition (``add_subscription``, ``buffer``, ``position``, ``go_live``,
+``extend_subscription``, ``update_channel_info``, ``remove_subscription``), which refuses what
+the subscription's state does not allow (gateway/protocol/subscription.py has the table).
 
 It does no I/O and reads no clock, in the python-websockets way: frames go in through
 ``receive_frame``, encoded replies and pushes come out of the ``reply``/``error``/``*_push``

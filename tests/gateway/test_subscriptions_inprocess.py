@@ -54,8 +54,10 @@ class RecordingDriver:
             refresher=ServerRefresher(self, loop, lambda: 0.0),
             clock=lambda: 0.0,
         )
-        self.on_publication, self.on_join_leave = self.subs.on_publication, self.subs.on_join_leave
-        self.check_position, self.presence_tick = self.subs.check_position, self.subs.presence_tick
+        fanout = self.subs.fanout
+        self.on_publication, self.on_join_leave = fanout.on_publication, fanout.on_join_leave
+        self.check_position, self.presence_tick = fanout.check_position, self.subs.presence_tick
+        self.direct_target = fanout.direct_target
         self.subscribe_server_side = self.subs.subscribe_server_side
         self.unsubscribe_server_side = self.subs.unsubscribe_server_side
 
