@@ -147,3 +147,28 @@ def f(sub, stream, session, self):
         "mutates .subscriptions (pop)",
         "mutates .namespace_counts (clear)",
     ]
+
+
+REACH_THROUGH = frozenset({"session", "send_queue", "node", "subscriptions", "authorizer"})
+
+
+def reach_throughs(source: str) -> list[str]:
+    """The connection internals ``source`` names as attributes (``x.session``, ``x.node``, …)."""
+    found = [
+        (node.lineno, node.attr)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute) and node.attr in REACH_THROUGH
+    ]
+    return [f"{line}: .{attr}" for line, attr in sorted(found)]
+
+
+def test_proxy_streams_reach_the_connection_only_through_its_narrow_protocol() -> None:
+    """gateway/connection/proxy_streams.py keeps the backend streams and nothing else: it gets
+    the proxies at construction and reaches its connection through ``StreamConn`` (who asks,
+    ``send``, ``spawn``, ``unsubscribe``), never its Session, send queue, node or authorizer."""
+    source = (ROOT / "gateway/connection/proxy_streams.py").read_text()
+    assert reach_throughs(source) == []
+    assert reach_throughs("client.session.add_subscription(sub)\nclient.node.presence") == [
+        "1: .session",
+        "2: .node",
+    ]
