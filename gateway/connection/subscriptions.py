@@ -4,9 +4,10 @@
 The seam: gateway/connection/client.py drives ONE connection (I/O, its timer, command order, connect,
 refresh, disconnect); this module owns the life of each channel subscription on it: establish
 (client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
-server API ``subscribe``), go live once the reply or push is queued, deliver (the fan-out hot
-path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and release
-(unsubscribe by client, server API, expiry or insufficient state; connection close).
+server API ``subscribe``; streamed by the backend), go live once the reply or push is queued,
+``sub_refresh``, and release (unsubscribe by client, server API, expiry or insufficient state;
+connection close). Delivery in between (the fan-out hot path, joins/leaves, stream-top checks,
+insufficient state) is its ``fanout``'s (gateway/connection/delivery.py).
 
 The subscription table and every subscription's state (limits, per-namespace counts, expiry
 deadlines, SUBSCRIBING → SUBSCRIBED → UNSUBSCRIBED, positions, buffers) are the ``Session``'s pure
