@@ -2,12 +2,14 @@
 around a sans-I/O ``Session`` (gateway/protocol/session.py) and the pure ``policy`` (PROTOCOL.md
 §1–§5).
 
-The Session decides protocol state (ordering, pings, expiry, the subscription table) and encodes
-through the connection's codec; the policy decides permissions, token claims and positioning;
+The Session decides protocol state (ordering, pings, expiry, the subscription table and every
+subscription's state, changed only through its transitions) and encodes through the
+connection's codec; the policy decides permissions, token claims and positioning;
 this module carries their outcomes out against the Node and the Transport: connect, refresh,
 publish/history/presence/RPC, disconnect. The life of each channel subscription (establish, go
-live, deliver, release) is gateway/connection/subscriptions.py's, which reaches this driver only through its
-``Driver`` protocol. Errors are translated to the wire here, once.
+live, release) is gateway/connection/subscriptions.py's, its deliveries gateway/connection/delivery.py's
+``Fanout``; they reach this driver only through their protocols (``Driver``, ``Receiver``), as
+the stream subscriptions do (``StreamConn``). Errors are translated to the wire here, once.
 
 Commands of a connection run strictly in order on one task that exists only while commands are
 pending. Outgoing replies and pushes are queued and written with ONE transport write per event
@@ -131,7 +133,8 @@ class Connect(Protocol):
 class Client:
     """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
     node and cluster use it as a ``gateway.hub.Connection`` (its channel-level members hand over
-    to ``Subscriptions``, one call each); ``Subscriptions`` uses it as its ``Driver``."""
+    to ``Subscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
+    uses it as its ``Driver``."""
 
     def __init__(
         self,
@@ -457,7 +460,7 @@ class Client:
             self.conn_info = grant.info
         return self.session.refresh_result(self.clock())
 
-    # --- gateway.hub.Connection: the channel-level members are the subscriptions' -----------
+    # --- gateway.hub.Connection: the channel-level members are the fan-out's and subscriptions' --
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         self.fanout.on_publication(channel, pub, epoch, push)  # the fan-out hot path
