@@ -78,6 +78,7 @@ CONNECTION_PARTS = {
         "gateway.hub",
         "gateway.node",
         "gateway.protocol",
+        "gateway.proxy.replies",  # the grant a backend stream answers with (a value type)
     },
     "gateway/connection/channel_commands.py": {
         "gateway.config.schema",
