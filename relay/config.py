@@ -66,6 +66,10 @@ class RelayConfig:
     #: most this / ``concurrency``; never shorter than ``poll_interval_seconds``, which applies
     #: whenever the relay is not subscribed).
     wake_poll_interval_seconds: float = 2.0
+    #: Wake-up without Redis (docs/relay.md "Wake-up without Redis"): ``host:port`` of a UDP socket
+    #: where the Status API sends hints (its ``wake.udp_targets``); null = none. While bound, the
+    #: safety-net poll runs at ``wake_poll_interval_seconds``, as while subscribed to Redis.
+    wake_udp_listen: str | None = None
 
 
 _POSITIVE = (
@@ -116,8 +120,22 @@ def _validate(cfg: RelayConfig) -> None:
         raise ConfigError("wake_redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
     if not cfg.wake_channel:
         raise ConfigError("wake_channel: must not be empty")
+    if cfg.wake_udp_listen is not None:
+        try:
+            host_port(cfg.wake_udp_listen)
+        except ValueError:
+            raise ConfigError("wake_udp_listen: must be host:port (port 0..65535) or null") from None
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level: must be debug, info, warning or error")
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too; port 0..65535) → (host, port); ValueError otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(text)
+    return host, int(port)
 
 
 def build_config(raw: Mapping[str, Any]) -> RelayConfig:

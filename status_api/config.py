@@ -138,10 +138,13 @@ class IngestConfig:
 class WakeConfig:
     """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
     commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
-    null = no hint, the relays publish at their poll interval."""
+    null = no hint, the relays publish at their poll interval. Without Redis, ``udp_targets``
+    (``host:port`` of each relay's ``wake_udp_listen``) gets one datagram per commit burst, sent to
+    one relay at a time, round-robin (docs/relay.md "Wake-up without Redis")."""
 
     redis_url: str | None = None
     channel: str = "taskcast:outbox:wake"
+    udp_targets: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +320,10 @@ def _validate_wake(w: WakeConfig) -> None:
         raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
     if not w.channel:
         raise ConfigError("wake.channel: must not be empty")
+    for i, target in enumerate(w.udp_targets):
+        host, sep, port = str(target).rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"wake.udp_targets[{i}]: must be host:port")
 
 
 def _validate_cors(c: CorsConfig) -> None:

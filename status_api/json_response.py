@@ -14,11 +14,16 @@ import orjson
 from starlette.responses import JSONResponse
 
 
+def dumps(content: Any) -> bytes:
+    """The bytes of a hot route's JSON answer: orjson, or Starlette's encoder for what it refuses."""
+    try:
+        return orjson.dumps(content)
+    except TypeError:
+        return bytes(JSONResponse(content).body)
+
+
 class FastJSONResponse(JSONResponse):
     """``JSONResponse`` with orjson's encoder (same media type, headers and status handling)."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return orjson.dumps(content)
-        except TypeError:
-            return super().render(content)
+        return dumps(content)

@@ -104,7 +104,8 @@ def _upsert(table: sa.Table) -> sa.Insert:
 _UPSERT_TASK = _upsert(task)
 #: INSERT statements built once (a statement object memoizes its compiled-cache key).
 _INSERT = {
-    t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal)
+    t.name: sa.insert(t)
+    for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal, task_outbox)
 }
 _UPSERT_STEP = _upsert(task_step)
 
@@ -236,7 +237,7 @@ async def append_outbox(
         for m in messages
     ]
     if rows:
-        await conn.execute(sa.insert(task_outbox), rows)
+        await conn.execute(_INSERT["task_outbox"], rows)
 
 
 async def append_outbox_version(

@@ -42,6 +42,10 @@ class Topology:
     #: ``taskcast status-api serve --workers N`` (one port; status_api/workers.py).
     status_api_workers: int = 1
     heartbeat_timeout_seconds: float = 60.0
+    #: The relays' wake-up: ``redis`` (the deploy files' hint over Redis PUB/SUB) or ``udp`` (no
+    #: Redis for wake-ups: ``wake.udp_targets`` → each relay's ``wake_udp_listen``; the deploy
+    #: files are copied into the work directory without their ``wake`` Redis URL).
+    wake: str = "redis"
     #: How long each process may take to become ready (loaded CI machines need more than a laptop).
     ready_timeout_seconds: float = 60.0
     hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -140,10 +144,17 @@ class Topology:
             TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
             TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
             TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
-            TASKCAST_STATUS_API_WAKE__REDIS_URL=self.redis_url,
             TASKCAST_STATUS_API_WAKE__CHANNEL=self.wake_channel,
         )
-        status_cfg = str(DEPLOY / "status-api.yaml")
+        status_cfg, relay_cfg = str(DEPLOY / "status-api.yaml"), str(DEPLOY / "relay.yaml")
+        udp_ports = [free_port() for _ in range(self.relays)] if self.wake == "udp" else []
+        if udp_ports:
+            status_cfg = self._deploy_copy(
+                "status-api.yaml", wake={"udp_targets": [f"127.0.0.1:{p}" for p in udp_ports]}
+            )
+            relay_cfg = self._deploy_copy("relay.yaml", wake_redis_url=None)
+        else:
+            status_env["TASKCAST_STATUS_API_WAKE__REDIS_URL"] = self.redis_url
         subprocess.run(
             service_argv("status-api", "init-db", "--config", status_cfg),
             cwd=ROOT,
@@ -186,14 +197,32 @@ class Topology:
                 TASKCAST_RELAY_RELAY_ID=f"relay{n + 1}",
                 TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
                 TASKCAST_RELAY_METRICS_PORT=str(port),
-                TASKCAST_RELAY_WAKE_REDIS_URL=self.redis_url,
                 TASKCAST_RELAY_WAKE_CHANNEL=self.wake_channel,
             )
-            argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
+            if udp_ports:
+                env["TASKCAST_RELAY_WAKE_UDP_LISTEN"] = f"127.0.0.1:{udp_ports[n]}"
+            else:
+                env["TASKCAST_RELAY_WAKE_REDIS_URL"] = self.redis_url
+            argv = service_argv("relay", "run", "--config", relay_cfg)
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
         for proc in self.procs.values():
             proc.wait_ready(self.ready_timeout_seconds)
         return self
+
+    def _deploy_copy(self, name: str, **changes: object) -> str:
+        """deploy/``name`` with top-level ``changes`` (None drops the key), written to the work
+        directory; its path."""
+        import yaml
+
+        doc = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            if value is None:
+                doc.pop(key, None)
+            else:
+                doc[key] = value
+        path = self.workdir / name
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        return str(path)
 
     def _add(self, name: str, argv: list[str], env: dict[str, str], health_url: str = "") -> Proc:
         proc = Proc(name, argv, env, self.workdir / "logs" / f"{name}.log", health_url)
@@ -278,11 +307,17 @@ async def topology_nodes(topo: Topology, within: float = 15.0) -> list[dict[str,
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Start the production topology from local processes.")
     parser.add_argument("--dir", default="", help="work directory (default: a new temp dir)")
+    parser.add_argument(
+        "--wake",
+        choices=["redis", "udp"],
+        default="redis",
+        help="relay wake-up: Redis PUB/SUB or UDP (no Redis)",
+    )
     args = parser.parse_args(argv)
     import tempfile
 
     workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="taskcast-topology-"))
-    topo = Topology(workdir)
+    topo = Topology(workdir, wake=args.wake)
     stop = False
 
     def on_signal(*_: object) -> None:
