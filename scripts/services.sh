@@ -15,6 +15,7 @@ ensure_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)
   command -v nginx >/dev/null || missing+=(nginx)  # tests/transports/test_nginx.py (its own throwaway nginx)
+  command -v promtool >/dev/null || missing+=(prometheus)  # tests/operations/test_alerts.py (promtool)
   if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
