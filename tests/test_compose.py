@@ -133,7 +133,7 @@ def test_load_balancer_template_names_every_variable_it_is_given():
     assert used == given
     lb_env = SERVICES["lb"]["environment"]
     assert (
-        lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_STATUS_API"] == "status-api:8100"
+        lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_STATUS_API_1"] == "status-api:8100"
     )
     assert SERVICES["lb"]["ports"] == [f"{lb_env['TASKCAST_PUBLIC_PORT']}:{lb_env['TASKCAST_PUBLIC_PORT']}"]
     assert f"{lb_env['TASKCAST_INTERNAL_PORT']}" in SERVICES["lb"]["expose"]

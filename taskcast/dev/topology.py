@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import shutil
 import signal
-import string
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from taskcast.dev.nginx import nginx_proc
 from taskcast.dev.procs import ROOT, Proc, free_port, service_argv, start_services
 
 DEPLOY = ROOT / "deploy"
@@ -75,6 +74,11 @@ class Topology:
     @property
     def public_ws_url(self) -> str:
         return f"ws://127.0.0.1:{self.public_port}/connection/websocket"
+
+    @property
+    def internal_url(self) -> str:
+        """nginx's internal listener: /internal/v1 (workers), /admin/v1, metrics, the server API."""
+        return f"http://127.0.0.1:{self.internal_port}"
 
     @property
     def internal_api_url(self) -> str:
@@ -202,41 +206,15 @@ class Topology:
         return proc
 
     def _start_nginx(self) -> None:
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        ndir = self.workdir / "nginx"
-        for sub in ("tmp", "logs"):
-            (ndir / sub).mkdir(parents=True, exist_ok=True)
-        template = string.Template((DEPLOY / "nginx/taskcast.conf.template").read_text())
-        (ndir / "taskcast.conf").write_text(
-            template.safe_substitute(
-                TASKCAST_PUBLIC_PORT=str(self.public_port),
-                TASKCAST_INTERNAL_PORT=str(self.internal_port),
-                TASKCAST_GATEWAY_1=f"127.0.0.1:{self.gateway_ports[0]}",
-                TASKCAST_GATEWAY_2=f"127.0.0.1:{self.gateway_ports[-1]}",
-                TASKCAST_STATUS_API=f"127.0.0.1:{self.status_port}",
-            )
+        proc = nginx_proc(
+            self.workdir / "nginx",
+            self.public_port,
+            self.internal_port,
+            [f"127.0.0.1:{port}" for port in self.gateway_ports],
+            [f"127.0.0.1:{self.status_port}"],
+            self._env(),
         )
-        temp = ndir / "tmp"
-        (ndir / "nginx.conf").write_text(
-            f"""worker_processes 1;
-worker_rlimit_nofile 65536;
-{"user root;" if os.geteuid() == 0 else ""}
-pid {ndir}/nginx.pid;
-error_log {ndir}/logs/error.log warn;
-events {{ worker_connections 32768; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    include {ndir}/taskcast.conf;
-}}
-"""
-        )
-        argv = [nginx, "-p", str(ndir), "-c", str(ndir / "nginx.conf"), "-g", "daemon off;"]
-        self._add("nginx", argv, self._env(), f"http://127.0.0.1:{self.internal_port}/nginx-health")
+        self.procs[proc.name] = proc.start()
 
     def stop(self) -> None:
         for proc in reversed(list(self.procs.values())):

@@ -86,7 +86,7 @@ async def test_no_secret_or_token_in_any_log_of_the_topology(topology: Topology)
 
         # The demo workload: coordinator (service JWT), workers (execution tokens), the relay.
         result = await run_demo(
-            topology.public_url,
+            topology.internal_url,
             topology.service_secret,
             tasks=2,
             speed=20.0,
