@@ -1,0 +1,177 @@
+"""The topology with no single point of failure on the data path (``Topology(ha=True)``: Redis
+Sentinel, MariaDB primary + replica, 2 gateways, 2 Status API replicas, 2 relays, nginx) under a
+rolling restart: a SIGTERM to one gateway while tasks run keeps everything else up, the
+supervisor brings the gateway back, and a browser-like client behind nginx (reconnect, then
+snapshot, then merge pushes by version) converges on the database state. ``make topology``'s
+board URL works with the token it carries."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from taskcast.demo import run_demo
+from taskcast.dev.topology import Topology, topology_nodes
+from taskcast.dev.topology_cli import board_url
+from tests.support import mint_token, scaled, wait_until
+
+pytestmark = pytest.mark.timeout(scaled(400))
+
+USER = "ha/alice"
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
+    topo = Topology(
+        tmp_path_factory.mktemp("ha"),
+        ha=True,
+        heartbeat_timeout_seconds=2.0,
+        ready_timeout_seconds=scaled(120),
+    )
+    try:
+        topo.start()
+        topo.supervise()
+        yield topo
+    finally:
+        topo.stop()
+
+
+def _user_token(topo: Topology) -> str:
+    tenant, _, sub = USER.partition("/")
+    return jwt.encode(
+        {"sub": sub, "tenant": tenant, "exp": int(time.time()) + 600}, topo.user_secret, "HS256"
+    )
+
+
+class Follower:
+    """What a browser tab does: connect through nginx, subscribe to the user channel, read the
+    snapshot, keep the highest version per task; on a lost connection, start over."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.versions: dict[str, int] = {}
+        self.connects = 0
+        self.task = asyncio.create_task(self._run())
+
+    def _merge(self, task_id: str, version: int) -> None:
+        self.versions[task_id] = max(version, self.versions.get(task_id, 0))
+
+    async def _run(self) -> None:
+        channel = f"task_user:{USER}"
+        while True:
+            try:
+                async with connect(self.topo.public_ws_url, open_timeout=scaled(10)) as ws:
+                    token = mint_token(self.topo.hmac_secret, USER, channels=[channel], exp_in=600)
+                    await ws.send(json.dumps({"id": 1, "connect": {"token": token}}))
+                    self.connects += 1
+                    snapshot = asyncio.create_task(self._snapshot())
+                    async for frame in ws:
+                        for line in str(frame).split("\n"):
+                            msg = json.loads(line) if line.strip() else {}
+                            pub = msg.get("push", {}).get("pub", {})
+                            data = pub.get("data")
+                            if isinstance(data, dict) and data.get("kind") == "task.summary":
+                                self._merge(data["task"]["id"], int(data["task"]["version"]))
+                    await snapshot
+            except (ConnectionClosed, OSError, TimeoutError, httpx.HTTPError):
+                pass
+            await asyncio.sleep(0.2)  # reconnect delay (client-js uses backoff with jitter)
+
+    async def _snapshot(self) -> None:
+        headers = {"Authorization": f"Bearer {_user_token(self.topo)}"}
+        async with httpx.AsyncClient(timeout=scaled(10), headers=headers) as http:
+            body = (await http.get(f"{self.topo.public_url}/api/tasks", params={"limit": 100})).json()
+        for t in body["items"]:
+            self._merge(t["id"], int(t["version"]))
+
+    async def close(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def _truth(topo: Topology) -> dict[str, int]:
+    headers = {"Authorization": f"Bearer {_user_token(topo)}"}
+    async with httpx.AsyncClient(timeout=scaled(30), headers=headers) as http:
+        body = (await http.get(f"{topo.public_url}/api/tasks", params={"limit": 100})).json()
+    return {t["id"]: int(t["version"]) for t in body["items"]}
+
+
+async def test_a_gateway_sigterm_mid_run_keeps_the_topology_up_and_clients_converge(topology: Topology):
+    follower = Follower(topology)
+    try:
+        await wait_until(lambda: follower.connects > 0, 30, "the client connected")
+        demo = asyncio.create_task(
+            run_demo(topology.internal_url, topology.service_secret, tasks=4, speed=10.0, stale_after=2.0,
+                     reconcile_interval=1.0, users=(USER,), interval=0.3)
+        )  # fmt: skip
+        gateway = topology.procs["gateway1"]
+        await wait_until(lambda: len(follower.versions) > 0, 60, "first pushes")
+        gateway.send_signal(signal.SIGTERM)
+        await wait_until(lambda: topology.supervisor.restarts.get("gateway1") == 1, 60, "gateway1 restarted")
+        await wait_until(lambda: gateway.running and _healthy(topology), 60, "gateway1 healthy again")
+        result = await demo
+        assert not result.failures, result.failures
+        others = {n: p.running for n, p in topology.procs.items() if n != "gateway1"}
+        assert all(others.values()), others
+        assert topology.supervisor.restarts == {"gateway1": 1}
+        nodes = await topology_nodes(topology, within=scaled(30))
+        assert {n["name"] for n in nodes} == {"gateway1", "gateway2"}
+
+        truth = await _truth(topology)
+        started = {o[2] for o in result.outcomes}
+        assert started <= truth.keys()
+        await wait_until(
+            lambda: all(follower.versions.get(t) == truth[t] for t in started), 60, "the client converged"
+        )
+    finally:
+        await follower.close()
+
+
+def _healthy(topo: Topology) -> bool:
+    try:
+        return httpx.get(f"{topo.gateway_url(0)}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def test_the_printed_board_url_opens_the_board_and_its_token_reads_the_user_api(topology: Topology):
+    url = board_url(topology, USER)
+    query: dict[str, Any] = dict(httpx.URL(url).params)
+    assert query["gateway"] == topology.public_url
+    async with httpx.AsyncClient(timeout=scaled(10), follow_redirects=True) as http:
+        page = await http.get(url)
+        assert page.status_code == 200 and "<html" in page.text.lower()
+        tasks = await http.get(
+            f"{topology.public_url}/api/tasks", headers={"Authorization": f"Bearer {query['token']}"}
+        )
+        assert tasks.status_code == 200, tasks.text
+        session = await http.get(
+            f"{topology.public_url}/api/realtime/session",
+            headers={"Authorization": f"Bearer {query['token']}"},
+        )
+        assert session.status_code == 200 and session.json()["token"], session.text
+
+
+async def test_the_mariadb_replica_follows_the_primary(topology: Topology):
+    assert topology.mariadb is not None and topology.mariadb_replica is not None
+    primary = topology.mariadb.sql("SELECT @@gtid_binlog_pos").strip()
+    await wait_until(
+        lambda: topology.mariadb_replica.sql("SELECT @@gtid_slave_pos").strip() == primary,  # type: ignore[union-attr]
+        60,
+        "replica caught up",
+    )
+    status = topology.mariadb_replica.replica_status()
+    assert status["Slave_IO_Running"] == "Yes" and status["Slave_SQL_Running"] == "Yes", status
+    assert topology.mariadb_replica.sql("SELECT @@read_only").strip() == "1"
