@@ -19,11 +19,11 @@ import status_api.cli
 from gateway.config.loading import load_settings
 from gateway.config.redis_address import Kind
 from gateway.config.redis_address import parse as parse_address
+from relay.config import load_config as load_relay_config
 from status_api import redis_client
+from status_api.config import load_config as load_status_config
 from taskcast.dev.sentinel import QUORUM
 from taskcast.dev.topology import Topology
-from relay.config import load_config as load_relay_config
-from status_api.config import load_config as load_status_config
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -142,9 +142,7 @@ def test_load_balancer_template_names_every_variable_it_is_given():
     given = set(SERVICES["lb"]["environment"])
     assert used == given
     lb_env = SERVICES["lb"]["environment"]
-    assert (
-        lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_GATEWAY_2"] == "gateway2:8000"
-    )
+    assert lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_GATEWAY_2"] == "gateway2:8000"
     assert lb_env["TASKCAST_STATUS_API_1"] == "status-api1:8100"
     assert lb_env["TASKCAST_STATUS_API_2"] == "status-api2:8100"
     assert SERVICES["lb"]["ports"] == [f"{lb_env['TASKCAST_PUBLIC_PORT']}:{lb_env['TASKCAST_PUBLIC_PORT']}"]

@@ -8,23 +8,18 @@ board URL works with the token it carries."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import signal
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import jwt
 import pytest
-from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
 
 from taskcast.demo import run_demo
 from taskcast.dev.topology import Topology, topology_nodes
 from taskcast.dev.topology_cli import board_url
-from tests.support import mint_token, scaled, wait_until
+from tests.helpers.follower import Endpoints, Follower
+from tests.support import scaled, wait_until
 
 pytestmark = pytest.mark.timeout(scaled(400))
 
@@ -47,69 +42,12 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         topo.stop()
 
 
-def _user_token(topo: Topology) -> str:
-    tenant, _, sub = USER.partition("/")
-    return jwt.encode(
-        {"sub": sub, "tenant": tenant, "exp": int(time.time()) + 600}, topo.user_secret, "HS256"
-    )
-
-
-class Follower:
-    """What a browser tab does: connect through nginx, subscribe to the user channel, read the
-    snapshot, keep the highest version per task; on a lost connection, start over."""
-
-    def __init__(self, topo: Topology) -> None:
-        self.topo = topo
-        self.versions: dict[str, int] = {}
-        self.connects = 0
-        self.task = asyncio.create_task(self._run())
-
-    def _merge(self, task_id: str, version: int) -> None:
-        self.versions[task_id] = max(version, self.versions.get(task_id, 0))
-
-    async def _run(self) -> None:
-        channel = f"task_user:{USER}"
-        while True:
-            try:
-                async with connect(self.topo.public_ws_url, open_timeout=scaled(10)) as ws:
-                    token = mint_token(self.topo.hmac_secret, USER, channels=[channel], exp_in=600)
-                    await ws.send(json.dumps({"id": 1, "connect": {"token": token}}))
-                    self.connects += 1
-                    snapshot = asyncio.create_task(self._snapshot())
-                    async for frame in ws:
-                        for line in str(frame).split("\n"):
-                            msg = json.loads(line) if line.strip() else {}
-                            pub = msg.get("push", {}).get("pub", {})
-                            data = pub.get("data")
-                            if isinstance(data, dict) and data.get("kind") == "task.summary":
-                                self._merge(data["task"]["id"], int(data["task"]["version"]))
-                    await snapshot
-            except (ConnectionClosed, OSError, TimeoutError, httpx.HTTPError):
-                pass
-            await asyncio.sleep(0.2)  # reconnect delay (client-js uses backoff with jitter)
-
-    async def _snapshot(self) -> None:
-        headers = {"Authorization": f"Bearer {_user_token(self.topo)}"}
-        async with httpx.AsyncClient(timeout=scaled(10), headers=headers) as http:
-            body = (await http.get(f"{self.topo.public_url}/api/tasks", params={"limit": 100})).json()
-        for t in body["items"]:
-            self._merge(t["id"], int(t["version"]))
-
-    async def close(self) -> None:
-        self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.task
-
-
-async def _truth(topo: Topology) -> dict[str, int]:
-    headers = {"Authorization": f"Bearer {_user_token(topo)}"}
-    async with httpx.AsyncClient(timeout=scaled(30), headers=headers) as http:
-        body = (await http.get(f"{topo.public_url}/api/tasks", params={"limit": 100})).json()
-    return {t["id"]: int(t["version"]) for t in body["items"]}
+def _endpoints(topo: Topology) -> Endpoints:
+    return Endpoints(topo.public_ws_url, topo.public_url, topo.hmac_secret, topo.user_secret)
 
 
 async def test_a_gateway_sigterm_mid_run_keeps_the_topology_up_and_clients_converge(topology: Topology):
-    follower = Follower(topology)
+    follower = Follower(_endpoints(topology), USER)
     try:
         await wait_until(lambda: follower.connects > 0, 30, "the client connected")
         demo = asyncio.create_task(
@@ -129,7 +67,7 @@ async def test_a_gateway_sigterm_mid_run_keeps_the_topology_up_and_clients_conve
         nodes = await topology_nodes(topology, within=scaled(30))
         assert {n["name"] for n in nodes} == {"gateway1", "gateway2"}
 
-        truth = await _truth(topology)
+        truth = await follower.truth()
         started = {o[2] for o in result.outcomes}
         assert started <= truth.keys()
         await wait_until(

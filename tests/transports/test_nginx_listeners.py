@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -76,9 +75,8 @@ REFUSED_IN_PUBLIC = [
 @pytest.mark.parametrize(("method", "path"), REFUSED_IN_PUBLIC)
 async def test_the_public_listener_refuses_what_browsers_do_not_need(front: Front, method: str, path: str):
     async with httpx.AsyncClient(timeout=scaled(10)) as http:
-        reply = await http.request(
-            method, front.public + path, json={}, headers={"Authorization": f"Bearer {ADMIN}", "X-API-Key": "k"}
-        )
+        headers = {"Authorization": f"Bearer {ADMIN}", "X-API-Key": "k"}
+        reply = await http.request(method, front.public + path, json={}, headers=headers)
     assert reply.status_code == 404, (path, reply.status_code, reply.text[:200])
     assert "taskcast_" not in reply.text and "centrifugo_" not in reply.text
 
