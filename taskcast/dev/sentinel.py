@@ -54,7 +54,7 @@ class RedisSentinel:
         data = self.workdir / name
         data.mkdir(parents=True, exist_ok=True)
         argv = [_redis_server(), "--bind", "127.0.0.1", "--port", str(port), "--dir", str(data),
-                "--save", "", "--appendonly", "no", *extra]  # fmt: skip
+                "--save", "", "--appendonly", "yes", "--maxmemory-policy", "noeviction", *extra]  # fmt: skip
         return Proc(name, argv, None, self.workdir / "logs" / f"{name}.log")
 
     def _sentinel(self, n: int, port: int) -> Proc:

@@ -113,3 +113,54 @@ async def test_the_mariadb_replica_follows_the_primary(topology: Topology):
     status = topology.mariadb_replica.replica_status()
     assert status["Slave_IO_Running"] == "Yes" and status["Slave_SQL_Running"] == "Yes", status
     assert topology.mariadb_replica.sql("SELECT @@read_only").strip() == "1"
+
+
+def _ready(topology: Topology, name: str, within: float) -> None:
+    """Wait until the restarted ``name`` serves again (its health URL, or its server's own check)."""
+    if name.startswith(("redis-", "sentinel")):
+        assert topology.sentinel is not None
+        topology.sentinel.wait_ready(within)
+    elif name.startswith("mariadb"):
+        server = topology.mariadb if name == "mariadb1" else topology.mariadb_replica
+        assert server is not None
+        server.wait_ready(within)
+    else:
+        topology.procs[name].wait_ready(within)
+
+
+async def test_a_rolling_restart_of_every_process_leaves_a_working_system(topology: Topology):
+    """Each process in turn (services included): SIGTERM, the supervisor starts it again, it is
+    ready before the next one goes. Afterwards tasks run and a client converges."""
+    assert topology.supervisor is not None
+    names = [n for n in topology.procs if n != "gateway1"]  # gateway1 had its turn above
+    for name in names:
+        before = topology.supervisor.restarts.get(name, 0)
+        topology.procs[name].send_signal(signal.SIGTERM)
+        await wait_until(
+            lambda name=name, before=before: topology.supervisor.restarts.get(name, 0) > before,  # type: ignore[union-attr]
+            60,
+            f"{name} restarted",
+        )
+        await asyncio.to_thread(_ready, topology, name, scaled(120))
+    assert all(p.running for p in topology.procs.values())
+    status = topology.mariadb_replica.replica_status()  # type: ignore[union-attr]
+    await wait_until(
+        lambda: topology.mariadb_replica.replica_status().get("Slave_IO_Running") == "Yes",  # type: ignore[union-attr]
+        60,
+        f"the replica reconnected to the restarted primary (was {status.get('Slave_IO_Running')})",
+    )
+
+    follower = Follower(_endpoints(topology), USER)
+    try:
+        result = await run_demo(
+            topology.internal_url, topology.service_secret, tasks=2, speed=10.0, stale_after=2.0,
+            reconcile_interval=1.0, users=(USER,), interval=0.3,
+        )  # fmt: skip
+        assert not result.failures, result.failures
+        truth = await follower.truth()
+        started = {o[2] for o in result.outcomes}
+        await wait_until(
+            lambda: all(follower.versions.get(t) == truth[t] for t in started), 60, "the client converged"
+        )
+    finally:
+        await follower.close()
