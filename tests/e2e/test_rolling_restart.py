@@ -8,8 +8,13 @@ board URL works with the token it carries."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +29,7 @@ from tests.support import scaled, wait_until
 pytestmark = pytest.mark.timeout(scaled(400))
 
 USER = "ha/alice"
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +106,26 @@ async def test_the_printed_board_url_opens_the_board_and_its_token_reads_the_use
             headers={"Authorization": f"Bearer {query['token']}"},
         )
         assert session.status_code == 200 and session.json()["token"], session.text
+
+
+@pytest.mark.node
+def test_the_printed_board_url_goes_live_in_chromium_behind_nginx(topology: Topology) -> None:
+    """The board at the printed URL, in headless Debian chromium: the badge reaches LIVE through
+    nginx (the realtime connection at the same origin, not port 8000) and the user's tasks show."""
+    if shutil.which("node") is None or not Path(CHROMIUM).exists():
+        pytest.fail("node or chromium missing: run `bash scripts/bootstrap.sh`")
+    result = asyncio.run(
+        run_demo(topology.internal_url, topology.service_secret, tasks=1, speed=20.0, users=(USER,))
+    )
+    assert not result.failures, result.failures
+    within = scaled(60)
+    script = Path(__file__).with_name("board_live.mjs")
+    argv = ["node", str(script), board_url(topology, USER), str(int(within * 1000))]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=within + scaled(30))
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["live"] and seen["rows"] > 0 and not seen["errors"], seen
+    assert "RECOVERING" not in seen["history"][-1:], seen
 
 
 async def test_the_mariadb_replica_follows_the_primary(topology: Topology):
