@@ -50,6 +50,24 @@ class MariaDB:
         """``[tool, --no-defaults, --socket=…, -uroot]``: the argv prefix of a client tool."""
         return [tool, "--no-defaults", f"--socket={self.socket}", "-uroot"]
 
+    def app_sql(self, statements: str, database: str = "") -> str:
+        """Run ``statements`` as the application user over TCP (what the services connect as)."""
+        argv = [
+            "mariadb",
+            "--no-defaults",
+            "-h127.0.0.1",
+            f"-P{self.port}",
+            f"-u{USER}",
+            f"-p{PASSWORD}",
+            "-N",
+            "-B",
+        ]
+        run = subprocess.run([*argv, *([database] if database else [])], input=statements,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        if run.returncode != 0:
+            raise RuntimeError(f"mariadb failed: {run.stderr.strip()}")
+        return run.stdout
+
     def sql(self, statements: str, database: str = "", *, headers: bool = False) -> str:
         """Run ``statements`` as root (batch mode, tab-separated output; column names first
         with ``headers``)."""
@@ -88,6 +106,8 @@ class MariaDB:
         self.sql(
             f"CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}';\n"
             f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'127.0.0.1';\n"
+            # as an application account should be: read_only (a standby replica) applies to it
+            f"REVOKE READ_ONLY ADMIN ON *.* FROM '{USER}'@'127.0.0.1';\n"
             f"CREATE USER IF NOT EXISTS '{REPLICATION_USER}'@'127.0.0.1' "
             f"IDENTIFIED BY '{REPLICATION_PASSWORD}';\n"
             f"GRANT REPLICATION SLAVE ON *.* TO '{REPLICATION_USER}'@'127.0.0.1';\n"
