@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from status_api import board, subscribe_proxy, telemetry
+from status_api import board, operator_ui, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -77,6 +77,11 @@ def build_components(
             execution_issuer=cfg.execution_token.issuer,
             execution_max_lifetime_seconds=cfg.execution_token.max_lifetime_seconds,
             execution_renew_grace_seconds=cfg.execution_token.renew_grace_seconds,
+            execution_heartbeat_renewal_seconds=(
+                cfg.execution_token.ttl_seconds // 2
+                if cfg.execution_token.heartbeat_renewal_seconds is None
+                else cfg.execution_token.heartbeat_renewal_seconds
+            ),
             realtime_algorithm=rt.algorithm,
             realtime_secret=rt.secret,
             realtime_private_key=rt.private_key,
@@ -96,6 +101,7 @@ def build_components(
         ServiceSettings(
             max_data_bytes=cfg.limits.max_data_bytes,
             user_message_limit=cfg.limits.user_message_limit,
+            max_task_attempts=cfg.limits.max_task_attempts,
             event_log_retention_seconds=(
                 cfg.retention.event_log_days * 86400 if cfg.retention.event_log_days else None
             ),
@@ -194,7 +200,7 @@ def create_app(
         body = await metrics.render(comp.engine)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    extra_routes = [*telemetry.routes, *subscribe_proxy.routes]
+    extra_routes = [*telemetry.routes, *subscribe_proxy.routes, *operator_ui.routes]
     metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
     all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)

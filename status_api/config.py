@@ -70,6 +70,9 @@ class ExecutionTokenConfig:
     max_lifetime_seconds: int = 604800
     #: A token that expired at most this long ago may still be renewed (a worker paused past exp).
     renew_grace_seconds: int = 300
+    #: A STEP_HEARTBEAT whose token expires within this many seconds is answered a renewed token;
+    #: None: half of ``ttl_seconds``; 0: never (the renewal endpoint only).
+    heartbeat_renewal_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,8 @@ class WakeConfig:
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
+    #: Task attempts a task may reach when its operation definitions set no ``maxTaskAttempts``.
+    max_task_attempts: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +230,17 @@ def _validate_execution_token(et: ExecutionTokenConfig) -> None:
         raise ConfigError("execution_token.max_lifetime_seconds: must be >= execution_token.ttl_seconds")
     if et.renew_grace_seconds < 0:
         raise ConfigError("execution_token.renew_grace_seconds: must be >= 0")
+    if et.heartbeat_renewal_seconds is not None and not 0 <= et.heartbeat_renewal_seconds <= et.ttl_seconds:
+        raise ConfigError("execution_token.heartbeat_renewal_seconds: must be 0..execution_token.ttl_seconds")
+
+
+def _validate_limits(limits: LimitsConfig) -> None:
+    if not 1 <= limits.max_task_attempts <= 1000:
+        raise ConfigError("limits.max_task_attempts: must be 1..1000")
 
 
 def _validate(cfg: Config) -> None:
+    _validate_limits(cfg.limits)
     _validate_http(cfg.http)
     if cfg.internal_auth.mode not in ("jwt", "keys"):
         raise ConfigError("internal_auth.mode: must be jwt or keys")

@@ -7,7 +7,7 @@ Domain errors become HTTP statuses here and only here (``STATUS_BY_KIND``). Erro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,16 +178,22 @@ async def renew_execution_token(request: Request) -> Response:
     grant, _ = api.service.tokens.verify_for_renewal(token, api.service.clock())
     _limit(api, grant.producer_id)
     out = await api.service.renew_execution_token(token)
-    audit.info(
-        "execution token renewed producer=%s task=%s step=%s attempt=%s/%s expires=%s",
-        out["producerId"],
-        out["taskId"],
-        out["stepId"],
-        out["taskAttempt"],
-        out["stepAttempt"],
-        out["expiresAt"],
-    )
+    _audit_renewal(grant, out, "endpoint")
     return JSONResponse(out)
+
+
+def _audit_renewal(grant: ExecutionGrant, out: Mapping[str, Any], via: str) -> None:
+    """The audit line of one execution-token renewal (its row is in ``execution_token_renewal``)."""
+    audit.info(
+        "execution token renewed producer=%s task=%s step=%s attempt=%s/%s expires=%s via=%s",
+        grant.producer_id,
+        grant.task_id,
+        grant.step_id,
+        grant.task_attempt,
+        grant.step_attempt,
+        out["expiresAt"],
+        via,
+    )
 
 
 @_guard
@@ -209,7 +215,7 @@ async def task_events(request: Request) -> Response:
     label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
     metrics = getattr(request.app.state, "metrics", None)
     try:
-        out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
+        out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"), token)
     except DomainError as err:
         if metrics is not None:
             metrics.event(label, "rejected", err.code)
@@ -227,6 +233,8 @@ async def task_events(request: Request) -> Response:
         out["stale"],
         out["taskVersion"],
     )
+    if "executionToken" in out and isinstance(caller, ExecutionGrant):
+        _audit_renewal(caller, out, "heartbeat")
     return FastJSONResponse(out)
 
 

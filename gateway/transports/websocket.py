@@ -38,7 +38,7 @@ from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.protobuf.codec import SUBPROTOCOL as PROTOBUF_SUBPROTOCOL
 from gateway.transports import framing
-from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport
+from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport, uni_url_connect
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -185,6 +185,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if path != endpoint.handler_prefix and uni is None:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
+        url_connect = uni_url_connect(request.path) if uni is not None else None
+        if url_connect is False:
+            self._reject(HTTPStatus.BAD_REQUEST, "invalid connect request")
+            return
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, endpoint.allowed_origins, request.headers.get("Host")):
             log.info("websocket origin refused: %s", origin)
@@ -208,6 +212,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self.conn.max_message_size = uni.message_size_limit or None
             self.uni = UniWebSocketTransport(self, uni)
             self.client = self.uni.client
+            if url_connect is not None:
+                self.uni.connect_from_url(url_connect)
             return
         if self.conn.subprotocol == _PROTOBUF_SUBPROTOCOL:
             self.codec, self._data_opcode = PROTOBUF, Opcode.BINARY
@@ -288,6 +294,14 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def buffered_bytes(self) -> int:
         transport = self.transport
         return transport.get_write_buffer_size() if transport is not None else 0
+
+    def drop(self) -> None:
+        """End the connection after what is already written, without a close frame
+        (``uni_websocket.disable_closing_handshake``)."""
+        if self.close_sent or self.transport is None:
+            return
+        self.close_sent = True
+        self.transport.close()
 
     def close(self, disconnect: codes.Disconnect) -> None:
         """Close frame with the disconnect code and reason (§1.8)."""
