@@ -55,7 +55,7 @@ bench-gc: bootstrap
 	$(PY) loadtest/bench_gc.py --out docs/PERFORMANCE.md
 
 topology: bootstrap
-	$(PY) -m taskcast.dev.topology
+	$(PY) -m taskcast.dev.topology_cli $(ARGS)
 
 bench: bootstrap
 	$(PY) loadtest/bench_all.py --out docs/PERFORMANCE.md

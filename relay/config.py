@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from status_api import config_file
+from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
 from status_api.storage.database import LOCK_WAIT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
 from status_api.storage.outbox import WAKE_CHANNEL
@@ -114,10 +114,18 @@ def _validate(cfg: RelayConfig) -> None:
         )
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
-    if cfg.wake_redis_url is not None and not cfg.wake_redis_url.startswith(
-        ("redis://", "rediss://", "unix://")
-    ):
-        raise ConfigError("wake_redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    _validate_wake(cfg)
+    if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError("log_level: must be debug, info, warning or error")
+
+
+def _validate_wake(cfg: RelayConfig) -> None:
+    """The wake-up options: a Redis URL, its channel, a UDP listen address."""
+    if cfg.wake_redis_url is not None:
+        try:
+            redis_client.check(cfg.wake_redis_url)
+        except redis_client.RedisUrlError as exc:
+            raise ConfigError(f"wake_redis_url: {exc} (or null)") from None
     if not cfg.wake_channel:
         raise ConfigError("wake_channel: must not be empty")
     if cfg.wake_udp_listen is not None:
@@ -125,8 +133,6 @@ def _validate(cfg: RelayConfig) -> None:
             host_port(cfg.wake_udp_listen)
         except ValueError:
             raise ConfigError("wake_udp_listen: must be host:port (port 0..65535) or null") from None
-    if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
-        raise ConfigError("log_level: must be debug, info, warning or error")
 
 
 def host_port(text: str) -> tuple[str, int]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from status_api import config_file
+from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
 from status_api.cors import OriginError, normalize_origin
 
@@ -316,8 +316,11 @@ def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:
 
 
 def _validate_wake(w: WakeConfig) -> None:
-    if w.redis_url is not None and not w.redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    if w.redis_url is not None:
+        try:
+            redis_client.check(w.redis_url)
+        except redis_client.RedisUrlError as exc:
+            raise ConfigError(f"wake.redis_url: {exc} (or null)") from None
     if not w.channel:
         raise ConfigError("wake.channel: must not be empty")
     for i, target in enumerate(w.udp_targets):

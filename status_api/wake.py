@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import redis.asyncio as redis
 
+from status_api import redis_client
 from status_api.storage.outbox import WAKE_CHANNEL, WAKE_UDP_HINT
 
 log = logging.getLogger("status_api.wake")
@@ -44,7 +45,7 @@ class RedisWakePublisher:
 
     def __init__(self, url: str, channel: str = WAKE_CHANNEL) -> None:
         self.channel = channel
-        self._redis = redis.Redis.from_url(
+        self._redis = redis_client.client(
             url, socket_timeout=PUBLISH_TIMEOUT_SECONDS, socket_connect_timeout=PUBLISH_TIMEOUT_SECONDS
         )
         self._pending = 0

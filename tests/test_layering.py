@@ -175,6 +175,7 @@ RELAY_MAY_IMPORT = (
     "status_api.storage.outbox_admin",
     "status_api.storage.database",
     "status_api.config_file",
+    "status_api.redis_client",
 )
 #: The modules that own the outbox table, one reason to change each (see the module docstring).
 OUTBOX_OWNERS = (
