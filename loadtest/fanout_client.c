@@ -379,6 +379,7 @@ static double pct(const lat_t *l, double q) {
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1", *path = "/connection/websocket", *channel = "bench";
   int port = 0, port2 = 0, n = 1000, sample = 10, conc = 200;
+  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--deflate")) deflate_on = 1; /* the one flag without a value */
   for (int i = 1; i + 1 < argc; i++) {
     if (!strcmp(argv[i], "--port")) port = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--port2")) port2 = atoi(argv[++i]);
@@ -388,7 +389,6 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sample")) sample = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--deflate")) deflate_on = 1;
     else if (!strcmp(argv[i], "--proto")) {
       const char *v = argv[++i];
       proto = !strcmp(v, "raw") ? P_RAW : !strcmp(v, "protobuf") ? P_PB : P_JSON;
