@@ -162,6 +162,21 @@ async def test_a_deflate_client_gets_large_messages_compressed_and_small_ones_pl
     client.abort()
 
 
+@pytest.mark.parametrize("bits", [8, 10])
+async def test_a_client_limiting_the_servers_window_gets_frames_it_can_inflate(gw: GatewayProcess, bits: int):
+    client = await FrameClient.open(gw, offer=f"permessage-deflate; server_max_window_bits={bits}")
+    assert f"server_max_window_bits={bits}" in client.head
+    await client.subscribe(f"deflate-window-{bits}")
+    data = {"log": "".join(f"line {i} of the task log; " for i in range(200))}  # > 2 KiB, little repetition
+    await publish(gw, f"deflate-window-{bits}", data)
+    _, rsv1, payload = await client.frame()
+    # 8 bits (256 bytes): zlib has no raw DEFLATE at that window, so the message goes uncompressed.
+    assert rsv1 == (bits > 8)
+    raw = zlib.decompressobj(wbits=-bits).decompress(payload + TAIL) if rsv1 else payload
+    assert json.loads(raw)["push"]["pub"]["data"] == data
+    client.abort()
+
+
 async def test_every_connection_gets_the_same_compressed_frame(gw: GatewayProcess):
     clients = [await FrameClient.open(gw, offer="permessage-deflate") for _ in range(3)]
     for c in clients:
