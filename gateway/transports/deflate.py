@@ -30,7 +30,6 @@ from gateway.hub import SharedPush
 from gateway.transports import framing
 
 __all__ = [
-    "MIN_WINDOW_BITS",
     "SHARED_WINDOW_BITS",
     "DeflateSettings",
     "InflatedTooBig",
@@ -42,10 +41,6 @@ __all__ = [
 SHARED_WINDOW_BITS = 15
 """The window every client gets unless it asks for a smaller ``server_max_window_bits``: frames
 compressed with it are the ones cached on a shared push."""
-
-MIN_WINDOW_BITS = 9
-"""zlib cannot compress raw DEFLATE with a 256-byte window: a client that limits the server to
-``server_max_window_bits=8`` is sent uncompressed frames (allowed: RSV1 is per message)."""
 
 _EMPTY_BLOCK_TAIL = b"\x00\x00\xff\xff"
 _DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY)

@@ -235,8 +235,7 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if window_bits is not None and endpoint.compression is not None:
             # The inflated message is bounded here; the extension bounds the compressed bytes.
             self.conn.max_message_size = endpoint.compression.decompressed_limit
-            if window_bits >= deflate.MIN_WINDOW_BITS:
-                self._deflate, self._window_bits = endpoint.compression, window_bits
+            self._deflate, self._window_bits = endpoint.compression, window_bits
         self.client = endpoint.connect(self, self.codec)
 
     def _frame(self, frame: Frame) -> None:
