@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,13 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
+from gateway.config.checks import admin_paths
 from gateway.config.schema import Settings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
+from gateway.consumers import build_consumers
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
@@ -159,6 +163,8 @@ class Runtime:
         held = self.clients.flusher.stats
         self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
+        execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
         self.streams = OpenStreams()
@@ -270,6 +276,7 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
 
         routes.append(Route(settings.prometheus.handler_prefix, metrics, methods=["GET"]))
         links["metrics"] = settings.prometheus.handler_prefix
+    routes += _admin_routes(settings, rt, links)
     links["docs"] = DOCS
     about = {"name": "taskcast-gateway", "version": VERSION, "links": links}
 
@@ -280,6 +287,15 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
     if not any(r.path == "/" for r in routes):
         routes.append(Route("/", index, methods=["GET"]))
     return routes
+
+
+def _admin_routes(settings: Settings, rt: Runtime, links: dict[str, str]) -> list[Route]:
+    """The admin web UI (gateway/admin/) when ``admin.enabled``."""
+    if not settings.admin.enabled:
+        return []
+    admin = AdminEndpoints(settings, rt.api, rt.node)
+    links["admin"] = admin.page_path
+    return admin.routes()
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
@@ -297,6 +313,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
             rt.gc.install()
             freeze_startup()
             if settings.grpc_api.enabled:
@@ -372,12 +389,15 @@ def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
 
 def internal_prefixes(settings: Settings) -> tuple[str, ...]:
     """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
-    endpoints: the server API, ``prometheus``, ``health``); empty when it is not."""
+    endpoints: the server API, ``prometheus``, ``health``, ``admin`` unless ``admin.external``);
+    empty when it is not."""
     if not settings.http_server.internal_port:
         return ()
     prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
     if not settings.http_api.disabled:
         prefixes.append(settings.http_api.handler_prefix)
+    if settings.admin.enabled and not settings.admin.external:
+        prefixes += admin_paths(settings)
     return tuple(prefixes)
 
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from status_api import board, subscribe_proxy, telemetry
+from status_api import board, operator_ui, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -200,7 +200,7 @@ def create_app(
         body = await metrics.render(comp.engine)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    extra_routes = [*telemetry.routes, *subscribe_proxy.routes]
+    extra_routes = [*telemetry.routes, *subscribe_proxy.routes, *operator_ui.routes]
     metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
     all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)

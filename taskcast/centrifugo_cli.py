@@ -167,6 +167,11 @@ def _genconfig(args: argparse.Namespace) -> None:
     ext = _extension(path)
     tree = {
         "client": {"token": {"hmac_secret_key": secrets.token_urlsafe(48)}, "allowed_origins": []},
+        "admin": {
+            "enabled": False,
+            "password": secrets.token_urlsafe(24),
+            "secret": secrets.token_urlsafe(48),
+        },
         "http_api": {"key": secrets.token_urlsafe(48)},
     }
     Path(path).write_text(_dump(tree, ext), encoding="utf-8")

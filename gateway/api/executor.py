@@ -120,7 +120,7 @@ class ServerApi:
         """True when ``call(method, ...)`` may complete without suspending (so gateway/api/http.py
         tries it outside a task): publishes on an engine with ``publishes_inline``. A broadcast
         to more than ``YIELD_EVERY`` channels does suspend (to let the loop serve others): the
-        inline driver then hands the rest to a task (gateway/http/inline.py)."""
+        inline driver then hands the rest to a task (httpwire/inline.py)."""
         return self._inline and method in INLINE_METHODS
 
     def runs_inline_batch(self, params: object) -> bool:

@@ -29,7 +29,7 @@ from gateway.api.batch import YIELD_EVERY
 from gateway.api.executor import TRANSPORT_STATUS, ServerApi, error_obj
 from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
-from gateway.http.inline import Deferred
+from httpwire.inline import Deferred
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 PAUSE_GC_ABOVE = 1024 * 1024
@@ -76,7 +76,7 @@ class ApiEndpoint:
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
     ) -> Response | Deferred:
-        """The response to a request the HTTP protocol read itself (gateway/http/inline.py):
+        """The response to a request the HTTP protocol read itself (httpwire/inline.py):
         answered now (refusals, and ``publish`` or an all-publish sequential ``batch`` on an
         engine that publishes without suspending: ``ServerApi.inline``), else deferred as a
         coroutine, with whether it may run outside a task (``ServerApi.runs_inline``)."""

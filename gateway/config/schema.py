@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gateway.config.consumer_schema import ConsumerSettings
+
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
 
@@ -31,12 +33,14 @@ SECRET_OPTIONS = frozenset(
         "hmac_secret_key",
         "hmac_previous_secret_key",
         "password",
+        "secret",
         "sentinel_password",
         "key",
         "key_pem",
         "credentials_value",
         "static_headers",
         "static_metadata",
+        "token",
     }
 )
 """Option names whose values ``Settings.redacted`` replaces by ``"***"``."""
@@ -419,6 +423,24 @@ class InitSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """``admin``: the admin web UI (gateway/admin/, docs/admin.md). The page is served at
+    ``handler_prefix`` + ``/`` and its endpoints under ``handler_prefix`` + ``/admin/``; with
+    ``http_server.internal_port`` set they are on the internal listener unless ``external``.
+    ``password`` logs in and ``secret`` signs the admin token that login returns (both required
+    unless ``insecure``, which serves everything without login). ``token_ttl`` is a Taskcast
+    extension: an admin token's lifetime in seconds."""
+
+    enabled: bool = False
+    password: str = ""
+    secret: str = ""
+    insecure: bool = False
+    handler_prefix: str = ""
+    external: bool = False
+    token_ttl: float = field(default=86400.0, metadata=EXTENSION)
+
+
+@dataclass(frozen=True, slots=True)
 class EmulationSettings:
     handler_prefix: str = "/emulation"
     max_request_body_size: int = 65536
@@ -564,6 +586,7 @@ class Settings:
     )
     uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
     init: InitSettings = field(default_factory=InitSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
@@ -572,6 +595,7 @@ class Settings:
     log: LogSettings = field(default_factory=LogSettings)
     rpc: RpcSettings = field(default_factory=RpcSettings)
     proxies: tuple[NamedProxySettings, ...] = ()
+    consumers: tuple[ConsumerSettings, ...] = ()
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading

@@ -21,6 +21,22 @@ _EMULATED = (
     "headers emulation (the connect frame's headers map) is not read: send the value as a real "
     "HTTP header of the connection request and list it in http_headers"
 )
+_CONSUMER_TYPE = (
+    "not supported (no such broker runs in Taskcast's tests): use a postgresql, redis_stream or "
+    "nats_jetstream consumer, or the server API"
+)
+_CONSUMER_REDIS = "a redis_stream consumer reads one standalone Redis: set address"
+_CONSUMER_REDIS_OPTIONS = (
+    "cluster_address",
+    "sentinel_address",
+    "sentinel_user",
+    "sentinel_password",
+    "sentinel_master_name",
+    "sentinel_client_name",
+    "sentinel_tls",
+    "force_resp2",
+    "replica_client",
+)
 _PROXY_PATHS = (
     "client.proxy.connect",
     "client.proxy.refresh",
@@ -72,14 +88,20 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
         # sections (v6.0 - v6.8)
-        "admin": "no admin web UI: use the server API (info, channels, presence) and /metrics",
+        "admin.web_path": "the admin UI's files are part of the gateway (gateway/admin/static/)",
+        "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
         "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
         "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
         "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
         "enable_unreleased_features": "there are no unreleased features: drop the option",
-        "consumers": "publish through the server API (the relay does this from the outbox)",
+        # consumers: the types and options no test of Taskcast runs (docs/consumers.md)
+        "consumers[].kafka": _CONSUMER_TYPE,
+        "consumers[].google_pub_sub": _CONSUMER_TYPE,
+        "consumers[].aws_sqs": _CONSUMER_TYPE,
+        "consumers[].azure_service_bus": _CONSUMER_TYPE,
+        **{f"consumers[].redis_stream.{option}": _CONSUMER_REDIS for option in _CONSUMER_REDIS_OPTIONS},
         "uni_grpc": "use uni_websocket, uni_sse or uni_http_stream",
         "webtransport": "use websocket",
         "opentelemetry": "use the Prometheus metrics (prometheus.enabled)",

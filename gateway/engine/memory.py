@@ -109,7 +109,7 @@ class MemoryBroker:
 
     publishes_inline: ClassVar[bool] = True
     """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
-    server API publishes through ``publish_now`` outside any task (gateway/http/inline.py,
+    server API publishes through ``publish_now`` outside any task (httpwire/inline.py,
     gateway/api/inline.py). A subclass that overrides ``publish`` gets False (its override is
     then what every publish goes through) unless it sets the attribute itself."""
 

@@ -207,3 +207,14 @@ CREATE TABLE IF NOT EXISTS execution_token_renewal (
 	PRIMARY KEY (id),
 	KEY token_renewal_step_idx (task_id, step_id, step_attempt)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS operator_action (
+	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+	operator_id VARCHAR(128) NOT NULL,
+	action VARCHAR(64) NOT NULL,
+	target VARCHAR(1024) NOT NULL,
+	affected INTEGER UNSIGNED NOT NULL,
+	acted_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (id),
+	KEY operator_action_acted_idx (acted_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

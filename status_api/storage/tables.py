@@ -13,6 +13,8 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
   ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
 * ``execution_token_renewal``: the audit trail of executionToken renewals (long steps);
 * ``realtime_user_quota``: the per-user lock row of the detail-subscription quota (seed §6.5).
+* ``operator_action``: the audit trail of operators' actions on the outbox (who requeued or
+  deleted which DEAD rows, when).
 
 All timestamps are naive UTC ``DATETIME(3)``, written from the service's clock.
 """
@@ -257,4 +259,16 @@ execution_token_renewal = sa.Table(
     sa.Column("renewed_at", TS, nullable=False),
     sa.Column("expires_at", TS, nullable=False),
     sa.Index("token_renewal_step_idx", "task_id", "step_id", "step_attempt"),
+)
+
+operator_action = sa.Table(
+    "operator_action",
+    metadata,
+    sa.Column("id", AUTO_PK, primary_key=True, autoincrement=True),
+    sa.Column("operator_id", sa.String(128), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(1024), nullable=False),
+    sa.Column("affected", INTU, nullable=False),
+    sa.Column("acted_at", TS, nullable=False),
+    sa.Index("operator_action_acted_idx", "acted_at"),
 )

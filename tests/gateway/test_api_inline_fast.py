@@ -12,7 +12,7 @@ import pytest
 from gateway.api.executor import ServerApi
 from gateway.api.http import ApiEndpoint
 from gateway.engine.memory import MemoryBroker
-from gateway.http.inline import Deferred
+from httpwire.inline import Deferred
 from tests.gateway.recording import INSECURE, Harness
 
 KEY = b"fast-key"

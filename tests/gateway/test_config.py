@@ -492,15 +492,15 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
     _, warnings = cfg(
         {
             "client": {"concurrency": 4},
-            "admin": {"enabled": True},
+            "admin": {"web_path": "/srv/admin"},
             "channel": {"without_namespace": {"shared_poll": True}},
         }
     )
     assert warnings == [
         'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores: '
         "one connection's commands run in order; nothing to tune)",
-        'unsupported option "admin" (a Centrifugo option Taskcast ignores: no admin web UI: '
-        "use the server API (info, channels, presence) and /metrics)",
+        'unsupported option "admin.web_path" (a Centrifugo option Taskcast ignores: the admin '
+        "UI's files are part of the gateway (gateway/admin/static/))",
         'unsupported option "channel.without_namespace.shared_poll" (a Centrifugo option Taskcast '
         "ignores: no shared polling: publish changes through the server API)",
     ]

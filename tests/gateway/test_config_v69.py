@@ -28,6 +28,7 @@ OPTIONS: dict[str, list[Any]] = {
 
 VALUES: dict[str, object] = {
     # What a valid Centrifugo config needs beyond the defaults (Centrifugo refuses these empty too).
+    "consumers[].type": "postgresql",  # internal/config/validate.go: a known type, enabled or not
     "proxies[].endpoint": "http://127.0.0.1:9/proxy",
     "proxies[].http.status_to_code_transforms[].status_code": 404,
     "proxies[].http.status_to_code_transforms[].to_error.code": 1000,
