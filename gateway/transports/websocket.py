@@ -12,9 +12,9 @@ The client picks the protocol with the WebSocket subprotocol, as with Centrifugo
 ``centrifuge-protobuf`` selects Protobuf (binary frames both ways, gateway/protocol/protobuf/);
 anything else is JSON (text frames). A data frame of the other type closes with 3506.
 
-With ``websocket.compression`` the handshake offers permessage-deflate (RFC 7692) to clients
-that ask for it (gateway/transports/deflate.py): a publication is compressed once for every
-connection that negotiated it, and inflated client messages are bounded.
+With ``websocket.compression`` the handshake accepts a client's permessage-deflate offer (RFC
+7692; gateway/transports/deflate.py): a publication is compressed once for every connection that
+negotiated it, and inflated client messages are bounded.
 
 The protocol gets what it needs as narrow callables on ``WebSocketEndpoint`` (``admit``,
 ``connect``); it never sees the runtime.
