@@ -28,7 +28,7 @@ from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
 from gateway.config.checks import admin_paths
-from gateway.config.schema import Settings
+from gateway.config.schema import Settings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
@@ -45,6 +45,7 @@ from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.transports import websocket
+from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
@@ -362,6 +363,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 admit=rt.admit,
                 connect=rt.clients.connect,
                 uni=uni,
+                compression=websocket_compression(ws),
             )
         )
     app = create_app(settings, rt)
@@ -371,6 +373,17 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
         websocket=protocol,
         on_shutdown=rt.on_shutdown,
         internal_prefixes=internal_prefixes(settings),
+    )
+
+
+def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for the bidirectional endpoint (None: ``websocket.compression`` off).
+    The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
+    if not ws.compression:
+        return None
+    limit = ws.decompressed_message_size_limit or ws.message_size_limit * 10
+    return DeflateSettings(
+        level=ws.compression_level, min_size=ws.compression_min_size, decompressed_limit=limit or None
     )
 
 

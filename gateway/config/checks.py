@@ -31,6 +31,7 @@ from gateway.config.schema import (
     ProxySettings,
     Settings,
     TokenSettings,
+    WebSocketSettings,
     named_proxy,
 )
 from gateway.config.tls import check_client, check_listener
@@ -47,6 +48,15 @@ ENGINE_TYPES = ("memory", "redis")
 RECOVERY_MODES = ("stream", "cache")
 
 _T = TypeVar("_T", bound=TokenSettings)
+
+
+def _check_compression(websocket: WebSocketSettings) -> None:
+    # Checked whether or not compression is on, as Centrifugo parses them.
+    if not 1 <= websocket.compression_level <= 9:
+        raise ConfigError("websocket.compression_level", f"must be in 1-9, got {websocket.compression_level}")
+    for name in ("compression_min_size", "decompressed_message_size_limit"):
+        if getattr(websocket, name) < 0:
+            raise ConfigError(f"websocket.{name}", f"must not be negative, got {getattr(websocket, name)}")
 
 
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
@@ -104,11 +114,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    if websocket.compression:
-        warnings.append(
-            "websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
-        )
-        websocket = dataclasses.replace(websocket, compression=False)
+    _check_compression(websocket)
     uni_websocket = settings.uni_websocket
     if uni_websocket.compression:
         warnings.append(

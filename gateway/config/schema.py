@@ -371,10 +371,19 @@ class GrpcApiSettings:
 
 @dataclass(frozen=True, slots=True)
 class WebSocketSettings:
+    """``websocket``: the bidirectional endpoint. ``compression`` offers permessage-deflate
+    (gateway/transports/deflate.py) at ``compression_level`` (1-9) to messages larger than
+    ``compression_min_size`` bytes; ``message_size_limit`` bounds a client message's bytes on the
+    wire and ``decompressed_message_size_limit`` (0: ten times ``message_size_limit``) its
+    inflated size."""
+
     disabled: bool = False
     handler_prefix: str = "/connection/websocket"
     message_size_limit: int = 65536
     compression: bool = False
+    compression_level: int = 1
+    compression_min_size: int = 0
+    decompressed_message_size_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)

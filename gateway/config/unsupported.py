@@ -50,7 +50,7 @@ _PROXY_PATHS = (
 
 _NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
 _NO_SHARED_POLL = "no shared polling: publish changes through the server API"
-_NO_COMPRESSION = "permessage-deflate is not negotiated: drop the option"
+_NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
@@ -80,7 +80,6 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
             "recoveries are counted by centrifugo_client_recover_total (recovered, "
             "has_recovered_publications) without a histogram of how many were recovered"
         ),
-        "websocket.decompressed_message_size_limit": _NO_COMPRESSION,
         "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,
     }
 )
@@ -139,8 +138,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         # transports, metrics, node
         "websocket.write_timeout": _WRITES,
         "uni_websocket.write_timeout": _WRITES,
-        "websocket.compression_min_size": "websocket.compression is not supported",
-        "websocket.compression_level": "websocket.compression is not supported",
         "websocket.read_buffer_size": _BUFFERS,
         "websocket.write_buffer_size": _BUFFERS,
         "websocket.use_write_buffer_pool": _BUFFERS,
