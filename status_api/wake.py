@@ -1,4 +1,4 @@
-"""The Status API's half of the post-commit wake-up (issue 16; docs/relay.md "Wake-up"): after a
+"""The Status API's half of the post-commit wake-up (docs/relay.md "Wake-up"): after a
 transaction that wrote outbox rows commits, tell the relays so they claim at once instead of at
 their next poll.
 

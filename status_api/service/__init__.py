@@ -7,7 +7,7 @@ Modules, over one explicit :class:`~status_api.service.context.ServiceContext`:
 
 * ``context`` — engine, validators, tokens, clock, settings; definition cache, retries,
   ``transact`` (decide + write + commit) and ``version_change`` (a decision -> its Change);
-* ``tasks`` — task creation and step attempts (the coordinator binding, defect 5);
+* ``tasks`` — task creation and step attempts (the coordinator binding);
 * ``ingest`` — ``POST /internal/v1/task-events`` with group commit (a batch = many changes, one write);
 * ``admin`` — operator corrections, the reconciler's health changes, the registries;
 * ``retention`` — event-log purge.

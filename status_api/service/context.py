@@ -176,7 +176,7 @@ class ServiceContext:
         self.clock = clock
         self.settings = settings or ServiceSettings()
         self._defs: dict[tuple[str, str, str, int, int], TaskDefinitions] = {}
-        #: Post-commit hook (issue 16): called with the number of outbox rows a transaction wrote,
+        #: Post-commit hook: called with the number of outbox rows a transaction wrote,
         #: right after it COMMITTED, on the event loop; must not block nor raise (``status_api.wake``).
         self.on_commit: Callable[[int], None] | None = None
 
