@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -181,7 +181,54 @@ class Metrics:
         self._pub_sub_lag.observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        return exposition(self.registry)
+
+
+#: Centrifugo counters that Centrifugo itself names ``*_total`` (without the suffix here).
+CENTRIFUGO_TOTAL_COUNTERS = frozenset(
+    {f"{NS}_api_command_errors", f"{NS}_consumers_messages_processed", f"{NS}_consumers_errors"}
+)
+
+
+class _Collected:
+    """Metric families already collected, in the shape ``generate_latest`` reads."""
+
+    def __init__(self, metrics: list[Metric]) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> list[Metric]:
+        return self.metrics
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """``registry`` in the Prometheus text format (0.0.4), Centrifugo's counters under the names
+    Centrifugo exports: a ``centrifugo_*`` counter has no ``_total`` suffix (Go's client adds
+    none; prometheus_client adds it to every counter) unless Centrifugo's own name ends in it
+    (``CENTRIFUGO_TOTAL_COUNTERS``), and no ``_created`` sample. Every other family is written by
+    prometheus_client as it is. Collects once."""
+    centrifugo: list[Metric] = []
+    others: list[Metric] = []
+    for metric in registry.collect():
+        is_centrifugo = metric.type == "counter" and metric.name.startswith(f"{NS}_")
+        (centrifugo if is_centrifugo else others).append(metric)
+    out = [generate_latest(_Collected(others)).decode()]
+    for metric in centrifugo:
+        name = f"{metric.name}_total" if metric.name in CENTRIFUGO_TOTAL_COUNTERS else metric.name
+        doc = metric.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        out.append(f"# HELP {name} {doc}\n# TYPE {name} counter\n")
+        for sample in metric.samples:
+            if sample.name.endswith("_created"):
+                continue
+            labels = ",".join(
+                f'{key}="{_label_value(value)}"' for key, value in sorted(sample.labels.items())
+            )
+            series = f"{name}{{{labels}}}" if labels else name
+            out.append(f"{series} {floatToGoString(sample.value)}\n")  # type: ignore[no-untyped-call]
+    return "".join(out).encode()
+
+
+def _label_value(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 class NodeGauges(Collector):

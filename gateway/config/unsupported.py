@@ -77,7 +77,7 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         ),
         "prometheus.native_histograms": "histograms are exported in the classic form (with buckets) only",
         "prometheus.recovered_publications_histogram": (
-            "recoveries are counted by centrifugo_client_recover_total (recovered, "
+            "recoveries are counted by centrifugo_client_recover (recovered, "
             "has_recovered_publications) without a histogram of how many were recovered"
         ),
         "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,

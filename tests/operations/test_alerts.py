@@ -225,8 +225,8 @@ SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count"
 #: Label values an alert selects that a steady healthy or DEAD-row scrape does not show, each with
 #: the line of code that exports it (file, regex). Anything else must be seen in a real scrape.
 CONDITIONAL_VALUES: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("centrifugo_client_recover_total", "recovered", "no"): ("gateway/node.py", r'recover\.labels\("no"'),
-    ("centrifugo_client_num_server_disconnects_total", "code", "3008"): (
+    ("centrifugo_client_recover", "recovered", "no"): ("gateway/node.py", r'recover\.labels\("no"'),
+    ("centrifugo_client_num_server_disconnects", "code", "3008"): (
         "gateway/protocol/codes.py",
         r"DISCONNECT_SLOW = Disconnect\(3008,",
     ),
@@ -256,11 +256,15 @@ def _exposed(scrapes: list[Scrape]) -> tuple[set[str], dict[tuple[str, str], set
     names: set[str] = set()
     values: dict[tuple[str, str], set[str]] = {}
     for scrape in scrapes:
+        # a counter is exported under the name its TYPE line declares: ``x_total`` from
+        # prometheus_client, ``x`` for Centrifugo's counters (Go's client adds no suffix)
+        counters = set(re.findall(r"^# TYPE (\S+) counter$", scrape.text, re.M))
         for family in scrape.families.values():
             base = family.name
-            names |= {base, *(base + s for s in SUFFIXES.get(family.type, ()))}
             if family.type == "counter":
-                names.discard(base)
+                names |= counters & {base, base + "_total"}
+            else:
+                names |= {base, *(base + s for s in SUFFIXES.get(family.type, ()))}
             for sample in family.samples:
                 names.add(sample.name)
                 for label, value in sample.labels.items():

@@ -96,7 +96,7 @@ async def test_failure_modes_give_centrifugo_codes(
     failed_calls = 3.0 if protocol == "http" else 2.0
     for kind in ("connect", *COMMANDS):
         labels = f'name="default",protocol="{protocol}",type="{kind}"'
-        assert f"centrifugo_proxy_errors_total{{{labels}}} {failed_calls}" in text
+        assert f"centrifugo_proxy_errors{{{labels}}} {failed_calls}" in text
     assert "Traceback" not in gw.log_text()
 
 

@@ -229,7 +229,7 @@ async def test_stream_first_message_failures(
     if mode == "silent":
         text = await asyncio.to_thread(_metrics, gw)
         assert any(
-            line.startswith("centrifugo_proxy_errors_total") and 'type="subscribe_stream"' in line
+            line.startswith("centrifugo_proxy_errors") and 'type="subscribe_stream"' in line
             for line in text.splitlines()
         ), text
 
