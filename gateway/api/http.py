@@ -11,7 +11,9 @@ by a disconnect, 413 past the body bound, 400 for a body that is not JSON; coded
 as HTTP 200 ``{"error": ...}`` or, in ``transport`` error mode, as the HTTP status of
 ``TRANSPORT_STATUS``. The JSON body is parsed once (orjson) and the response encoded once.
 
-Executes nothing itself: every method goes to ``ServerApi`` (gateway/api/executor.py).
+Executes nothing itself: each request is parsed into the typed requests of gateway/api/requests.py
+(per method, per ``batch`` command, per legacy line) and run by ``ServerApi``
+(gateway/api/executor.py), the executor every front door shares.
 """
 
 from __future__ import annotations
@@ -25,9 +27,8 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.applications import Starlette
 
-from gateway.api.batch import YIELD_EVERY
-from gateway.api.executor import TRANSPORT_STATUS, ServerApi, error_obj
-from gateway.api.requests import ApiError, bad_request
+from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
+from gateway.api.requests import ApiError, bad_request, command
 from gateway.config.schema import HttpApiSettings
 from gateway.http.inline import Deferred
 
@@ -77,9 +78,9 @@ class ApiEndpoint:
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
     ) -> Response | Deferred:
         """The response to a request the HTTP protocol read itself (gateway/http/inline.py):
-        answered now (refusals, and ``publish`` or an all-publish sequential ``batch`` on an
-        engine that publishes without suspending: ``ServerApi.inline``), else deferred as a
-        coroutine, with whether it may run outside a task (``ServerApi.runs_inline``)."""
+        answered now (refusals), else deferred as the coroutine computing it, with whether it
+        may run outside a task (``ServerApi.completes_inline``: a publish, or a sequential
+        ``batch`` of publishes, on an engine that publishes without suspending)."""
         refused = self._refuse(http_method, headers, query)
         if refused is not None:
             return refused
@@ -89,26 +90,15 @@ class ApiEndpoint:
         if isinstance(parsed, tuple):
             return parsed
         api = self.api
-        fast = api.inline
-        transport_mode = _transport_mode(self.settings, headers)
         if method == "batch":
-            if fast is not None:
-                args = _batch_args(parsed)
-                if isinstance(args, bytes):
-                    return 200, args, _JSON
-                commands, parallel = args
-                if not parallel and api.takes_inline(commands, "http"):
-                    return 200, orjson.dumps({"replies": fast.batch(commands, "http")}), _JSON
-            inline = api.runs_inline_batch(parsed)
-        elif method == "publish" and fast is not None:
-            try:
-                result = fast.call(parsed, "http")
-            except ApiError as exc:
-                return _error_response(exc, transport_mode)
-            return 200, orjson.dumps({"result": result}), _JSON
+            args = _batch_args(parsed)
+            if isinstance(args, bytes):
+                return 200, args, _JSON
+            commands, parallel = args
+            inline = api.completes_inline_batch(map(_method_of, commands), len(commands), parallel=parallel)
         else:
-            inline = bool(method) and api.runs_inline(method)
-        return Deferred(self._execute(method, parsed, body, transport_mode), inline)
+            inline = bool(method) and api.completes_inline(method)
+        return Deferred(self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
@@ -169,7 +159,7 @@ class ApiEndpoint:
                 commands = parsed.get("commands")
                 if isinstance(commands, list):
                     try:
-                        self.api.check_batch(commands, "http")
+                        self.api.check_batch(len(commands), "http")
                     except ApiError as exc:
                         del commands, parsed  # freed by reference counts, no collection
                         return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
@@ -249,6 +239,7 @@ class ApiEndpoint:
         commands = [raw_line for raw_line in body.split(b"\n") if raw_line.strip()]
         if len(commands) > self.api.batch_limit("http"):
             raise _Refused
+        alone = len(commands) == 1
         lines: list[bytes] = []
         for n, raw_line in enumerate(commands):
             if n and n % YIELD_EVERY == 0:
@@ -263,11 +254,18 @@ class ApiEndpoint:
             try:
                 if not isinstance(method, str):
                     raise bad_request("method")
-                result = await self.api.call(method, cmd.get("params") or {})
+                result = await self.api.execute(command(method, cmd.get("params") or {}), alone=alone)
                 lines.append(orjson.dumps({"result": result}))
             except ApiError as exc:
                 lines.append(orjson.dumps({"error": error_obj(exc)}))
         return b"\n".join(lines)
+
+
+def _method_of(raw: object) -> str:
+    """The method a JSON ``batch`` command names ("" for a malformed command)."""
+    if isinstance(raw, dict) and len(raw) == 1:
+        return str(next(iter(raw)))
+    return ""
 
 
 def _batch_args(params: Any) -> tuple[list[object], bool] | bytes:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
@@ -179,9 +179,17 @@ class RefreshRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ChannelRequest:
-    """``presence``, ``presence_stats``, ``history_remove``."""
+class PresenceRequest:
+    channel: str = field(default="", metadata=REQUIRED)
 
+
+@dataclass(frozen=True, slots=True)
+class PresenceStatsRequest:
+    channel: str = field(default="", metadata=REQUIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRemoveRequest:
     channel: str = field(default="", metadata=REQUIRED)
 
 
@@ -207,6 +215,85 @@ class InfoRequest:
 class RpcRequest:
     method: str = ""
     params: Json | None = None
+
+
+Request: TypeAlias = (
+    PublishRequest
+    | BroadcastRequest
+    | SubscribeRequest
+    | UnsubscribeRequest
+    | DisconnectRequest
+    | RefreshRequest
+    | PresenceRequest
+    | PresenceStatsRequest
+    | HistoryRequest
+    | HistoryRemoveRequest
+    | ChannelsRequest
+    | InfoRequest
+    | RpcRequest
+)
+"""One server API method's typed request: its type names the method (``METHODS``)."""
+
+METHODS: dict[str, type[Any]] = {
+    "publish": PublishRequest,
+    "broadcast": BroadcastRequest,
+    "subscribe": SubscribeRequest,
+    "unsubscribe": UnsubscribeRequest,
+    "disconnect": DisconnectRequest,
+    "refresh": RefreshRequest,
+    "presence": PresenceRequest,
+    "presence_stats": PresenceStatsRequest,
+    "history": HistoryRequest,
+    "history_remove": HistoryRemoveRequest,
+    "channels": ChannelsRequest,
+    "info": InfoRequest,
+    "rpc": RpcRequest,
+}
+"""Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
+names methods by these keys."""
+
+METHOD_OF: dict[type[Any], str] = {cls: name for name, cls in METHODS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A command that did not parse into a ``Request``: the executor answers ``error`` without
+    running anything. ``method`` names the method its error is counted under in ``api_errors``
+    and ``api_command_duration`` ("" = not counted: an unknown method, a malformed ``batch``
+    command)."""
+
+    method: str
+    error: ApiError
+
+
+Command: TypeAlias = Request | Refused
+"""What a front door hands the executor: a typed request, or the refusal of one."""
+
+
+def command(method: str, params: object, where: str = "") -> Command:
+    """The typed request of ``method`` (a ``METHODS`` key) with JSON-like ``params`` (a dict,
+    or any ``Mapping`` reading a message's fields as JSON values), or its refusal: 104 for an
+    unknown method, 107 for params the method's parser refuses. Never raises."""
+    cls = METHODS.get(method)
+    if cls is None:
+        return Refused("", ApiError(codes.ERROR_NOT_FOUND, method))
+    try:
+        if cls is PublishRequest:
+            return parse_publish(params)
+        req: Request = parse(cls, params, where)
+    except ApiError as exc:
+        return Refused(method, exc)
+    return req
+
+
+def batch_command(raw: object) -> Command:
+    """One JSON ``batch`` command ``{"<method>": params}``: its typed request, or its refusal
+    (107 ``commands[]`` for anything but a one-key object, 104 for ``batch`` or an unknown
+    method, 107 for bad params). Never raises."""
+    if not isinstance(raw, dict) or len(raw) != 1:
+        return Refused("", bad_request("commands[]"))
+    ((method, params),) = raw.items()
+    return command(method, params)
 
 
 # --- the parser --------------------------------------------------------------------------------
@@ -266,7 +353,7 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
         ApiError: 107 when ``params`` is not an object, a required field is missing or empty, or
             a field has the wrong type or is out of range.
     """
-    if not isinstance(params, dict):
+    if type(params) is not dict and not isinstance(params, Mapping):
         raise bad_request(f"{where or 'params'}: expected an object")
     values: dict[str, Any] = {}
     for f in _fields(cls):

@@ -109,9 +109,9 @@ class MemoryBroker:
 
     publishes_inline: ClassVar[bool] = True
     """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
-    server API publishes through ``publish_now`` outside any task (gateway/http/inline.py,
-    gateway/api/inline.py). A subclass that overrides ``publish`` gets False (its override is
-    then what every publish goes through) unless it sets the attribute itself."""
+    node publishes through ``publish_now`` (gateway/node.py), and a server API publish may run
+    outside any task (gateway/http/inline.py). A subclass that overrides ``publish`` gets False
+    (its override is then what every publish goes through) unless it sets the attribute itself."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -190,6 +190,7 @@ class MemoryBroker:
             300.0,
             item.version,
             item.version_epoch,
+            item.write_now,
         )
 
     def _publish(
@@ -201,6 +202,7 @@ class MemoryBroker:
         idempotent_result_ttl_seconds: float,
         version: int,
         version_epoch: str,
+        write_now: bool = False,
     ) -> PublishResult:
         now = self._now()
         if idempotency_key:
@@ -238,14 +240,8 @@ class MemoryBroker:
         elif pub.offset:
             pub = replace(pub, offset=0)
 
-        handler = self._handler
-        if handler is not None and channel in self._subscribed:
-            try:
-                handler.on_publication(channel, pub, position)
-            except Exception as exc:
-                self._handler_failed(f"publication in {channel!r}", exc)
-            else:
-                self._handling.succeeded()
+        if channel in self._subscribed:
+            self._deliver(channel, pub, position, write_now)
 
         if idempotency_key and idempotent_result_ttl_seconds > 0:
             expires_at = now + idempotent_result_ttl_seconds
@@ -254,6 +250,22 @@ class MemoryBroker:
             # Bound the cache even when run() is not sweeping.
             self._expire_results(now, 2)
         return PublishResult(position) if position is not None else UNPOSITIONED
+
+    def _deliver(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool
+    ) -> None:
+        handler = self._handler
+        if handler is None:
+            return
+        try:
+            if write_now:
+                handler.on_publication(channel, pub, position, True)
+            else:
+                handler.on_publication(channel, pub, position)
+        except Exception as exc:
+            self._handler_failed(f"publication in {channel!r}", exc)
+        else:
+            self._handling.succeeded()
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None:
         handler = self._handler
