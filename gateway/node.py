@@ -311,13 +311,17 @@ class Node:
         ``EngineError`` it failed with; never raises ``EngineError``."""
         results: list[PublishResult | EngineError]
         inline = self._inline
+        action = self.metrics.action
         if inline is not None:
             results = []
+            append = results.append
             for n, item in enumerate(items):
                 if n and n % PUBLISH_SLICE == 0:
                     await asyncio.sleep(0)
-                results.append(inline.publish_now(item))
-        elif isinstance(self.broker, BatchBroker):
+                append(inline.publish_now(item))
+                action("publish", item.channel)
+            return results
+        if isinstance(self.broker, BatchBroker):
             results = await self.broker.publish_many(items)
         else:
             results = []
@@ -328,7 +332,7 @@ class Node:
                     results.append(exc)
             return results  # counted by publish_prepared
         for item in items:
-            self.metrics.action("publish", item.channel)
+            action("publish", item.channel)
         return results
 
     async def history(

@@ -74,6 +74,10 @@ TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
 
 
+_PENDING: Result = {}
+"""The reply slot of a publish whose run is not published yet (never answered as it is)."""
+
+
 def _b64(name: str, value: str) -> bytes:
     """Standard base64 (Centrifugo's ``b64*`` fields); invalid ⇒ 107."""
     try:
@@ -225,21 +229,23 @@ class ServerApi:
             return await self._parallel(commands, protocol)
         replies: list[Result] = []
         run: list[tuple[int, PublishItem, float]] = []
+        item, data, clock = self._item, self._data, perf_counter
         for n, cmd in enumerate(commands):
             if n and n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)  # the run so far stays pending: still one round trip
             kind = type(cmd)
             if kind is PublishRequest:
                 req: PublishRequest = cmd  # type: ignore[assignment]
-                started = perf_counter()
+                started = clock()
                 try:
-                    item = self._item(req.channel, self._data(req.data, req.b64data), req, False)
+                    run.append(
+                        (len(replies), item(req.channel, data(req.data, req.b64data), req, False), started)
+                    )
                 except ApiError as exc:
                     replies.append({"error": error_obj(self.failed(exc, protocol, "publish"))})
-                    self.node.metrics.api_timer(protocol, "publish").observe(perf_counter() - started)
+                    self.node.metrics.api_timer(protocol, "publish").observe(clock() - started)
                     continue
-                run.append((len(replies), item, started))
-                replies.append({})  # filled in when the run is published
+                replies.append(_PENDING)  # replaced when the run is published
             elif kind is Refused:
                 replies.append({"error": error_obj(self._refused(cmd, protocol))})  # type: ignore[arg-type]
             else:

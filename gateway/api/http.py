@@ -263,9 +263,7 @@ class ApiEndpoint:
 
 def _method_of(raw: object) -> str:
     """The method a JSON ``batch`` command names ("" for a malformed command)."""
-    if isinstance(raw, dict) and len(raw) == 1:
-        return str(next(iter(raw)))
-    return ""
+    return next(iter(raw)) if type(raw) is dict and len(raw) == 1 else ""
 
 
 def _batch_args(params: Any) -> tuple[list[object], bool] | bytes:

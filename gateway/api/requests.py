@@ -101,8 +101,11 @@ class Override:
     force_positioning: BoolValue | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PublishRequest:
+    """Not frozen: built per publication on the hot path (a frozen dataclass's ``__init__`` costs
+    several times more); nothing changes it once built."""
+
     channel: str = field(default="", metadata=REQUIRED)
     data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
@@ -290,8 +293,13 @@ def batch_command(raw: object) -> Command:
     """One JSON ``batch`` command ``{"<method>": params}``: its typed request, or its refusal
     (107 ``commands[]`` for anything but a one-key object, 104 for ``batch`` or an unknown
     method, 107 for bad params). Never raises."""
-    if not isinstance(raw, dict) or len(raw) != 1:
+    if type(raw) is not dict or len(raw) != 1:
         return Refused("", bad_request("commands[]"))
+    params = raw.get("publish")
+    if params is not None:  # the common command: no method lookup, and the common form
+        channel = publish_common(params)
+        if channel is not None:
+            return PublishRequest(channel, params["data"])
     ((method, params),) = raw.items()
     return command(method, params)
 
