@@ -24,12 +24,11 @@ from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
+from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
 from gateway.api.requests import (
-    METHOD_OF,
     ApiError,
     BroadcastRequest,
     ChannelsRequest,
-    Command,
     DisconnectRequest,
     HistoryRemoveRequest,
     HistoryRequest,
@@ -38,13 +37,10 @@ from gateway.api.requests import (
     PresenceStatsRequest,
     PublishRequest,
     RefreshRequest,
-    Refused,
     RpcRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
-    batch_command,
-    command,
 )
 from gateway.channels import resolve
 from gateway.config.schema import ChannelOptions, Settings
@@ -266,7 +262,8 @@ class ServerApi:
             if isinstance(result, EngineError):
                 # The engine logs its outages once per state change; per command only a debug line.
                 log.debug("engine error in API publish to %s: %s", item.channel, result)
-                replies[index] = {"error": error_obj(self.failed(result, protocol, "publish"))}
+                error = self.failed(ApiError(codes.ERROR_INTERNAL), protocol, "publish")
+                replies[index] = {"error": error_obj(error)}
             else:
                 replies[index] = {"publish": publish_reply(result)}
             timer.observe(perf_counter() - started)

@@ -27,8 +27,9 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.applications import Starlette
 
+from gateway.api.commands import command
 from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
-from gateway.api.requests import ApiError, bad_request, command
+from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
 from gateway.http.inline import Deferred
 

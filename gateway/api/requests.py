@@ -1,4 +1,7 @@
-"""Typed requests of the server HTTP API (PROTOCOL.md §6) and the one parser that builds them.
+"""Typed requests of the server API (PROTOCOL.md §6), one type per method, and the one parser
+that builds them, whichever front door the params came through (JSON over HTTP, or a protobuf
+message read as a ``Mapping`` by gateway/api/grpc/server.py; gateway/api/commands.py maps method
+names to these types).
 
 Every method's params object is parsed by ``parse(RequestType, params)``: each field is checked
 against its annotation, so a wrong type is error 107 in every method and every field alike
@@ -218,90 +221,6 @@ class InfoRequest:
 class RpcRequest:
     method: str = ""
     params: Json | None = None
-
-
-Request: TypeAlias = (
-    PublishRequest
-    | BroadcastRequest
-    | SubscribeRequest
-    | UnsubscribeRequest
-    | DisconnectRequest
-    | RefreshRequest
-    | PresenceRequest
-    | PresenceStatsRequest
-    | HistoryRequest
-    | HistoryRemoveRequest
-    | ChannelsRequest
-    | InfoRequest
-    | RpcRequest
-)
-"""One server API method's typed request: its type names the method (``METHODS``)."""
-
-METHODS: dict[str, type[Any]] = {
-    "publish": PublishRequest,
-    "broadcast": BroadcastRequest,
-    "subscribe": SubscribeRequest,
-    "unsubscribe": UnsubscribeRequest,
-    "disconnect": DisconnectRequest,
-    "refresh": RefreshRequest,
-    "presence": PresenceRequest,
-    "presence_stats": PresenceStatsRequest,
-    "history": HistoryRequest,
-    "history_remove": HistoryRemoveRequest,
-    "channels": ChannelsRequest,
-    "info": InfoRequest,
-    "rpc": RpcRequest,
-}
-"""Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
-names methods by these keys."""
-
-METHOD_OF: dict[type[Any], str] = {cls: name for name, cls in METHODS.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A command that did not parse into a ``Request``: the executor answers ``error`` without
-    running anything. ``method`` names the method its error is counted under in ``api_errors``
-    and ``api_command_duration`` ("" = not counted: an unknown method, a malformed ``batch``
-    command)."""
-
-    method: str
-    error: ApiError
-
-
-Command: TypeAlias = Request | Refused
-"""What a front door hands the executor: a typed request, or the refusal of one."""
-
-
-def command(method: str, params: object, where: str = "") -> Command:
-    """The typed request of ``method`` (a ``METHODS`` key) with JSON-like ``params`` (a dict,
-    or any ``Mapping`` reading a message's fields as JSON values), or its refusal: 104 for an
-    unknown method, 107 for params the method's parser refuses. Never raises."""
-    cls = METHODS.get(method)
-    if cls is None:
-        return Refused("", ApiError(codes.ERROR_NOT_FOUND, method))
-    try:
-        if cls is PublishRequest:
-            return parse_publish(params)
-        req: Request = parse(cls, params, where)
-    except ApiError as exc:
-        return Refused(method, exc)
-    return req
-
-
-def batch_command(raw: object) -> Command:
-    """One JSON ``batch`` command ``{"<method>": params}``: its typed request, or its refusal
-    (107 ``commands[]`` for anything but a one-key object, 104 for ``batch`` or an unknown
-    method, 107 for bad params). Never raises."""
-    if type(raw) is not dict or len(raw) != 1:
-        return Refused("", bad_request("commands[]"))
-    params = raw.get("publish")
-    if params is not None:  # the common command: no method lookup, and the common form
-        channel = publish_common(params)
-        if channel is not None:
-            return PublishRequest(channel, params["data"])
-    ((method, params),) = raw.items()
-    return command(method, params)
 
 
 # --- the parser --------------------------------------------------------------------------------

@@ -22,12 +22,13 @@ from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gateway.api.commands import METHODS, Refused, command
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import api_pb2 as pb
 from gateway.api.grpc import api_pb2_grpc
 from gateway.api.grpc.server import MessageParams, Servicer, fill, register
 from gateway.api.http import ApiEndpoint
-from gateway.api.requests import MAX_TAGS, MAX_WHITELIST, METHODS, Refused, command
+from gateway.api.requests import MAX_TAGS, MAX_WHITELIST
 from gateway.engine.memory import MemoryBroker
 from gateway.http.inline import Deferred
 from gateway.protocol.policy import MAX_EXPIRE_AT
