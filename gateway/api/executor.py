@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
@@ -62,6 +62,9 @@ default 100 runs in one go."""
 
 INLINE_METHODS = frozenset({"publish", "broadcast"})
 """Methods that never suspend on an engine that publishes inline (the memory engine)."""
+
+INLINE_COMMANDS: frozenset[type[Any]] = frozenset({PublishRequest, BroadcastRequest, Refused})
+"""The commands of a ``batch`` that never suspends on such an engine (a refused one runs nothing)."""
 
 RESOLVED_CHANNELS = 65536
 """Channel names whose resolution is kept (the cache is emptied when it is full)."""
@@ -125,13 +128,13 @@ class ServerApi:
         to a task (gateway/http/inline.py)."""
         return method in INLINE_METHODS and self.node.publishes_inline
 
-    def completes_inline_batch(self, methods: Iterable[str], count: int, *, parallel: bool) -> bool:
-        """``completes_inline`` for a ``batch`` of ``count`` commands of ``methods`` ("" for a
-        malformed command, answered without running): sequential, at most ``YIELD_EVERY``
-        commands, each a publish, a broadcast or malformed."""
-        if parallel or count > YIELD_EVERY or not self.node.publishes_inline:
+    def completes_inline_batch(self, commands: Sequence[Command], *, parallel: bool) -> bool:
+        """``completes_inline`` for a ``batch`` of ``commands``: sequential, at most
+        ``YIELD_EVERY`` of them, each a publish, a broadcast or refused (answered without
+        running)."""
+        if parallel or len(commands) > YIELD_EVERY or not self.node.publishes_inline:
             return False
-        return all(not method or method in INLINE_METHODS for method in methods)
+        return INLINE_COMMANDS.issuperset(map(type, commands))
 
     def batch_limit(self, protocol: str) -> int:
         """The most commands one ``batch`` of ``protocol`` ("http" or "grpc") may carry."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import hmac
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 from starlette.applications import Starlette
 
-from gateway.api.commands import command
+from gateway.api.commands import Command, batch_command, command
 from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
 from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
@@ -96,9 +97,15 @@ class ApiEndpoint:
             if isinstance(args, bytes):
                 return 200, args, _JSON
             commands, parallel = args
-            inline = api.completes_inline_batch(map(_method_of, commands), len(commands), parallel=parallel)
-        else:
-            inline = bool(method) and api.completes_inline(method)
+            try:
+                api.check_batch(len(commands), "http")
+            except ApiError as exc:
+                return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+            if parallel or len(commands) > YIELD_EVERY:
+                return Deferred(self._replies(map(batch_command, commands), parallel), False)
+            small = list(map(batch_command, commands))  # parsed once: its types decide
+            return Deferred(self._replies(small, False), api.completes_inline_batch(small, parallel=False))
+        inline = bool(method) and api.completes_inline(method)
         return Deferred(self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -233,6 +240,11 @@ class ApiEndpoint:
             return orjson.dumps({"error": error_obj(exc)})
         return orjson.dumps({"replies": replies})
 
+    async def _replies(self, commands: Iterable[Command], parallel: bool) -> Response:
+        """The response to a ``batch`` of parsed (or lazily parsed) commands within the bound."""
+        replies = await self.api.execute_batch(commands, parallel=parallel, protocol="http")
+        return 200, orjson.dumps({"replies": replies}), _JSON
+
     async def _legacy(self, body: bytes) -> bytes:
         """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy): at
         most ``http_api.max_batch_commands`` of them (else the whole body is refused, 400), the
@@ -260,11 +272,6 @@ class ApiEndpoint:
             except ApiError as exc:
                 lines.append(orjson.dumps({"error": error_obj(exc)}))
         return b"\n".join(lines)
-
-
-def _method_of(raw: object) -> str:
-    """The method a JSON ``batch`` command names ("" for a malformed command)."""
-    return next(iter(raw)) if type(raw) is dict and len(raw) == 1 else ""
 
 
 def _batch_args(params: Any) -> tuple[list[object], bool] | bytes:

@@ -240,8 +240,14 @@ class MemoryBroker:
         elif pub.offset:
             pub = replace(pub, offset=0)
 
-        if channel in self._subscribed:
-            self._deliver(channel, pub, position, write_now)
+        handler = self._handler
+        if handler is not None and channel in self._subscribed:
+            try:
+                handler.on_publication(channel, pub, position, write_now)
+            except Exception as exc:
+                self._handler_failed(f"publication in {channel!r}", exc)
+            else:
+                self._handling.succeeded()
 
         if idempotency_key and idempotent_result_ttl_seconds > 0:
             expires_at = now + idempotent_result_ttl_seconds
@@ -250,22 +256,6 @@ class MemoryBroker:
             # Bound the cache even when run() is not sweeping.
             self._expire_results(now, 2)
         return PublishResult(position) if position is not None else UNPOSITIONED
-
-    def _deliver(
-        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool
-    ) -> None:
-        handler = self._handler
-        if handler is None:
-            return
-        try:
-            if write_now:
-                handler.on_publication(channel, pub, position, True)
-            else:
-                handler.on_publication(channel, pub, position)
-        except Exception as exc:
-            self._handler_failed(f"publication in {channel!r}", exc)
-        else:
-            self._handling.succeeded()
 
     async def publish_join(self, channel: str, info: ClientInfo) -> None:
         handler = self._handler
