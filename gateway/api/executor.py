@@ -167,7 +167,7 @@ class ServerApi:
     # --- the JSON front doors' entry points --------------------------------------------------
 
     def call(self, method: str, params: object, *, protocol: str = "http") -> Awaitable[Result]:
-        """``execute`` of ``method`` with JSON ``params`` (parsed by ``requests.command``)."""
+        """``execute`` of ``method`` with JSON ``params`` (parsed by ``commands.command``)."""
         return self.execute(command(method, params), protocol)
 
     async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
