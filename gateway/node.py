@@ -67,6 +67,40 @@ class PublishOptions(TypedDict, total=False):
     """Delta-compress for subscribers that negotiated it (or the namespace's ``delta_publish``)."""
 
 
+class PublishRun:
+    """Consecutive publications published with the engine's cheapest path, in order: ``add``
+    publishes at once on an engine that publishes inline and returns the result (nothing is held
+    back); on any other engine it returns None and the item waits for ``flush``, which publishes
+    every waiting item with ``Node.publish_many`` (one round trip on an engine that batches).
+
+    Raises (``add``):
+        EngineError: the inline publish failed.
+    """
+
+    __slots__ = ("_action", "_inline", "_node", "_waiting")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._inline = node._inline
+        self._action = node.metrics.action
+        self._waiting: list[PublishItem] = []
+
+    def add(self, item: PublishItem) -> PublishResult | None:
+        inline = self._inline
+        if inline is None:
+            self._waiting.append(item)
+            return None
+        result = inline.publish_now(item)
+        self._action("publish", item.channel)
+        return result
+
+    async def flush(self) -> list[PublishResult | EngineError]:
+        """Publish the waiting items (the result of each, in ``add`` order); never raises
+        ``EngineError``."""
+        items, self._waiting = self._waiting, []
+        return await self._node.publish_many(items) if items else []
+
+
 @dataclass(frozen=True, slots=True)
 class Positioned:
     """The outcome of ``Node.position``."""
@@ -334,6 +368,10 @@ class Node:
         for item in items:
             action("publish", item.channel)
         return results
+
+    def publish_run(self) -> PublishRun:
+        """A run of publications (one sequential server API batch's consecutive publishes)."""
+        return PublishRun(self)
 
     async def history(
         self,

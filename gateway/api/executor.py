@@ -45,7 +45,7 @@ from gateway.api.requests import (
 from gateway.channels import resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.engine.base import EngineError, PublishItem, PublishResult
-from gateway.node import Node
+from gateway.node import Node, PublishRun
 from gateway.protocol import codec, codes
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
@@ -219,58 +219,64 @@ class ServerApi:
         every ``YIELD_EVERY`` commands the loop serves others.
 
         In a sequential batch each run of consecutive publishes is prepared command by command
-        and published with one ``Node.publish_many`` (one round trip on an engine that batches);
-        any other command ends the run and runs alone, so commands take effect in their order.
-        A refused command is answered in place without ending the run (nothing runs for it).
-        A publish's duration runs from its preparation to the end of its run.
+        and published through one ``Node.publish_run`` (at once on an engine that publishes
+        inline, with one round trip at the end of the run on an engine that batches); any other
+        command ends the run and runs alone, so commands take effect in their order. A refused
+        command is answered in place without ending the run (nothing runs for it). A publish's
+        duration runs from its preparation to its result.
         """
         if parallel:
             return await self._parallel(commands, protocol)
         replies: list[Result] = []
-        run: list[tuple[int, PublishItem, float]] = []
+        run = self.node.publish_run()
+        waiting: list[tuple[int, str, float]] = []
+        """(reply index, channel, preparation start) of each publication ``run`` holds."""
+        timer = self.node.metrics.api_timer(protocol, "publish")
         item, data, clock = self._item, self._data, perf_counter
         for n, cmd in enumerate(commands):
             if n and n % YIELD_EVERY == 0:
-                await asyncio.sleep(0)  # the run so far stays pending: still one round trip
+                await asyncio.sleep(0)  # a run's waiting publications stay waiting: one round trip
             kind = type(cmd)
             if kind is PublishRequest:
                 req: PublishRequest = cmd  # type: ignore[assignment]
                 started = clock()
                 try:
-                    run.append(
-                        (len(replies), item(req.channel, data(req.data, req.b64data), req, False), started)
-                    )
-                except ApiError as exc:
+                    result = run.add(item(req.channel, data(req.data, req.b64data), req, False))
+                except (ApiError, EngineError) as exc:
                     replies.append({"error": error_obj(self.failed(exc, protocol, "publish"))})
-                    self.node.metrics.api_timer(protocol, "publish").observe(clock() - started)
+                    timer.observe(clock() - started)
                     continue
-                replies.append(_PENDING)  # replaced when the run is published
+                if result is None:
+                    waiting.append((len(replies), req.channel, started))
+                    replies.append(_PENDING)  # replaced when the run is flushed
+                else:
+                    replies.append({"publish": publish_reply(result)})
+                    timer.observe(clock() - started)
             elif kind is Refused:
                 replies.append({"error": error_obj(self._refused(cmd, protocol))})  # type: ignore[arg-type]
             else:
-                if run:
-                    await self._publish_run(run, replies, protocol)
+                if waiting:
+                    await self._flush(run, waiting, replies, protocol)
                 replies.append(await self._reply(cmd, protocol))
-        if run:
-            await self._publish_run(run, replies, protocol)
+        if waiting:
+            await self._flush(run, waiting, replies, protocol)
         return replies
 
-    async def _publish_run(
-        self, run: list[tuple[int, PublishItem, float]], replies: list[Result], protocol: str
+    async def _flush(
+        self, run: PublishRun, waiting: list[tuple[int, str, float]], replies: list[Result], protocol: str
     ) -> None:
-        results = await self.node.publish_many([item for _, item, _ in run])
-        metrics = self.node.metrics
-        timer = metrics.api_timer(protocol, "publish")
-        for (index, item, started), result in zip(run, results, strict=True):
+        results = await run.flush()
+        timer = self.node.metrics.api_timer(protocol, "publish")
+        for (index, channel, started), result in zip(waiting, results, strict=True):
             if isinstance(result, EngineError):
                 # The engine logs its outages once per state change; per command only a debug line.
-                log.debug("engine error in API publish to %s: %s", item.channel, result)
+                log.debug("engine error in API publish to %s: %s", channel, result)
                 error = self.failed(ApiError(codes.ERROR_INTERNAL), protocol, "publish")
                 replies[index] = {"error": error_obj(error)}
             else:
                 replies[index] = {"publish": publish_reply(result)}
             timer.observe(perf_counter() - started)
-        run.clear()
+        waiting.clear()
 
     async def _parallel(self, commands: Iterable[Command], protocol: str) -> list[Result]:
         """The commands concurrently, started ``YIELD_EVERY`` at a time: each group runs (up to
