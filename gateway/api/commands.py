@@ -28,7 +28,6 @@ from gateway.api.requests import (
     UnsubscribeRequest,
     bad_request,
     parse,
-    parse_publish,
     publish_common,
 )
 from gateway.protocol import codes
@@ -93,9 +92,11 @@ def command(method: str, params: object, where: str = "") -> Command:
     cls = METHODS.get(method)
     if cls is None:
         return Refused("", ApiError(codes.ERROR_NOT_FOUND, method))
+    if cls is PublishRequest:
+        channel = publish_common(params)
+        if channel is not None:  # the common form (``requests.parse_publish``'s short way)
+            return PublishRequest(channel, params["data"])  # type: ignore[index]
     try:
-        if cls is PublishRequest:
-            return parse_publish(params)
         req: Request = parse(cls, params, where)
     except ApiError as exc:
         return Refused(method, exc)

@@ -117,6 +117,7 @@ class ServerApi:
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
         whether the publication is alone in its tick), by request type."""
         self._resolved: dict[str, ChannelOptions | codes.Error] = {}
+        self._inline = node.publishes_inline
 
     # --- what a front door may ask -----------------------------------------------------------
 
@@ -126,13 +127,13 @@ class ServerApi:
         the HTTP protocol drive it outside a task. A broadcast to more than ``YIELD_EVERY``
         channels does suspend (to let the loop serve others): the driver then hands the rest
         to a task (gateway/http/inline.py)."""
-        return method in INLINE_METHODS and self.node.publishes_inline
+        return self._inline and method in INLINE_METHODS
 
     def completes_inline_batch(self, commands: Sequence[Command], *, parallel: bool) -> bool:
         """``completes_inline`` for a ``batch`` of ``commands``: sequential, at most
         ``YIELD_EVERY`` of them, each a publish, a broadcast or refused (answered without
         running)."""
-        if parallel or len(commands) > YIELD_EVERY or not self.node.publishes_inline:
+        if parallel or len(commands) > YIELD_EVERY or not self._inline:
             return False
         return INLINE_COMMANDS.issuperset(map(type, commands))
 

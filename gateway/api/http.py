@@ -187,7 +187,7 @@ class ApiEndpoint:
         if method == "batch":
             return 200, await self.batch_body(params), _JSON
         try:
-            result = await self.api.call(method, params)
+            result = await self.api.execute(command(method, params))
         except ApiError as exc:
             return _error_response(exc, transport_mode)
         return 200, orjson.dumps({"result": result}), _JSON
