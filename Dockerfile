@@ -22,6 +22,7 @@ COPY taskcast ./taskcast
 COPY gateway ./gateway
 COPY status_api ./status_api
 COPY relay ./relay
+COPY httpwire ./httpwire
 COPY schema ./schema
 COPY deploy ./deploy
 COPY client-js/board ./client-js/board

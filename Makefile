@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc
+.PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc bench-capacity
 
 up: bootstrap  ## make up ARGS="--allowed-origin http://localhost:5173 --port-gateway 8001"
 	$(PY) -m taskcast up $(ARGS)
@@ -48,11 +48,14 @@ bench-relay: bootstrap
 bench-claim: bootstrap
 	$(PY) loadtest/bench_claim.py --out docs/PERFORMANCE.md
 
+bench-capacity: bootstrap
+	$(PY) loadtest/bench_capacity.py --out docs/PERFORMANCE.md
+
 bench-gc: bootstrap
 	$(PY) loadtest/bench_gc.py --out docs/PERFORMANCE.md
 
 topology: bootstrap
-	$(PY) -m taskcast.dev.topology
+	$(PY) -m taskcast.dev.topology_cli $(ARGS)
 
 bench: bootstrap
 	$(PY) loadtest/bench_all.py --out docs/PERFORMANCE.md

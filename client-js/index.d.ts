@@ -574,6 +574,12 @@ export interface TaskFeedOptions {
   clientOptions?: Omit<ClientOptions, 'token' | 'getToken'>;
   /** Detail subscriptions kept open (LRU beyond it); capped by the session's maxDetailSubscriptions. Default 20. */
   maxDetailSubscriptions?: number;
+  /**
+   * true (default): each detail subscription carries a token from POST /api/realtime/subscription-token.
+   * false: no token; the gateway's subscribe proxy asks the Status API (its `task_detail` namespace has
+   * `subscribe_proxy_enabled`). Either way a limit refusal closes the oldest invisible detail and asks once more.
+   */
+  detailTokens?: boolean;
   /** Mean interval of the jittered status:batchGet check while not LIVE (default 30000 ± 30%). */
   checkIntervalMs?: number;
   /** Mean interval (±30 %) of the same check while LIVE (seed §13.2: repairs a silent loss); 0 = off. Default 60000. */

@@ -2,8 +2,9 @@
 
 It registers a task type of its own (``EXAMPLE`` / ``REPORT_EXPORT``), creates a task of three
 steps, runs them with progress, fails the render step once and retries it, runs the upload step
-across an executionToken renewal (the example config sets ``execution_token.ttl_seconds: 4``), and
-completes the task. Credentials come from the environment (mint them with ``taskcast token``):
+across an executionToken renewal (the example config sets ``execution_token.ttl_seconds: 4``; against
+a Status API with a long ttl, e.g. ``make up``, it renews once explicitly), and completes the task.
+Credentials come from the environment (mint them with ``taskcast token``):
 
     TASKCAST_ADMIN_TOKEN        role admin        (publishes the task type's definitions)
     TASKCAST_COORDINATOR_TOKEN  role coordinator  (creates the task, opens the retry, completes it)
@@ -27,6 +28,8 @@ from typing import Any
 from taskcast_worker import AsyncTaskcast, StepError, StepSpec
 
 PRODUCT, TASK_TYPE = "EXAMPLE", "REPORT_EXPORT"
+#: Above this token ttl the upload step renews explicitly rather than outliving the token.
+LONG_TTL_SECONDS = 30
 COORDINATOR = "example-coordinator"
 
 STATUSES: dict[str, Any] = {
@@ -166,17 +169,22 @@ async def run(url: str, tenant: str, owner: str) -> str:
             await step.complete("RENDERED")
         print("02_render attempt 2 done")
 
-        # Step 3: longer than the token's ttl: the SDK renews the executionToken in the background.
+        # Step 3: longer than the token's ttl: a heartbeat's answer renews the executionToken in
+        # the background (the SDK falls back to the renewal endpoint). Against a Status API with a
+        # long ttl (make up: 3600 s) the step renews once on its own instead of waiting it out.
         ctx = task.steps["03_upload"]
         async with tc.step(ctx, heartbeat_interval_seconds=1.0, progress_interval_seconds=0.5) as step:
             await step.start("UPLOADING")
             loop = asyncio.get_running_loop()
             began, chunk = loop.time(), 0
             ttl = ctx.expires_in_seconds or 0.0
-            while step.renewals < 1 or loop.time() - began < ttl + 1:
+            long_ttl = ttl > LONG_TTL_SECONDS
+            while step.renewals < 1 or (not long_ttl and loop.time() - began < ttl + 1):
                 chunk += 1
                 await step.progress("UPLOADING", chunk, unit="chunks")
                 await asyncio.sleep(0.2)  # the "upload" of one chunk
+                if long_ttl and chunk == 5:
+                    await step.renew()
             await step.complete("UPLOADED")
             print(
                 f"03_upload done after {loop.time() - began:.1f}s "

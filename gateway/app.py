@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,13 +23,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
-from gateway.config.schema import Settings
+from gateway.config.checks import admin_paths
+from gateway.config.schema import Settings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
+from gateway.consumers import build_consumers
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
@@ -41,7 +45,9 @@ from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.transports import websocket
+from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
+from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
 from gateway.transports.uni_websocket import UniWebSocketEndpoint
 
@@ -157,6 +163,8 @@ class Runtime:
         held = self.clients.flusher.stats
         self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
+        execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
         self.streams = OpenStreams()
@@ -236,6 +244,10 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
             )
             routes.append(Route(cfg.handler_prefix, stream, methods=ALL_METHODS))
             links[name] = cfg.handler_prefix
+    if settings.init.enabled:
+        init = ConnectionInitEndpoint(origins)
+        routes.append(Route(settings.init.handler_prefix, init, methods=ALL_METHODS))
+        links["init"] = settings.init.handler_prefix
     if settings.sse.enabled or settings.http_stream.enabled:
         emulation = EmulationEndpoint(
             max_body=settings.emulation.max_request_body_size,
@@ -264,6 +276,7 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
 
         routes.append(Route(settings.prometheus.handler_prefix, metrics, methods=["GET"]))
         links["metrics"] = settings.prometheus.handler_prefix
+    routes += _admin_routes(settings, rt, links)
     links["docs"] = DOCS
     about = {"name": "taskcast-gateway", "version": VERSION, "links": links}
 
@@ -274,6 +287,15 @@ def _routes(settings: Settings, rt: Runtime) -> list[Route]:
     if not any(r.path == "/" for r in routes):
         routes.append(Route("/", index, methods=["GET"]))
     return routes
+
+
+def _admin_routes(settings: Settings, rt: Runtime, links: dict[str, str]) -> list[Route]:
+    """The admin web UI (gateway/admin/) when ``admin.enabled``."""
+    if not settings.admin.enabled:
+        return []
+    admin = AdminEndpoints(settings, rt.api, rt.node)
+    links["admin"] = admin.page_path
+    return admin.routes()
 
 
 def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
@@ -291,6 +313,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
             ]
+            tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
             rt.gc.install()
             freeze_startup()
             if settings.grpc_api.enabled:
@@ -329,6 +352,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 message_size_limit=uni_ws.message_size_limit,
                 join_push_messages=uni_ws.join_push_messages,
                 connect=rt.clients.connect,
+                disable_closing_handshake=uni_ws.disable_closing_handshake,
+                disable_disconnect_push=uni_ws.disable_disconnect_push,
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
@@ -338,6 +363,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 admit=rt.admit,
                 connect=rt.clients.connect,
                 uni=uni,
+                compression=websocket_compression(ws),
             )
         )
     app = create_app(settings, rt)
@@ -350,14 +376,28 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
     )
 
 
+def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for the bidirectional endpoint (None: ``websocket.compression`` off).
+    The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
+    if not ws.compression:
+        return None
+    limit = ws.decompressed_message_size_limit or ws.message_size_limit * 10
+    return DeflateSettings(
+        level=ws.compression_level, min_size=ws.compression_min_size, decompressed_limit=limit or None
+    )
+
+
 def internal_prefixes(settings: Settings) -> tuple[str, ...]:
     """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
-    endpoints: the server API, ``prometheus``, ``health``); empty when it is not."""
+    endpoints: the server API, ``prometheus``, ``health``, ``admin`` unless ``admin.external``);
+    empty when it is not."""
     if not settings.http_server.internal_port:
         return ()
     prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
     if not settings.http_api.disabled:
         prefixes.append(settings.http_api.handler_prefix)
+    if settings.admin.enabled and not settings.admin.external:
+        prefixes += admin_paths(settings)
     return tuple(prefixes)
 
 

@@ -1,4 +1,6 @@
-"""``taskcast gateway --config FILE [--workers N]``: load settings, refuse bad ones by name, build
+"""``taskcast gateway --config FILE [--workers N]``: load settings (the file, the environment and,
+as Centrifugo v6 does, a ``.env`` file in the working directory whose variables the environment
+overrides), refuse bad ones by name, build
 the gateway (gateway/app.py) and serve it (gateway/http/server.py); with ``--workers N`` (or
 ``http_server.workers``) above 1, run the supervisor of N worker processes instead
 (gateway/workers.py), each of which re-enters here with the hidden ``--worker-index``.
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 from gateway.app import Runtime, build
+from gateway.config.dotenv import DOTENV, read_dotenv
 from gateway.config.loading import load_settings
 from gateway.config.schema import ConfigError, Settings
 from gateway.http.server import build_server
@@ -42,7 +45,8 @@ def main(argv: list[str]) -> int:
     if args.workers is not None:
         env["TASKCAST_HTTP_SERVER_WORKERS"] = str(args.workers)
     try:
-        settings, warnings = load_settings(args.config, env)
+        with_dotenv = read_dotenv(env)
+        settings, warnings = load_settings(args.config, with_dotenv or env)
     except ConfigError as exc:
         print(f"taskcast gateway: invalid configuration: {exc}", file=sys.stderr)
         return 2
@@ -53,6 +57,8 @@ def main(argv: list[str]) -> int:
         return 2
     log = logging.getLogger("taskcast.gateway")
     if args.worker_index is None:
+        if with_dotenv is not None:
+            log.info("environment variables have been loaded from %s file", DOTENV)
         for warning in warnings:
             log.warning("config: %s", warning)
         if settings.http_server.workers > 1:

@@ -10,7 +10,8 @@ Messages travel over the Broker's control channel (``publish_control``) as small
   refresh), carried as the API's own typed request (gateway/api/requests.py) and re-parsed on
   arrival, so a malformed message from another node is dropped, never half-applied;
 * ``emulation``    commands of an SSE / HTTP-streaming session living on the targeted node;
-* ``survey`` / ``survey_reply``  a question every live node answers (``channels``).
+* ``survey`` / ``survey_reply``  a question every live node answers (``channels``; ``connections``
+  of one user, for the admin web UI).
 
 With the memory engine the control channel loops back, so one code path serves one node or many.
 Acts on connections only through the hub's ``Connection`` protocol: never imports client.py,
@@ -51,6 +52,8 @@ log = logging.getLogger("taskcast.gateway.cluster")
 NODE_INFO_INTERVAL_SECONDS = 3.0
 NODE_EXPIRE_SECONDS = 3 * NODE_INFO_INTERVAL_SECONDS + 1
 SURVEY_TIMEOUT_SECONDS = 2.0
+SURVEY_CONNECTIONS_LIMIT = 1000
+"""The most connections of one user a node describes in a ``connections`` survey reply."""
 SEND_QUEUE_SIZE = 1024
 """Control messages this node still has to send (survey replies): bounded; overflow is dropped
 with a warning (the asking node then times out on this node, as if it were down)."""
@@ -262,11 +265,27 @@ class Cluster:
         payload: Any = None
         if msg.get("kind") == "channels":
             payload = {ch: len(subs) for ch, subs in self.hub.channels.items()}
+        elif msg.get("kind") == "connections" and isinstance(msg.get("user"), str):
+            payload = self._connections_of(msg["user"])
         reply = encode("survey_reply", self.uid, id=msg.get("id"), payload=payload)
         try:
             self._send_queue.put_nowait((reply, requester))
         except asyncio.QueueFull:
             log.warning("control send queue full: survey reply to %s dropped", requester)
+
+    def _connections_of(self, user: str) -> dict[str, Any]:
+        """This node's connections of ``user`` (at most SURVEY_CONNECTIONS_LIMIT): client id ->
+        user, session and the channels it subscribes to."""
+        conns = dict(list(self.hub.users.get(user, {}).items())[:SURVEY_CONNECTIONS_LIMIT])
+        channels: dict[str, list[str]] = {cid: [] for cid in conns}
+        if conns:
+            for channel, subscribers in self.hub.channels.items():
+                for cid in subscribers.keys() & conns.keys():
+                    channels[cid].append(channel)
+        return {
+            cid: {"user": conn.user, "session": conn.session_id, "channels": sorted(channels[cid])}
+            for cid, conn in conns.items()
+        }
 
     # --- sending -----------------------------------------------------------------------------
 
@@ -300,9 +319,12 @@ class Cluster:
         await self.broker.publish_control(message, node_id=node)
         return True
 
-    async def survey(self, kind: str, wait: float = SURVEY_TIMEOUT_SECONDS) -> dict[str, Any]:
+    async def survey(
+        self, kind: str, wait: float = SURVEY_TIMEOUT_SECONDS, *, user: str | None = None
+    ) -> dict[str, Any]:
         """Ask every live node (this one included); the answers by node uid. Nodes that do not
-        answer within ``wait`` seconds are left out.
+        answer within ``wait`` seconds are left out. ``user``: the user a ``connections`` survey
+        is about.
 
         Raises:
             EngineError: the control channel is unavailable.
@@ -311,7 +333,10 @@ class Cluster:
         survey_id = uuid.uuid4().hex
         survey = self._surveys[survey_id] = Survey(expected)
         try:
-            await self.broker.publish_control(encode("survey", self.uid, id=survey_id, kind=kind))
+            fields: dict[str, Any] = {"id": survey_id, "kind": kind}
+            if user is not None:
+                fields["user"] = user
+            await self.broker.publish_control(encode("survey", self.uid, **fields))
             try:
                 async with asyncio.timeout(wait):
                     await survey.done.wait()

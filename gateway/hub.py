@@ -22,14 +22,15 @@ from gateway.protocol.policy import ServerSub
 
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
-    the transport's wire frame of exactly ``payload`` (built once, by the first writer).
+    the transport's wire frame of exactly ``payload`` (built once, by the first writer), and
+    ``deflated`` the same for its permessage-deflate frame (gateway/transports/deflate.py).
     A publication push also carries its channel, epoch and the channel's previous publication
     on this node (``prev``: offset, epoch, data), from which gateway/connection/delivery.py builds the
     delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it.
     ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
     dropped by a backed-up connection)."""
 
-    __slots__ = ("channel", "conflation", "epoch", "frame", "payload", "prev", "variants")
+    __slots__ = ("channel", "conflation", "deflated", "epoch", "frame", "payload", "prev", "variants")
 
     def __init__(
         self,
@@ -41,6 +42,7 @@ class SharedPush:
     ) -> None:
         self.payload = payload
         self.frame: bytes | None = None
+        self.deflated: bytes | None = None
         self.channel = channel
         self.epoch = epoch
         self.prev = prev

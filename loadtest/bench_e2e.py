@@ -503,6 +503,7 @@ async def amain(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         services.mysql_url,
         status_api_workers=args.status_api_workers,
         heartbeat_timeout_seconds=args.heartbeat_timeout,
+        wake=args.wake,
     )
     res: dict[str, Any] = {"machine": machine_note()}
     try:
@@ -530,6 +531,12 @@ def main() -> int:
     )
     p.add_argument("--idle-seconds", type=float, default=10.0, help="measure idle CPU first (0 = skip)")
     p.add_argument("--budget-s", type=float, default=600.0, help="global deadline")
+    p.add_argument(
+        "--wake",
+        choices=["redis", "udp"],
+        default="redis",
+        help="the relays' wake-up: Redis PUB/SUB (deploy files) or UDP, no Redis (docs/relay.md)",
+    )
     p.add_argument("--redis-url", default="")
     p.add_argument("--mysql-url", default="")
     p.add_argument("--out", default="", help="markdown file to update (docs/PERFORMANCE.md)")

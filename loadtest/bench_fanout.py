@@ -201,7 +201,9 @@ def wait_port(port: int, proc: subprocess.Popen[Any], timeout: float = READY_TIM
 # --------------------------------------------------------------------------------- servers
 
 
-def gateway_config(port: int, history: bool, redis_port: int = 0, node: str = "") -> dict[str, Any]:
+def gateway_config(
+    port: int, history: bool, redis_port: int = 0, node: str = "", compression: bool = False
+) -> dict[str, Any]:
     chan: dict[str, Any] = {"allow_subscribe_for_client": True}
     if history:
         chan.update(history_size=100, history_ttl="300s")
@@ -213,6 +215,8 @@ def gateway_config(port: int, history: bool, redis_port: int = 0, node: str = ""
         "client": {"insecure": True},  # defaults otherwise: ping 25 s (answered), queue 1 MiB
         "channel": {"without_namespace": chan},
     }
+    if compression:  # permessage-deflate at Centrifugo's defaults (level 1, every message)
+        cfg["websocket"] = {"compression": True}
     if redis_port:
         cfg["engine"] = {
             "type": "redis",
@@ -223,6 +227,9 @@ def gateway_config(port: int, history: bool, redis_port: int = 0, node: str = ""
 
 
 REDIS2 = "gateway-redis-2nodes"
+DEFLATE = "gateway-deflate"
+"""The gateway with ``websocket.compression`` on, its subscribers negotiating permessage-deflate
+(loadtest/bench_compression.py)."""
 
 
 def server_kinds(nchan: bool, redis: bool = True) -> list[str]:
@@ -297,7 +304,8 @@ def start_server(kind: str, tmp: Path, log: Any) -> tuple[Server, int]:
         srv = Server(p)
     elif kind.startswith("gateway"):
         cfg = tmp / f"{kind}.json"
-        cfg.write_text(json.dumps(gateway_config(port, kind == "gateway-history"), indent=1))
+        config = gateway_config(port, kind == "gateway-history", compression=kind == DEFLATE)
+        cfg.write_text(json.dumps(config, indent=1))
         cmd = pin + [PY, "-m", "taskcast", "gateway", "--config", str(cfg)]
         p = popen(cmd, cwd=ROOT, stdout=log, stderr=log)
         srv = Server(p)
@@ -344,29 +352,35 @@ def nchan_available(install: bool) -> bool:
 
 def build_client(tmp: Path) -> Path:
     exe = tmp / "fanout_client"
-    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "fanout_client.c")], check=True, timeout=120)
+    cmd = ["gcc", "-O2", "-o", str(exe), str(HERE / "fanout_client.c"), "-lz"]
+    subprocess.run(cmd, check=True, timeout=120)
     return exe
 
 
 def start_client(
-    exe: Path, port: int, n: int, proto: str, path: str, port2: int = 0
+    exe: Path, port: int, n: int, proto: str, path: str, port2: int = 0, deflate: bool = False
 ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
     """One C client process; with ``port2`` its odd connections go to the second node, so the
-    deliveries and the latency percentiles come out already merged (from all samples)."""
-    cmd = [
-        "taskset",
-        "-c",
-        str(LOAD_CPU),
-        str(exe),
-        "--port",
-        str(port),
-        "-n",
-        str(n),
-        "--proto",
-        proto,
-        "--path",
-        path,
-    ] + (["--port2", str(port2)] if port2 else [])
+    deliveries and the latency percentiles come out already merged (from all samples); with
+    ``deflate`` every connection offers permessage-deflate."""
+    cmd = (
+        [
+            "taskset",
+            "-c",
+            str(LOAD_CPU),
+            str(exe),
+            "--port",
+            str(port),
+            "-n",
+            str(n),
+            "--proto",
+            proto,
+            "--path",
+            path,
+        ]
+        + (["--port2", str(port2)] if port2 else [])
+        + (["--deflate"] if deflate else [])
+    )
     c = popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     assert c.stdout is not None
     line = c.stdout.readline()  # bounded: the client gives up on handshakes after 30 s per batch
@@ -604,6 +618,8 @@ async def run_step(
         "open": r["open"],
         "closed_in_step": r["closed_in_step"],
         "bad": r["bad"],
+        "wire_bytes_per_delivery": round(r.get("wire_bytes", 0) / max(1, r["win"]), 1),
+        "deflated_frames": r.get("deflated_frames", 0),
         "per_sec": r["per_sec"],
     }
     if server.extra:  # several server processes: CPU % of each, and what each node's half received
@@ -670,7 +686,7 @@ async def bench_server(
         t = time.monotonic()
         proto = "raw" if kind == "nchan" else ("protobuf" if protocol == "protobuf" else "centrifugo")
         path = "/sub" if kind == "nchan" else "/connection/websocket"
-        client, ready = start_client(exe, port, n, proto, path, server.port2)
+        client, ready = start_client(exe, port, n, proto, path, server.port2, deflate=kind == DEFLATE)
         out["connect_s"] = round(time.monotonic() - t, 2)
         out["connected"], out["connect_failed"] = ready["ready"], ready["failed"]
         if server.port2:

@@ -10,6 +10,10 @@
  *                       connect + subscribe go as varint-length-delimited Commands in ONE binary
  *                       frame, ready on the Reply with id 2 carrying `subscribe` (field 6).
  *   --proto raw         ready right after the upgrade (nchan).
+ *   --deflate           offer permessage-deflate at the upgrade; a data frame with RSV1 set is
+ *                       inflated (raw DEFLATE, the 0x00 0x00 0xff 0xff tail appended; each message
+ *                       on its own, as the server answers server_no_context_takeover) before it is
+ *                       split into messages. Link with -lz.
  *   --port2 P           connect the odd-numbered connections to port P instead of --port (two
  *                       gateway nodes): half of N on each. Counts and latency samples are kept
  *                       per side as well as merged (the merged percentiles are of all samples).
@@ -47,6 +51,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define PFX 96
 #define MAXSEC 600
@@ -68,6 +73,7 @@ typedef struct {
   /* Protobuf splitter: reading the varint length (pb_body 0) or a body of pb_left more bytes. */
   int pb_body, pb_shift, pb_pos; uint64_t pb_len, pb_left;
   unsigned char pbuf[PBUF]; /* the current Reply's first PBUF bytes */
+  int zmsg; unsigned char *zbuf; size_t zlen, zcap; /* the compressed data frame being read */
 } conn_t;
 
 static int64_t now_ns(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec; }
@@ -75,6 +81,9 @@ static double cpu_s(void) { struct rusage r; getrusage(RUSAGE_SELF, &r); return 
 
 static int64_t t0 = -1, w0, w1, tend;
 static uint64_t total, win, bad, pings, other, win_side[2];
+static uint64_t wire_win, zframes_win; /* bytes read and compressed frames seen in the window */
+static int deflate_on = 0;
+static z_stream zs;
 static uint64_t per_sec[MAXSEC];
 typedef struct { int64_t *v; size_t n, cap; } lat_t;
 static lat_t lat, lat_side[2]; /* merged samples, and the same samples per side */
@@ -261,7 +270,32 @@ static void pb_bytes(conn_t *c, const unsigned char *b, size_t k, int64_t now, i
   }
 }
 
+/* Inflate the compressed frame held in c->zbuf and feed its bytes to the splitters. */
+static void inflate_frame(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
+  static const unsigned char tail[4] = {0, 0, 0xff, 0xff};
+  static unsigned char out[1 << 16];
+  if (in_win) zframes_win++;
+  if (c->zlen + 4 > c->zcap) {
+    unsigned char *p = realloc(c->zbuf, c->zlen + 4); if (!p) { bad++; return; }
+    c->zbuf = p; c->zcap = c->zlen + 4;
+  }
+  memcpy(c->zbuf + c->zlen, tail, 4);
+  inflateReset(&zs);
+  zs.next_in = c->zbuf; zs.avail_in = (uInt)(c->zlen + 4);
+  do {
+    zs.next_out = out; zs.avail_out = sizeof out;
+    int rc = inflate(&zs, Z_SYNC_FLUSH);
+    if (rc != Z_OK && rc != Z_BUF_ERROR && rc != Z_STREAM_END) { bad++; break; }
+    size_t got = sizeof out - zs.avail_out;
+    if (proto == P_PB) pb_bytes(c, out, got, now, in_win, cnt);
+    else text_bytes(c, out, got, now, in_win, cnt);
+    if (got == 0) break;
+  } while (zs.avail_in > 0 || zs.avail_out == 0);
+  c->zlen = 0;
+}
+
 static void frame_end(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
+  if (c->zmsg && (c->op == 1 || c->op == 2 || c->op == 0) && (c->hdr[0] & 0x80)) inflate_frame(c, now, in_win, cnt);
   if (c->op == 1 || c->op == 2 || c->op == 0) {
     if (proto != P_PB) message_done(c, now, in_win, cnt); /* Protobuf messages carry their length */
   } else if (c->op == 9) {
@@ -277,6 +311,7 @@ static void frame_end(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
 static void parse(conn_t *c, const unsigned char *b, size_t n, int64_t now) {
   size_t i = 0; uint64_t cnt = 0;
   int in_win = (t0 >= 0 && now >= w0 && now < w1);
+  if (in_win) wire_win += n;
   while (i < n && c->state != CLOSED) {
     if (c->payload_left == 0 && c->hdr_len < c->hdr_need) {
       c->hdr[c->hdr_len++] = b[i++];
@@ -289,13 +324,21 @@ static void parse(conn_t *c, const unsigned char *b, size_t n, int64_t now) {
         if (l7 == 126) L = ((uint64_t)c->hdr[2] << 8) | c->hdr[3];
         else if (l7 == 127) { L = 0; for (int k = 2; k < 10; k++) L = (L << 8) | c->hdr[k]; }
         c->op = c->hdr[0] & 0x0f;
+        if (c->op == 1 || c->op == 2) { c->zmsg = (c->hdr[0] & 0x40) != 0; c->zlen = 0; }
         c->payload_left = L;
         if (L == 0) frame_end(c, now, in_win, &cnt);
       }
       continue;
     }
     size_t k = n - i; if (k > c->payload_left) k = c->payload_left;
-    if (c->op <= 2 && proto == P_PB) pb_bytes(c, b + i, k, now, in_win, &cnt);
+    if (c->op <= 2 && c->zmsg) {
+      if (c->zlen + k > c->zcap) {
+        size_t cap = (c->zlen + k) * 2 + 64;
+        unsigned char *p = realloc(c->zbuf, cap); if (!p) { bad++; mark_closed(c); return; }
+        c->zbuf = p; c->zcap = cap;
+      }
+      memcpy(c->zbuf + c->zlen, b + i, k); c->zlen += k;
+    } else if (c->op <= 2 && proto == P_PB) pb_bytes(c, b + i, k, now, in_win, &cnt);
     else if (c->op <= 2) text_bytes(c, b + i, k, now, in_win, &cnt);
     else if (c->ctrl_len + k <= 125) { memcpy(c->ctrl + c->ctrl_len, b + i, k); c->ctrl_len += (int)k; }
     i += k; c->payload_left -= k;
@@ -336,6 +379,7 @@ static double pct(const lat_t *l, double q) {
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1", *path = "/connection/websocket", *channel = "bench";
   int port = 0, port2 = 0, n = 1000, sample = 10, conc = 200;
+  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--deflate")) deflate_on = 1; /* the one flag without a value */
   for (int i = 1; i + 1 < argc; i++) {
     if (!strcmp(argv[i], "--port")) port = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--port2")) port2 = atoi(argv[++i]);
@@ -352,11 +396,13 @@ int main(int argc, char **argv) {
   }
   if (n < 1 || sample < 1 || conc < 1) return 2;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  char req[2][512], cmd[256]; int rl[2];
+  if (inflateInit2(&zs, -15) != Z_OK) return 2;
+  char req[2][600], cmd[256]; int rl[2];
   for (int s = 0; s < 2; s++)
     rl[s] = snprintf(req[s], sizeof req[s], "GET %s HTTP/1.1\r\nHost: %s:%d\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n", path, host,
-                     s && port2 ? port2 : port, proto == P_PB ? "Sec-WebSocket-Protocol: centrifuge-protobuf\r\n" : "");
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s%s\r\n", path, host,
+                     s && port2 ? port2 : port, proto == P_PB ? "Sec-WebSocket-Protocol: centrifuge-protobuf\r\n" : "",
+                     deflate_on ? "Sec-WebSocket-Extensions: permessage-deflate\r\n" : "");
   int cl;
   if (proto == P_PB) { /* Command{id 1, connect{name "bench"}}, Command{id 2, subscribe{channel}} */
     size_t chl = strlen(channel);
@@ -438,7 +484,7 @@ int main(int argc, char **argv) {
           if (!strncmp(line, "GO ", 3)) {
             long long a; double warm, d, drain;
             if (sscanf(line + 3, "%lld %lf %lf %lf", &a, &warm, &d, &drain) == 4) {
-              total = win = bad = pings = other = win_side[0] = win_side[1] = 0;
+              total = win = bad = pings = other = win_side[0] = win_side[1] = wire_win = zframes_win = 0;
               lat.n = lat_side[0].n = lat_side[1].n = 0; memset(per_sec, 0, sizeof per_sec);
               w0 = a + (int64_t)(warm * 1e9); w1 = w0 + (int64_t)(d * 1e9); tend = w1 + (int64_t)(drain * 1e9);
               dur = d; have0 = have1 = 0; closed0 = n_closed; t0 = a;
@@ -466,11 +512,12 @@ int main(int argc, char **argv) {
         int nsec = (int)((tend - t0) / 1000000000LL); if (nsec > MAXSEC) nsec = MAXSEC;
         printf("{\"result\": {\"open\": %d, \"closed_in_step\": %d, \"total\": %llu, \"win\": %llu, \"dur\": %.3f, \"lat_n\": %zu, "
                "\"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, \"client_cpu_pct\": %.1f, "
-               "\"bad\": %llu, \"pings\": %llu, \"other\": %llu, \"sides\": [",
+               "\"bad\": %llu, \"pings\": %llu, \"other\": %llu, \"wire_bytes\": %llu, \"deflated_frames\": %llu, \"sides\": [",
                n_ready - n_closed, n_closed - closed0, (unsigned long long)total, (unsigned long long)win, dur, lat.n,
                pct(&lat, 0.5), pct(&lat, 0.9), pct(&lat, 0.99), lat.n ? lat.v[lat.n - 1] / 1e6 : -1.0,
                dur > 0 ? (cpu1 - cpu0) / dur * 100 : 0.0,
-               (unsigned long long)bad, (unsigned long long)pings, (unsigned long long)other);
+               (unsigned long long)bad, (unsigned long long)pings, (unsigned long long)other,
+               (unsigned long long)wire_win, (unsigned long long)zframes_win);
         for (int s = 0; s < 2; s++)
           printf("%s{\"ready\": %d, \"win\": %llu, \"lat_n\": %zu, \"p50_ms\": %.4f, \"p99_ms\": %.4f}", s ? ", " : "",
                  ready_side[s], (unsigned long long)win_side[s], lat_side[s].n, pct(&lat_side[s], 0.5), pct(&lat_side[s], 0.99));

@@ -82,10 +82,17 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         leases.dialect,
         cfg.batch_size,
         cfg.concurrency,
-        "redis" if cfg.wake_redis_url else "off",
+        "+".join(n for n, on in (("redis", cfg.wake_redis_url), ("udp", cfg.wake_udp_listen)) if on) or "off",
         cfg.poll_interval_seconds,
         cfg.wake_poll_interval_seconds if cfg.wake_redis_url else cfg.poll_interval_seconds,
     )
+    udp = None
+    if cfg.wake_udp_listen is not None:
+        from relay.wake_udp import UdpWakeListener
+
+        udp = UdpWakeListener(cfg.wake_udp_listen, lambda: relay.wake("udp"))
+        await udp.start()
+        relay.hints_up(True)  # hints flow while bound: the safety net polls at wake_poll_interval_seconds
     try:
         if cfg.wake_redis_url is None:
             await relay.run(stop)
@@ -103,6 +110,8 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
                 tg.create_task(listener.run(stop), name="wake-listener")
                 await relay.run(stop)
     finally:
+        if udp is not None:
+            udp.close()
         await publisher.aclose()
         await leases.engine.dispose()
         if server is not None:

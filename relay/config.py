@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from status_api import config_file
+from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
 from status_api.storage.database import LOCK_WAIT_TIMEOUT_SECONDS, READ_TIMEOUT_SECONDS
 from status_api.storage.outbox import WAKE_CHANNEL
@@ -66,6 +66,10 @@ class RelayConfig:
     #: most this / ``concurrency``; never shorter than ``poll_interval_seconds``, which applies
     #: whenever the relay is not subscribed).
     wake_poll_interval_seconds: float = 2.0
+    #: Wake-up without Redis (docs/relay.md "Wake-up without Redis"): ``host:port`` of a UDP socket
+    #: where the Status API sends hints (its ``wake.udp_targets``); null = none. While bound, the
+    #: safety-net poll runs at ``wake_poll_interval_seconds``, as while subscribed to Redis.
+    wake_udp_listen: str | None = None
 
 
 _POSITIVE = (
@@ -110,14 +114,34 @@ def _validate(cfg: RelayConfig) -> None:
         )
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
-    if cfg.wake_redis_url is not None and not cfg.wake_redis_url.startswith(
-        ("redis://", "rediss://", "unix://")
-    ):
-        raise ConfigError("wake_redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
-    if not cfg.wake_channel:
-        raise ConfigError("wake_channel: must not be empty")
+    _validate_wake(cfg)
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level: must be debug, info, warning or error")
+
+
+def _validate_wake(cfg: RelayConfig) -> None:
+    """The wake-up options: a Redis URL, its channel, a UDP listen address."""
+    if cfg.wake_redis_url is not None:
+        try:
+            redis_client.check(cfg.wake_redis_url)
+        except redis_client.RedisUrlError as exc:
+            raise ConfigError(f"wake_redis_url: {exc} (or null)") from None
+    if not cfg.wake_channel:
+        raise ConfigError("wake_channel: must not be empty")
+    if cfg.wake_udp_listen is not None:
+        try:
+            host_port(cfg.wake_udp_listen)
+        except ValueError:
+            raise ConfigError("wake_udp_listen: must be host:port (port 0..65535) or null") from None
+
+
+def host_port(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too; port 0..65535) → (host, port); ValueError otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(text)
+    return host, int(port)
 
 
 def build_config(raw: Mapping[str, Any]) -> RelayConfig:

@@ -7,7 +7,8 @@ Redis is unreachable it reconnects with full-jitter backoff (capped at 5 s) and 
 publishes; after every (re)subscription it wakes the relay once, because hints sent while it was
 not subscribed are lost (PUB/SUB keeps nothing). ``on_state(True)`` / ``on_state(False)`` report
 each subscription and its loss (``Relay.hints_up``: the relay polls slower only while subscribed).
-The Redis URL (it may hold a password) is never logged.
+The Redis URL (``redis://`` or, with Sentinel, ``redis+sentinel://``: status_api/redis_client.py)
+may hold a password and is never logged.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import redis.asyncio as redis
 
 from relay.backoff import full_jitter
 from relay.metrics import RelayMetrics
+from status_api import redis_client
 
 log = logging.getLogger("taskcast.relay.wake")
 
@@ -82,7 +84,7 @@ class RedisWakeListener:
 
     async def _listen(self, stop: asyncio.Event) -> None:
         # The health check PINGs an idle subscription, so a half-open link is noticed and replaced.
-        client = redis.Redis.from_url(
+        client = redis_client.client(
             self.url, socket_connect_timeout=RECONNECT_CAP_SECONDS, health_check_interval=HEALTH_CHECK_SECONDS
         )
         try:

@@ -15,6 +15,14 @@ ensure_packages() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v mariadbd >/dev/null || missing+=(mariadb-server)
   command -v nginx >/dev/null || missing+=(nginx)  # tests/transports/test_nginx.py (its own throwaway nginx)
+  command -v promtool >/dev/null || missing+=(prometheus)  # tests/operations/test_alerts.py (promtool)
+  # tests/gateway/consumers (a throwaway cluster and server of their own, tests/helpers/brokers.py)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || command -v initdb >/dev/null || missing+=(postgresql)
+  command -v nats-server >/dev/null || missing+=(nats-server)
+  # tests/loadtest (the benchmarks' C load client, built with zlib; taskset pins it)
+  command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+  [ -e /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+  command -v taskset >/dev/null || missing+=(util-linux)
   if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from status_api import board, subscribe_proxy, telemetry
+from status_api import board, operator_ui, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
     ServiceAuthSettings,
@@ -29,6 +29,7 @@ from status_api.auth import (
 from status_api.body_limit import BodyLimitMiddleware
 from status_api.config import Config
 from status_api.cors import CorsMiddleware, normalize_origin
+from status_api.event_route import EventFastPath
 from status_api.http import Api, routes
 from status_api.metrics import MetricsMiddleware, StatusMetrics
 from status_api.queries import RealtimeQuota, TaskQueries
@@ -38,7 +39,7 @@ from status_api.schemas import DEFAULT_SCHEMA_DIR, SchemaStore
 from status_api.service import Clock, ServiceSettings, StatusService, utc_now
 from status_api.storage.database import create_engine, init_db
 from status_api.tokens import TokenIssuer, TokenSettings
-from status_api.wake import RedisWakePublisher
+from status_api.wake import RedisWakePublisher, UdpWakeSender
 
 
 @dataclass
@@ -48,8 +49,8 @@ class Components:
     queries: TaskQueries
     reconciler: HealthReconciler
     api: Api
-    #: The Redis wake-up hint sender (``wake.redis_url``), closed with the app.
-    waker: RedisWakePublisher | None = None
+    #: The wake-up hint sender (``wake.redis_url`` or ``wake.udp_targets``), closed with the app.
+    waker: RedisWakePublisher | UdpWakeSender | None = None
 
 
 def build_components(
@@ -77,6 +78,11 @@ def build_components(
             execution_issuer=cfg.execution_token.issuer,
             execution_max_lifetime_seconds=cfg.execution_token.max_lifetime_seconds,
             execution_renew_grace_seconds=cfg.execution_token.renew_grace_seconds,
+            execution_heartbeat_renewal_seconds=(
+                cfg.execution_token.ttl_seconds // 2
+                if cfg.execution_token.heartbeat_renewal_seconds is None
+                else cfg.execution_token.heartbeat_renewal_seconds
+            ),
             realtime_algorithm=rt.algorithm,
             realtime_secret=rt.secret,
             realtime_private_key=rt.private_key,
@@ -96,6 +102,7 @@ def build_components(
         ServiceSettings(
             max_data_bytes=cfg.limits.max_data_bytes,
             user_message_limit=cfg.limits.user_message_limit,
+            max_task_attempts=cfg.limits.max_task_attempts,
             event_log_retention_seconds=(
                 cfg.retention.event_log_days * 86400 if cfg.retention.event_log_days else None
             ),
@@ -153,9 +160,12 @@ def build_components(
     )
     rc = cfg.reconciler
     reconciler = HealthReconciler(service, rc.heartbeat_timeout_seconds, rc.batch_size, rc.interval_seconds)
-    waker = None
+    waker: RedisWakePublisher | UdpWakeSender | None = None
     if on_commit is None and cfg.wake.redis_url:
         waker = RedisWakePublisher(cfg.wake.redis_url, cfg.wake.channel)
+        on_commit = waker.notify
+    elif on_commit is None and cfg.wake.udp_targets:
+        waker = UdpWakeSender(list(cfg.wake.udp_targets))
         on_commit = waker.notify
     service.on_commit = on_commit
     return Components(engine, service, queries, reconciler, api, waker)
@@ -194,7 +204,7 @@ def create_app(
         body = await metrics.render(comp.engine)
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    extra_routes = [*telemetry.routes, *subscribe_proxy.routes]
+    extra_routes = [*telemetry.routes, *subscribe_proxy.routes, *operator_ui.routes]
     metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
     all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
     app = Starlette(routes=all_routes, lifespan=lifespan)
@@ -208,6 +218,15 @@ def create_app(
         allowed_origins=[normalize_origin(o) for o in cfg.cors.allowed_origins],
         allow_credentials=cfg.cors.allow_credentials,
         max_age_seconds=cfg.cors.max_age_seconds,
+    )
+    # In front of them all: the event POST answered without the stack, with its bound, metrics
+    # and CORS rules kept (status_api/event_route.py); anything with an Origin goes the long way.
+    app.add_middleware(
+        EventFastPath,
+        api=comp.api,
+        metrics=metrics,
+        max_body_bytes=cfg.http.max_body_bytes,
+        cors_on=bool(cfg.cors.allowed_origins),
     )
     app.state.api = comp.api
     app.state.components = comp

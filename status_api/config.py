@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from status_api import config_file
+from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
 from status_api.cors import OriginError, normalize_origin
 
@@ -70,6 +70,9 @@ class ExecutionTokenConfig:
     max_lifetime_seconds: int = 604800
     #: A token that expired at most this long ago may still be renewed (a worker paused past exp).
     renew_grace_seconds: int = 300
+    #: A STEP_HEARTBEAT whose token expires within this many seconds is answered a renewed token;
+    #: None: half of ``ttl_seconds``; 0: never (the renewal endpoint only).
+    heartbeat_renewal_seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,16 +138,21 @@ class IngestConfig:
 class WakeConfig:
     """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
     commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
-    null = no hint, the relays publish at their poll interval."""
+    null = no hint, the relays publish at their poll interval. Without Redis, ``udp_targets``
+    (``host:port`` of each relay's ``wake_udp_listen``) gets one datagram per commit burst, sent to
+    one relay at a time, round-robin (docs/relay.md "Wake-up without Redis")."""
 
     redis_url: str | None = None
     channel: str = "taskcast:outbox:wake"
+    udp_targets: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
 class LimitsConfig:
     max_data_bytes: int = 8192
     user_message_limit: int = 200
+    #: Task attempts a task may reach when its operation definitions set no ``maxTaskAttempts``.
+    max_task_attempts: int = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +233,17 @@ def _validate_execution_token(et: ExecutionTokenConfig) -> None:
         raise ConfigError("execution_token.max_lifetime_seconds: must be >= execution_token.ttl_seconds")
     if et.renew_grace_seconds < 0:
         raise ConfigError("execution_token.renew_grace_seconds: must be >= 0")
+    if et.heartbeat_renewal_seconds is not None and not 0 <= et.heartbeat_renewal_seconds <= et.ttl_seconds:
+        raise ConfigError("execution_token.heartbeat_renewal_seconds: must be 0..execution_token.ttl_seconds")
+
+
+def _validate_limits(limits: LimitsConfig) -> None:
+    if not 1 <= limits.max_task_attempts <= 1000:
+        raise ConfigError("limits.max_task_attempts: must be 1..1000")
 
 
 def _validate(cfg: Config) -> None:
+    _validate_limits(cfg.limits)
     _validate_http(cfg.http)
     if cfg.internal_auth.mode not in ("jwt", "keys"):
         raise ConfigError("internal_auth.mode: must be jwt or keys")
@@ -300,10 +316,17 @@ def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:
 
 
 def _validate_wake(w: WakeConfig) -> None:
-    if w.redis_url is not None and not w.redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError("wake.redis_url: must be a redis://, rediss:// or unix:// URL (or null)")
+    if w.redis_url is not None:
+        try:
+            redis_client.check(w.redis_url)
+        except redis_client.RedisUrlError as exc:
+            raise ConfigError(f"wake.redis_url: {exc} (or null)") from None
     if not w.channel:
         raise ConfigError("wake.channel: must not be empty")
+    for i, target in enumerate(w.udp_targets):
+        host, sep, port = str(target).rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"wake.udp_targets[{i}]: must be host:port")
 
 
 def _validate_cors(c: CorsConfig) -> None:

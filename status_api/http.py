@@ -7,9 +7,9 @@ Domain errors become HTTP statuses here and only here (``STATUS_BY_KIND``). Erro
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc as sa_exc
 from starlette.requests import ClientDisconnect, Request
@@ -21,11 +21,14 @@ from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
 from status_api.json_input import DEFAULT_MAX_DEPTH, MAX_SAFE_INTEGER, JsonInputError
 from status_api.json_input import parse as parse_json
-from status_api.json_response import FastJSONResponse
+from status_api.json_response import dumps
 from status_api.queries import TaskQueries
 from status_api.ratelimit import RateLimiter
 from status_api.service import StatusService
 from status_api.storage import outbox_admin, registries
+
+if TYPE_CHECKING:
+    from status_api.metrics import StatusMetrics
 
 log = logging.getLogger("status_api.http")
 audit = logging.getLogger("status_api.audit")
@@ -98,11 +101,7 @@ def _api(request: Request) -> Api:
 async def _json(request: Request) -> Any:
     """The body as JSON under ``status_api.json_input``'s rules. The bytes are bounded before they
     get here (``BodyLimitMiddleware`` raises ``BODY_TOO_LARGE`` out of the read)."""
-    raw = await request.body()
-    try:
-        return parse_json(raw, _api(request).max_json_depth)
-    except JsonInputError as exc:
-        raise invalid(exc.code, exc.message) from exc
+    return _parse(_api(request), await request.body())
 
 
 #: The edge helpers, public for the route modules outside this one (status_api/telemetry.py,
@@ -178,38 +177,89 @@ async def renew_execution_token(request: Request) -> Response:
     grant, _ = api.service.tokens.verify_for_renewal(token, api.service.clock())
     _limit(api, grant.producer_id)
     out = await api.service.renew_execution_token(token)
-    audit.info(
-        "execution token renewed producer=%s task=%s step=%s attempt=%s/%s expires=%s",
-        out["producerId"],
-        out["taskId"],
-        out["stepId"],
-        out["taskAttempt"],
-        out["stepAttempt"],
-        out["expiresAt"],
-    )
+    _audit_renewal(grant, out, "endpoint")
     return JSONResponse(out)
 
 
-@_guard
+def _audit_renewal(grant: ExecutionGrant, out: Mapping[str, Any], via: str) -> None:
+    """The audit line of one execution-token renewal (its row is in ``execution_token_renewal``)."""
+    audit.info(
+        "execution token renewed producer=%s task=%s step=%s attempt=%s/%s expires=%s via=%s",
+        grant.producer_id,
+        grant.task_id,
+        grant.step_id,
+        grant.task_attempt,
+        grant.step_attempt,
+        out["expiresAt"],
+        via,
+    )
+
+
+#: Reads a request body (bounded by the caller); raises ``ClientDisconnect`` if the client left.
+BodyReader = Callable[[], Awaitable[bytes]]
+
+
+async def event_answer(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> tuple[int, bytes]:
+    """``POST /internal/v1/task-events`` without a framework: (status, JSON body) for the headers
+    and the body ``read_body`` gives. The one implementation behind the Starlette route and the
+    ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them."""
+    try:
+        return 200, dumps(await _task_event(api, headers, read_body, metrics))
+    except DomainError as err:
+        return STATUS_BY_KIND[err.kind], error_body(err)
+    except ClientDisconnect:
+        return 400, b""
+    except _STORAGE_UNREACHABLE as exc:
+        log.warning("storage unavailable: %s", type(exc.__cause__ or exc).__name__)
+        return 503, error_body(storage_unavailable())
+
+
+def error_body(err: DomainError) -> bytes:
+    """The bytes of :func:`error_response`'s body."""
+    body: dict[str, Any] = {"code": err.code, "message": err.message, "retryable": err.retryable}
+    if err.details is not None:
+        body["details"] = err.details
+    return dumps({"error": body})
+
+
 async def task_events(request: Request) -> Response:
-    api = _api(request)
-    token = bearer(request.headers)
+    status, body = await event_answer(
+        _api(request), request.headers, request.body, getattr(request.app.state, "metrics", None)
+    )
+    return Response(body, status_code=status, media_type=None if status == 400 and not body else JSON_TYPE)
+
+
+JSON_TYPE = "application/json"
+
+
+def _parse(api: Api, raw: bytes) -> Any:
+    try:
+        return parse_json(raw, api.max_json_depth)
+    except JsonInputError as exc:
+        raise invalid(exc.code, exc.message) from exc
+
+
+async def _task_event(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> dict[str, Any]:
+    token = bearer(headers)
     try:
         caller = api.service_auth.event_caller(token)
     except DomainError as err:
         if err.kind is not ErrorKind.UNAUTHENTICATED:
             raise
-        return await _replay_or_refuse(request, api, token, err)
+        return await _replay_or_refuse(api, headers, read_body, metrics, token, err)
     _limit(api, caller.producer_id)
-    body = await _json(request)
+    body = _parse(api, await read_body())
     if not isinstance(body, dict):
         raise invalid("INVALID_EVENT", "body must be an object")
     # The operation label comes from the verified execution token, never from the body: a body's
     # operationCode as a label would let any client grow the metric without bound.
     label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
-    metrics = getattr(request.app.state, "metrics", None)
     try:
-        out = await api.service.ingest_event(body, caller, request.headers.get("idempotency-key"))
+        out = await api.service.ingest_event(body, caller, headers.get("idempotency-key"), token)
     except DomainError as err:
         if metrics is not None:
             metrics.event(label, "rejected", err.code)
@@ -227,10 +277,19 @@ async def task_events(request: Request) -> Response:
         out["stale"],
         out["taskVersion"],
     )
-    return FastJSONResponse(out)
+    if "executionToken" in out and isinstance(caller, ExecutionGrant):
+        _audit_renewal(caller, out, "heartbeat")
+    return out
 
 
-async def _replay_or_refuse(request: Request, api: Api, token: str, err: DomainError) -> Response:
+async def _replay_or_refuse(
+    api: Api,
+    headers: Mapping[str, str],
+    read_body: BodyReader,
+    metrics: StatusMetrics | None,
+    token: str,
+    err: DomainError,
+) -> dict[str, Any]:
     """Seed §3.2, idempotency first: an exact duplicate of an event its producer already got
     accepted is answered its first result even when the credential expired since (correctly signed,
     same producer, same eventId and body); anything else gets the credential's refusal."""
@@ -238,13 +297,12 @@ async def _replay_or_refuse(request: Request, api: Api, token: str, err: DomainE
     if producer is None:
         raise err
     _limit(api, producer)
-    body = await _json(request)
+    body = _parse(api, await read_body())
     out = None
     if isinstance(body, dict):
-        out = await api.service.replay_duplicate(body, producer, request.headers.get("idempotency-key"))
+        out = await api.service.replay_duplicate(body, producer, headers.get("idempotency-key"))
     if out is None:
         raise err
-    metrics = getattr(request.app.state, "metrics", None)
     if metrics is not None:
         metrics.event("", "duplicate", "")
     audit.info(
@@ -254,7 +312,7 @@ async def _replay_or_refuse(request: Request, api: Api, token: str, err: DomainE
         out["taskId"],
         out["taskVersion"],
     )
-    return FastJSONResponse(out)
+    return out
 
 
 @_guard

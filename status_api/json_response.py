@@ -1,7 +1,7 @@
 """The JSON answer of the hot routes, encoded with orjson.
 
 Starlette's ``JSONResponse`` encodes with the standard library (a measurable share of an ingest
-worker's CPU, issue 16). orjson writes the same compact UTF-8 for the values the routes answer
+worker's CPU). orjson writes the same compact UTF-8 for the values the routes answer
 (strings, integers, booleans, null, lists, objects); anything it refuses (an integer beyond 64 bits,
 a non-string key) falls back to Starlette's encoder, so the bytes stay valid JSON either way.
 """
@@ -14,11 +14,16 @@ import orjson
 from starlette.responses import JSONResponse
 
 
+def dumps(content: Any) -> bytes:
+    """The bytes of a hot route's JSON answer: orjson, or Starlette's encoder for what it refuses."""
+    try:
+        return orjson.dumps(content)
+    except TypeError:
+        return bytes(JSONResponse(content).body)
+
+
 class FastJSONResponse(JSONResponse):
     """``JSONResponse`` with orjson's encoder (same media type, headers and status handling)."""
 
     def render(self, content: Any) -> bytes:
-        try:
-            return orjson.dumps(content)
-        except TypeError:
-            return super().render(content)
+        return dumps(content)

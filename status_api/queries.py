@@ -183,11 +183,12 @@ class TaskQueries:
 
     async def subscription_token(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
         """``POST /api/realtime/subscription-token``: re-check the ACL, enforce the detail quota
-        atomically (every session row of the user locked, in id order): at most
-        ``max_detail_subscriptions_per_user`` distinct tasks leased over all the user's sessions —
-        a token refresh (a new session) neither resets it nor double-counts a task the old session
-        still holds — and ``max_detail_subscriptions_per_session`` in this session. Returns
-        ``{sub, channel, exp}`` for the task's detail channel.
+        atomically under the user's quota lock (storage/sessions.py, shared with the subscribe
+        proxy): at most ``max_detail_subscriptions_per_user`` distinct tasks leased over all the
+        user's sessions and proxy connections — a token refresh (a new session) neither resets it
+        nor double-counts a task the old session still holds — and
+        ``max_detail_subscriptions_per_session`` in this session. Returns ``{token, channel,
+        expiresAt}`` for the task's detail channel.
 
         Raises:
             DomainError: NOT_FOUND (task not visible), UNAUTHENTICATED ``SESSION_INVALID``, LIMIT
@@ -197,29 +198,40 @@ class TaskQueries:
         task = await self._visible(user, body["taskId"])
         now = self.service.clock()
         async with self.engine.begin() as conn:
-            # The user's rows first, in id order, so two sessions of one user never deadlock.
-            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
-            sess = await sessions.get_session(conn, body["sessionId"]) if body["sessionId"] in mine else None
-            if sess is None or sess["expires_at"] <= now:
+            await sessions.lock_user(conn, user.tenant_id, user.user_id, now)
+            sess = await sessions.get_session(conn, body["sessionId"])
+            if (
+                sess is None
+                or (sess["tenant_id"], sess["user_id"]) != (user.tenant_id, user.user_id)
+                or (sess["expires_at"] <= now)
+            ):
                 raise DomainError(
                     ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown or expired realtime session"
                 )
-            leases = await sessions.user_leases(conn, user.tenant_id, user.user_id, now)
-            tasks = {t for t, _, _ in leases} - {task.id}
-            in_session = {t for t, sid, _ in leases if sid == body["sessionId"]} - {task.id}
-            for held, limit, scope in (
-                (tasks, self.quota.max_detail_subscriptions_per_user, "user"),
-                (in_session, self.quota.max_detail_subscriptions_per_session, "session"),
-            ):
-                if len(held) >= limit:
-                    raise DomainError(
-                        ErrorKind.LIMIT,
-                        "DETAIL_SUBSCRIPTION_LIMIT",
-                        f"at most {limit} task detail subscriptions per {scope}",
-                        details={"limit": limit, "scope": scope},
-                    )
             lease = now + timedelta(seconds=self.tokens.s.subscription_ttl_seconds)
-            await sessions.put_subscription(conn, body["sessionId"], task.id, lease)
+            granted = await sessions.grant_detail(
+                conn,
+                body["sessionId"],
+                user.tenant_id,
+                user.user_id,
+                task.id,
+                now,
+                lease,
+                per_holder=self.quota.max_detail_subscriptions_per_session,
+                per_user=self.quota.max_detail_subscriptions_per_user,
+            )
+        if granted is not sessions.Grant.GRANTED:
+            limit = (
+                self.quota.max_detail_subscriptions_per_user
+                if granted is sessions.Grant.USER_LIMIT
+                else self.quota.max_detail_subscriptions_per_session
+            )
+            raise DomainError(
+                ErrorKind.LIMIT,
+                "DETAIL_SUBSCRIPTION_LIMIT",
+                f"at most {limit} task detail subscriptions per {granted.value}",
+                details={"limit": limit, "scope": granted.value},
+            )
         channel = detail_channel(task.tenant_id, task.id)
         token, exp = self.tokens.subscription_token(user, channel, now)
         return {"token": token, "channel": channel, "expiresAt": exp}
@@ -240,10 +252,12 @@ class TaskQueries:
         return {"token": token, "channel": channel, "expiresAt": exp}
 
     async def release_subscription(self, user: UserIdentity, body: Mapping[str, JSON]) -> dict[str, JSON]:
-        """``POST /api/realtime/subscription-release``: free a quota slot after unsubscribing."""
+        """``POST /api/realtime/subscription-release``: free a quota slot after unsubscribing: the
+        task's lease in every holder of the user (token sessions and subscribe-proxy connections)."""
         self.service.schemas.require("subscription-token", body)
         async with self.engine.begin() as conn:
-            mine = await sessions.lock_user_sessions(conn, user.tenant_id, user.user_id)
+            await sessions.lock_user(conn, user.tenant_id, user.user_id, self.service.clock())
+            mine = await sessions.user_sessions(conn, user.tenant_id, user.user_id)
             if body["sessionId"] not in mine:
                 raise DomainError(ErrorKind.UNAUTHENTICATED, "SESSION_INVALID", "unknown realtime session")
             await sessions.delete_user_subscription(conn, mine, body["taskId"])

@@ -1,4 +1,4 @@
-"""A Centrifugo HTTP subscribe proxy for ``task_detail:`` channels (issue 18, seed §6.5).
+"""A Centrifugo HTTP subscribe proxy for ``task_detail:`` channels (seed §6.5).
 
 The gateway (Centrifugo's ``channel.proxy.subscribe`` / ``channel.proxy.sub_refresh``, or
 Taskcast's own gateway) posts the proxy request bodies Centrifugo sends —
@@ -6,7 +6,7 @@ Taskcast's own gateway) posts the proxy request bodies Centrifugo sends —
 — to ``POST /proxy/v1/subscribe`` and ``POST /proxy/v1/sub-refresh``, and gets the answers it
 expects: ``{"result": {...}}`` to allow, ``{"error": {"code", "message"}}`` to refuse
 (103 permission denied: the task is not visible to ``user``; 106 limit exceeded: the
-connection's detail quota is used up). With it a deployment can stop issuing
+connection's or the user's detail quota is used up). With it a deployment can stop issuing
 subscription tokens for detail channels: the final authorisation stays on the server.
 
 Authentication: the shared ``subscribe_proxy.secret`` in the ``subscribe_proxy.header`` header
@@ -19,12 +19,18 @@ Identity: ``user`` is the connection's subject in ``realtime.subject_format``
 strings), which only the issuer of the connection (its JWT's ``meta`` claim, or a connect proxy)
 can set. The ACL is the one of the token path (:meth:`UserIdentity.can_view`).
 
-Quota: ``realtime.max_detail_subscriptions_per_session`` live leases per connection (the
-``client`` id), checked and granted in one transaction (status_api/storage/proxy_leases.py), so
-concurrent subscribes of one connection never get more than N. A lease lasts
-``subscribe_proxy.lease_seconds``; with ``subscribe_proxy.refresh`` the answer carries
-``expire_at`` and the gateway's sub_refresh proxy renews it (re-checking the ACL), so a slot
-frees itself within one lease after the client unsubscribes or disconnects.
+Quota (seed §6.5): the token path's, shared with it. Each connection (the ``client`` id) holds at
+most ``realtime.max_detail_subscriptions_per_session`` live leases, and the user at most
+``realtime.max_detail_subscriptions_per_user`` distinct tasks over ALL their holders — every
+connection (a reconnect or token refresh is a new one and resets nothing) and every token-path
+session. Checked and granted in one transaction under the user's quota lock in the database
+(status_api/storage/sessions.py), so concurrent subscribes on any number of Status API replicas
+never get past either limit. A lease lasts ``subscribe_proxy.lease_seconds``; with
+``subscribe_proxy.refresh`` the answer carries ``expire_at`` and the gateway's sub_refresh proxy
+renews it (re-checking the ACL), so a slot frees itself within one lease after the client
+unsubscribes or disconnects, or at once when the client releases it
+(``POST /api/realtime/subscription-release``: what client-js does when it evicts the oldest
+invisible detail on a 106).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from status_api.queries import TaskQueries
 from status_api.storage import proxy_leases
 from status_api.storage import repository as repo
 from status_api.storage.database import is_retryable
+from status_api.storage.sessions import Grant
 from status_api.tokens import epoch
 
 log = logging.getLogger("status_api.subscribe_proxy")
@@ -111,6 +118,7 @@ class SubscribeProxy:
     lease_seconds: int
     refresh: bool
     limit: int
+    user_limit: int
     queries: TaskQueries
     subject: re.Pattern[str]
 
@@ -124,6 +132,7 @@ class SubscribeProxy:
             lease_seconds=sp.lease_seconds or cfg.realtime.subscription_ttl_seconds,
             refresh=sp.refresh,
             limit=cfg.realtime.max_detail_subscriptions_per_session,
+            user_limit=cfg.realtime.max_detail_subscriptions_per_user,
             queries=queries,
             subject=subject_pattern(cfg.realtime.subject_format),
         )
@@ -166,14 +175,22 @@ class SubscribeProxy:
             try:
                 async with engine.begin() as conn:
                     granted = await proxy_leases.acquire(
-                        conn, key, user.tenant_id, user.user_id, task_id, now, until, self.limit
+                        conn,
+                        key,
+                        user.tenant_id,
+                        user.user_id,
+                        task_id,
+                        now,
+                        until,
+                        per_connection=self.limit,
+                        per_user=self.user_limit,
                     )
                 break
             except DBAPIError as exc:
                 if not is_retryable(exc) or attempt == _ATTEMPTS - 1:
                     raise
-        if granted is not proxy_leases.Grant.GRANTED:
-            refused = LIMIT_EXCEEDED if granted is proxy_leases.Grant.OVER_QUOTA else PERMISSION_DENIED
+        if granted is not Grant.GRANTED:
+            refused = PERMISSION_DENIED if granted is proxy_leases.Refusal.FOREIGN else LIMIT_EXCEEDED
             return {"result": {"expired": True}} if refreshing else {"error": refused}
         return {"result": {"expire_at": epoch(until)} if self.refresh else {}}
 

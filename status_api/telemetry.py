@@ -1,4 +1,4 @@
-"""Client telemetry (issue 16 item 3, seed §14.1 client metrics): ``POST /api/telemetry/client``.
+"""Client telemetry (seed §14.1 client metrics): ``POST /api/telemetry/client``.
 
 client-js (``client-js/src/telemetry.js``) sends, in batches and rate-limited, what one browser
 saw: connection attempts and successes, reconnects, recoveries with ``recovered=false``, snapshot

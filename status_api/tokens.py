@@ -39,6 +39,8 @@ class TokenSettings:
     execution_max_lifetime_seconds: int = 604800
     #: A token that expired at most this long ago may still be renewed.
     execution_renew_grace_seconds: int = 300
+    #: A heartbeat's token expiring within this many seconds is renewed with it (0: never).
+    execution_heartbeat_renewal_seconds: int = 1800
     realtime_algorithm: str = "HS256"
     realtime_secret: str | None = None  # HS*
     realtime_private_key: str | None = None  # RS*/ES* (PEM)
@@ -141,6 +143,26 @@ class TokenIssuer:
         if epoch(now) > int(c["exp"]) + self.s.execution_renew_grace_seconds:
             raise unauthenticated("EXECUTION_TOKEN_EXPIRED", "executionToken expired past the renewal grace")
         return _grant(c), int(c.get("chainIat", c["iat"]))
+
+    def due_on_heartbeat(self, token: str, now: datetime) -> tuple[ExecutionGrant, int] | None:
+        """(grant, chain start) of a valid execution token that expires within
+        ``execution_heartbeat_renewal_seconds`` of ``now``: a heartbeat sent with it is answered a
+        renewal. None when the token is not due yet (the verified cache answers that without a
+        decode), already ends where its chain must end (a renewal could not extend it), not one
+        of ours, or heartbeat renewal is off."""
+        window = self.s.execution_heartbeat_renewal_seconds
+        if window <= 0:
+            return None
+        cached = self._verified.get(token)
+        if cached is not None and cached[1] - epoch(now) > window:
+            return None
+        c = self._execution_claims(token, ["exp", "sub", "iss", "iat"])
+        if c is None or int(c["exp"]) - epoch(now) > window:
+            return None
+        chain_started = int(c.get("chainIat", c["iat"]))
+        if int(c["exp"]) >= chain_started + self.s.execution_max_lifetime_seconds:
+            return None
+        return _grant(c), chain_started
 
     def _execution_claims(self, token: str, required: list[str]) -> dict[str, Any] | None:
         """The claims of an execution token of ours (signature, issuer, ``typ`` and ``required``

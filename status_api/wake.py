@@ -1,4 +1,4 @@
-"""The Status API's half of the post-commit wake-up (issue 16; docs/relay.md "Wake-up"): after a
+"""The Status API's half of the post-commit wake-up (docs/relay.md "Wake-up"): after a
 transaction that wrote outbox rows commits, tell the relays so they claim at once instead of at
 their next poll.
 
@@ -14,6 +14,9 @@ set: ``PUBLISH <wake.channel> <rows>`` on Redis, which every subscribed relay re
 * never fails a request: Redis errors are logged once per outage (no traceback per request, no
   URL in the log: it may carry a password) and retried with the next commit.
 
+:class:`UdpWakeSender` is the hook when ``wake.udp_targets`` is set instead: a datagram to one
+relay per commit burst, no Redis (docs/relay.md "Wake-up without Redis").
+
 The embedded default (``taskcast up``) does not use Redis: it hands ``relay.Relay.wake`` to the
 Status API directly (same process, same loop).
 """
@@ -22,10 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import time
+from collections.abc import Callable
 
 import redis.asyncio as redis
 
-from status_api.storage.outbox import WAKE_CHANNEL
+from status_api import redis_client
+from status_api.storage.outbox import WAKE_CHANNEL, WAKE_UDP_HINT
 
 log = logging.getLogger("status_api.wake")
 
@@ -38,7 +45,7 @@ class RedisWakePublisher:
 
     def __init__(self, url: str, channel: str = WAKE_CHANNEL) -> None:
         self.channel = channel
-        self._redis = redis.Redis.from_url(
+        self._redis = redis_client.client(
             url, socket_timeout=PUBLISH_TIMEOUT_SECONDS, socket_connect_timeout=PUBLISH_TIMEOUT_SECONDS
         )
         self._pending = 0
@@ -83,3 +90,78 @@ class RedisWakePublisher:
             except (TimeoutError, Exception):
                 self._sender.cancel()
         await self._redis.aclose()
+
+
+#: How long a relay address that refused a hint (ICMP port unreachable) is skipped.
+UDP_DOWN_SECONDS = 1.0
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port`` too) → (host, port).
+
+    Raises:
+        ValueError: not of that form, or the port is outside 1..65535.
+    """
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a host:port address: {text!r}")
+    return host, int(port)
+
+
+class UdpWakeSender:
+    """Wake-up hints without Redis: one datagram per commit burst to ONE relay, round-robin over
+    ``targets`` (each relay's ``wake_udp_listen``), so a hint makes one relay claim, not all.
+
+    Same contract as :class:`RedisWakePublisher`: :meth:`notify` never blocks nor raises; commits
+    of one loop tick share one datagram; a lost datagram costs at most the relays' poll. A target
+    that answered the previous datagram with ICMP port unreachable (a relay down or restarting:
+    the connected socket reports it as ``ECONNREFUSED`` on the next send) is skipped for
+    :data:`UDP_DOWN_SECONDS` and the hint goes to the next one. Addresses are resolved once.
+    """
+
+    def __init__(self, targets: list[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self._socks: list[socket.socket] = []
+        for target in targets:
+            host, port = parse_address(target)
+            family, kind, proto, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setblocking(False)
+            sock.connect(addr)
+            self._socks.append(sock)
+        self._down_until = [0.0] * len(self._socks)
+        self._next = 0
+        self._scheduled = False
+        self._clock = clock
+        self.sent = 0
+        self.failed = 0
+
+    def notify(self, outbox_rows: int) -> None:
+        """Record a commit of ``outbox_rows`` rows; the datagram leaves at the end of this tick."""
+        if not self._scheduled and self._socks:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._send)
+
+    def _send(self) -> None:
+        self._scheduled = False
+        now = self._clock()
+        n = len(self._socks)
+        for _ in range(n):
+            i, self._next = self._next, (self._next + 1) % n
+            if self._down_until[i] > now:
+                continue
+            try:
+                self._socks[i].send(WAKE_UDP_HINT)
+            except ConnectionRefusedError:
+                self._down_until[i] = now + UDP_DOWN_SECONDS
+                continue
+            except OSError:  # a full socket buffer or a route gone: the poll publishes
+                self.failed += 1
+                return
+            self.sent += 1
+            return
+        self.failed += 1  # every relay refused: the poll publishes
+
+    async def aclose(self) -> None:
+        for sock in self._socks:
+            sock.close()

@@ -1,4 +1,4 @@
-"""``taskcast status-api serve --workers N``: N Status API processes on ONE port (issue 16, item 2).
+"""``taskcast status-api serve --workers N``: N Status API processes on ONE port.
 
 Ingest is CPU-bound in Python (JSON Schema, JWT, the domain, SQL building): one process saturates
 one core. The supervisor here (the process the operator starts):

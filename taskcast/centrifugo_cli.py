@@ -1,6 +1,7 @@
 """Centrifugo's CLI helpers, for the gateway's configuration: ``version``, ``genconfig``,
-``checkconfig``, ``defaultconfig``, ``defaultenv``, ``gentoken``, ``gensubtoken``, ``checktoken``
-and ``checksubtoken``, with Centrifugo v6's flags (``-c``, ``-u``, ``-s``, ``-t``, ``-q``,
+``checkconfig``, ``defaultconfig``, ``defaultenv``, ``gentoken``, ``gensubtoken``, ``checktoken``,
+``checksubtoken``, and the development helpers ``configdoc`` and ``serve`` (taskcast/dev_cli.py),
+with Centrifugo v6's flags (``-c``, ``-u``, ``-s``, ``-t``, ``-q``,
 ``-b``, ``-d``), output and exit codes (0, or 1 with the error printed on stdout, as Centrifugo
 does), so ``centrifugo gentoken -u 42`` becomes ``taskcast gentoken -u 42``.
 
@@ -35,6 +36,7 @@ from gateway.config.schema import ConfigError, Settings, TokenSettings
 from gateway.config.unsupported import env_name
 from gateway.connection.tokens import TokenError, TokenVerifier
 from gateway.node import VERSION
+from taskcast import dev_cli
 
 DEFAULT_CONFIG = "config.json"
 DEFAULT_TTL_SECONDS = 3600 * 24 * 7
@@ -50,6 +52,8 @@ HELP: dict[str, str] = {
     "gensubtoken": "Generate sample subscription JWT for user",
     "checktoken": "Check connection JWT",
     "checksubtoken": "Check subscription JWT",
+    "configdoc": "Show Taskcast configuration documentation generated from source code",
+    "serve": "Run static file server (for development only)",
 }
 """Subcommand -> its one-line description (Centrifugo's ``Short`` texts)."""
 
@@ -77,6 +81,8 @@ def main(command: str, argv: list[str]) -> int:
 
 def _parser(command: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"taskcast {command}", description=HELP[command])
+    if command in ("configdoc", "serve"):
+        dev_cli.add_arguments(command, parser)
     if command in ("checkconfig", "genconfig", "gentoken", "gensubtoken", "checktoken", "checksubtoken"):
         what = {"checkconfig": "path to config file to check", "genconfig": "path to output config file"}
         parser.add_argument(
@@ -161,6 +167,11 @@ def _genconfig(args: argparse.Namespace) -> None:
     ext = _extension(path)
     tree = {
         "client": {"token": {"hmac_secret_key": secrets.token_urlsafe(48)}, "allowed_origins": []},
+        "admin": {
+            "enabled": False,
+            "password": secrets.token_urlsafe(24),
+            "secret": secrets.token_urlsafe(48),
+        },
         "http_api": {"key": secrets.token_urlsafe(48)},
     }
     Path(path).write_text(_dump(tree, ext), encoding="utf-8")
@@ -388,4 +399,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "gensubtoken": _gensubtoken,
     "checktoken": _checktoken,
     "checksubtoken": _checksubtoken,
+    "configdoc": dev_cli.configdoc,
+    "serve": dev_cli.serve,
 }

@@ -12,6 +12,7 @@ SERVICES = {
     "status-api": "Run the Status API (serve, init-db, ...)",
     "relay": "Run the outbox relay",
     "token": "Mint a local development JWT for a Status API role (coordinator, admin, user, ...)",
+    "trace": "Where one event went: eventId -> version -> outbox rows -> publication in its channel",
 }
 """Service subcommands -> one-line descriptions (the helpers' are in centrifugo_cli.HELP)."""
 
@@ -76,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         from taskcast.token import main as token_main
 
         return token_main(rest)
+    if command == "trace":
+        from taskcast.trace import main as trace_main
+
+        return trace_main(rest)
     if command == "demo":
         from taskcast.demo import main as demo_main
 

@@ -1,6 +1,7 @@
 """``taskcast token``: mint development / service JWTs for the Status API's roles, for LOCAL use
 (docs/quickstart-worker.md). Reads the secrets from a Status API config file (and its
-``TASKCAST_STATUS_API_*`` overrides), signs with them and prints the token on stdout.
+``TASKCAST_STATUS_API_*`` overrides), or from the data dir of ``taskcast up`` (``--data-dir``: its
+generated ``secrets.json``, never created here), signs with them and prints the token on stdout.
 
 * ``--role coordinator | policy-executor | admin``: a service JWT (``internal_auth.jwt_secret``,
   HS256): ``{sub, roles, exp[, tenant]}`` — what ``POST /internal/v1/tasks`` and the admin routes take;
@@ -14,8 +15,10 @@ has no HS secret for the role.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 
 import jwt
 
@@ -26,7 +29,11 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="taskcast token", description=__doc__.splitlines()[0] if __doc__ else None
     )
-    p.add_argument("--config", required=True, help="the Status API config file whose secrets sign the token")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="the Status API config file whose secrets sign the token")
+    src.add_argument(
+        "--data-dir", help="the data dir of a `taskcast up` (make up: ./var) whose secrets sign it"
+    )
     p.add_argument("--role", required=True, choices=[*SERVICE_ROLES, "user"])
     p.add_argument("--sub", required=True, help="producerId of a service, or the user id")
     p.add_argument("--tenant", help="tenant (service: binds the credential to it; user: required)")
@@ -37,11 +44,20 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from status_api.config import ConfigError, load_config
+    from status_api.config import Config, ConfigError, InternalAuthConfig, UserAuthConfig, load_config
 
     try:
-        cfg = load_config(args.config)
-    except (ConfigError, OSError) as exc:
+        if args.data_dir:
+            # What `taskcast up` configures (taskcast/up.py): service JWTs with its generated key,
+            # dev user auth.
+            secret = _up_secret(Path(args.data_dir))
+            cfg = Config(
+                internal_auth=InternalAuthConfig(mode="jwt", jwt_secret=secret),
+                user_auth=UserAuthConfig(mode="dev"),
+            )
+        else:
+            cfg = load_config(args.config)
+    except (ConfigError, OSError, ValueError) as exc:
         print(f"taskcast token: {exc}", file=sys.stderr)
         return 2
     if args.ttl < 1:
@@ -94,3 +110,18 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _up_secret(data_dir: Path) -> str:
+    """The service-JWT key ``taskcast up`` generated into ``data_dir``.
+
+    Raises:
+        ValueError: no usable ``secrets.json`` there (``taskcast up`` has not run with that dir).
+    """
+    path = data_dir / "secrets.json"
+    if not path.exists():
+        raise ValueError(f"no {path}: start `taskcast up --data-dir {data_dir}` (make up) once first")
+    key = json.loads(path.read_text(encoding="utf-8")).get("service_jwt_secret")
+    if not isinstance(key, str) or len(key) < 32:
+        raise ValueError(f"{path} has no service_jwt_secret")
+    return key

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("gateway", "status_api", "relay", "taskcast")
+PACKAGES = ("gateway", "status_api", "relay", "taskcast", "httpwire")
 DOC = ROOT / "docs" / "architecture.md"
 
 

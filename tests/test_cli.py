@@ -125,7 +125,7 @@ def test_checkconfig_exit_codes_name_the_option(tmp_path: Path, config: Path) ->
         "error validating config: client.pong_timeout: must be less than client.ping_interval (1s), got 5s\n"
     )
     typo = tmp_path / "typo.json"
-    typo.write_text(json.dumps({"client": {"tokne": {}}, "admin": {"enabled": True}}))
+    typo.write_text(json.dumps({"client": {"tokne": {}}, "admin": {"enabled": False}}))
     lenient = taskcast("checkconfig", "-c", str(typo))
     assert lenient.returncode == 0 and 'unknown option "client.tokne"' in lenient.stderr
     strict = taskcast("checkconfig", "-c", str(typo), "--strict")
@@ -139,6 +139,7 @@ def test_genconfig_writes_a_valid_minimal_config_once(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stdout
         settings, warnings = load_settings(str(tmp_path / name), {})
         assert len(settings.client.token.hmac_secret_key) >= 32 and settings.http_api.key and warnings == []
+        assert settings.admin.password and len(settings.admin.secret) >= 32 and not settings.admin.enabled
     again = taskcast("genconfig", cwd=tmp_path)
     assert (again.returncode, again.stdout) == (1, "error: output config file already exists: config.json\n")
     wrong = taskcast("genconfig", "-c", "c.ini", cwd=tmp_path)

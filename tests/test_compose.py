@@ -1,7 +1,9 @@
 """docker-compose.yml cannot run here (no Docker engine), so it is kept honest by reading it:
 every file it mounts or builds from exists, every command is a real CLI command, every env var
-is an option the service's config loader knows, ports agree with the configs, and every
-long-running service has a healthcheck."""
+is an option the service's config loader knows, ports agree with the configs, every long-running
+service has a healthcheck, and the data path has no single point of failure (two of every
+Taskcast service, Redis behind three Sentinels, MariaDB with a replica) — the same shape
+``make topology`` runs from local processes (tests/e2e/test_rolling_restart.py runs that one)."""
 
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ import yaml
 import relay.cli
 import status_api.cli
 from gateway.config.loading import load_settings
+from gateway.config.redis_address import Kind
+from gateway.config.redis_address import parse as parse_address
 from relay.config import load_config as load_relay_config
+from status_api import redis_client
 from status_api.config import load_config as load_status_config
+from taskcast.dev.sentinel import QUORUM
+from taskcast.dev.topology import Topology
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -100,18 +107,19 @@ def test_gateway_env_and_config_agree(name):
     assert settings.engine.type == "redis"
     assert settings.client.token.hmac_secret_key == FAKE_SECRETS["TASKCAST_HMAC_SECRET"]
     assert settings.http_api.key == FAKE_SECRETS["TASKCAST_API_KEY"]
-    assert settings.engine.redis.address == ("redis://redis:6379/0",)
+    assert settings.engine.redis.address == (SENTINEL_URL,)
     assert settings.health.enabled and settings.sse.enabled
     assert SERVICES[name]["expose"] == [str(settings.http_server.port)]
 
 
-@pytest.mark.parametrize("name", ["status-api", "reconciler"])
+@pytest.mark.parametrize("name", ["status-api1", "status-api2", "reconciler", "migrate"])
 def test_status_api_env_and_config_agree(name):
     env = _env(SERVICES[name])
     cfg = load_status_config(ROOT / "deploy/status-api.yaml", env)
     assert cfg.realtime.secret == FAKE_SECRETS["TASKCAST_HMAC_SECRET"]
-    assert cfg.database.url.startswith("mysql+asyncmy://") and "@mysql:3306/" in cfg.database.url
-    if name == "status-api":
+    assert cfg.database.url.startswith("mysql+asyncmy://") and "@mariadb:3306/" in cfg.database.url
+    assert cfg.wake.redis_url == SENTINEL_URL
+    if name.startswith("status-api"):
         assert SERVICES[name]["expose"] == [str(cfg.http.port)]
         assert cfg.http.host == "0.0.0.0"
 
@@ -123,6 +131,8 @@ def test_relay_env_and_config_agree(name):
     assert cfg.gateway_api_key == FAKE_SECRETS["TASKCAST_API_KEY"]
     assert cfg.gateway_api_url == "http://lb:8001/api"
     assert cfg.relay_id == name
+    assert cfg.wake_redis_url == SENTINEL_URL
+    assert "@mariadb:3306/" in cfg.database_url
     assert SERVICES[name]["expose"] == [str(cfg.metrics_port)]
 
 
@@ -132,9 +142,9 @@ def test_load_balancer_template_names_every_variable_it_is_given():
     given = set(SERVICES["lb"]["environment"])
     assert used == given
     lb_env = SERVICES["lb"]["environment"]
-    assert (
-        lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_STATUS_API"] == "status-api:8100"
-    )
+    assert lb_env["TASKCAST_GATEWAY_1"] == "gateway1:8000" and lb_env["TASKCAST_GATEWAY_2"] == "gateway2:8000"
+    assert lb_env["TASKCAST_STATUS_API_1"] == "status-api1:8100"
+    assert lb_env["TASKCAST_STATUS_API_2"] == "status-api2:8100"
     assert SERVICES["lb"]["ports"] == [f"{lb_env['TASKCAST_PUBLIC_PORT']}:{lb_env['TASKCAST_PUBLIC_PORT']}"]
     assert f"{lb_env['TASKCAST_INTERNAL_PORT']}" in SERVICES["lb"]["expose"]
 
@@ -143,7 +153,7 @@ def test_secrets_are_shared_consistently():
     """The gateway verifies the tokens the Status API mints, and relays use the gateway's key."""
     assert (
         SERVICES["gateway1"]["environment"]["CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY"]
-        == (SERVICES["status-api"]["environment"]["TASKCAST_STATUS_API_REALTIME__SECRET"])
+        == (SERVICES["status-api1"]["environment"]["TASKCAST_STATUS_API_REALTIME__SECRET"])
     )
     assert (
         SERVICES["relay1"]["environment"]["TASKCAST_RELAY_GATEWAY_API_KEY"]
@@ -153,12 +163,80 @@ def test_secrets_are_shared_consistently():
 
 def test_every_long_running_service_has_a_healthcheck_and_dependencies_exist():
     for name, svc in SERVICES.items():
-        if name != "reconciler":
+        if name not in ("reconciler", "migrate"):
             assert "healthcheck" in svc, f"{name} has no healthcheck"
+        if name != "migrate":
+            assert svc.get("restart") == "unless-stopped", f"{name} is not restarted when it exits"
         for dep in svc.get("depends_on", {}):
             assert dep in SERVICES, f"{name} depends on unknown {dep}"
 
 
 def test_redis_is_configured_as_the_docs_require():
-    command = SERVICES["redis"]["command"]
-    assert "noeviction" in command and "--appendonly" in command
+    for name in ("redis", "redis-replica"):
+        command = SERVICES[name]["command"]
+        assert "noeviction" in command and "--appendonly" in command
+    assert SERVICES["redis-replica"]["command"][-3:] == ["--replicaof", "redis", "6379"]
+
+
+SENTINEL_URL = (
+    "redis+sentinel://sentinel1:26379?sentinel_master_name=taskcast&addr=sentinel2:26379&addr=sentinel3:26379"
+)
+
+
+def _count(prefix: str) -> int:
+    return sum(1 for name in SERVICES if re.fullmatch(rf"{prefix}\d+", name))
+
+
+def test_no_single_point_of_failure_and_the_local_topology_has_the_same_shape(tmp_path: Path) -> None:
+    topo = Topology(tmp_path, ha=True)
+    assert _count("gateway") == topo.gateways == 2
+    assert _count("status-api") == topo.status_apis == 2
+    assert _count("relay") == topo.relays == 2
+    assert _count("sentinel") == 3
+    assert {"redis", "redis-replica", "mariadb", "mariadb-replica", "lb"} <= SERVICES.keys()
+    # nothing on the data path names one Redis server: only the Sentinels
+    for name, svc in SERVICES.items():
+        for key, value in _env(svc).items():
+            assert "redis://" not in value, f"{name} {key} bypasses the Sentinels"
+    assert SERVICES["gateway1"]["environment"]["CENTRIFUGO_ENGINE_REDIS_ADDRESS"] == SENTINEL_URL
+
+
+def test_the_sentinel_url_is_read_alike_by_the_gateway_and_the_wake_up_clients() -> None:
+    gateway = parse_address(SENTINEL_URL)
+    assert gateway.kind is Kind.SENTINEL and gateway.sentinel_master_name == "taskcast"
+    assert gateway.hosts == (("sentinel1", 26379), ("sentinel2", 26379), ("sentinel3", 26379))
+    redis_client.check(SENTINEL_URL)
+
+
+def test_three_sentinels_watch_the_master_with_a_majority_quorum() -> None:
+    conf = (ROOT / "deploy/redis/sentinel.conf").read_text()
+    monitor = re.search(r"^sentinel monitor (\S+) (\S+) (\d+) (\d+)$", conf, flags=re.M)
+    assert monitor and monitor.groups() == ("taskcast", "redis", "6379", str(QUORUM))
+    assert QUORUM == 2  # a majority of three: one Sentinel down still fails over, one alone never does
+    for n in (1, 2, 3):
+        svc = SERVICES[f"sentinel{n}"]
+        assert "./deploy/redis/sentinel.conf:/etc/taskcast/sentinel.conf:ro" in svc["volumes"]
+        assert "--sentinel" in svc["command"][0]
+
+
+def _cnf(name: str) -> dict[str, str]:
+    text = (ROOT / f"deploy/mariadb/{name}.cnf").read_text()
+    return dict(re.findall(r"^([a-z-]+) = (\S+)$", text, flags=re.M))
+
+
+def test_mariadb_has_a_binlog_and_a_read_only_gtid_replica() -> None:
+    primary, replica = _cnf("primary"), _cnf("replica")
+    assert primary["log-bin"] and primary["binlog-format"] == "ROW"
+    assert replica["read-only"] == "ON" and primary["server-id"] != replica["server-id"]
+    env = SERVICES["mariadb-replica"]["environment"]
+    assert env["MARIADB_MASTER_HOST"] == "mariadb"
+    assert SERVICES["mariadb"]["environment"]["MARIADB_REPLICATION_USER"] == env["MARIADB_REPLICATION_USER"]
+    assert "./deploy/mariadb/primary.cnf:/etc/mysql/conf.d/taskcast.cnf:ro" in SERVICES["mariadb"]["volumes"]
+
+
+def test_the_schema_is_migrated_once_before_the_status_api_replicas_start() -> None:
+    assert SERVICES["migrate"]["command"][:2] == ["status-api", "init-db"]
+    for name in ("status-api1", "status-api2", "reconciler", "relay1", "relay2"):
+        condition = SERVICES[name]["depends_on"]["migrate"]["condition"]
+        assert condition == "service_completed_successfully", name
+        assert "init-db" not in " ".join(SERVICES[name]["command"]), name

@@ -15,7 +15,7 @@
 import { StatusApi, ApiError } from './api.js';
 import { jittered } from './backoff.js';
 import { Client, ConfigurationError, UnauthorizedError } from './client.js';
-import { ClientCode } from './codes.js';
+import { ClientCode, ErrorCode } from './codes.js';
 import { Emitter } from './emitter.js';
 import { activeTaskIds, compareVersions, hasTicking, initialState, knownVersions, reduce, timelineGap } from './store.js';
 import { Retries, retryable } from './retry.js';
@@ -24,6 +24,7 @@ import { viewProjector } from './view.js';
 
 const DEFAULTS = {
   maxDetailSubscriptions: 20,
+  detailTokens: true,
   checkIntervalMs: 30000,
   liveCheckIntervalMs: 60000,
   staleAfterMs: 10000,
@@ -451,25 +452,27 @@ export class TaskFeed extends Emitter {
   _subscribeDetail(taskId) {
     const c = this.client;
     if (!this.running || !c || !this.tenant || this.detailSubs.has(taskId)) return;
-    const sub = c.newSubscription(this.detailChannel(taskId), {
-      getToken: async () => {
-        try {
-          return await this._detailToken(taskId);
-        } catch (err) {
-          if (err instanceof ApiError) {
-            if (err.status === 401) throw Object.assign(new UnauthorizedError(err.message), { unauthorized: true });
-            if (err.status === 429) throw { code: 106, message: err.code };
-            if (err.status === 404 || err.status === 403) throw { code: 103, message: err.code };
-          }
-          throw err;
+    // detailTokens false: no token; the gateway's subscribe proxy asks the Status API (docs/status-api.md).
+    const getToken = async () => {
+      try {
+        return await this._detailToken(taskId);
+      } catch (err) {
+        if (err instanceof ApiError) {
+          if (err.status === 401) throw Object.assign(new UnauthorizedError(err.message), { unauthorized: true });
+          if (err.status === 429) throw { code: 106, message: err.code };
+          if (err.status === 404 || err.status === 403) throw { code: 103, message: err.code };
         }
-      },
-    });
+        throw err;
+      }
+    };
+    const sub = c.newSubscription(this.detailChannel(taskId), this.options.detailTokens ? { getToken } : {});
+    let askedAgain = false;
     this.detailSubs.set(taskId, sub);
     const loadIfMissing = () => {
       if (this.client === c && this.store.details[taskId] && !this.store.details[taskId].detail) this._loadDetail(taskId);
     };
     sub.on('subscribed', (ctx) => {
+      askedAgain = false;
       if (this.telemetry) observeSubscribed(this.telemetry, ctx);
       if (!ctx.recovered) {
         this.dispatch({ type: 'detail/resubscribed', taskId });
@@ -478,8 +481,17 @@ export class TaskFeed extends Emitter {
     });
     sub.on('publication', (ctx) => this.dispatch({ type: 'detail', message: ctx.data, at: this.now() }));
     sub.on('error', loadIfMissing);
-    sub.on('unsubscribed', (ctx) => {
+    sub.on('unsubscribed', async (ctx) => {
       if (this.client !== c || ctx.reason === 'unsubscribe called') return;
+      // The subscribe proxy's 106 (the token path's limit is handled in _detailToken): make room
+      // the same way, then subscribe once more.
+      if (ctx.code === ErrorCode.LIMIT_EXCEEDED && !this.options.detailTokens && !askedAgain) {
+        askedAgain = true;
+        if ((await this._makeRoom(taskId)) && this.detailSubs.get(taskId) === sub) {
+          sub.subscribe();
+          return;
+        }
+      }
       loadIfMissing();
       this.emit('detailClosed', { taskId, ...ctx });
     });
@@ -498,19 +510,29 @@ export class TaskFeed extends Emitter {
   }
 
   /**
-   * A subscription token; on 429 DETAIL_SUBSCRIPTION_LIMIT the least recently opened invisible
-   * detail is closed (its lease released) and the token asked for once more (seed §6.5: cancel
-   * the oldest invisible detail, then ask). The server never relaxes its limit.
+   * A subscription token; on 429 DETAIL_SUBSCRIPTION_LIMIT room is made (_makeRoom) and the token
+   * asked for once more. The server never relaxes its limit.
    */
   async _detailToken(taskId) {
     try {
       return (await this.api.subscriptionToken(taskId, this.sessionId)).token;
     } catch (err) {
-      const victim = this.detailOrder.find((id) => id !== taskId && this.hiddenDetails.has(id));
-      if (!(err instanceof ApiError && err.status === 429 && victim)) throw err;
-      await this._closeDetail(victim);
+      if (!(err instanceof ApiError && err.status === 429 && (await this._makeRoom(taskId)))) throw err;
       return (await this.api.subscriptionToken(taskId, this.sessionId)).token;
     }
+  }
+
+  /**
+   * Seed §6.5, on the server's detail limit (429 DETAIL_SUBSCRIPTION_LIMIT from the token path,
+   * 106 from the subscribe proxy; the same per-user quota): close the least recently opened
+   * invisible detail other than `taskId` and release its lease. Resolves true once one was closed
+   * (ask again), false when every other open detail is visible (the refusal stands).
+   */
+  async _makeRoom(taskId) {
+    const victim = this.detailOrder.find((id) => id !== taskId && this.hiddenDetails.has(id));
+    if (!victim) return false;
+    await this._closeDetail(victim);
+    return true;
   }
 
   closeDetail(taskId) {

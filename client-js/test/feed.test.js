@@ -200,6 +200,38 @@ describe('an open detail is never left behind the summary (defect 3)', () => {
     feed.stop();
   });
 
+  test('§6.5 through the subscribe proxy (detailTokens: false): a 106 makes room the same way', async () => {
+    const { api, gw, feed } = setup({ extra: { detailTokens: false } });
+    for (const id of ['b', 'c', 'd']) api.set(id, 1, 9);
+    api.detailLimit = 2;
+    // The proxy: no token; the user's quota on the Status API (leases shared with the token path).
+    gw.authorize = (channel, token) => {
+      const taskId = channel.split('/').pop();
+      assert.equal(token, undefined, 'no subscription token in proxy mode');
+      if (!api.leases.has(taskId) && api.leases.size >= api.detailLimit) return { code: 106, message: 'limit exceeded' };
+      api.leases.add(taskId);
+      return null;
+    };
+    await feed.start();
+    await until(() => feed.state.connection === 'LIVE', 'LIVE');
+    feed.openDetail('a');
+    feed.openDetail('b');
+    await until(() => gw.subscribed.has('task_detail:t1/a') && gw.subscribed.has('task_detail:t1/b'), 'two details');
+    feed.setDetailVisible('a', false);
+    const closed = [];
+    feed.on('detailClosed', (e) => closed.push(e.taskId));
+    feed.openDetail('c');
+    await until(() => gw.subscribed.has('task_detail:t1/c') && !feed.state.details.a, 'a (invisible) evicted for c');
+    assert.deepEqual([...api.leases].sort(), ['b', 'c'], "a's lease was released, not left to expire");
+    assert.equal(api.count(/subscription-token/), 0);
+    assert.deepEqual(closed, []);
+    // every open detail visible: the refusal stands
+    feed.openDetail('d');
+    await until(() => closed.includes('d'), 'd refused');
+    assert.ok(feed.state.details.b && feed.state.details.c && !api.leases.has('d'));
+    feed.stop();
+  });
+
   test('the public view flags a detail that is behind', () => {
     const feed = new TaskFeed(feedOptions(fakeStatusApi(), null));
     feed.dispatch({ type: 'list/snapshot', tasks: [summaryTask('a', 3, 9)], at: 0 });

@@ -126,7 +126,7 @@ class ServerApi:
         (a publish or broadcast on an engine that publishes inline), so gateway/api/http.py lets
         the HTTP protocol drive it outside a task. A broadcast to more than ``YIELD_EVERY``
         channels does suspend (to let the loop serve others): the driver then hands the rest
-        to a task (gateway/http/inline.py)."""
+        to a task (httpwire/inline.py)."""
         return self._inline and method in INLINE_METHODS
 
     def completes_inline_batch(self, commands: Sequence[Command], *, parallel: bool) -> bool:

@@ -32,7 +32,7 @@ from gateway.api.commands import Command, batch_command, command
 from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
 from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
-from gateway.http.inline import Deferred
+from httpwire.inline import Deferred
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 PAUSE_GC_ABOVE = 1024 * 1024
@@ -79,7 +79,7 @@ class ApiEndpoint:
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
     ) -> Response | Deferred:
-        """The response to a request the HTTP protocol read itself (gateway/http/inline.py):
+        """The response to a request the HTTP protocol read itself (httpwire/inline.py):
         answered now (refusals), else deferred as the coroutine computing it, with whether it
         may run outside a task (``ServerApi.completes_inline``: a publish, or a sequential
         ``batch`` of publishes, on an engine that publishes without suspending)."""

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
+from gateway.config.consumer_checks import check_consumers
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -30,6 +31,7 @@ from gateway.config.schema import (
     ProxySettings,
     Settings,
     TokenSettings,
+    WebSocketSettings,
     named_proxy,
 )
 from gateway.config.tls import check_client, check_listener
@@ -48,6 +50,15 @@ RECOVERY_MODES = ("stream", "cache")
 _T = TypeVar("_T", bound=TokenSettings)
 
 
+def _check_compression(websocket: WebSocketSettings) -> None:
+    # Checked whether or not compression is on, as Centrifugo parses them.
+    if not 1 <= websocket.compression_level <= 9:
+        raise ConfigError("websocket.compression_level", f"must be in 1-9, got {websocket.compression_level}")
+    for name in ("compression_min_size", "decompressed_message_size_limit"):
+        if getattr(websocket, name) < 0:
+            raise ConfigError(f"websocket.{name}", f"must not be negative, got {getattr(websocket, name)}")
+
+
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     """Validate ``settings`` as a whole and return it with every derived field resolved.
 
@@ -58,10 +69,12 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     channel = _check_channel(settings.channel)
     _check_transports(settings, warnings)
     _check_endpoints(settings)
+    _check_admin(settings, warnings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
+    consumers = check_consumers(settings.consumers, warnings)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
     if settings.client.queue_conflate_size < 0:
@@ -101,11 +114,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    if websocket.compression:
-        warnings.append(
-            "websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
-        )
-        websocket = dataclasses.replace(websocket, compression=False)
+    _check_compression(websocket)
     uni_websocket = settings.uni_websocket
     if uni_websocket.compression:
         warnings.append(
@@ -120,6 +129,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         websocket=websocket,
         uni_websocket=uni_websocket,
         log=log,
+        consumers=consumers,
     )
 
 
@@ -391,6 +401,7 @@ PREFIXED_SECTIONS = (
     "uni_websocket",
     "prometheus",
     "health",
+    "init",
 )
 
 
@@ -420,6 +431,7 @@ def served_endpoints(settings: Settings) -> dict[str, str]:
         "uni_websocket": settings.uni_websocket.enabled,
         "prometheus": settings.prometheus.enabled,
         "health": settings.health.enabled,
+        "init": settings.init.enabled,
     }
     return {section: getattr(settings, section).handler_prefix for section, on in enabled.items() if on}
 
@@ -440,6 +452,43 @@ def _check_endpoints(settings: Settings) -> None:
                 raise ConfigError(
                     f"{section}.handler_prefix", f"{path!r} is under http_api.handler_prefix {api!r}"
                 )
+
+
+def admin_paths(settings: Settings) -> tuple[str, str]:
+    """(the admin page's path, the prefix of the admin endpoints) for ``admin.handler_prefix``:
+    ``("/", "/admin")`` for the default empty prefix, ``("/ui", "/ui/admin")`` for ``/ui``."""
+    prefix = settings.admin.handler_prefix.rstrip("/")
+    return prefix or "/", prefix + "/admin"
+
+
+def _check_admin(settings: Settings, warnings: list[str]) -> None:
+    """``admin``: credentials unless insecure, a path that shadows no other endpoint."""
+    admin = settings.admin
+    if not admin.enabled:
+        return
+    if admin.handler_prefix and not admin.handler_prefix.startswith("/"):
+        raise ConfigError(
+            "admin.handler_prefix", f'must be empty or start with "/", got {admin.handler_prefix!r}'
+        )
+    if admin.token_ttl <= 0:
+        raise ConfigError("admin.token_ttl", "must be positive")
+    if admin.insecure:
+        warnings.append(
+            "admin.insecure is true: the admin web UI and its API accept every request without "
+            "login (keep the admin endpoints on a private listener)"
+        )
+    else:
+        for option in ("password", "secret"):
+            if not getattr(admin, option):
+                raise ConfigError(
+                    f"admin.{option}", "must be set when admin.enabled is true (or set admin.insecure)"
+                )
+    if admin.secret and len(admin.secret.encode()) < 32:
+        warnings.append("admin.secret is shorter than 32 bytes: admin tokens are easier to forge")
+    page, endpoints = admin_paths(settings)
+    for section, path in served_endpoints(settings).items():
+        if path in (page, endpoints) or path.startswith(endpoints + "/"):
+            raise ConfigError("admin.handler_prefix", f"the admin UI's {path!r} is {section}.handler_prefix")
 
 
 def _check_engine(settings: Settings) -> None:

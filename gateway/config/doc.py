@@ -1,8 +1,9 @@
 """The option tables of docs/configuration.md, generated from ``schema`` (supported
-options, their defaults and env variables) and ``unsupported`` (what to do instead).
+options, their defaults and env variables) and ``unsupported`` (what to do instead), and the
+table of unsupported options in docs/migrating-from-centrifugo.md.
 
-``python -m gateway.config.doc`` prints the tables; ``--write`` replaces the generated block of
-docs/configuration.md; ``--check`` exits 1 when the file is stale. ``default_tree`` is also
+``python -m gateway.config.doc`` prints the tables; ``--write`` replaces the generated blocks of
+both documents; ``--check`` exits 1 when one is stale. ``default_tree`` is also
 what ``taskcast defaultconfig`` writes. Pure: reads the docs file only in ``main``.
 """
 
@@ -23,6 +24,8 @@ from gateway.config.unsupported import UNSUPPORTED, UNSUPPORTED_CHANNEL_OPTIONS,
 BEGIN = "<!-- BEGIN GENERATED OPTIONS (python -m gateway.config.doc --write) -->"
 END = "<!-- END GENERATED OPTIONS -->"
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+MIGRATION_PATH = DOC_PATH.with_name("migrating-from-centrifugo.md")
+"""The migration guide: its generated block is the table of unsupported Centrifugo options."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -190,7 +193,6 @@ def markdown() -> str:
     for opt in channel_options():
         note = "Taskcast extension" if opt.extension else ""
         lines.append(_row([f"`{opt.path}`", opt.kind, _default_text(opt), note]))
-    supported = {opt.path for opt in options()}
     lines += [
         "",
         "### Unsupported Centrifugo options",
@@ -198,21 +200,42 @@ def markdown() -> str:
         "Accepted and ignored with a startup warning that says what to do instead (a section covers "
         "every option under it).",
         "",
-        _row(["option", "env variable", "what to do instead"]),
-        _row(["---"] * 3),
+        *_unsupported_rows(with_env=True),
     ]
-    for path, advice in sorted(UNSUPPORTED.items()):
-        if path not in supported:
-            lines.append(_row([f"`{path}`", f"`{env_name(path)}…`", advice]))
-    channel = {opt.path for opt in channel_options()}
-    for name, advice in sorted(UNSUPPORTED_CHANNEL_OPTIONS.items()):
-        if name not in channel:
-            lines.append(_row([f"channel option `{name}`", "", advice]))
     return "\n".join(lines) + "\n"
 
 
-def render(document: str) -> str:
-    """``document`` with its generated block replaced by the current ``markdown()``.
+def _unsupported_rows(*, with_env: bool) -> list[str]:
+    supported = {opt.path for opt in options()}
+    channel = {opt.path for opt in channel_options()}
+    head = ["option", "env variable", "what to do instead"] if with_env else ["option", "what to do instead"]
+    rows = [_row(head), _row(["---"] * len(head))]
+    for path, advice in sorted(UNSUPPORTED.items()):
+        if path not in supported:
+            env = [f"`{env_name(path)}…`"] if with_env else []
+            rows.append(_row([f"`{path}`", *env, advice]))
+    for name, advice in sorted(UNSUPPORTED_CHANNEL_OPTIONS.items()):
+        if name not in channel:
+            rows.append(_row([f"channel option `{name}`", *([""] if with_env else []), advice]))
+    return rows
+
+
+def migration_markdown() -> str:
+    """The generated block of docs/migrating-from-centrifugo.md (without the markers): every
+    Centrifugo v6.9 option Taskcast does not implement, with what to do instead."""
+    lines = [
+        "Every other Centrifugo v6.9 option is supported (the tables in "
+        "[configuration.md](configuration.md#all-options)). These are accepted, warned about at "
+        "startup and by `taskcast checkconfig` (which `--strict` does not fail on), and ignored:",
+        "",
+        *_unsupported_rows(with_env=False),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(document: str, block: Callable[[], str] = markdown) -> str:
+    """``document`` with its generated block replaced by the current ``block()`` (default:
+    ``markdown()``, docs/configuration.md's).
 
     Raises:
         ValueError: the BEGIN/END markers are missing.
@@ -220,28 +243,31 @@ def render(document: str) -> str:
     head, begin, rest = document.partition(BEGIN)
     _, end, tail = rest.partition(END)
     if not begin or not end:
-        raise ValueError(f"{DOC_PATH.name}: generated-block markers are missing")
-    return f"{head}{BEGIN}\n{markdown()}{END}{tail}"
+        raise ValueError("generated-block markers are missing")
+    return f"{head}{BEGIN}\n{block()}{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gateway.config.doc", description=__doc__)
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--write", action="store_true", help="update docs/configuration.md")
-    group.add_argument("--check", action="store_true", help="exit 1 if docs/configuration.md is stale")
+    group.add_argument("--write", action="store_true", help="update the generated blocks")
+    group.add_argument("--check", action="store_true", help="exit 1 if a generated block is stale")
     args = parser.parse_args(argv)
     if not (args.write or args.check):
         sys.stdout.write(markdown())
         return 0
-    current = DOC_PATH.read_text(encoding="utf-8")
-    wanted = render(current)
-    if args.check:
-        if wanted != current:
-            print(f"{DOC_PATH} is stale: run python -m gateway.config.doc --write", file=sys.stderr)
-            return 1
-        return 0
-    DOC_PATH.write_text(wanted, encoding="utf-8")
-    return 0
+    stale = 0
+    for path, block in ((DOC_PATH, markdown), (MIGRATION_PATH, migration_markdown)):
+        current = path.read_text(encoding="utf-8")
+        wanted = render(current, block)
+        if wanted == current:
+            continue
+        if args.check:
+            print(f"{path} is stale: run python -m gateway.config.doc --write", file=sys.stderr)
+            stale = 1
+        else:
+            path.write_text(wanted, encoding="utf-8")
+    return stale
 
 
 if __name__ == "__main__":

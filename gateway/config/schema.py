@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from gateway.config.consumer_schema import ConsumerSettings
+
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
 
@@ -31,12 +33,14 @@ SECRET_OPTIONS = frozenset(
         "hmac_secret_key",
         "hmac_previous_secret_key",
         "password",
+        "secret",
         "sentinel_password",
         "key",
         "key_pem",
         "credentials_value",
         "static_headers",
         "static_metadata",
+        "token",
     }
 )
 """Option names whose values ``Settings.redacted`` replaces by ``"***"``."""
@@ -367,24 +371,37 @@ class GrpcApiSettings:
 
 @dataclass(frozen=True, slots=True)
 class WebSocketSettings:
+    """``websocket``: the bidirectional endpoint. ``compression`` offers permessage-deflate
+    (gateway/transports/deflate.py) at ``compression_level`` (1-9) to messages larger than
+    ``compression_min_size`` bytes; ``message_size_limit`` bounds a client message's bytes on the
+    wire and ``decompressed_message_size_limit`` (0: ten times ``message_size_limit``) its
+    inflated size."""
+
     disabled: bool = False
     handler_prefix: str = "/connection/websocket"
     message_size_limit: int = 65536
     compression: bool = False
+    compression_level: int = 1
+    compression_min_size: int = 0
+    decompressed_message_size_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class UniWebSocketSettings:
-    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the first client message is the
-    connect request, then the server only pushes). ``compression`` is accepted and ignored, as
-    for ``websocket``; ``join_push_messages`` sends the pushes of one write as one frame
-    (newline-delimited)."""
+    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the connect request is the
+    ``cf_connect`` URL parameter or the first client message, then the server only pushes).
+    ``compression`` is accepted and ignored, as for ``websocket``; ``join_push_messages`` sends
+    the pushes of one write as one frame (newline-delimited); ``disable_disconnect_push`` closes
+    without the disconnect push that precedes the close frame; ``disable_closing_handshake``
+    ends the TCP connection without a close frame (Centrifugo before v6.5.1)."""
 
     enabled: bool = False
     handler_prefix: str = "/connection/uni_websocket"
     message_size_limit: int = 65536
     compression: bool = False
     join_push_messages: bool = False
+    disable_closing_handshake: bool = False
+    disable_disconnect_push: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +411,33 @@ class StreamTransportSettings:
     enabled: bool = False
     handler_prefix: str = ""
     max_request_body_size: int = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class InitSettings:
+    """``init``: the connection init endpoint (GET answers ``{}``; gateway/transports/init.py),
+    on the public listener."""
+
+    enabled: bool = False
+    handler_prefix: str = "/connection/init"
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """``admin``: the admin web UI (gateway/admin/, docs/admin.md). The page is served at
+    ``handler_prefix`` + ``/`` and its endpoints under ``handler_prefix`` + ``/admin/``; with
+    ``http_server.internal_port`` set they are on the internal listener unless ``external``.
+    ``password`` logs in and ``secret`` signs the admin token that login returns (both required
+    unless ``insecure``, which serves everything without login). ``token_ttl`` is a Taskcast
+    extension: an admin token's lifetime in seconds."""
+
+    enabled: bool = False
+    password: str = ""
+    secret: str = ""
+    insecure: bool = False
+    handler_prefix: str = ""
+    external: bool = False
+    token_ttl: float = field(default=86400.0, metadata=EXTENSION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -541,6 +585,8 @@ class Settings:
         default_factory=lambda: _stream("/connection/uni_http_stream")
     )
     uni_websocket: UniWebSocketSettings = field(default_factory=UniWebSocketSettings)
+    init: InitSettings = field(default_factory=InitSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
@@ -549,6 +595,7 @@ class Settings:
     log: LogSettings = field(default_factory=LogSettings)
     rpc: RpcSettings = field(default_factory=RpcSettings)
     proxies: tuple[NamedProxySettings, ...] = ()
+    consumers: tuple[ConsumerSettings, ...] = ()
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading

@@ -21,6 +21,22 @@ _EMULATED = (
     "headers emulation (the connect frame's headers map) is not read: send the value as a real "
     "HTTP header of the connection request and list it in http_headers"
 )
+_CONSUMER_TYPE = (
+    "not supported (no such broker runs in Taskcast's tests): use a postgresql, redis_stream or "
+    "nats_jetstream consumer, or the server API"
+)
+_CONSUMER_REDIS = "a redis_stream consumer reads one standalone Redis: set address"
+_CONSUMER_REDIS_OPTIONS = (
+    "cluster_address",
+    "sentinel_address",
+    "sentinel_user",
+    "sentinel_password",
+    "sentinel_master_name",
+    "sentinel_client_name",
+    "sentinel_tls",
+    "force_resp2",
+    "replica_client",
+)
 _PROXY_PATHS = (
     "client.proxy.connect",
     "client.proxy.refresh",
@@ -32,18 +48,60 @@ _PROXY_PATHS = (
     "proxies[]",
 )
 
+_NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
+_NO_SHARED_POLL = "no shared polling: publish changes through the server API"
+_NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
+
+V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
+    {
+        "shared_poll": _NO_SHARED_POLL,
+        "channel.proxy.map_publish": _NO_MAP,
+        "channel.proxy.map_remove": _NO_MAP,
+        "channel.proxy.shared_poll_refresh": _NO_SHARED_POLL,
+        "channel.publication_data_format": (
+            "publication data is not validated by format: validate it before publishing"
+        ),
+        "client.token.insecure_skip_jwks_endpoint_safety_check": (
+            "client.token.jwks_public_endpoint is a fixed URL (no templates filled from token "
+            "claims), so there is no check to skip: drop the option"
+        ),
+        "client.subscription_token.insecure_skip_jwks_endpoint_safety_check": (
+            "client.subscription_token.jwks_public_endpoint is a fixed URL (no templates filled "
+            "from token claims), so there is no check to skip: drop the option"
+        ),
+        "engine.redis.replica_client": "reads go to the Redis primary; replicas serve Sentinel failover",
+        "http_server.h2c_external": "HTTP/2 is not served (HTTP/1.1 only, WebSocket too): drop the option",
+        "http_server.external_http2_extended_connect": (
+            "HTTP/2 is not served, so there is no extended CONNECT (RFC 8441); Centrifugo v6.9 "
+            "itself only declares this option in a comment"
+        ),
+        "prometheus.native_histograms": "histograms are exported in the classic form (with buckets) only",
+        "prometheus.recovered_publications_histogram": (
+            "recoveries are counted by centrifugo_client_recover_total (recovered, "
+            "has_recovered_publications) without a histogram of how many were recovered"
+        ),
+        "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,
+    }
+)
+"""The options Centrifugo v6.8 and v6.9 added that Taskcast does not implement."""
+
 UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
         # sections (v6.0 - v6.8)
-        "admin": "no admin web UI: use the server API (info, channels, presence) and /metrics",
+        "admin.web_path": "the admin UI's files are part of the gateway (gateway/admin/static/)",
+        "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
         "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
         "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
-        "init": "no init hooks: drop the section",
         "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
         "enable_unreleased_features": "there are no unreleased features: drop the option",
-        "consumers": "publish through the server API (the relay does this from the outbox)",
+        # consumers: the types and options no test of Taskcast runs (docs/consumers.md)
+        "consumers[].kafka": _CONSUMER_TYPE,
+        "consumers[].google_pub_sub": _CONSUMER_TYPE,
+        "consumers[].aws_sqs": _CONSUMER_TYPE,
+        "consumers[].azure_service_bus": _CONSUMER_TYPE,
+        **{f"consumers[].redis_stream.{option}": _CONSUMER_REDIS for option in _CONSUMER_REDIS_OPTIONS},
         "uni_grpc": "use uni_websocket, uni_sse or uni_http_stream",
         "webtransport": "use websocket",
         "opentelemetry": "use the Prometheus metrics (prometheus.enabled)",
@@ -80,8 +138,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         # transports, metrics, node
         "websocket.write_timeout": _WRITES,
         "uni_websocket.write_timeout": _WRITES,
-        "websocket.compression_min_size": "websocket.compression is not supported",
-        "websocket.compression_level": "websocket.compression is not supported",
         "websocket.read_buffer_size": _BUFFERS,
         "websocket.write_buffer_size": _BUFFERS,
         "websocket.use_write_buffer_pool": _BUFFERS,
@@ -94,6 +150,7 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "uni_http_stream.connect_code_to_http_response": "a refused connect ends with a disconnect push",
         "prometheus.instrument_http_handlers": "per-handler HTTP metrics are not exported",
         "node.info_metrics_aggregate_interval": "node gauges are computed on each scrape",
+        **V6_9_UNSUPPORTED,
     }
 )
 """Option path (or section) -> what to do instead."""
@@ -104,7 +161,9 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
         "subscription_type": "no map subscriptions: stream subscriptions only",
         "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
-        "shared_poll": "no shared polling: publish changes through the server API",
+        "shared_poll": _NO_SHARED_POLL,
+        "map_clients_presence_channel_prefix": _NO_MAP,
+        "map_users_presence_channel_prefix": _NO_MAP,
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)
@@ -142,13 +201,14 @@ def env_advice(name: str, supported: Mapping[str, object] | None = None) -> tupl
     if supported is not None and name in supported:
         return None
     for option, advice in UNSUPPORTED_CHANNEL_OPTIONS.items():
+        # An option that is a section (map, shared_poll) covers its sub-options' variables.
         suffix = "_" + option.upper()
-        if name == _WITHOUT_NAMESPACE_ENV + option.upper():
+        without = _WITHOUT_NAMESPACE_ENV + option.upper()
+        if name == without or name.startswith(without + "_"):
             return f"channel.without_namespace.{option}", advice
-        if (
-            name.startswith(_NAMESPACES_ENV)
-            and name.endswith(suffix)
-            and len(name) > len(_NAMESPACES_ENV + suffix)
+        rest = name[len(_NAMESPACES_ENV) :]
+        if name.startswith(_NAMESPACES_ENV) and (
+            (rest.endswith(suffix) and len(rest) > len(suffix)) or suffix + "_" in rest[1:]
         ):
             return f"channel.namespaces[].{option}", advice
     best: tuple[str, str] | None = None

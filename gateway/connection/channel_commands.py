@@ -30,7 +30,7 @@ from gateway.protocol.messages import (
     PresenceStatsResult,
     PublishRequest,
 )
-from gateway.protocol.session import Subscription
+from gateway.protocol.subscription import Subscription
 
 __all__ = ["Requester", "history", "options", "presence", "publish"]
 

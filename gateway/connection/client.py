@@ -2,12 +2,14 @@
 around a sans-I/O ``Session`` (gateway/protocol/session.py) and the pure ``policy`` (PROTOCOL.md
 §1–§5).
 
-The Session decides protocol state (ordering, pings, expiry, the subscription table) and encodes
-through the connection's codec; the policy decides permissions, token claims and positioning;
+The Session decides protocol state (ordering, pings, expiry, the subscription table and every
+subscription's state, changed only through its transitions) and encodes through the
+connection's codec; the policy decides permissions, token claims and positioning;
 this module carries their outcomes out against the Node and the Transport: connect, refresh,
 publish/history/presence/RPC, disconnect. The life of each channel subscription (establish, go
-live, deliver, release) is gateway/connection/subscriptions.py's, which reaches this driver only through its
-``Driver`` protocol. Errors are translated to the wire here, once.
+live, release) is gateway/connection/subscriptions.py's, its deliveries gateway/connection/delivery.py's
+``Fanout``; they reach this driver only through their protocols (``Driver``, ``Receiver``), as
+the stream subscriptions do (``StreamConn``). Errors are translated to the wire here, once.
 
 Commands of a connection run strictly in order on one task that exists only while commands are
 pending. Outgoing replies and pushes are queued and written with ONE transport write per event
@@ -66,15 +68,9 @@ from gateway.protocol.messages import (
     SubscribeRequest,
     UnsubscribeRequest,
 )
-from gateway.protocol.session import (
-    Action,
-    Execute,
-    ExpireSubscription,
-    SendPing,
-    Session,
-    SessionConfig,
-    Subscription,
-)
+from gateway.protocol.session import Action, Execute, ExpireSubscription, SendPing, Session, SessionConfig
+from gateway.protocol.subscription import Subscription
+from gateway.proxy.caller import Proxies
 
 log = logging.getLogger("taskcast.gateway.client")
 _internal_log = LogLimiter(log)
@@ -137,7 +133,8 @@ class Connect(Protocol):
 class Client:
     """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
     node and cluster use it as a ``gateway.hub.Connection`` (its channel-level members hand over
-    to ``Subscriptions``, one call each); ``Subscriptions`` uses it as its ``Driver``."""
+    to ``Subscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
+    uses it as its ``Driver``."""
 
     def __init__(
         self,
@@ -197,7 +194,10 @@ class Client:
         self._after_reply: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
-        self.streams = StreamSubscriptions(self)  # channel.proxy.subscribe_stream
+        proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
+        self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
+            self, proxies if isinstance(proxies, Proxies) else None
+        )
         self.subscriptions = Subscriptions(
             self,
             node,
@@ -208,6 +208,7 @@ class Client:
             clock=clock,
             streams=self.streams,
         )
+        self.fanout = self.subscriptions.fanout
         node.connecting.add(self)
         self._rearm()
 
@@ -401,6 +402,9 @@ class Client:
     def subscription(self, channel: str) -> Subscription | None:
         return self.subscriptions.get(channel)
 
+    def update_channel_info(self, sub: Subscription, info: bytes) -> None:
+        self.session.update_channel_info(sub, info)
+
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         await self.subscriptions.unsubscribe(channel, push)
 
@@ -456,19 +460,19 @@ class Client:
             self.conn_info = grant.info
         return self.session.refresh_result(self.clock())
 
-    # --- gateway.hub.Connection: the channel-level members are the subscriptions' -----------
+    # --- gateway.hub.Connection: the channel-level members are the fan-out's and subscriptions' --
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
-        self.subscriptions.on_publication(channel, pub, epoch, push)  # the fan-out hot path
+        self.fanout.on_publication(channel, pub, epoch, push)  # the fan-out hot path
 
     def direct_target(self, channel: str) -> DirectTarget | None:
-        return self.subscriptions.direct_target(channel)  # when the hub snapshots its fan-out
+        return self.fanout.direct_target(channel)  # when the hub snapshots its fan-out
 
     def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
-        self.subscriptions.on_join_leave(channel, key, push)
+        self.fanout.on_join_leave(channel, key, push)
 
     def check_position(self, channel: str, top: StreamPosition) -> None:
-        self.subscriptions.check_position(channel, top)
+        self.fanout.check_position(channel, top)
 
     def subscribe_server_side(
         self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None

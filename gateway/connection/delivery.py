@@ -1,5 +1,13 @@
-"""Per-subscription shaping of publications: the tags filter (subscribe ``tf``) and fossil delta
+"""Delivery of publications to one connection's subscriptions: the hub's fan-out callbacks
+(``Fanout``), and per-subscription shaping: the tags filter (subscribe ``tf``) and fossil delta
 compression (subscribe ``delta: "fossil"``), as Centrifugo v6 does them.
+
+* ``Fanout`` classifies each live publication for the connection's subscription to its channel
+  (gateway/protocol/subscription.py): buffered by the Session while subscribing, queued as the
+  shared push in the common case, else position-checked (a duplicate is dropped, a gap or
+  another epoch is insufficient state: unsubscribe 2500 or, server-side, disconnect 3010) and
+  shaped. It assigns no subscription state: it asks the Session (``buffer``) and the
+  subscription's own per-delivery checks.
 
 * Tags filter: allowed by the namespace option ``allow_tags_filter``; validated once at subscribe
   (gateway/protocol/tags_filter.py); live and recovered publications whose tags do not match are
@@ -13,21 +21,25 @@ compression (subscribe ``delta: "fossil"``), as Centrifugo v6 does them.
   exactly that one. The first publication after subscribe (and after recovery) is full. Both
   forms are computed ONCE per publication, on its ``SharedPush``, not per connection.
 
-Imports the hub's ``SharedPush`` and the pure protocol modules only.
+Imports the hub's fan-out types and the pure protocol modules only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import orjson
 
 from gateway.config.schema import ChannelOptions
 from gateway.errors import CommandError, DisconnectError
-from gateway.hub import SharedPush
+from gateway.hub import DirectTarget, Queue, SharedPush
 from gateway.protocol import codec, codes, fossil
 from gateway.protocol.codec import JSON, Codec
-from gateway.protocol.messages import Publication
+from gateway.protocol.messages import Publication, StreamPosition
 from gateway.protocol.protobuf import codec as protobuf_codec
-from gateway.protocol.session import Subscription
+from gateway.protocol.session import Session
+from gateway.protocol.subscription import Buffered, Delivery, Subscription, SubState
 from gateway.protocol.tags_filter import FilterError, TagsFilter, parse
 
 DELTA_TYPES = ("fossil",)
@@ -158,5 +170,126 @@ def delta_push(sub: Subscription, pub: Publication, push: SharedPush, wire: Code
         and sub.delta_base == (prev[0], prev[1])
     ):
         chosen = forms.delta()
-    sub.delta_base = (pub.offset, push.epoch) if pub.offset else None
+    sub.delta_sent(pub.offset, push.epoch)
     return chosen if chosen is not None else forms.full()
+
+
+_SUBSCRIBED, _SUBSCRIBING = SubState.SUBSCRIBED, SubState.SUBSCRIBING
+"""Enum members as module constants for the per-delivery path (a member lookup on an enum class
+costs ~10 plain name lookups on Python 3.11)."""
+
+
+class Receiver(Protocol):
+    """What the fan-out needs of its connection's driver (gateway/connection/client.py): its
+    wire encoding, and the two ways a subscription that lost messages ends."""
+
+    codec: Codec
+
+    def disconnect(self, disconnect: codes.Disconnect) -> None: ...
+
+    def spawn(self, job: Callable[[], Awaitable[object]]) -> None: ...
+
+
+class Fanout:
+    """The hub's delivery callbacks for one connection's subscriptions (the channel-level
+    members of ``gateway.hub.Connection``; the connection hands over, one call each).
+
+    Args:
+        driver: The connection's driver.
+        session: The connection's Session (the subscription table).
+        send_queue: Where deliveries are queued.
+        unsubscribe: Ends a client-side subscription with an ``unsubscribe`` push (run in
+            command order through ``driver.spawn``).
+    """
+
+    __slots__ = ("_closed", "_codec", "_driver", "_send_queue", "_session", "_unsubscribe")
+
+    def __init__(
+        self,
+        driver: Receiver,
+        session: Session,
+        send_queue: Queue,
+        unsubscribe: Callable[[str, codes.Unsubscribe], Awaitable[None]],
+    ) -> None:
+        self._driver = driver
+        self._codec = driver.codec
+        self._session = session
+        self._send_queue = send_queue
+        self._unsubscribe = unsubscribe
+        self._closed = False
+
+    def close(self) -> None:
+        """The connection is gone: deliver nothing more."""
+        self._closed = True
+
+    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
+        """A live publication (hot path: runs once per subscriber of each publication)."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is None or self._closed:
+            return
+        if sub.state is _SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
+            self._send_queue.put(push.payload, push)  # the common case, kept short
+            return
+        if sub.state is _SUBSCRIBING:
+            self._session.buffer(sub, pub, epoch, push)
+            return
+        verdict = sub.check_position(pub.offset, epoch)
+        if verdict is Delivery.DELIVER:
+            self._deliver(sub, pub, push)
+        elif verdict is Delivery.INSUFFICIENT_STATE:
+            self._insufficient_state(sub)
+
+    def deliver_buffered(self, sub: Subscription, buffered: list[Buffered]) -> None:
+        """What ``Session.go_live`` handed out for ``sub``, in order, each position-checked;
+        insufficient state stops it."""
+        for pub, epoch, push in buffered:
+            verdict = sub.check_position(pub.offset, epoch)
+            if verdict is Delivery.DELIVER:
+                self._deliver(sub, pub, push)
+            elif verdict is Delivery.INSUFFICIENT_STATE:
+                self._insufficient_state(sub)
+                return
+
+    def direct_target(self, channel: str) -> DirectTarget | None:
+        """What the hub needs to queue ``channel``'s pushes itself (gateway/hub.py's direct
+        fan-out): the live subscription table (read-only), the subscription and the send queue,
+        while the subscription is live and needs no per-delivery check (position, delta, tags
+        filter)."""
+        subs = self._session.subscriptions
+        sub = subs.get(channel)
+        if sub is None or self._closed or sub.state is not _SUBSCRIBED:
+            return None
+        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._send_queue)
+
+    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
+        """Queue a publication that passed the position check: unless the tags filter drops it,
+        as the shared push or (delta subscriptions) its delta / escaped form."""
+        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
+            return
+        if sub.delta:
+            push = delta_push(sub, pub, push, self._codec)
+        self._send_queue.put(push.payload, push)
+
+    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
+        """A join/leave push: sent to subscriptions that asked for them, once live."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is not None and sub.push_join_leave and sub.state is _SUBSCRIBED:
+            self._send_queue.put(push.payload, push)
+
+    def check_position(self, channel: str, top: StreamPosition) -> None:
+        """The channel's stream top: a live positioned subscription behind it (or on another
+        epoch) lost messages."""
+        sub = self._session.subscriptions.get(channel)
+        if sub is None or not sub.positioned or sub.state is not _SUBSCRIBED or self._closed:
+            return
+        if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
+            self._insufficient_state(sub)
+
+    def _insufficient_state(self, sub: Subscription) -> None:
+        """Message loss detected on a subscription (§3.2): a client-side one is unsubscribed
+        (2500, in command order), a server-side one cannot be, so the connection goes (3010)."""
+        if sub.server_side:
+            self._driver.disconnect(codes.DISCONNECT_INSUFFICIENT_STATE)
+        else:
+            channel, unsubscribe = sub.channel, self._unsubscribe
+            self._driver.spawn(lambda: unsubscribe(channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))

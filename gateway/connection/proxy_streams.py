@@ -11,8 +11,12 @@ client with 2000 (clean end) or 2500 (stream error), as Centrifugo does. Over a 
 stream the client's ``publish`` to that channel is written into the stream instead of being
 published.
 
-``StreamSubscriptions`` holds one connection's streams; the client driver calls ``subscribe``,
-``release``, ``publish`` and ``close`` and nothing else. Presence is kept for stream subscriptions;
+``StreamSubscriptions`` holds one connection's streams, and only them: the subscription state
+(the Session's table, presence, metrics) is gateway/connection/subscriptions.py's, which ``open``s
+a stream, ``attach``es it to the subscription it entered (or ``cancel``s it), ``start``s it once
+live and ``release``s it; the driver writes client publishes into it (``publish``) and ``close``s
+them all. The connection is reached through ``StreamConn`` only: who asks, where the stream's
+publications are queued, how its end unsubscribes. Presence is kept for stream subscriptions;
 join/leave messages are not emitted (they travel through the hub).
 """
 
@@ -28,42 +32,32 @@ from typing import TYPE_CHECKING, Any, Protocol
 import grpc
 
 from gateway.errors import CommandError, DisconnectError
-from gateway.protocol import codes, policy
-from gateway.protocol.messages import Publication, PublishRequest, SubscribeRequest, SubscribeResult
-from gateway.protocol.session import Subscription, SubState
+from gateway.protocol import codes
+from gateway.protocol.messages import Publication, PublishRequest, SubscribeRequest
+from gateway.protocol.subscription import Subscription
 from gateway.proxy import proxy_pb2 as pb
 from gateway.proxy.caller import Proxies, Proxy
 from gateway.proxy.grpc import GrpcProxyTransport, request_message, to_plain
-from gateway.proxy.replies import ProxyFailure, parse_reply, subscribe_grant
+from gateway.proxy.replies import ProxyFailure, SubscribeGrant, parse_reply, subscribe_grant
 
 if TYPE_CHECKING:
     from gateway.channels import ChannelRules
-    from gateway.connection.authorization import Authorizer, Caller
-    from gateway.connection.sendqueue import SendQueue
-    from gateway.node import Node
+    from gateway.connection.authorization import Caller
     from gateway.protocol.codec import Codec
-    from gateway.protocol.messages import ClientInfo
-    from gateway.protocol.session import Session
 
 
-class StreamOwner(Protocol):
-    """What this module uses of its connection (``gateway.connection.client.Client``)."""
+class StreamConn(Protocol):
+    """What a stream uses of its connection (``gateway.connection.client.Client``)."""
 
-    authorizer: Authorizer
-    node: Node
-    session: Session
-    codec: Codec
-    send_queue: SendQueue
     client_id: str
-    name: str
-    clock: Callable[[], float]
+    codec: Codec
 
     @property
     def closed(self) -> bool: ...
 
     def caller(self) -> Caller: ...
 
-    def client_info(self, sub: Subscription | None = None) -> ClientInfo: ...
+    def send(self, payload: bytes) -> None: ...
 
     def spawn(self, job: Callable[[], Awaitable[object]]) -> None: ...
 
@@ -77,43 +71,61 @@ KIND = "subscribe_stream"
 
 @dataclass(slots=True)
 class _Stream:
+    """One backend stream: opened and answered (``grant``), then attached to its subscription."""
+
+    owner: StreamSubscriptions
     call: Any
     """The grpcio aio call (unary-stream or stream-stream)."""
-    sub: Subscription
+    grant: SubscribeGrant
     bidirectional: bool
+    sub: Subscription | None = None
     reader: asyncio.Task[None] | None = None
     closing: bool = False
 
+    def attach(self, sub: Subscription) -> None:
+        """Bind the stream to the subscription entered for it (its channel's stream now)."""
+        self.sub = sub
+        self.owner.open[sub.channel] = self
+
+    def cancel(self) -> None:
+        """Cancel the call (and its reader); idempotent."""
+        self.closing = True
+        self.call.cancel()
+        if self.reader is not None and not self.reader.done():
+            self.reader.cancel()
+
 
 class StreamSubscriptions:
-    """The stream subscriptions of one connection (channel -> open backend stream)."""
+    """The backend streams of one connection's stream subscriptions (channel -> stream).
 
-    def __init__(self, client: StreamOwner) -> None:
-        self.client = client
+    Args:
+        conn: The connection.
+        proxies: The configured proxies (None: no proxy, a stream subscribe is answered 108).
+    """
+
+    def __init__(self, conn: StreamConn, proxies: Proxies | None) -> None:
+        self.conn = conn
+        self.proxies = proxies
         self.open: dict[str, _Stream] = {}
 
     def _proxy(self, channel: str) -> Proxy:
-        proxies = getattr(self.client.authorizer, "proxies", None)
-        proxy = proxies.for_channel(KIND, channel) if isinstance(proxies, Proxies) else None
+        proxy = self.proxies.for_channel(KIND, channel) if self.proxies is not None else None
         if proxy is None or proxy.protocol != "grpc":
             raise CommandError(codes.ERROR_NOT_AVAILABLE)
         return proxy
 
-    async def subscribe(
-        self, req: SubscribeRequest, rules: ChannelRules
-    ) -> tuple[SubscribeResult, Callable[[], None]]:
-        """Open the stream and read its first message. Returns the subscribe result and the
-        callback that starts delivery once the reply is queued.
+    async def open_stream(self, req: SubscribeRequest, rules: ChannelRules) -> _Stream:
+        """Open the stream and read its first message, which answers the subscribe: the
+        returned stream carries the grant and is not attached yet.
 
         Raises:
             CommandError: the backend's ``error``, or 100 when the stream fails or is silent.
             DisconnectError: the backend's ``disconnect``.
         """
-        client = self.client
         channel = req.channel
         proxy = self._proxy(channel)
         bidi = rules.options.subscribe_stream_proxy_bidirectional
-        who = client.caller()
+        who = self.conn.caller()
         request = proxy.base(KIND, client=who.who.client, transport=who.transport, protocol=who.protocol)
         request.update({"user": who.who.user, "channel": channel})
         if req.token:
@@ -149,30 +161,7 @@ class StreamSubscriptions:
         except BaseException:
             call.cancel()
             raise
-        if client.closed or channel in client.session.subscriptions:  # the connection moved on
-            call.cancel()
-            raise CommandError(codes.ERROR_ALREADY_SUBSCRIBED)
-        flags = policy.subscription_flags(rules.options, who.who, policy.Asks(), grant.override)
-        sub = Subscription(channel=channel, namespace=rules.namespace, presence=flags.presence)
-        sub.chan_info = grant.info
-        sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
-        if sub.presence:
-            try:
-                await client.node.presence.add(channel, client.client_id, client.client_info(sub))
-            except BaseException:  # an engine failure: answered by the driver, no stream left open
-                call.cancel()
-                raise
-        stream = _Stream(call, sub, bidi)
-        client.session.add_subscription(sub)
-        self.open[channel] = stream
-        client.node.metrics.subscriptions_accepted.labels(client.name, "").inc()
-        client.session.schedule_sub_expiry(sub)
-        result = SubscribeResult(
-            expires=sub.expire_at is not None,
-            ttl=policy.expiry_ttl(sub.expire_at, client.clock()) if sub.expire_at is not None else 0,
-            data=grant.data,
-        )
-        return result, lambda: self._go_live(stream)
+        return _Stream(self, call, grant, bidi)
 
     async def _open(
         self, proxy: Proxy, request: dict[str, Any], headers: Any, bidi: bool
@@ -206,16 +195,15 @@ class StreamSubscriptions:
             raise ProxyFailure("malformed", "the stream's first message is no subscribe_response")
         return call, first
 
-    def _go_live(self, stream: _Stream) -> None:
-        """The subscribe reply is queued: start delivering the stream's publications."""
-        if self.open.get(stream.sub.channel) is not stream or stream.closing:
+    def start(self, sub: Subscription) -> None:
+        """``sub`` is live (its subscribe reply is queued): deliver its stream's publications."""
+        stream = self.open.get(sub.channel)
+        if stream is None or stream.sub is not sub or stream.closing or stream.reader is not None:
             return
-        stream.sub.state = SubState.SUBSCRIBED
-        stream.reader = asyncio.get_running_loop().create_task(self._read(stream))
+        stream.reader = asyncio.get_running_loop().create_task(self._read(stream, sub.channel))
 
-    async def _read(self, stream: _Stream) -> None:
-        client = self.client
-        channel = stream.sub.channel
+    async def _read(self, stream: _Stream, channel: str) -> None:
+        client = self.conn
         codec = client.codec
         end = codes.UNSUBSCRIBE_SERVER
         try:
@@ -226,7 +214,7 @@ class StreamSubscriptions:
                 if not message.HasField("publication") or client.closed:
                     continue
                 pub = message.publication
-                client.send_queue.put(
+                client.send(
                     codec.encode_publication(channel, Publication(pub.data, tags=dict(pub.tags) or None))
                 )
         except grpc.aio.AioRpcError as exc:
@@ -250,27 +238,18 @@ class StreamSubscriptions:
             raise CommandError(codes.ERROR_INTERNAL) from None
         return True
 
-    async def release(self, sub: Subscription) -> bool:
-        """Cancel the stream of an ended subscription and drop its presence. False: ``sub``
-        is no stream subscription (the driver releases it from the hub)."""
+    def release(self, sub: Subscription) -> bool:
+        """Cancel the stream of an ended subscription. False: ``sub`` has no stream (it is
+        released from the hub)."""
         stream = self.open.get(sub.channel)
         if stream is None or stream.sub is not sub:
             return False
         del self.open[sub.channel]
-        self._cancel(stream)
-        if sub.presence:
-            await self.client.node.presence.remove(sub.channel, self.client.client_id)
+        stream.cancel()
         return True
 
     def close(self) -> None:
         """The connection is gone: cancel every stream now (``release`` still runs per
-        subscription and drops the presence)."""
+        subscription)."""
         for stream in self.open.values():
-            self._cancel(stream)
-
-    @staticmethod
-    def _cancel(stream: _Stream) -> None:
-        stream.closing = True
-        stream.call.cancel()
-        if stream.reader is not None and not stream.reader.done():
-            stream.reader.cancel()
+            stream.cancel()

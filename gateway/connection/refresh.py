@@ -18,7 +18,7 @@ from gateway.connection.authorization import Authorizer, Caller
 from gateway.errors import DisconnectError
 from gateway.protocol import codes
 from gateway.protocol.messages import SubRefreshRequest
-from gateway.protocol.session import Subscription
+from gateway.protocol.subscription import Subscription
 
 
 class Conn(Protocol):
@@ -40,6 +40,10 @@ class Conn(Protocol):
     def caller(self) -> Caller: ...
 
     def subscription(self, channel: str) -> Subscription | None: ...
+
+    def update_channel_info(self, sub: Subscription, info: bytes) -> None:
+        """New channel info for ``sub`` (nothing when it is no longer subscribed)."""
+        ...
 
 
 class ServerRefresher:
@@ -109,5 +113,5 @@ class ServerRefresher:
             await conn.unsubscribe(channel, codes.UNSUBSCRIBE_EXPIRED)
             return
         if grant.info is not None:
-            sub.chan_info = grant.info
+            conn.update_channel_info(sub, grant.info)
         self.subscription(channel, grant.expire_at)

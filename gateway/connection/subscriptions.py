@@ -4,20 +4,25 @@
 The seam: gateway/connection/client.py drives ONE connection (I/O, its timer, command order, connect,
 refresh, disconnect); this module owns the life of each channel subscription on it: establish
 (client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
-server API ``subscribe``), go live once the reply or push is queued, deliver (the fan-out hot
-path, joins/leaves, stream-top checks, insufficient state), ``sub_refresh``, and release
-(unsubscribe by client, server API, expiry or insufficient state; connection close).
+server API ``subscribe``; streamed by the backend), go live once the reply or push is queued,
+``sub_refresh``, and release (unsubscribe by client, server API, expiry or insufficient state;
+connection close). Delivery in between (the fan-out hot path, joins/leaves, stream-top checks,
+insufficient state) is its ``fanout``'s (gateway/connection/delivery.py).
 
-The subscription table itself (limits, per-namespace counts, expiry deadlines) is the
-``Session``'s pure state; the permissions and flags are the pure ``policy``'s; this module
-carries their outcomes out against the ``Node`` and the connection's ``SendQueue``, and reaches the
-driver only through ``Driver``. It logs to the connection's logger.
+The subscription table and every subscription's state (limits, per-namespace counts, expiry
+deadlines, SUBSCRIBING → SUBSCRIBED → UNSUBSCRIBED, positions, buffers) are the ``Session``'s pure
+state: this module asks it for each transition (``add_subscription``, ``buffer``, ``position``,
+``go_live``, ``extend_subscription``, ``remove_subscription``) and assigns none of it. The
+permissions and flags are the pure ``policy``'s; this module carries their outcomes out against
+the ``Node`` and the connection's ``SendQueue``, and reaches the driver only through ``Driver``
+and the backend streams only through ``StreamHook``. It logs to the connection's logger.
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
 recovered history by offset (``Node.position``), the reply is written, and only then do the
-remaining buffered publications go out (``_go_live``). Nothing is lost, nothing is sent twice,
-and the reply always precedes the channel's publications.
+remaining buffered publications go out (``Session.go_live`` hands them over, ``Fanout``
+delivers them). Nothing is lost, nothing is sent twice, and the reply always precedes the
+channel's publications.
 
 Imports no transport and not gateway/connection/client.py (tests/test_layering.py).
 """
@@ -32,26 +37,26 @@ from typing import Protocol
 from gateway.channels import ChannelRules, resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.connection.authorization import Authorizer, Caller
-from gateway.connection.delivery import delta_push, negotiate_delta, recovered_for, subscription_filter
+from gateway.connection.delivery import Fanout, negotiate_delta, recovered_for, subscription_filter
 from gateway.connection.personal import evict_other_connections, personal_channel
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import SendQueue
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError, GatewayError
-from gateway.hub import Connection, DirectTarget, SharedPush
+from gateway.hub import Connection
 from gateway.node import Node
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ClientInfo,
-    Publication,
-    StreamPosition,
     SubRefreshRequest,
     SubRefreshResult,
     SubscribeRecovery,
     SubscribeRequest,
     SubscribeResult,
 )
-from gateway.protocol.session import Delivery, Session, State, Subscription, SubState
+from gateway.protocol.session import Session, State
+from gateway.protocol.subscription import Subscription, SubState
+from gateway.proxy.replies import SubscribeGrant
 
 log = logging.getLogger("taskcast.gateway.client")
 
@@ -85,15 +90,30 @@ class Driver(Connection, Protocol):
     def after_reply(self, callback: Callable[[], None]) -> None: ...
 
 
+class OpenStream(Protocol):
+    """A backend stream opened for a subscribe, its first message read (the ``grant``), and
+    not yet bound to a subscription: ``attach`` it to the subscription entered for it, or
+    ``cancel`` it."""
+
+    grant: SubscribeGrant
+
+    def attach(self, sub: Subscription) -> None: ...
+
+    def cancel(self) -> None: ...
+
+
 class StreamHook(Protocol):
     """Subscriptions the application backend streams (``channel.proxy.subscribe_stream``,
-    gateway/connection/proxy_streams.py): not in the hub, broker or history."""
+    gateway/connection/proxy_streams.py): not in the hub, broker or history. This module keeps
+    their subscription state (the Session's table, presence, metrics); the hook keeps the
+    streams: ``open_stream``, ``start`` reading it once its subscription is live, ``release`` it
+    (False: ``sub`` has no stream)."""
 
-    async def subscribe(
-        self, req: SubscribeRequest, rules: ChannelRules
-    ) -> tuple[SubscribeResult, Callable[[], None]]: ...
+    async def open_stream(self, req: SubscribeRequest, rules: ChannelRules) -> OpenStream: ...
 
-    async def release(self, sub: Subscription) -> bool: ...
+    def start(self, sub: Subscription) -> None: ...
+
+    def release(self, sub: Subscription) -> bool: ...
 
 
 def channel_rules(settings: Settings, channel: str) -> ChannelRules:
@@ -115,7 +135,7 @@ class Subscriptions:
         driver: The connection's driver.
         node: The node (hub, broker, presence, metrics, settings).
         session: The connection's Session: it holds the table, limits and expiry deadlines.
-        send_queue: Where deliveries are queued (directly: the hot path).
+        send_queue: Where deliveries are queued (by ``fanout``, the hub's callbacks).
         authorizer: Decides subscribe and sub_refresh.
         refresher: The connection's server-side refresh timers (a subscription's is armed at
             subscribe and cancelled at unsubscribe).
@@ -132,10 +152,10 @@ class Subscriptions:
         "_driver",
         "_node",
         "_refresher",
-        "_send_queue",
         "_session",
         "_settings",
         "_streams",
+        "fanout",
     )
 
     def __init__(
@@ -154,12 +174,13 @@ class Subscriptions:
         self._node = node
         self._settings = node.settings
         self._session = session
-        self._send_queue = send_queue
         self._codec = driver.codec
         self._authorizer = authorizer
         self._refresher = refresher
         self._clock = clock
         self._closed = False
+        self.fanout = Fanout(driver, session, send_queue, self.unsubscribe)
+        """The hub's delivery callbacks for these subscriptions (gateway.hub.Connection)."""
 
     def get(self, channel: str) -> Subscription | None:
         return self._session.subscriptions.get(channel)
@@ -193,9 +214,7 @@ class Subscriptions:
             raise CommandError(error)
         self._check_limits(channel, rules)
         if opts.subscribe_stream_proxy_enabled and self._streams is not None:  # the backend streams it
-            result, go_live = await self._streams.subscribe(req, rules)
-            self._driver.after_reply(go_live)
-            return result
+            return await self._subscribe_stream(self._streams, req, rules)
         grant = await self._authorizer.subscribe(self._driver.caller(), req, rules)
         self._check_limits(channel, rules)  # the authorisation awaited
         flags = policy.subscription_flags(
@@ -204,15 +223,22 @@ class Subscriptions:
             policy.Asks(req.recoverable, req.positioned, req.join_leave),
             grant.override,
         )
-        sub = _new_subscription(channel, rules, flags, server_side=False)
+        expire_at: float | None = None
         if grant.expire_at is not None and self._authorizer.server_side_sub_refresh(channel):
             self._refresher.subscription(channel, grant.expire_at)
-        else:
-            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
-        sub.chan_info = grant.info
-        if req.tf is not None:
-            sub.tags_filter = subscription_filter(opts, req.tf)
-        sub.delta = negotiate_delta(opts, req.delta, filtered=sub.tags_filter is not None)
+        elif grant.expire_at is not None:
+            expire_at = float(grant.expire_at)
+        tags_filter = subscription_filter(opts, req.tf) if req.tf is not None else None
+        sub = _new_subscription(
+            channel,
+            rules,
+            flags,
+            server_side=False,
+            expire_at=expire_at,
+            chan_info=grant.info,
+            tags_filter=tags_filter,
+            delta=negotiate_delta(opts, req.delta, filtered=tags_filter is not None),
+        )
         result = await self._establish(
             sub,
             opts,
@@ -222,6 +248,52 @@ class Subscriptions:
         )
         self._driver.after_reply(lambda: self._go_live(sub))
         return result
+
+    async def _subscribe_stream(
+        self, streams: StreamHook, req: SubscribeRequest, rules: ChannelRules
+    ) -> SubscribeResult:
+        """A subscription the backend streams: open the stream (its first message answers the
+        subscribe), enter the subscription, add presence; it goes live (the stream is read)
+        once the reply is queued. Nothing is left open on a failure.
+
+        Raises:
+            CommandError: the backend's error; 100 when the stream fails or is silent; 105 when
+                the connection subscribed or closed meanwhile.
+            DisconnectError: the backend's disconnect.
+        """
+        opened = await streams.open_stream(req, rules)
+        grant, channel, driver = opened.grant, req.channel, self._driver
+        try:
+            if self._closed or channel in self._session.subscriptions:  # the connection moved on
+                raise CommandError(codes.ERROR_ALREADY_SUBSCRIBED)
+            flags = policy.subscription_flags(rules.options, driver.who(), policy.Asks(), grant.override)
+            sub = Subscription(
+                channel,
+                rules.namespace,
+                presence=flags.presence,
+                expire_at=float(grant.expire_at) if grant.expire_at is not None else None,
+                chan_info=grant.info,
+            )
+            if sub.presence:
+                await self._node.presence.add(channel, driver.client_id, driver.client_info(sub))
+        except BaseException:  # an engine failure too: answered by the driver, no stream left open
+            opened.cancel()
+            raise
+        self._session.add_subscription(sub)
+        opened.attach(sub)
+        self._node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        self._session.schedule_sub_expiry(sub)
+        driver.after_reply(lambda: self._stream_live(streams, sub))
+        return SubscribeResult(
+            expires=sub.expire_at is not None,
+            ttl=policy.expiry_ttl(sub.expire_at, self._clock()) if sub.expire_at is not None else 0,
+            data=grant.data,
+        )
+
+    def _stream_live(self, streams: StreamHook, sub: Subscription) -> None:
+        """The reply to a streamed subscribe is queued: live, the stream is read."""
+        if self._session.go_live(sub) is not None:
+            streams.start(sub)
 
     async def connect_channels(self, granted: Mapping[str, policy.ServerSub]) -> dict[str, policy.ServerSub]:
         """The server-side subscriptions of a connect, before it registers: the granted ones
@@ -271,10 +343,14 @@ class Subscriptions:
         flags = policy.subscription_flags(
             rules.options, self._driver.who(), policy.Asks(), server_sub.override
         )
-        sub = _new_subscription(channel, rules, flags, server_side=True)
-        sub.chan_info = server_sub.info
-        if server_sub.expire_at:
-            sub.expire_at = float(server_sub.expire_at)
+        sub = _new_subscription(
+            channel,
+            rules,
+            flags,
+            server_side=True,
+            expire_at=float(server_sub.expire_at) if server_sub.expire_at else None,
+            chan_info=server_sub.info,
+        )
         return await self._establish(
             sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
         )
@@ -288,8 +364,9 @@ class Subscriptions:
         reject_unrecovered: bool,
         data: bytes | None,
     ) -> SubscribeResult:
-        """Add ``sub`` to the table and the hub, position it, add presence and publish the join.
-        A failure before the position is known leaves nothing subscribed."""
+        """Add ``sub`` to the table and the hub, position it, add presence and publish the join
+        (a server-side subscription's join when it goes live). A failure before the position is
+        known leaves nothing subscribed."""
         node = self._node
         driver = self._driver
         channel = sub.channel
@@ -303,14 +380,14 @@ class Subscriptions:
                 )
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
                     raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
-                sub.offset, sub.epoch = positioned.start.offset, positioned.start.epoch
+                self._session.position(sub, positioned.start.offset, positioned.start.epoch)
         except BaseException:
             if self._session.remove_subscription(channel) is not None:
                 await node.remove_subscriber(channel, driver)
             raise
         if sub.presence:
             await node.presence.add(channel, driver.client_id, driver.client_info(sub))
-        if opts.join_leave:
+        if opts.join_leave and not sub.server_side:
             await node.broker.publish_join(channel, driver.client_info(sub))
         node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
         self._session.schedule_sub_expiry(sub)
@@ -339,18 +416,16 @@ class Subscriptions:
 
     def _go_live(self, sub: Subscription) -> None:
         """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""
-        if self._session.subscriptions.get(sub.channel) is not sub:
+        buffered = self._session.go_live(sub)
+        if buffered is None:
             return
-        buffered, sub.buffer = sub.buffer, []
-        sub.state = SubState.SUBSCRIBED
         self._node.hub.refresh_fanout(sub.channel)
-        for pub, epoch, push in buffered:
-            verdict = sub.check_position(pub.offset, epoch)
-            if verdict is Delivery.DELIVER:
-                self._deliver(sub, pub, push)
-            elif verdict is Delivery.INSUFFICIENT_STATE:
-                self._insufficient_state(sub)
-                return
+        if sub.server_side and channel_rules(self._settings, sub.channel).options.join_leave:
+            # A server-side subscription's join follows the reply (or push) that makes it live,
+            # as Centrifugo orders it: with force_push_join_leave the subscriber gets its own.
+            info = self._driver.client_info(sub)
+            self._driver.spawn(functools.partial(self._node.broker.publish_join, sub.channel, info))
+        self.fanout.deliver_buffered(sub, buffered)
 
     async def sub_refresh(self, req: SubRefreshRequest) -> SubRefreshResult:
         """``sub_refresh`` (§5.4). A token whose exp already passed does not extend the
@@ -365,10 +440,8 @@ class Subscriptions:
             raise CommandError(codes.ERROR_PERMISSION_DENIED)
         grant = await self._authorizer.sub_refresh(self._driver.caller(), req)
         if grant is not None and not grant.expired:
-            sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
-            if grant.info is not None:
-                sub.chan_info = grant.info
-            self._session.schedule_sub_expiry(sub)
+            expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+            self._session.extend_subscription(sub, expire_at, grant.info)
         return self._session.sub_refresh_result(sub, self._clock())
 
     # --- release -------------------------------------------------------------------------------
@@ -387,10 +460,12 @@ class Subscriptions:
 
     async def _release(self, sub: Subscription) -> None:
         """Undo a subscription's node-level effects: hub/broker, presence, leave."""
-        if self._streams is not None and await self._streams.release(sub):
-            return
         node = self._node
         driver = self._driver
+        if self._streams is not None and self._streams.release(sub):  # not in the hub
+            if sub.presence:
+                await node.presence.remove(sub.channel, driver.client_id)
+            return
         await node.remove_subscriber(sub.channel, driver)
         opts = self._settings.channel_options(sub.channel)
         if sub.presence:
@@ -402,6 +477,7 @@ class Subscriptions:
         """The connection is gone: deliver nothing more, forget every subscription and release
         them in the background (idempotent)."""
         self._closed = True
+        self.fanout.close()
         subs = self._session.clear_subscriptions()
         if subs:
             self._node.background(self._release_all(subs))
@@ -409,67 +485,6 @@ class Subscriptions:
     async def _release_all(self, subs: list[Subscription]) -> None:
         for sub in subs:
             await self._release(sub)
-
-    # --- delivery: the hub's fan-out callbacks (gateway.hub.Connection) ------------------------
-
-    def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
-        """A live publication (hot path: runs once per subscriber of each publication)."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is None or self._closed:
-            return
-        if sub.state is _SUBSCRIBED and not (sub.positioned or sub.delta or sub.tags_filter):
-            self._send_queue.put(push.payload, push)  # the common case, kept short
-            return
-        if sub.state is _SUBSCRIBING:
-            sub.buffer.append((pub, epoch, push))
-            return
-        verdict = sub.check_position(pub.offset, epoch)
-        if verdict is Delivery.DELIVER:
-            self._deliver(sub, pub, push)
-        elif verdict is Delivery.INSUFFICIENT_STATE:
-            self._insufficient_state(sub)
-
-    def direct_target(self, channel: str) -> DirectTarget | None:
-        """What the hub needs to queue ``channel``'s pushes itself (gateway/hub.py's direct
-        fan-out): the live subscription table, the subscription and the send queue, while the
-        subscription is live and needs no per-delivery check (position, delta, tags filter)."""
-        subs = self._session.subscriptions
-        sub = subs.get(channel)
-        if sub is None or self._closed or sub.state is not _SUBSCRIBED:
-            return None
-        return None if sub.positioned or sub.delta or sub.tags_filter else (subs, sub, self._send_queue)
-
-    def _deliver(self, sub: Subscription, pub: Publication, push: SharedPush) -> None:
-        """Queue a publication that passed the position check: unless the tags filter drops it,
-        as the shared push or (delta subscriptions) its delta / escaped form."""
-        if sub.tags_filter is not None and not sub.tags_filter.match(pub.tags):
-            return
-        if sub.delta:
-            push = delta_push(sub, pub, push, self._codec)
-        self._send_queue.put(push.payload, push)
-
-    def on_join_leave(self, channel: str, key: str, push: SharedPush) -> None:
-        """A join/leave push: sent to subscriptions that asked for them, once live."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is not None and sub.push_join_leave and sub.state is SubState.SUBSCRIBED:
-            self._send_queue.put(push.payload, push)
-
-    def check_position(self, channel: str, top: StreamPosition) -> None:
-        """The channel's stream top: a live positioned subscription behind it (or on another
-        epoch) lost messages."""
-        sub = self._session.subscriptions.get(channel)
-        if sub is None or not sub.positioned or sub.state is not SubState.SUBSCRIBED or self._closed:
-            return
-        if (sub.epoch and top.epoch != sub.epoch) or top.offset > sub.offset:
-            self._insufficient_state(sub)
-
-    def _insufficient_state(self, sub: Subscription) -> None:
-        """Message loss detected on a subscription (§3.2): a client-side one is unsubscribed
-        (2500, in command order), a server-side one cannot be, so the connection goes (3010)."""
-        if sub.server_side:
-            self._driver.disconnect(codes.DISCONNECT_INSUFFICIENT_STATE)
-        else:
-            self._driver.spawn(lambda: self.unsubscribe(sub.channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
 
     # --- server-side actions (gateway.hub.Connection) ------------------------------------------
 
@@ -514,7 +529,15 @@ class Subscriptions:
 
 
 def _new_subscription(
-    channel: str, rules: ChannelRules, flags: policy.Flags, *, server_side: bool
+    channel: str,
+    rules: ChannelRules,
+    flags: policy.Flags,
+    *,
+    server_side: bool,
+    expire_at: float | None,
+    chan_info: bytes | None,
+    tags_filter: object = None,
+    delta: bool = False,
 ) -> Subscription:
     return Subscription(
         channel=channel,
@@ -524,4 +547,8 @@ def _new_subscription(
         recoverable=flags.recoverable,
         push_join_leave=flags.push_join_leave,
         presence=flags.presence,
+        expire_at=expire_at,
+        chan_info=chan_info,
+        tags_filter=tags_filter,
+        delta=delta,
     )

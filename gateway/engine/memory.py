@@ -110,7 +110,7 @@ class MemoryBroker:
     publishes_inline: ClassVar[bool] = True
     """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
     node publishes through ``publish_now`` (gateway/node.py), and a server API publish may run
-    outside any task (gateway/http/inline.py). A subclass that overrides ``publish`` gets False
+    outside any task (httpwire/inline.py). A subclass that overrides ``publish`` gets False
     (its override is then what every publish goes through) unless it sets the attribute itself."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:

@@ -3,21 +3,21 @@
 ``build_server(settings, served)`` is used by ``taskcast gateway`` (gateway/cli.py), ``taskcast
 up`` (taskcast/up.py) and the benchmarks (which run ``taskcast gateway``). It wires:
 
-* ``GatewayHttpProtocol``: uvicorn's httptools protocol with the two guards every listener needs
-  (Centrifugo's Go server has both): request heads over ``MAX_HEAD_BYTES`` (1 MiB) are refused
-  with 431 before they are buffered, and ``http_server.request_timeout`` bounds how long a
-  connection may take to deliver one whole request (slowloris). WebSocket upgrades pass through
-  it first, so both guards cover the WebSocket handshake too.
+* the HTTP protocol (httpwire/protocol.py, on httptools) with the guards every listener
+  needs (Centrifugo's Go server has them): request heads over ``MAX_HEAD_BYTES`` (1 MiB) are
+  refused with 431 before they are buffered, a declared body past the largest any endpoint
+  accepts (``listener_body_bound``) with 413 before it is read, and ``http_server.request_timeout``
+  bounds how long a connection may take to deliver one whole request (slowloris). WebSocket
+  upgrades pass through it first, so the guards cover the WebSocket handshake too. Server API
+  requests are answered by the protocol itself (httpwire/inline.py).
 * the WebSocket protocol class and the shutdown hook handed over by the composition root
   (gateway/app.py builds them; this module never imports it).
 
-uvicorn's public API is used where it has one (``Config``, ``Server``, ``Config(http=<class>,
-ws=<class>)``). The head bound and the request deadline have no public hook, so
-``GatewayHttpProtocol`` subclasses the private ``HttpToolsProtocol``; pyproject.toml pins
-uvicorn's version range for that reason. Imports nothing from the gateway but config (the TLS
-material of ``http_server.tls`` included), logging_setup and http/inline. With
-``http_server.internal_port`` one server listens on two sockets and ``ListenerSplit`` keeps the
-internal endpoints off the public one.
+Only uvicorn's public API is used: ``Config`` (with ``http=<class>``, ``ws=<class>``) and
+``Server`` (subclassed for the shutdown hook and the owner's signal handling). Imports nothing
+from the gateway but config (the TLS material of ``http_server.tls`` included), logging_setup and
+http. With ``http_server.internal_port`` one server listens on two sockets and ``ListenerSplit``
+keeps the internal endpoints off the public one.
 """
 
 from __future__ import annotations
@@ -28,227 +28,51 @@ import logging
 import socket
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.config.schema import Settings
 from gateway.config.tls import uvicorn_ssl_kwargs
-from gateway.http.inline import InlineHandler, InlineRequests
 from gateway.logging_setup import uvicorn_log_level
+from httpwire.inline import InlineHandler
+from httpwire.protocol import MAX_HEAD_BYTES, HttpProtocol, Limits, bound
 
 logger = logging.getLogger("taskcast.gateway.server")
 
-MAX_HEAD_BYTES = 1 << 20
-"""Largest request head (request line + headers) accepted: Go's ``http.DefaultMaxHeaderBytes``,
-which Centrifugo's HTTP server uses."""
-
-LINGER_SECONDS = 0.5
-"""After refusing a head: how long input is still read (and discarded) before the close."""
-
-
-def _canned(status: bytes, text: bytes) -> bytes:
-    return (
-        b"HTTP/1.1 "
-        + status
-        + b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: "
-        + str(len(text)).encode()
-        + b"\r\nconnection: close\r\n\r\n"
-        + text
-    )
-
-
-REQUEST_TIMEOUT_RESPONSE = _canned(b"408 Request Timeout", b"request timeout")
-HEAD_TOO_LARGE_RESPONSE = _canned(b"431 Request Header Fields Too Large", b"request header fields too large")
-
-
-class GatewayHttpProtocol(HttpToolsProtocol, InlineRequests):
-    """uvicorn's HTTP protocol with a head bound and a request deadline.
-
-    Head bound: httptools buffers a header until its end, and uvicorn keeps every header, so a
-    request with a 512 MiB header would be held whole. The bytes received while a head is
-    incomplete are counted; once they pass ``max_head_bytes`` the request is answered 431 and the
-    connection closed, without feeding the parser further. (A head that ends inside the chunk that
-    crosses the bound is also checked exactly, from the parsed URL and headers.)
-
-    Request deadline: uvicorn has no deadline for receiving a request (its keep-alive timer only
-    runs between requests), so a socket that drips header bytes, or never finishes a body, would
-    be held forever. ``request_timeout`` arms a deadline when the connection opens and at each
-    request's first byte; it is disarmed when the request is complete (head and body) or handed to
-    the WebSocket protocol (whose own stale timer then applies). On expiry an unfinished head gets
-    408 and the connection is closed; a stalled body is closed (the app sees ``http.disconnect``).
-    Long-lived stream responses are not affected: their request is complete before they start.
-
-    Server API requests are answered inline when ``inline_handler`` is set (gateway/http/inline.py).
-    """
-
-    max_head_bytes: ClassVar[int] = MAX_HEAD_BYTES
-    request_timeout: ClassVar[float] = 0.0
-
-    _request_deadline: asyncio.TimerHandle | None = None
-    _request_open = False
-    """A request's deadline runs (from ``_request_began``); the timer outlives requests."""
-    _request_began = 0.0
-    _head_done = True
-    _head_bytes = 0
-    _head_exact = 0
-    _refused = False
-    _linger: asyncio.TimerHandle | None = None
-
-    def _arm(self) -> None:
-        """Start the deadline of a request (unless one runs). One timer serves many requests:
-        it is created only when none is pending and, when it fires, re-armed for what is left
-        of the open request's deadline (no timer per keep-alive request)."""
-        if self.request_timeout > 0 and not self._request_open:
-            self._request_open = True
-            self._request_began = self.loop.time()
-            if self._request_deadline is None:
-                self._request_deadline = self.loop.call_later(self.request_timeout, self._request_timed_out)
-
-    def _disarm(self) -> None:
-        self._request_open = False
-
-    def _cancel_deadline(self) -> None:
-        self._request_open = False
-        if self._request_deadline is not None:
-            self._request_deadline.cancel()
-            self._request_deadline = None
-
-    def _mine(self) -> bool:
-        transport = self.transport
-        return not (transport is None or transport.is_closing() or transport.get_protocol() is not self)
-
-    def _request_timed_out(self) -> None:
-        self._request_deadline = None
-        if not self._request_open:
-            return
-        left = self._request_began + self.request_timeout - self.loop.time()
-        if left > 0:
-            self._request_deadline = self.loop.call_later(left, self._request_timed_out)
-            return
-        self._request_open = False
-        if not self._mine():
-            return
-        if not self._head_done:
-            self.transport.write(REQUEST_TIMEOUT_RESPONSE)
-        self.transport.close()
-
-    def _refuse_head(self) -> None:
-        self._refused = True
-        self._disarm()
-        if not self._mine():
-            return
-        transport = self.transport
-        transport.write(HEAD_TOO_LARGE_RESPONSE)
-        if transport.can_write_eof():
-            # Closing with unread input makes the kernel send RST, which can destroy the 431
-            # before the peer reads it: half-close, discard the rest for a moment, then close
-            # (what Go's server does for the same reason).
-            transport.write_eof()
-            self._linger = self.loop.call_later(LINGER_SECONDS, transport.close)
-        else:
-            transport.close()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._head_done = False  # a new connection's first request head is pending
-        self._head_bytes = 0
-        self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_deadline()
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
-        super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        if self._refused:
-            return
-        if not self._head_done:
-            self._head_bytes += len(data)
-        super().data_received(data)
-        if not self._refused and not self._head_done and self._head_bytes > self.max_head_bytes:
-            self._refuse_head()
-
-    def on_message_begin(self) -> None:
-        if self._refused:
-            return
-        self._head_done = False
-        self._head_bytes = 0
-        self._head_exact = 0
-        self._arm()
-        super().on_message_begin()
-
-    def on_url(self, url: bytes) -> None:
-        if not self._refused:
-            self._head_exact += len(url)
-            super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._refused:
-            self._head_exact += len(name) + len(value) + 4
-            super().on_header(name, value)
-
-    def on_headers_complete(self) -> None:
-        if self._refused:
-            return
-        self._head_done = True
-        if self._head_exact > self.max_head_bytes:
-            self._refuse_head()  # no ASGI task starts; the parser's later callbacks are ignored
-            return
-        if not self._inline_begin():
-            super().on_headers_complete()
-
-    def _uvicorn_headers_complete(self) -> None:
-        super().on_headers_complete()
-
-    def on_body(self, body: bytes) -> None:
-        if self._refused:
-            return
-        if self._inline_method is not None:
-            self._inline_body(body)
-        else:
-            super().on_body(body)
-
-    def _uvicorn_body(self, body: bytes) -> None:
-        super().on_body(body)
-
-    def on_message_complete(self) -> None:
-        if self._refused:
-            return
-        self._disarm()
-        if self._inline_method is not None:
-            self._inline_complete()
-        else:
-            super().on_message_complete()
-
-    def handle_websocket_upgrade(self) -> None:
-        if self._refused:
-            return
-        self._cancel_deadline()
-        super().handle_websocket_upgrade()
+MAX_BODY_BYTES = 10 * 1024 * 1024
+"""The listener's body bound at least: the server API's own (gateway/api/http.py); a configured
+endpoint bound above it (``max_request_body_size`` of ``emulation`` and the stream transports)
+raises it."""
 
 
 def http_protocol(
     *,
     request_timeout: float,
     max_head_bytes: int = MAX_HEAD_BYTES,
+    max_body_bytes: int = 0,
     inline_handler: InlineHandler | None = None,
     inline_port: int = 0,
-) -> type[GatewayHttpProtocol]:
-    """A ``GatewayHttpProtocol`` class bound to these limits and this inline handler (uvicorn
+) -> type[HttpProtocol]:
+    """The gateway's HTTP protocol class bound to these limits and this inline handler (uvicorn
     builds one per connection)."""
+    limits = Limits(
+        max_head_bytes=max_head_bytes, max_body_bytes=max_body_bytes, request_timeout=request_timeout
+    )
+    return bound(limits, inline_handler=inline_handler, inline_port=inline_port, name="GatewayHttpProtocol")
 
-    class BoundHttpProtocol(GatewayHttpProtocol):
-        pass
 
-    BoundHttpProtocol.request_timeout = request_timeout
-    BoundHttpProtocol.max_head_bytes = max_head_bytes
-    BoundHttpProtocol.inline_handler = inline_handler
-    BoundHttpProtocol.inline_port = inline_port
-    return BoundHttpProtocol
+def listener_body_bound(settings: Settings) -> int:
+    """The largest body any endpoint of this gateway accepts (``MAX_BODY_BYTES`` at least): a
+    declared body past it is answered 413 before it is read."""
+    return max(
+        MAX_BODY_BYTES,
+        settings.emulation.max_request_body_size,
+        settings.http_stream.max_request_body_size,
+        settings.sse.max_request_body_size,
+        settings.uni_sse.max_request_body_size,
+        settings.uni_http_stream.max_request_body_size,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +86,7 @@ class Served:
     internal_prefixes: tuple[str, ...] = ()
     """With ``http_server.internal_port``: the paths served only on the internal listener."""
     inline: InlineHandler | None = None
-    """Requests it routes are answered by the HTTP protocol itself (gateway/http/inline.py)."""
+    """Requests it routes are answered by the HTTP protocol itself (httpwire/inline.py)."""
 
 
 NOT_FOUND = b"not found"
@@ -362,7 +186,7 @@ def build_server(
     ``http_server.tls`` (certificate and key; client certificates required with
     ``client_ca_pem``), the internal listener of ``http_server.internal_address``/
     ``internal_port`` (the same TLS), ``http_server.request_timeout``, ``shutdown.timeout``,
-    the head bound, no access log and no ``server`` header."""
+    the head and body bounds, no access log and no ``server`` header."""
     http = settings.http_server
     app = served.app
     internal = None
@@ -375,6 +199,7 @@ def build_server(
         port=port if port is not None else http.port,
         http=http_protocol(
             request_timeout=http.request_timeout,
+            max_body_bytes=listener_body_bound(settings),
             inline_handler=served.inline,
             inline_port=internal[1] if internal is not None else 0,
         ),

@@ -3,8 +3,10 @@
 ``Session`` owns the protocol state of one connection: command ordering (PROTOCOL.md §1.3),
 the ping/pong cycle (§1.4), connection and subscription expiry (§5.4), the stale-connect
 deadline, and the subscription table with its limits (``client.channel_limit``, the
-per-namespace quota); it decides what each live publication means for a positioned
-subscription (§3.2).
+per-namespace quota). It owns the state of every subscription in that table: other modules ask
+it for a transition (``add_subscription``, ``buffer``, ``position``, ``go_live``,
+``extend_subscription``, ``update_channel_info``, ``remove_subscription``), which refuses what
+the subscription's state does not allow (gateway/protocol/subscription.py has the table).
 
 It does no I/O and reads no clock, in the python-websockets way: frames go in through
 ``receive_frame``, encoded replies and pushes come out of the ``reply``/``error``/``*_push``
@@ -19,9 +21,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from gateway.protocol import codes
 from gateway.protocol.codec import JSON, MAX_FRAME_COMMANDS, Codec, ProtocolError
@@ -36,74 +37,13 @@ from gateway.protocol.messages import (
     SubscribeResult,
 )
 from gateway.protocol.policy import expiry_ttl
+from gateway.protocol.subscription import Buffered, Subscription, SubState, TransitionError
 
 
 class State(IntEnum):
     CONNECTING = 0
     CONNECTED = 1
     CLOSED = 2
-
-
-class SubState(IntEnum):
-    SUBSCRIBING = 0
-    SUBSCRIBED = 1
-
-
-class Delivery(IntEnum):
-    """What to do with a live publication for one subscription."""
-
-    DELIVER = 0
-    SKIP = 1
-    """A stale duplicate (offset already seen): drop silently."""
-    INSUFFICIENT_STATE = 2
-    """A gap or another epoch: the subscriber lost messages (unsubscribe 2500 / disconnect 3010)."""
-
-
-@dataclass(slots=True)
-class Subscription:
-    """One channel subscription of one connection."""
-
-    channel: str
-    namespace: str
-    server_side: bool = False
-    state: SubState = SubState.SUBSCRIBING
-    positioned: bool = False
-    recoverable: bool = False
-    offset: int = 0
-    epoch: str = ""
-    expire_at: float | None = None
-    """Unix seconds when the subscription expires (sub token exp); None = never."""
-    push_join_leave: bool = False
-    presence: bool = False
-    chan_info: bytes | None = None
-    tags_filter: Any = None
-    """A ``tags_filter.TagsFilter``: only matching publications are delivered (None: all)."""
-    delta: bool = False
-    """Fossil delta compression negotiated (gateway/delta.py)."""
-    delta_base: tuple[int, str] | None = None
-    """Position of the last publication delivered to a delta subscription: a delta against the
-    channel's previous publication is sent only when that is this one (None: send full)."""
-    buffer: list[tuple[Publication, str, Any]] = field(default_factory=list)
-    """Live publications (with their epoch and the driver's opaque encoded push) that arrived
-    while the subscribe was reading history."""
-
-    def check_position(self, offset: int, epoch: str) -> Delivery:
-        """Track the stream position of a positioned subscription (§3.2) and classify a live
-        publication. Non-positioned subscriptions, and publications without offset, always
-        deliver."""
-        if not self.positioned or offset == 0:
-            return Delivery.DELIVER
-        if self.epoch and epoch and epoch != self.epoch:
-            return Delivery.INSUFFICIENT_STATE
-        expected = self.offset + 1
-        if offset > expected:
-            return Delivery.INSUFFICIENT_STATE
-        if offset < expected:
-            return Delivery.SKIP
-        self.offset = offset
-        if not self.epoch:
-            self.epoch = epoch
-        return Delivery.DELIVER
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,7 +380,7 @@ class Session:
             self._ping_at = now + cfg.ping_interval
         return due
 
-    # --- subscriptions ----------------------------------------------------------------------
+    # --- subscriptions: the table and its transitions (gateway/protocol/subscription.py) ------
 
     def check_subscribe(self, channel: str, namespace: str, namespace_limit: int) -> codes.Error | None:
         """Limits for a new subscription (checked before any I/O): already subscribed (105),
@@ -454,14 +394,97 @@ class Session:
             return codes.ERROR_DETAIL_SUBSCRIPTION_LIMIT
         return None
 
+    def _current(self, sub: Subscription, transition: str, *allowed: SubState) -> bool:
+        """Whether ``sub`` is still its channel's subscription in the table (False: it left,
+        nothing is to change).
+
+        Raises:
+            TransitionError: it is current but its state is not one of ``allowed``.
+        """
+        if self.subscriptions.get(sub.channel) is not sub:
+            if sub.state is not SubState.UNSUBSCRIBED:
+                raise TransitionError(f"{transition}: {sub.channel!r} is not in this session")
+            return False
+        if sub.state not in allowed:
+            raise TransitionError(f"{transition}: {sub.channel!r} is {sub.state.name}")
+        return True
+
     def add_subscription(self, sub: Subscription) -> None:
+        """Enter a new subscription into the table, SUBSCRIBING: live publications are
+        ``buffer``ed until ``go_live``. The limits are the caller's (``check_subscribe``).
+
+        Raises:
+            TransitionError: the channel has a subscription already, or ``sub`` is not new.
+        """
+        if sub.channel in self.subscriptions or sub.state is not SubState.SUBSCRIBING:
+            raise TransitionError(f"add: {sub.channel!r} is subscribed or {sub.state.name}")
         self.subscriptions[sub.channel] = sub
         self.namespace_counts[sub.namespace] = self.namespace_counts.get(sub.namespace, 0) + 1
 
+    def buffer(self, sub: Subscription, pub: Publication, epoch: str, push: object) -> None:
+        """Keep a live publication (with its epoch and the driver's encoded push) that arrived
+        while ``sub`` is SUBSCRIBING; ``go_live`` hands it out.
+
+        Raises:
+            TransitionError: ``sub`` is live or gone (its publications are delivered or dropped).
+        """
+        if sub.state is not SubState.SUBSCRIBING or self.subscriptions.get(sub.channel) is not sub:
+            raise TransitionError(f"buffer: {sub.channel!r} is {sub.state.name}")
+        sub.buffer.append((pub, epoch, push))
+
+    def position(self, sub: Subscription, offset: int, epoch: str) -> bool:
+        """Set where a positioned subscription starts (the stream top or the recovered
+        position) before it goes live. False: it left the table meanwhile.
+
+        Raises:
+            TransitionError: ``sub`` is live already, or not positioned.
+        """
+        if not self._current(sub, "position", SubState.SUBSCRIBING):
+            return False
+        if not sub.positioned:
+            raise TransitionError(f"position: {sub.channel!r} is not positioned")
+        sub.offset, sub.epoch = offset, epoch
+        return True
+
+    def go_live(self, sub: Subscription) -> list[Buffered] | None:
+        """The subscribe reply (or ``subscribe`` push) is queued: ``sub`` becomes SUBSCRIBED.
+        Returns the publications buffered meanwhile, in arrival order, for the caller to deliver
+        (each through ``check_position``); None: it left the table meanwhile.
+
+        Raises:
+            TransitionError: ``sub`` is live already.
+        """
+        if not self._current(sub, "go_live", SubState.SUBSCRIBING):
+            return None
+        buffered, sub.buffer = sub.buffer, []
+        sub.state = SubState.SUBSCRIBED
+        return buffered
+
+    def extend_subscription(self, sub: Subscription, expire_at: float | None, info: bytes | None) -> bool:
+        """A refreshed subscription (``sub_refresh``): its new expiry (None: never) and, when
+        given, channel info; its expiry deadline is re-armed. False: it left the table."""
+        if not self._current(sub, "extend", SubState.SUBSCRIBING, SubState.SUBSCRIBED):
+            return False
+        sub.expire_at = expire_at
+        if info is not None:
+            sub.chan_info = info
+        self.schedule_sub_expiry(sub)
+        return True
+
+    def update_channel_info(self, sub: Subscription, info: bytes) -> bool:
+        """New channel info for ``sub`` (a server-side sub_refresh). False: it left the table."""
+        if not self._current(sub, "update info", SubState.SUBSCRIBING, SubState.SUBSCRIBED):
+            return False
+        sub.chan_info = info
+        return True
+
     def remove_subscription(self, channel: str) -> Subscription | None:
+        """Take ``channel``'s subscription out of the table: UNSUBSCRIBED, its expiry disarmed.
+        Returns it (for release), or None when the channel has none."""
         sub = self.subscriptions.pop(channel, None)
         self._sub_deadlines.pop(channel, None)
         if sub is not None:
+            sub.state = SubState.UNSUBSCRIBED
             left = self.namespace_counts.get(sub.namespace, 1) - 1
             if left:
                 self.namespace_counts[sub.namespace] = left
@@ -470,16 +493,22 @@ class Session:
         return sub
 
     def clear_subscriptions(self) -> list[Subscription]:
-        """Forget every subscription (the connection closed); returns them for release."""
+        """Forget every subscription (the connection closed): all UNSUBSCRIBED; returns them
+        for release."""
         subs = list(self.subscriptions.values())
+        for sub in subs:
+            sub.state = SubState.UNSUBSCRIBED
         self.subscriptions.clear()
         self.namespace_counts.clear()
         self._sub_deadlines.clear()
         return subs
 
     def schedule_sub_expiry(self, sub: Subscription) -> None:
-        """(Re-)arm the expiry of an established subscription from ``sub.expire_at``."""
-        if sub.expire_at is None or self.subscriptions.get(sub.channel) is not sub:
+        """(Re-)arm the expiry of a subscription in the table from ``sub.expire_at`` (None:
+        disarmed); a subscription not in the table is left alone."""
+        if self.subscriptions.get(sub.channel) is not sub:
+            return
+        if sub.expire_at is None:
             self._sub_deadlines.pop(sub.channel, None)
         else:
             self._sub_deadlines[sub.channel] = sub.expire_at + self.config.expired_sub_close_delay

@@ -14,12 +14,22 @@ import orjson
 
 from gateway.hub import SharedPush
 
-__all__ = ["SharedPush", "uni_connect_command", "unwrap_push", "ws_binary_frame", "ws_frame", "ws_text_frame"]
+__all__ = [
+    "SharedPush",
+    "uni_connect_command",
+    "unwrap_push",
+    "ws_binary_frame",
+    "ws_deflated_frame",
+    "ws_frame",
+    "ws_text_frame",
+]
 
 PUSH_PREFIX = b'{"push":'
 
 _FIN_TEXT = 0x81
 _FIN_BINARY = 0x82
+_RSV1 = 0x40
+"""RFC 7692 §6: set on the first frame of a compressed message."""
 
 
 def _ws_data_frame(first: int, payload: bytes) -> bytes:
@@ -41,6 +51,12 @@ def ws_text_frame(payload: bytes) -> bytes:
 def ws_binary_frame(payload: bytes) -> bytes:
     """The same as a binary frame (the Protobuf protocol)."""
     return _ws_data_frame(_FIN_BINARY, payload)
+
+
+def ws_deflated_frame(deflated: bytes, *, binary: bool) -> bytes:
+    """An unfragmented data frame of a message compressed with permessage-deflate (RSV1 set;
+    gateway/transports/deflate.py)."""
+    return _ws_data_frame((_FIN_BINARY if binary else _FIN_TEXT) | _RSV1, deflated)
 
 
 def ws_frame(

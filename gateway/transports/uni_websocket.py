@@ -1,11 +1,15 @@
-"""Unidirectional WebSocket (Centrifugo's ``uni_websocket``): the client's first text message is a
-ConnectRequest (``{"token": ..., "subs": ...}``, ``{}`` is valid), then the server only pushes.
+"""Unidirectional WebSocket (Centrifugo's ``uni_websocket``): the ConnectRequest
+(``{"token": ..., "subs": ...}``, ``{}`` is valid) is the ``cf_connect`` URL parameter of the
+upgrade request (JSON; invalid JSON is refused with 400 before the upgrade) or else the client's
+first text message; then the server only pushes.
 
 Pushes go out like the other unidirectional transports' (gateway/transports/streaming.py): Push
 objects without the ``push`` wrapper, one text frame each, or newline-joined in one frame per
-write with ``uni_websocket.join_push_messages``. A disconnect is a close frame with its code and
-reason. Later client messages are ignored (Centrifugo reads them only to notice the close), a
-few of them: a client that keeps sending is closed with 3501.
+write with ``uni_websocket.join_push_messages``. A disconnect is a disconnect push
+(``{"disconnect": {"code", "reason"}}``; not with ``disable_disconnect_push``) and then a close
+frame with the same code and reason (with ``disable_closing_handshake``: the TCP connection is
+ended without one). Later client messages are ignored (Centrifugo reads them only to notice the
+close), a few of them: a client that keeps sending is closed with 3501.
 
 The RFC 6455 layer is the WebSocket transport's (gateway/transports/websocket.py): its handshake
 routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket to a
@@ -14,8 +18,11 @@ routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket 
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
+
+import orjson
 
 from gateway.connection.client import Client, Connect
 from gateway.hub import SharedPush
@@ -38,6 +45,9 @@ class UniSocket(Protocol):
 
     def close(self, disconnect: codes.Disconnect) -> None: ...
 
+    def drop(self) -> None:
+        """End the TCP connection (after the bytes already written) without a close frame."""
+
 
 @dataclass(frozen=True, slots=True)
 class UniWebSocketEndpoint:
@@ -47,6 +57,8 @@ class UniWebSocketEndpoint:
     message_size_limit: int
     join_push_messages: bool
     connect: Connect
+    disable_closing_handshake: bool = False
+    disable_disconnect_push: bool = False
 
 
 class UniWebSocketTransport:
@@ -67,6 +79,10 @@ class UniWebSocketTransport:
     def request_headers(self) -> dict[str, str]:
         """The upgrade request's headers (lower-case names): proxies forward their allow-list."""
         return self.socket.request_headers
+
+    def connect_from_url(self, data: bytes) -> None:
+        """The ``cf_connect`` parameter's ConnectRequest: the connect, before any message."""
+        self.message(data)
 
     def message(self, data: bytes) -> None:
         """A text message from the client: the first is the ConnectRequest, the rest are ignored
@@ -95,4 +111,30 @@ class UniWebSocketTransport:
         return self.socket.buffered_bytes()
 
     def close(self, disconnect: codes.Disconnect) -> None:
-        self.socket.close(disconnect)
+        endpoint = self.endpoint
+        if (
+            disconnect.code != codes.DISCONNECT_CONNECTION_CLOSED.code
+            and not endpoint.disable_disconnect_push
+        ):
+            body = {"code": disconnect.code, "reason": disconnect.reason}
+            self.socket.write_raw(ws_text_frame(orjson.dumps({"disconnect": body})))
+        if endpoint.disable_closing_handshake:
+            self.socket.drop()
+        else:
+            self.socket.close(disconnect)
+
+
+CONNECT_PARAM = "cf_connect"
+"""The URL parameter that may carry the ConnectRequest (Centrifugo v6.3)."""
+
+
+def uni_url_connect(target: str) -> bytes | Literal[False] | None:
+    """The ``cf_connect`` ConnectRequest of a request target (``/path?cf_connect=...``): its
+    bytes when it is a JSON object, None when the parameter is absent or empty, False when it
+    is not a JSON object (answered 400 before the upgrade, as Centrifugo does)."""
+    _, _, query = target.partition("?")
+    values = urllib.parse.parse_qs(query).get(CONNECT_PARAM)
+    if not values or not values[0]:
+        return None
+    data = values[0].encode()
+    return data if uni_connect_command(data) is not None else False

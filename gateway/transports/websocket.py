@@ -12,6 +12,10 @@ The client picks the protocol with the WebSocket subprotocol, as with Centrifugo
 ``centrifuge-protobuf`` selects Protobuf (binary frames both ways, gateway/protocol/protobuf/);
 anything else is JSON (text frames). A data frame of the other type closes with 3506.
 
+With ``websocket.compression`` the handshake accepts a client's permessage-deflate offer (RFC
+7692; gateway/transports/deflate.py): a publication is compressed once for every connection that
+negotiated it, and inflated client messages are bounded.
+
 The protocol gets what it needs as narrow callables on ``WebSocketEndpoint`` (``admit``,
 ``connect``); it never sees the runtime.
 """
@@ -37,8 +41,8 @@ from gateway.protocol import codes
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.protobuf.codec import SUBPROTOCOL as PROTOBUF_SUBPROTOCOL
-from gateway.transports import framing
-from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport
+from gateway.transports import deflate, framing
+from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport, uni_url_connect
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -72,6 +76,8 @@ class WebSocketEndpoint:
     uni: UniWebSocketEndpoint | None = None
     """``uni_websocket`` on the same listener (gateway/transports/uni_websocket.py); a
     ``handler_prefix`` of "" disables the bidirectional endpoint."""
+    compression: deflate.DeflateSettings | None = None
+    """permessage-deflate offered on the bidirectional endpoint (None: never negotiated)."""
 
 
 def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
@@ -95,13 +101,19 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self, config: Any = None, server_state: Any = None, app_state: Any = None, _loop: Any = None
     ) -> None:
         self.connections: set[Any] = server_state.connections if server_state is not None else set()
+        compression = self.endpoint.compression
+        wire_limit = self.endpoint.message_size_limit or None
         self.conn = ServerProtocol(
             # websockets bounds the whole message across its fragments (RFC 6455 §5.4), closing
             # with 1009 when it grows past the limit.
-            max_size=self.endpoint.message_size_limit or None,
+            max_size=wire_limit,
             select_subprotocol=_select_subprotocol,
+            extensions=[compression.factory(wire_limit)] if compression is not None else None,
             logger=protocol_log,
         )
+        self._deflate: deflate.DeflateSettings | None = None
+        """Set when this connection negotiated permessage-deflate."""
+        self._window_bits = deflate.SHARED_WINDOW_BITS
         self.transport: asyncio.Transport | None = None
         self.client: Client | None = None
         self.close_sent = False
@@ -185,6 +197,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if path != endpoint.handler_prefix and uni is None:
             self._reject(HTTPStatus.NOT_FOUND, "not found")
             return
+        url_connect = uni_url_connect(request.path) if uni is not None else None
+        if url_connect is False:
+            self._reject(HTTPStatus.BAD_REQUEST, "invalid connect request")
+            return
         origin = request.headers.get("Origin")
         if not origin_allowed(origin, endpoint.allowed_origins, request.headers.get("Host")):
             log.info("websocket origin refused: %s", origin)
@@ -195,6 +211,8 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             # 503 at the handshake, as Centrifugo answers: the SDKs retry it with backoff.
             self._reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections", refusal)
             return
+        if uni is not None:
+            self.conn.available_extensions = None  # the unidirectional endpoint never compresses
         response: Response = self.conn.accept(request)
         self.conn.send_response(response)
         if response.status_code != 101:
@@ -208,9 +226,16 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self.conn.max_message_size = uni.message_size_limit or None
             self.uni = UniWebSocketTransport(self, uni)
             self.client = self.uni.client
+            if url_connect is not None:
+                self.uni.connect_from_url(url_connect)
             return
         if self.conn.subprotocol == _PROTOBUF_SUBPROTOCOL:
             self.codec, self._data_opcode = PROTOBUF, Opcode.BINARY
+        window_bits = deflate.negotiated(self.conn.extensions)
+        if window_bits is not None and endpoint.compression is not None:
+            # The inflated message is bounded here; the extension bounds the compressed bytes.
+            self.conn.max_message_size = endpoint.compression.decompressed_limit
+            self._deflate, self._window_bits = endpoint.compression, window_bits
         self.client = endpoint.connect(self, self.codec)
 
     def _frame(self, frame: Frame) -> None:
@@ -271,6 +296,19 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.close_sent or transport.is_closing():
             return
+        if self._deflate is not None:
+            codec = self.codec
+            transport.write(
+                deflate.ws_frame(
+                    payloads,
+                    shared,
+                    self._deflate,
+                    self._window_bits,
+                    binary=codec.binary,
+                    separator=codec.separator,
+                )
+            )
+            return
         # Per delivery: a shared push's frame is built by the first writer and reused as is.
         frame = shared.frame if shared is not None else None
         if frame is None:
@@ -288,6 +326,14 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
     def buffered_bytes(self) -> int:
         transport = self.transport
         return transport.get_write_buffer_size() if transport is not None else 0
+
+    def drop(self) -> None:
+        """End the connection after what is already written, without a close frame
+        (``uni_websocket.disable_closing_handshake``)."""
+        if self.close_sent or self.transport is None:
+            return
+        self.close_sent = True
+        self.transport.close()
 
     def close(self, disconnect: codes.Disconnect) -> None:
         """Close frame with the disconnect code and reason (§1.8)."""

@@ -164,6 +164,7 @@ CREATE TABLE IF NOT EXISTS task_operation_definition (
 	failure_policy VARCHAR(32) NOT NULL,
 	max_attempts INTEGER UNSIGNED NOT NULL DEFAULT '1',
 	enabled BOOL NOT NULL DEFAULT true,
+	max_task_attempts INTEGER UNSIGNED,
 	PRIMARY KEY (tenant_id, product, task_type, definition_version, operation_code)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
@@ -185,6 +186,14 @@ CREATE TABLE IF NOT EXISTS realtime_subscription (
 	PRIMARY KEY (session_id, task_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 
+CREATE TABLE IF NOT EXISTS realtime_user_quota (
+	tenant_id VARCHAR(64) NOT NULL,
+	user_id VARCHAR(64) NOT NULL,
+	touched_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (tenant_id, user_id),
+	KEY realtime_user_quota_touched_idx (touched_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
 CREATE TABLE IF NOT EXISTS execution_token_renewal (
 	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
 	task_id VARCHAR(64) NOT NULL,
@@ -197,4 +206,15 @@ CREATE TABLE IF NOT EXISTS execution_token_renewal (
 	expires_at DATETIME(3) NOT NULL,
 	PRIMARY KEY (id),
 	KEY token_renewal_step_idx (task_id, step_id, step_attempt)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
+
+CREATE TABLE IF NOT EXISTS operator_action (
+	id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+	operator_id VARCHAR(128) NOT NULL,
+	action VARCHAR(64) NOT NULL,
+	target VARCHAR(1024) NOT NULL,
+	affected INTEGER UNSIGNED NOT NULL,
+	acted_at DATETIME(3) NOT NULL,
+	PRIMARY KEY (id),
+	KEY operator_action_acted_idx (acted_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

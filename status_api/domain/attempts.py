@@ -21,20 +21,34 @@ from status_api.domain.registry import TaskDefinitions
 
 
 def new_task_attempt(
-    task: TaskState, steps: Mapping[str, StepState], defs: TaskDefinitions, now: datetime
+    task: TaskState,
+    steps: Mapping[str, StepState],
+    defs: TaskDefinitions,
+    now: datetime,
+    default_max_attempts: int,
 ) -> tuple[TaskState, dict[str, StepState]]:
     """Task attempt n+1 after a failed step: every step gets a new PENDING attempt row (its step
     attempt number keeps counting per step), the task a new version; lifecycle and business status
-    stay (the task is still running: seed §4.4 "可重试步骤失败 … 任务可保持 RUNNING").
+    stay (the task is still running: seed §4.4 "可重试步骤失败 … 任务可保持 RUNNING"). A task never
+    goes past the ``maxTaskAttempts`` of its operation definitions, or ``default_max_attempts``
+    when they set none (its first attempt counts).
 
     Raises:
         DomainError: CONFLICT ``TASK_TERMINAL`` (a terminal task never changes, seed §4.2),
-            ``NO_FAILED_STEP`` (nothing failed in the current attempt).
+            ``NO_FAILED_STEP`` (nothing failed in the current attempt),
+            ``TASK_ATTEMPTS_EXHAUSTED`` (details ``{limit, taskAttempt}``).
     """
     if task.lifecycle in TERMINAL:
         raise conflict("TASK_TERMINAL", f"task is {task.lifecycle}; retry before TASK_FAILED")
     if not any(s.lifecycle is Lifecycle.FAILED for s in steps.values()):
         raise conflict("NO_FAILED_STEP", "a new task attempt needs a failed step in the current attempt")
+    limit = defs.operations.max_task_attempts or default_max_attempts
+    if task.attempt >= limit:
+        raise conflict(
+            "TASK_ATTEMPTS_EXHAUSTED",
+            f"{task.task_type} allows {limit} task attempts; attempt {task.attempt} was the last",
+            {"limit": limit, "taskAttempt": task.attempt},
+        )
     initial = defs.statuses.initial_code()
     new_steps = {
         sid: StepState(

@@ -50,8 +50,8 @@ def forbidden(code: str, message: str) -> DomainError:
     return DomainError(ErrorKind.FORBIDDEN, code, message)
 
 
-def conflict(code: str, message: str) -> DomainError:
-    return DomainError(ErrorKind.CONFLICT, code, message)
+def conflict(code: str, message: str, details: Any = None) -> DomainError:
+    return DomainError(ErrorKind.CONFLICT, code, message, details)
 
 
 def not_found(code: str = "TASK_NOT_FOUND", message: str = "task not found") -> DomainError:

@@ -70,6 +70,9 @@ class OperationDefinitionSet:
     task_type: str
     version: int
     operations: Mapping[str, OperationDef]
+    #: Task attempts a task of this type may reach (``maxTaskAttempts``); None: the server's
+    #: ``limits.max_task_attempts``.
+    max_task_attempts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,7 @@ def operation_set_from_json(doc: Mapping[str, JSON]) -> OperationDefinitionSet:
         task_type=doc["taskType"],
         version=int(doc["definitionVersion"]),
         operations=ops,
+        max_task_attempts=int(doc["maxTaskAttempts"]) if doc.get("maxTaskAttempts") is not None else None,
     )
 
 

@@ -7,7 +7,7 @@ Modules, over one explicit :class:`~status_api.service.context.ServiceContext`:
 
 * ``context`` — engine, validators, tokens, clock, settings; definition cache, retries,
   ``transact`` (decide + write + commit) and ``version_change`` (a decision -> its Change);
-* ``tasks`` — task creation and step attempts (the coordinator binding, defect 5);
+* ``tasks`` — task creation and step attempts (the coordinator binding);
 * ``ingest`` — ``POST /internal/v1/task-events`` with group commit (a batch = many changes, one write);
 * ``admin`` — operator corrections, the reconciler's health changes, the registries;
 * ``retention`` — event-log purge.
@@ -85,14 +85,16 @@ class StatusService(ServiceContext):
         body: Mapping[str, JSON],
         caller: ExecutionGrant | ServiceIdentity,
         idempotency_key: str | None = None,
+        token: str | None = None,
     ) -> dict[str, JSON]:
-        """``POST /internal/v1/task-events`` (seed §3.5); see :class:`ingest.EventIngestor`.
+        """``POST /internal/v1/task-events`` (seed §3.5); see :class:`ingest.EventIngestor`
+        (``token``: the credential ``caller`` came from, for a heartbeat's renewal).
 
         Raises:
             DomainError: see ``ingest.authorize`` / ``check_registered`` / ``apply_*``; CONFLICT
                 ``EVENT_ID_CONFLICT`` for a reused eventId with different content.
         """
-        return await self.ingestor.ingest_event(body, caller, idempotency_key)
+        return await self.ingestor.ingest_event(body, caller, idempotency_key, token)
 
     async def replay_duplicate(
         self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None
@@ -119,17 +121,20 @@ class StatusService(ServiceContext):
 
     async def purge_realtime_sessions(self, older_than: datetime | None = None) -> int:
         """Delete realtime sessions that expired before ``older_than`` (default: now) with their
-        detail leases, ``retention_batch_size`` per transaction. An expired session only ever
-        answers ``SESSION_INVALID``; without this, every token refresh would leave a row forever.
-        Returns the sessions deleted."""
+        detail leases, ``retention_batch_size`` per transaction, and the per-user quota lock rows
+        untouched since then. An expired session only ever answers ``SESSION_INVALID``; without
+        this, every token refresh would leave a row forever. Returns the sessions deleted."""
         before = older_than or self.clock()
         total = 0
-        while True:
-            async with self.engine.begin() as conn:
-                n = await sessions.purge_expired(conn, before, self.settings.retention_batch_size)
-            total += n
-            if n < self.settings.retention_batch_size:
-                return total
+        for purge in (sessions.purge_expired, sessions.purge_quota_locks):
+            while True:
+                async with self.engine.begin() as conn:
+                    n = await purge(conn, before, self.settings.retention_batch_size)
+                if purge is sessions.purge_expired:
+                    total += n
+                if n < self.settings.retention_batch_size:
+                    break
+        return total
 
     async def purge_event_log(self, older_than: datetime | None = None) -> int:
         """Purge event-log entries committed before ``older_than`` (default: now minus the

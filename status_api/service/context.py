@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from status_api.domain import ingest
+from status_api.domain import attempts, ingest
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import JSON, ExecutionGrant, StepState, TaskState
 from status_api.domain.projections import Projected, Trigger, iso, project
@@ -35,7 +35,7 @@ from status_api.storage import registries
 from status_api.storage.database import Clock, is_retryable, utc_now
 from status_api.storage.outbox import OutboxMessage, Priority
 from status_api.storage.write import Change, DedupRow, write
-from status_api.tokens import TokenIssuer
+from status_api.tokens import TokenIssuer, epoch
 
 log = logging.getLogger("status_api.service")
 T = TypeVar("T")
@@ -59,6 +59,8 @@ def parse_time(value: str) -> datetime:
 class ServiceSettings:
     max_data_bytes: int = ingest.DEFAULT_MAX_DATA_BYTES
     user_message_limit: int = USER_MESSAGE_LIMIT
+    #: Task attempts a task may reach unless its operation definitions set ``maxTaskAttempts``.
+    max_task_attempts: int = 10
     max_transaction_retries: int = 5
     #: Group commit (``service.ingest``): at most this many events share one transaction; 1 turns
     #: batching off (each event runs its own transaction in the caller's task).
@@ -174,7 +176,7 @@ class ServiceContext:
         self.clock = clock
         self.settings = settings or ServiceSettings()
         self._defs: dict[tuple[str, str, str, int, int], TaskDefinitions] = {}
-        #: Post-commit hook (issue 16): called with the number of outbox rows a transaction wrote,
+        #: Post-commit hook: called with the number of outbox rows a transaction wrote,
         #: right after it COMMITTED, on the event loop; must not block nor raise (``status_api.wake``).
         self.on_commit: Callable[[int], None] | None = None
 
@@ -304,3 +306,39 @@ class ServiceContext:
             "expiresAt": iso(datetime.fromtimestamp(exp, UTC).replace(tzinfo=None)),
             "expiresInSeconds": max(0, exp - int(now.replace(tzinfo=UTC).timestamp())),
         }
+
+    async def renewal(
+        self,
+        conn: AsyncConnection,
+        task: TaskState | None,
+        steps: Mapping[str, StepState],
+        grant: ExecutionGrant,
+        chain_started: int,
+        at: datetime,
+    ) -> tuple[dict[str, JSON], dict[str, JSON]]:
+        """The one renewal decision, for the renewal endpoint (service/tasks.py) and for a heartbeat
+        in its renewal window (service/ingest.py): over the locked task and its current steps, the
+        new execution context (same task, step, attempts, producer and event types; never past the
+        chain's maximum lifetime) and its ``execution_token_renewal`` audit row, to write in the
+        caller's transaction.
+
+        Raises:
+            DomainError: those of ``attempts.check_renewal``.
+        """
+        step = attempts.check_renewal(
+            task, steps, grant, chain_started, epoch(at), self.tokens.s.execution_max_lifetime_seconds
+        )
+        assert task is not None
+        defs = await self.task_definitions(conn, task)
+        out = self.execution_context(task, step, defs, at, chain_started)
+        row: dict[str, JSON] = {
+            "task_id": grant.task_id,
+            "step_id": grant.step_id,
+            "task_attempt": grant.task_attempt,
+            "step_attempt": grant.step_attempt,
+            "producer_id": grant.producer_id[:128],
+            "chain_started_at": datetime.fromtimestamp(chain_started, UTC).replace(tzinfo=None),
+            "renewed_at": at,
+            "expires_at": parse_time(str(out["expiresAt"])),
+        }
+        return out, row

@@ -113,6 +113,8 @@ class PendingEvent:
     caller: ExecutionGrant | ServiceIdentity
     payload_hash: str
     received_at: datetime
+    #: A STEP_HEARTBEAT whose execution token is in its renewal window: (grant, chain start).
+    renewal: tuple[ExecutionGrant, int] | None = None
 
 
 @dataclass(slots=True)
@@ -145,13 +147,25 @@ class EventIngestor:
         body: Mapping[str, JSON],
         caller: ExecutionGrant | ServiceIdentity,
         idempotency_key: str | None = None,
+        token: str | None = None,
     ) -> Response:
+        """Ingest one event. ``token``: the execution token ``caller`` was verified from; a
+        STEP_HEARTBEAT sent with a token in its renewal window is answered a renewed one
+        (``executionToken``, ``expiresAt``, ``expiresInSeconds``: :meth:`ServiceContext.renewal`)."""
         core = self.core
         core.schemas.require("task-event", body, "INVALID_EVENT")
         if idempotency_key is not None and idempotency_key != body["eventId"]:
             raise invalid("IDEMPOTENCY_KEY_MISMATCH", "Idempotency-Key must equal eventId")
         event = parse_event(body, core.settings.user_message_limit)
-        item = PendingEvent(event, caller, canonical_hash(body), core.clock())
+        now = core.clock()
+        due = None
+        if (
+            token is not None
+            and isinstance(caller, ExecutionGrant)
+            and event.event_type is EventType.STEP_HEARTBEAT
+        ):
+            due = core.tokens.due_on_heartbeat(token, now)
+        item = PendingEvent(event, caller, canonical_hash(body), now, due)
         if self.group is None:
             return await self._one(item)
         return await self.group.submit(item)
@@ -254,8 +268,7 @@ class EventIngestor:
             outcome = ingest.apply_task_event(task, steps, event, defs, now, b.task_seqs[seq_key])
         if isinstance(outcome, ingest.Heartbeat):
             steps[outcome.step.step_id] = outcome.step
-            b.changes.append(Change(at=now, steps=(outcome.step,)))
-            return _response(event, task, outcome.step, now, accepted=True)
+            return await self._heartbeat(conn, b, item, task, outcome.step, now)
         if isinstance(outcome, ingest.Stale):
             result = _response(event, task, step, now, accepted=False, stale=outcome.reason)
             if not heartbeat:
@@ -299,6 +312,34 @@ class EventIngestor:
         b.tasks[task.id] = after
         if new_step is not None:
             steps[new_step.step_id] = new_step
+        return result
+
+    async def _heartbeat(
+        self,
+        conn: AsyncConnection,
+        b: _Batch,
+        item: PendingEvent,
+        task: TaskState,
+        step: StepState,
+        now: datetime,
+    ) -> Response:
+        """An accepted heartbeat: liveness only, plus a renewed token when it is due."""
+        result = _response(item.event, task, step, now, accepted=True)
+        renewals: tuple[dict[str, JSON], ...] = ()
+        if item.renewal is not None:
+            grant, chain_started = item.renewal
+            try:
+                renewed, row = await self.core.renewal(
+                    conn, task, b.steps[task.id], grant, chain_started, now
+                )
+            except DomainError as exc:
+                # The heartbeat still counts; the renewal endpoint gives the same refusal.
+                log.info("heartbeat renewal of %s/%s refused: %s", task.id, grant.step_id, exc.code)
+            else:
+                for name in ("executionToken", "expiresAt", "expiresInSeconds"):
+                    result[name] = renewed[name]
+                renewals = (row,)
+        b.changes.append(Change(at=now, steps=(step,), renewals=renewals))
         return result
 
     @staticmethod

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,7 +20,6 @@ from status_api.domain.errors import conflict, forbidden, invalid, not_found
 from status_api.domain.model import (
     JSON,
     EventType,
-    ExecutionGrant,
     Lifecycle,
     Role,
     ServiceIdentity,
@@ -36,12 +35,10 @@ from status_api.service.context import (
     canonical_hash,
     event_log_row,
     outbox_messages,
-    parse_time,
     version_change,
 )
 from status_api.storage import repository as repo
 from status_api.storage.write import Change, DedupRow
-from status_api.tokens import epoch
 
 Response = dict[str, JSON]
 
@@ -228,7 +225,7 @@ async def create_task_attempt(ctx: ServiceContext, task_id: str, caller: Service
         steps = (await repo.current_steps(conn, [task_id]))[task_id]
         defs = await ctx.task_definitions(conn, task)
         now = ctx.clock()
-        after, new_steps = attempts.new_task_attempt(task, steps, defs, now)
+        after, new_steps = attempts.new_task_attempt(task, steps, defs, now, ctx.settings.max_task_attempts)
         trigger = Trigger(str(uuid.uuid4()), EventType.TASK_ATTEMPT_CREATED, now)
         projected = project(task, after, new_steps, None, trigger, defs.operations)
         log_fields = audit_fields(
@@ -280,26 +277,7 @@ async def renew_execution_token(ctx: ServiceContext, token: str) -> Response:
         task = (await repo.lock_tasks(conn, [grant.task_id])).get(grant.task_id)
         steps = (await repo.current_steps(conn, [grant.task_id])).get(grant.task_id, {}) if task else {}
         at = ctx.clock()
-        step = attempts.check_renewal(
-            task, steps, grant, chain_started, epoch(at), ctx.tokens.s.execution_max_lifetime_seconds
-        )
-        assert task is not None
-        defs = await ctx.task_definitions(conn, task)
-        out = ctx.execution_context(task, step, defs, at, chain_started)
-        change = Change(at=at, renewals=(_renewal_row(grant, chain_started, at, str(out["expiresAt"])),))
-        return Decision([change], out)
+        out, row = await ctx.renewal(conn, task, steps, grant, chain_started, at)
+        return Decision([Change(at=at, renewals=(row,))], out)
 
     return await ctx.transact(decide)
-
-
-def _renewal_row(grant: ExecutionGrant, chain_started: int, at: datetime, expires_at: str) -> dict[str, JSON]:
-    return {
-        "task_id": grant.task_id,
-        "step_id": grant.step_id,
-        "task_attempt": grant.task_attempt,
-        "step_attempt": grant.step_attempt,
-        "producer_id": grant.producer_id[:128],
-        "chain_started_at": datetime.fromtimestamp(chain_started, UTC).replace(tzinfo=None),
-        "renewed_at": at,
-        "expires_at": parse_time(expires_at),
-    }

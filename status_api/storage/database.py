@@ -11,9 +11,9 @@ nothing of the domain or the services (the relay imports it: tests/test_layering
   ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
 * A connection goes back to the pool without the pool's reset ROLLBACK when the server says no
   transaction is open (:func:`_reset_unless_idle`): ``engine.begin()`` has already committed or
-  rolled back, and the reset was one round trip more per transaction (issue 16: the relay's claim
+  rolled back, and the reset was one round trip more per transaction (the relay's claim
   was COMMIT + ROLLBACK). A connection with a transaction still open is rolled back as before.
-* Every wait on MariaDB is bounded, for both services (issue 10, issue 14): connecting
+* Every wait on MariaDB is bounded, for both services: connecting
   (:data:`CONNECT_TIMEOUT_SECONDS`), each read — one statement's answer
   (:data:`READ_TIMEOUT_SECONDS`) — and a row lock (``innodb_lock_wait_timeout``,
   :data:`LOCK_WAIT_TIMEOUT_SECONDS`, shorter than a read so a lock conflict ends as the retryable

@@ -19,7 +19,8 @@ nothing of ``status_api.domain`` or the service: the relay imports it.
   statuses (:data:`PENDING`, :data:`PROCESSING`, :data:`PUBLISHED`, :data:`DEAD`) are a row's life.
 * :func:`publication_tags` is what the relay tags a row's gateway publication with (the
   gateway's conflation key and never-conflate marker, seed §13.3).
-* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth).
+* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth);
+  :data:`WAKE_UDP_HINT` the same hint as a datagram, without Redis.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ DEAD = "DEAD"
 #: API publishes to it after a commit that wrote outbox rows, relays subscribe. A hint only: the
 #: rows are the truth, and a lost hint costs one safety-net poll interval.
 WAKE_CHANNEL = "taskcast:outbox:wake"
+#: The datagram of a UDP wake-up hint (``wake.udp_targets`` → the relays' ``wake_udp_listen``).
+WAKE_UDP_HINT = b"taskcast-wake"
 
 
 class Priority(IntEnum):

@@ -1,5 +1,5 @@
 """Operators' queries on the outbox (docs/relay.md "Retention and the dead-letter queue"): purge
-published rows, list and requeue dead ones, count rows per status. Neither the writer nor the
+published rows, list, requeue and delete dead ones, count rows per status. Neither the writer nor the
 relay's claim loop uses them; the relay's CLI, its gauges and the Status API's
 ``GET /admin/v1/outbox/stats`` do.
 """
@@ -83,6 +83,15 @@ async def requeue_dead(conn: AsyncConnection, ids: Sequence[int] | None, now: da
     res = await conn.execute(
         sa.update(task_outbox).where(cond).values(status=PENDING, available_at=now, attempts=0)
     )
+    return int(res.rowcount or 0)
+
+
+async def delete_dead(conn: AsyncConnection, ids: Sequence[int]) -> int:
+    """Delete the DEAD rows among ``ids`` (a row in any other status is left alone)."""
+    if not ids:
+        return 0
+    c = task_outbox.c
+    res = await conn.execute(sa.delete(task_outbox).where(c.status == DEAD, c.id.in_(list(ids))))
     return int(res.rowcount or 0)
 
 

@@ -79,7 +79,7 @@ def _locking(query: sa.Select[Any]) -> sa.Select[Any]:
     return query.limit(sa.bindparam("limit")).with_for_update(skip_locked=True)
 
 
-# The claim's statements, built once (issue 16): a statement object memoizes its compiled-cache
+# The claim's statements, built once: a statement object memoizes its compiled-cache
 # key, where one built per claim paid SQLAlchemy's cache-key walk (``_generate_cache_key``) on
 # every poll. Times, the limit, the ids and the relay id are bound parameters.
 _TAKEOVER = _locking(
@@ -134,7 +134,7 @@ async def claim(
     row's ``available_at`` is its commit time. The first query takes every due row in due order
     (``outbox_claim_idx (status, available_at, id)``, one range scan); when it finds fewer rows than
     it may take, those are all the due rows other claims have not locked, and they are sorted into
-    tier order here: one SELECT for the common case of a hint or an idle poll (issue 16; the three
+    tier order here: one SELECT for the common case of a hint or an idle poll (the three
     tier SELECTs were half the round trips of a claim). It reads at most :data:`FAST_CLAIM_ROWS`
     rows: a full result means a backlog (more urgent rows may lie beyond it), and then each
     tier is a separate ``LIMIT`` query, so the common tier (``priority = 0``) walks the index in

@@ -1,11 +1,11 @@
-"""Detail-subscription leases of the subscribe proxy (status_api/subscribe_proxy.py): one quota
-per gateway connection, kept in the same tables as the token path's sessions
-(``realtime_session`` / ``realtime_subscription``) under the key ``proxy:<client id>``.
+"""Detail-subscription leases of the subscribe proxy (status_api/subscribe_proxy.py): each gateway
+connection is a lease holder in the token path's tables (``realtime_session`` /
+``realtime_subscription``) under the key ``proxy:<client id>``, so the per-user quota counts the
+proxy's grants and the token path's together (storage/sessions.py).
 
-:func:`acquire` is the atomic check-and-grant: it first upserts the connection's session row,
-which takes that row's write lock on MariaDB (and the database's on SQLite, where every write
-transaction is ``BEGIN IMMEDIATE``), so concurrent subscribes of one connection run one after
-the other and never grant more than ``limit`` live leases. The caller owns the transaction.
+:func:`acquire` is the atomic check-and-grant: the user's quota lock first, then the connection's
+row (created on its first subscribe, its expiry pushed to the newest lease), then
+:func:`sessions.grant_detail`. The caller owns the transaction.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from datetime import datetime
 from enum import StrEnum
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.storage import sessions
@@ -23,36 +22,13 @@ from status_api.storage.tables import realtime_session, realtime_subscription
 KEY_PREFIX = "proxy:"
 
 
-class Grant(StrEnum):
-    GRANTED = "granted"
-    OVER_QUOTA = "over_quota"
+class Refusal(StrEnum):
     #: The connection key belongs to another user (a forged or reused client id).
     FOREIGN = "foreign"
 
 
 def connection_key(client_id: str) -> str:
     return KEY_PREFIX + client_id
-
-
-async def _lock_connection(
-    conn: AsyncConnection, key: str, tenant_id: str, user_id: str, now: datetime, until: datetime
-) -> None:
-    values = {
-        "session_id": key,
-        "tenant_id": tenant_id,
-        "user_id": user_id,
-        "created_at": now,
-        "expires_at": until,
-    }
-    if conn.dialect.name == "sqlite":
-        lite = sqlite.insert(realtime_session).values(values)
-        stmt: sa.Executable = lite.on_conflict_do_update(
-            index_elements=[realtime_session.c.session_id], set_={"expires_at": lite.excluded.expires_at}
-        )
-    else:
-        my = mysql.insert(realtime_session).values(values)
-        stmt = my.on_duplicate_key_update(expires_at=my.inserted.expires_at)
-    await conn.execute(stmt)
 
 
 async def acquire(
@@ -63,12 +39,22 @@ async def acquire(
     task_id: str,
     now: datetime,
     until: datetime,
-    limit: int,
-) -> Grant:
-    """Grant (or renew) ``key``'s lease on ``task_id`` until ``until`` unless the connection
-    already holds ``limit`` other live leases (nothing is written then but the lock). A key owned
-    by another user is never granted."""
-    await _lock_connection(conn, key, tenant_id, user_id, now, until)
+    *,
+    per_connection: int,
+    per_user: int,
+) -> sessions.Grant | Refusal:
+    """Grant (or renew) ``key``'s lease on ``task_id`` until ``until`` within the connection's and
+    the user's quota (:func:`sessions.grant_detail`). A key owned by another user is never
+    granted."""
+    await sessions.lock_user(conn, tenant_id, user_id, now)
+    values = {
+        "session_id": key,
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "created_at": now,
+        "expires_at": until,
+    }
+    await conn.execute(sessions.upsert(conn, realtime_session, values, ["session_id"], ["expires_at"]))
     owner = (
         await conn.execute(
             sa.select(realtime_session.c.tenant_id, realtime_session.c.user_id).where(
@@ -77,20 +63,12 @@ async def acquire(
         )
     ).one()
     if (owner[0], owner[1]) != (tenant_id, user_id):
-        return Grant.FOREIGN
+        return Refusal.FOREIGN
     await conn.execute(
         sa.delete(realtime_subscription).where(
             realtime_subscription.c.session_id == key, realtime_subscription.c.expires_at <= now
         )
     )
-    active = await sessions.active_subscriptions(conn, key, now)
-    active.discard(task_id)
-    if len(active) >= limit:
-        return Grant.OVER_QUOTA
-    await sessions.put_subscription(conn, key, task_id, until)
-    return Grant.GRANTED
-
-
-async def holds(conn: AsyncConnection, key: str, task_id: str, now: datetime) -> bool:
-    """True while ``key`` holds a live lease on ``task_id``."""
-    return task_id in await sessions.active_subscriptions(conn, key, now)
+    return await sessions.grant_detail(
+        conn, key, tenant_id, user_id, task_id, now, until, per_holder=per_connection, per_user=per_user
+    )

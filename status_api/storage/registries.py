@@ -97,6 +97,7 @@ async def load_operation_set(
                         }
                         for r in rows
                     ],
+                    "maxTaskAttempts": rows[0]["max_task_attempts"],
                 }
             )
     return None
@@ -144,6 +145,7 @@ async def insert_operation_set(conn: AsyncConnection, s: OperationDefinitionSet)
                 "failure_policy": o.failure_policy.value,
                 "max_attempts": o.max_attempts,
                 "enabled": o.enabled,
+                "max_task_attempts": s.max_task_attempts,
             }
             for o in s.operations.values()
         ],

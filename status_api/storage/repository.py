@@ -173,7 +173,7 @@ def step_values(s: StepState) -> dict[str, Any]:
 
 # The hot reads as module-level statements with an expanding ``IN`` parameter: SQLAlchemy memoizes
 # a statement object's cache key, so a batch looks its compiled form up instead of building a new
-# statement and hashing its structure every time (issue 16's profile of the ingest path).
+# statement and hashing its structure every time (the ingest path's profile).
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 _LOCK_TASKS = sa.select(task).where(task.c.id.in_(_IDS)).order_by(task.c.id).with_for_update()
 _GET_TASKS = sa.select(task).where(task.c.id.in_(_IDS))

@@ -11,7 +11,10 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
   counters (seed §3.4);
 * ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
   ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
-* ``execution_token_renewal``: the audit trail of executionToken renewals (long steps, issue 30).
+* ``execution_token_renewal``: the audit trail of executionToken renewals (long steps);
+* ``realtime_user_quota``: the per-user lock row of the detail-subscription quota (seed §6.5).
+* ``operator_action``: the audit trail of operators' actions on the outbox (who requeued or
+  deleted which DEAD rows, when).
 
 All timestamps are naive UTC ``DATETIME(3)``, written from the service's clock.
 """
@@ -207,6 +210,8 @@ task_operation_definition = sa.Table(
     sa.Column("failure_policy", sa.String(32), nullable=False),
     sa.Column("max_attempts", INTU, nullable=False, server_default="1"),
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    #: The set's ``maxTaskAttempts`` (one value for the whole set, repeated on each of its rows).
+    sa.Column("max_task_attempts", INTU, nullable=True),
 )
 
 realtime_session = sa.Table(
@@ -229,6 +234,18 @@ realtime_subscription = sa.Table(
     sa.Column("expires_at", TS, nullable=False),
 )
 
+#: One row per user with detail leases: every detail-quota check of the user (subscription token,
+#: subscribe proxy, release) first upserts it, which takes its row lock, so the checks of one user
+#: run one at a time on every Status API replica (storage/sessions.py ``lock_user``).
+realtime_user_quota = sa.Table(
+    "realtime_user_quota",
+    metadata,
+    sa.Column("tenant_id", ID, primary_key=True),
+    sa.Column("user_id", ID, primary_key=True),
+    sa.Column("touched_at", TS, nullable=False),
+    sa.Index("realtime_user_quota_touched_idx", "touched_at"),
+)
+
 execution_token_renewal = sa.Table(
     "execution_token_renewal",
     metadata,
@@ -242,4 +259,16 @@ execution_token_renewal = sa.Table(
     sa.Column("renewed_at", TS, nullable=False),
     sa.Column("expires_at", TS, nullable=False),
     sa.Index("token_renewal_step_idx", "task_id", "step_id", "step_attempt"),
+)
+
+operator_action = sa.Table(
+    "operator_action",
+    metadata,
+    sa.Column("id", AUTO_PK, primary_key=True, autoincrement=True),
+    sa.Column("operator_id", sa.String(128), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(1024), nullable=False),
+    sa.Column("affected", INTU, nullable=False),
+    sa.Column("acted_at", TS, nullable=False),
+    sa.Index("operator_action_acted_idx", "acted_at"),
 )

@@ -12,7 +12,7 @@ and one row write per step attempt. Must not import the domain's decision module
 The outbox's write side lives here too (:func:`append_outbox`; what a row means is
 ``storage/outbox.py``). The outbox is written last, just before the caller's COMMIT, and with
 ``stamp`` its rows' ``created_at`` (the relays' "commit clock", the start of
-``state_commit_to_publish_seconds``) is read at that moment (issue 16): a clock read when the use
+``state_commit_to_publish_seconds``) is read at that moment: a clock read when the use
 case decided would count the whole transaction — locks, reads, the other writes — as
 commit→publish latency.
 """
@@ -96,7 +96,7 @@ StepKey = tuple[str, str, int]
 def _upsert(table: sa.Table) -> sa.Insert:
     """MariaDB/MySQL: ``INSERT … ON DUPLICATE KEY UPDATE`` every non-key column. Executed with a
     list of rows, the driver sends it as ONE multi-row statement, where an UPDATE executemany is
-    one statement and one round trip per row (the per-event cost issue 16's profile found)."""
+    one statement and one round trip per row (the per-event cost the ingest profile found)."""
     stmt = mysql.insert(table)
     return stmt.on_duplicate_key_update({c.name: stmt.inserted[c.name] for c in table.c if not c.primary_key})
 
@@ -104,7 +104,8 @@ def _upsert(table: sa.Table) -> sa.Insert:
 _UPSERT_TASK = _upsert(task)
 #: INSERT statements built once (a statement object memoizes its compiled-cache key).
 _INSERT = {
-    t.name: sa.insert(t) for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal)
+    t.name: sa.insert(t)
+    for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal, task_outbox)
 }
 _UPSERT_STEP = _upsert(task_step)
 
@@ -236,7 +237,7 @@ async def append_outbox(
         for m in messages
     ]
     if rows:
-        await conn.execute(sa.insert(task_outbox), rows)
+        await conn.execute(_INSERT["task_outbox"], rows)
 
 
 async def append_outbox_version(

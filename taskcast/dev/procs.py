@@ -73,12 +73,20 @@ class Proc:
     health_url: str = ""
     cwd: Path = ROOT
     popen: subprocess.Popen[bytes] | None = None
+    #: Start the child in a session of its own: a terminal's Ctrl-C then reaches only the owner,
+    #: which stops its children in order (``make topology``).
+    new_session: bool = False
 
     def start(self) -> Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
-                self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=self.new_session,
             )
         return self
 

@@ -1,30 +1,36 @@
 """The production topology of docker-compose.yml, from local processes (``make topology``).
 
-Real MariaDB and Redis, two gateways on the Redis engine, the Status API, the health reconciler,
-two relays and nginx in front — started with the SAME files as the compose file (deploy/*.json,
-deploy/*.yaml, deploy/nginx/taskcast.conf.template) plus environment overrides, on free ports
-under one work directory. Used by the e2e tests (``Topology(...).start()``) and as a CLI:
+Two gateways on the Redis engine, two Status API replicas, the health reconciler, two relays and
+nginx in front — started with the SAME files as the compose file (deploy/*.json, deploy/*.yaml,
+deploy/nginx/taskcast.conf.template) plus environment overrides, on free ports under one work
+directory. With ``ha`` the data path has no single point of failure either, as in the compose
+file: Redis is a master, a replica and three Sentinels (taskcast/dev/sentinel.py; every service
+takes the ``redis+sentinel://`` URL) and MariaDB a primary with a GTID replica
+(taskcast/dev/mariadb.py). Without ``ha`` it runs on the given (or throwaway) Redis and MariaDB.
 
-    python -m taskcast.dev.topology [--dir DIR]   # make topology; prints the URLs, Ctrl-C stops everything
+:meth:`Topology.supervise` restarts any process that exits (taskcast/dev/supervisor.py), so a
+rolling restart — SIGTERM one process, wait for it to come back — never takes the topology down.
+Used by the e2e tests (``Topology(...).start()``) and as a CLI (taskcast/dev/topology_cli.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import secrets
-import shutil
-import signal
-import string
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from taskcast.dev.mariadb import MariaDB
+from taskcast.dev.nginx import nginx_proc
 from taskcast.dev.procs import ROOT, Proc, free_port, service_argv, start_services
+from taskcast.dev.sentinel import RedisSentinel
+from taskcast.dev.supervisor import Supervisor
 
 DEPLOY = ROOT / "deploy"
 
@@ -39,9 +45,15 @@ class Topology:
     mysql_url: str = ""
     gateways: int = 2
     relays: int = 2
+    #: Status API replicas behind nginx (each ``serve --workers status_api_workers``).
+    status_apis: int = 2
     #: ``taskcast status-api serve --workers N`` (one port; status_api/workers.py).
     status_api_workers: int = 1
     heartbeat_timeout_seconds: float = 60.0
+    #: The relays' wake-up: ``redis`` (the deploy files' hint over Redis PUB/SUB) or ``udp`` (no
+    #: Redis for wake-ups: ``wake.udp_targets`` → each relay's ``wake_udp_listen``; the deploy
+    #: files are copied into the work directory without their ``wake`` Redis URL).
+    wake: str = "redis"
     #: How long each process may take to become ready (loaded CI machines need more than a laptop).
     ready_timeout_seconds: float = 60.0
     hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -49,15 +61,24 @@ class Topology:
     service_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     execution_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     user_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    #: Own Redis Sentinel group and MariaDB primary + replica (``redis_url``/``mysql_url`` unused).
+    ha: bool = False
+    #: Children in sessions of their own (``Proc.new_session``): for the CLI, where a terminal's
+    #: Ctrl-C must reach only the topology, which then stops everything in order.
+    detach: bool = False
     procs: dict[str, Proc] = field(default_factory=dict)
     own_services: bool = False
+    sentinel: RedisSentinel | None = None
+    mariadb: MariaDB | None = None
+    mariadb_replica: MariaDB | None = None
+    supervisor: Supervisor | None = None
 
     # --- addresses ------------------------------------------------------------------------------
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.gateway_ports = [free_port() for _ in range(self.gateways)]
-        self.status_port = free_port()
+        self.status_ports = [free_port() for _ in range(self.status_apis)]
         self.relay_metrics_ports = [free_port() for _ in range(self.relays)]
         self.public_port = free_port()
         self.internal_port = free_port()
@@ -77,6 +98,11 @@ class Topology:
         return f"ws://127.0.0.1:{self.public_port}/connection/websocket"
 
     @property
+    def internal_url(self) -> str:
+        """nginx's internal listener: /internal/v1 (workers), /admin/v1, metrics, the server API."""
+        return f"http://127.0.0.1:{self.internal_port}"
+
+    @property
     def internal_api_url(self) -> str:
         return f"http://127.0.0.1:{self.internal_port}/api"
 
@@ -84,18 +110,46 @@ class Topology:
         return f"http://127.0.0.1:{self.gateway_ports[n]}"
 
     @property
+    def status_port(self) -> int:
+        """The first Status API replica's port."""
+        return self.status_ports[0]
+
+    @property
     def status_api_url(self) -> str:
+        """The first Status API replica (the others: ``status_ports``; all behind nginx)."""
         return f"http://127.0.0.1:{self.status_port}"
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def _services(self) -> None:
+        if self.ha:
+            self._ha_services()
+            return
         if self.redis_url and self.mysql_url:
             return
         redis_url, mysql_url = start_services(self.workdir / "services")
         self.own_services = True
         self.redis_url = self.redis_url or redis_url
         self.mysql_url = self.mysql_url or mysql_url
+
+    def _ha_services(self) -> None:
+        """Redis master + replica + three Sentinels, MariaDB primary + replica, all supervised."""
+        services = self.workdir / "services"
+        self.sentinel = RedisSentinel(services / "redis")
+        for proc in self.sentinel.all_procs():
+            proc.new_session = self.detach
+            self.procs[proc.name] = proc.start()
+        self.sentinel.wait_ready(self.ready_timeout_seconds)
+        self.redis_url = self.sentinel.url
+        self.mariadb = MariaDB(services / "mariadb-primary", server_id=1)
+        self.mariadb_replica = MariaDB(services / "mariadb-replica", server_id=2)
+        for server in (self.mariadb, self.mariadb_replica):
+            server.process().new_session = self.detach
+            server.start(self.ready_timeout_seconds)
+            proc = server.process()
+            self.procs[proc.name] = proc
+        self.mariadb_replica.replicate_from(self.mariadb)
+        self.mysql_url = self.mariadb.url("taskcast")
 
     def _database(self) -> str:
         """A database of its own on the MariaDB server, so runs never see each other's rows."""
@@ -137,13 +191,19 @@ class Topology:
             TASKCAST_STATUS_API_USER_AUTH__SECRET=self.user_secret,
             TASKCAST_STATUS_API_REALTIME__SECRET=self.hmac_secret,
             TASKCAST_STATUS_API_HTTP__HOST="127.0.0.1",
-            TASKCAST_STATUS_API_HTTP__PORT=str(self.status_port),
             TASKCAST_STATUS_API_RECONCILER__INTERVAL_SECONDS="1",
             TASKCAST_STATUS_API_RECONCILER__HEARTBEAT_TIMEOUT_SECONDS=str(self.heartbeat_timeout_seconds),
-            TASKCAST_STATUS_API_WAKE__REDIS_URL=self.redis_url,
             TASKCAST_STATUS_API_WAKE__CHANNEL=self.wake_channel,
         )
-        status_cfg = str(DEPLOY / "status-api.yaml")
+        status_cfg, relay_cfg = str(DEPLOY / "status-api.yaml"), str(DEPLOY / "relay.yaml")
+        udp_ports = [free_port() for _ in range(self.relays)] if self.wake == "udp" else []
+        if udp_ports:
+            status_cfg = self._deploy_copy(
+                "status-api.yaml", wake={"udp_targets": [f"127.0.0.1:{p}" for p in udp_ports]}
+            )
+            relay_cfg = self._deploy_copy("relay.yaml", wake_redis_url=None)
+        else:
+            status_env["TASKCAST_STATUS_API_WAKE__REDIS_URL"] = self.redis_url
         subprocess.run(
             service_argv("status-api", "init-db", "--config", status_cfg),
             cwd=ROOT,
@@ -164,14 +224,15 @@ class Topology:
             )
             argv = service_argv("gateway", "--config", str(DEPLOY / "gateway.json"))
             self._add(f"gateway{n + 1}", argv, env, f"{self.gateway_url(n)}/health")
-        self._add(
-            "status-api",
-            service_argv(
-                "status-api", "serve", "--config", status_cfg, "--workers", str(self.status_api_workers)
-            ),
-            status_env,
-            f"{self.status_api_url}/readyz",
-        )
+        for n, port in enumerate(self.status_ports):
+            self._add(
+                f"status-api{n + 1}",
+                service_argv(
+                    "status-api", "serve", "--config", status_cfg, "--workers", str(self.status_api_workers)
+                ),
+                {**status_env, "TASKCAST_STATUS_API_HTTP__PORT": str(port)},
+                f"http://127.0.0.1:{port}/readyz",
+            )
         self._add(
             "reconciler",
             service_argv("status-api", "reconcile", "--config", status_cfg),
@@ -186,59 +247,61 @@ class Topology:
                 TASKCAST_RELAY_RELAY_ID=f"relay{n + 1}",
                 TASKCAST_RELAY_METRICS_HOST="127.0.0.1",
                 TASKCAST_RELAY_METRICS_PORT=str(port),
-                TASKCAST_RELAY_WAKE_REDIS_URL=self.redis_url,
                 TASKCAST_RELAY_WAKE_CHANNEL=self.wake_channel,
             )
-            argv = service_argv("relay", "run", "--config", str(DEPLOY / "relay.yaml"))
+            if udp_ports:
+                env["TASKCAST_RELAY_WAKE_UDP_LISTEN"] = f"127.0.0.1:{udp_ports[n]}"
+            else:
+                env["TASKCAST_RELAY_WAKE_REDIS_URL"] = self.redis_url
+            argv = service_argv("relay", "run", "--config", relay_cfg)
             self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
         for proc in self.procs.values():
             proc.wait_ready(self.ready_timeout_seconds)
         return self
 
+    def _deploy_copy(self, name: str, **changes: object) -> str:
+        """deploy/``name`` with top-level ``changes`` (None drops the key), written to the work
+        directory; its path."""
+        import yaml
+
+        doc = yaml.safe_load((DEPLOY / name).read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            if value is None:
+                doc.pop(key, None)
+            else:
+                doc[key] = value
+        path = self.workdir / name
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        return str(path)
+
     def _add(self, name: str, argv: list[str], env: dict[str, str], health_url: str = "") -> Proc:
         proc = Proc(name, argv, env, self.workdir / "logs" / f"{name}.log", health_url)
+        proc.new_session = self.detach
         proc.start()
         self.procs[name] = proc
         return proc
 
     def _start_nginx(self) -> None:
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        ndir = self.workdir / "nginx"
-        for sub in ("tmp", "logs"):
-            (ndir / sub).mkdir(parents=True, exist_ok=True)
-        template = string.Template((DEPLOY / "nginx/taskcast.conf.template").read_text())
-        (ndir / "taskcast.conf").write_text(
-            template.safe_substitute(
-                TASKCAST_PUBLIC_PORT=str(self.public_port),
-                TASKCAST_INTERNAL_PORT=str(self.internal_port),
-                TASKCAST_GATEWAY_1=f"127.0.0.1:{self.gateway_ports[0]}",
-                TASKCAST_GATEWAY_2=f"127.0.0.1:{self.gateway_ports[-1]}",
-                TASKCAST_STATUS_API=f"127.0.0.1:{self.status_port}",
-            )
+        proc = nginx_proc(
+            self.workdir / "nginx",
+            self.public_port,
+            self.internal_port,
+            [f"127.0.0.1:{port}" for port in self.gateway_ports],
+            [f"127.0.0.1:{port}" for port in self.status_ports],
+            self._env(),
         )
-        temp = ndir / "tmp"
-        (ndir / "nginx.conf").write_text(
-            f"""worker_processes 1;
-worker_rlimit_nofile 65536;
-{"user root;" if os.geteuid() == 0 else ""}
-pid {ndir}/nginx.pid;
-error_log {ndir}/logs/error.log warn;
-events {{ worker_connections 32768; }}
-http {{
-    access_log off;
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
-    include {ndir}/taskcast.conf;
-}}
-"""
-        )
-        argv = [nginx, "-p", str(ndir), "-c", str(ndir / "nginx.conf"), "-g", "daemon off;"]
-        self._add("nginx", argv, self._env(), f"http://127.0.0.1:{self.internal_port}/nginx-health")
+        proc.new_session = self.detach
+        self.procs[proc.name] = proc.start()
+
+    def supervise(self, on_restart: Callable[[Proc, int | None], None] | None = None) -> Supervisor:
+        """Restart every process of the topology that exits, from now until :meth:`stop`."""
+        if self.supervisor is None:
+            self.supervisor = Supervisor(self.procs, on_restart=on_restart).start()
+        return self.supervisor
 
     def stop(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()
         for proc in reversed(list(self.procs.values())):
             proc.stop()
         if self.own_services:
@@ -275,43 +338,7 @@ async def topology_nodes(topo: Topology, within: float = 15.0) -> list[dict[str,
             await asyncio.sleep(0.2)  # polling interval of a bounded wait (heartbeats every 3 s)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Start the production topology from local processes.")
-    parser.add_argument("--dir", default="", help="work directory (default: a new temp dir)")
-    args = parser.parse_args(argv)
-    import tempfile
-
-    workdir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="taskcast-topology-"))
-    topo = Topology(workdir)
-    stop = False
-
-    def on_signal(*_: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        topo.start()
-        print(f"public (nginx):   {topo.public_url}   websocket {topo.public_ws_url}")
-        print(f"gateway API:      {topo.internal_api_url}  (X-API-Key: {topo.api_key[:4]}…, see {workdir})")
-        print(f"status API:       {topo.status_api_url}")
-        print(f"logs:             {workdir / 'logs'}")
-        (workdir / "secrets.env").write_text(
-            f"TASKCAST_HMAC_SECRET={topo.hmac_secret}\nTASKCAST_API_KEY={topo.api_key}\n"
-            f"TASKCAST_SERVICE_SECRET={topo.service_secret}\nTASKCAST_USER_SECRET={topo.user_secret}\n"
-        )
-        print("running; Ctrl-C stops everything", flush=True)
-        while not stop:
-            for proc in topo.procs.values():
-                if not proc.running:
-                    print(f"{proc.name} exited:\n{proc.log_text()[-2000:]}", file=sys.stderr)
-                    stop = True
-            time.sleep(0.5)
-    finally:
-        topo.stop()
-    return 0
-
-
 if __name__ == "__main__":
+    from taskcast.dev.topology_cli import main
+
     sys.exit(main())

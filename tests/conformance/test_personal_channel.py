@@ -14,7 +14,7 @@ from tests.conformance.test_python_sdk import WAIT_SECONDS, Harness
 from tests.support import mint_token
 
 
-def personal_config(*, single_connection: bool) -> dict[str, object]:
+def personal_config(*, single_connection: bool, join_leave: bool = False) -> dict[str, object]:
     config = copy.deepcopy(standard_config())
     client = config["client"]
     assert isinstance(client, dict)
@@ -25,7 +25,10 @@ def personal_config(*, single_connection: bool) -> dict[str, object]:
     }
     channel = config["channel"]
     assert isinstance(channel, dict)
-    channel["namespaces"].append({"name": "personal", "presence": True})
+    personal: dict[str, object] = {"name": "personal", "presence": True}
+    if join_leave:
+        personal.update(join_leave=True, force_push_join_leave=True)
+    channel["namespaces"].append(personal)
     return config
 
 
@@ -52,6 +55,25 @@ async def test_py_personal_channel_receives_publications_to_the_user(
             assert not anon.rec.of("server_subscribed")
         finally:
             await anon.close()
+    finally:
+        await h.close()
+
+
+async def test_py_personal_channel_sends_the_join_push_after_connect(
+    gateway_factory: GatewayFactory, py_wire: Wire
+):
+    """With join_leave and force_push_join_leave on the personal namespace, the connection gets
+    its own join push on its personal channel after the connect reply, as from Centrifugo."""
+    gw = gateway_factory(personal_config(single_connection=False, join_leave=True))
+    h = Harness(gw, py_wire)
+    try:
+        c = h.client(mint_token(SECRET, "42"))
+        await c.connect()
+        await c.ready(WAIT_SECONDS)
+        (join,) = await h.rec.wait_for("server_join", "personal:#42")
+        assert join.ctx.info.user == "42"
+        names = [e.name for e in h.rec.events]
+        assert names.index("connected") < names.index("server_join")
     finally:
         await h.close()
 

@@ -32,6 +32,7 @@ from centrifuge import (
     JoinContext,
     LeaveContext,
     PublicationContext,
+    ServerJoinContext,
     ServerPublicationContext,
     ServerSubscribedContext,
     SubscribedContext,
@@ -101,6 +102,9 @@ class ClientEvents(ClientEventHandler):
 
     async def on_publication(self, ctx: ServerPublicationContext) -> None:
         self.rec.add("server_publication", ctx.channel, ctx)
+
+    async def on_join(self, ctx: ServerJoinContext) -> None:
+        self.rec.add("server_join", ctx.channel, ctx)
 
 
 class SubEvents(SubscriptionEventHandler):

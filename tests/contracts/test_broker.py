@@ -112,7 +112,7 @@ class Recorder:
         self._changed.set()
 
     async def wait(self, count: int) -> list[Delivered]:
-        async with asyncio.timeout(scaled(5)):
+        async with asyncio.timeout(scaled(30)):
             while len(self.events) < count:
                 self._changed.clear()
                 await self._changed.wait()

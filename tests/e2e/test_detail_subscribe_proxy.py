@@ -3,7 +3,8 @@ mode"): a gateway whose ``task_detail`` namespace has ``subscribe_proxy_enabled`
 ``POST /proxy/v1/subscribe`` of a real Status API process, authenticated by the shared-secret
 static header. A browser connection (the Status API's own connection JWT) then subscribes to
 detail channels WITHOUT subscription tokens: its own tasks are granted, another user's task is
-refused 103, the per-connection quota refuses the next one 106, and a wrong secret on the
+refused 103, the per-connection quota refuses the next one 106, a reconnect does not reset the
+per-user quota (106 past it on the new connection), and a wrong secret on the
 gateway side fails closed (the proxy answers 401, the client gets a temporary error 100)."""
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tests.support import GatewayProcess, StatusApiProcess, merge, scaled
 
 SECRET = "proxy-secret-for-e2e-0123456789abcdef"
 LIMIT = TEST_CONFIG["realtime"]["max_detail_subscriptions_per_session"]
+USER_LIMIT = LIMIT + 1
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +42,7 @@ def status_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StatusApiPr
         {
             "database": {"url": f"sqlite+aiosqlite:///{workdir}/status.db"},
             "subscribe_proxy": {"enabled": True, "secret": SECRET, "lease_seconds": 60},
+            "realtime": {"max_detail_subscriptions_per_user": USER_LIMIT},
         },
     )
     proc = StatusApiProcess(cfg, workdir).start()
@@ -115,15 +118,22 @@ async def _subscribe_all(gw: GatewayProcess, token: str, channels: list[str]) ->
 async def test_detail_channels_are_authorised_by_the_status_api_without_subscription_tokens(
     status_api: StatusApiProcess, gateway: GatewayProcess
 ) -> None:
-    mine = [_create_task(status_api, "u1") for _ in range(LIMIT + 1)]
+    mine = [_create_task(status_api, "u1") for _ in range(USER_LIMIT + 1)]
     theirs = _create_task(status_api, "u2")
-    channels = [f"task_detail:t1/{theirs}", *(f"task_detail:t1/{t}" for t in mine)]
+    channels = [f"task_detail:t1/{theirs}", *(f"task_detail:t1/{t}" for t in mine[: LIMIT + 1])]
     replies = await _subscribe_all(gateway, _connection_token(status_api, "u1"), channels)
     other, *own = replies
     assert other.get("error", {}).get("code") == 103, other  # not the user's task
     granted, over = own[:LIMIT], own[LIMIT]
     assert all("subscribe" in r for r in granted), granted
     assert over.get("error", {}).get("code") == 106, over  # the per-connection detail quota
+    # A reconnect (a new connection, a new token) resets nothing: the per-user quota counts the
+    # first connection's leases, so one more task fits, the next is refused.
+    again = await _subscribe_all(
+        gateway, _connection_token(status_api, "u1"), [f"task_detail:t1/{t}" for t in mine[LIMIT:]]
+    )
+    assert "subscribe" in again[0], again
+    assert again[1].get("error", {}).get("code") == 106, again  # the per-user detail quota
     # The owner of the other task is granted it on its own connection.
     (theirs_reply,) = await _subscribe_all(gateway, _connection_token(status_api, "u2"), channels[:1])
     assert "subscribe" in theirs_reply, theirs_reply

@@ -84,7 +84,7 @@ async def test_clients_on_both_gateways_see_every_final_state_with_the_database_
         assert all(node["num_clients"] > 0 for node in nodes), nodes
 
         result = await run_demo(
-            topology.public_url,
+            topology.internal_url,
             topology.service_secret,
             tasks=7,
             speed=20.0,

@@ -28,7 +28,7 @@ async def _connected(topology: Topology, user: str) -> tuple[Raw, object]:
 async def test_every_process_is_healthy_and_reachable_through_nginx(topology: Topology):
     assert all(proc.running for proc in topology.procs.values())
     async with httpx.AsyncClient(timeout=scaled(30)) as http:
-        assert (await http.get(f"{topology.public_url}/readyz")).status_code == 200
+        assert (await http.get(f"{topology.internal_url}/readyz")).status_code == 200
         info = await http.post(
             f"{topology.internal_api_url}/info", json={}, headers={"X-API-Key": topology.api_key}
         )

@@ -21,8 +21,8 @@ from gateway.api.http import ApiEndpoint
 from gateway.api.requests import MAX_BROADCAST_CHANNELS, MAX_PATTERN_LENGTH, MAX_TAGS, MAX_WHITELIST
 from gateway.engine.base import EngineError, PublishItem, PublishResult
 from gateway.engine.memory import MemoryBroker
-from gateway.http.inline import Deferred
 from gateway.node import Node
+from httpwire.inline import Deferred
 from tests.gateway.recording import INSECURE, Harness
 from tests.gateway.test_api_inline_fast import completed_inline
 

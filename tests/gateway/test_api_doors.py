@@ -30,8 +30,8 @@ from gateway.api.grpc.server import MessageParams, Servicer, fill, register
 from gateway.api.http import ApiEndpoint
 from gateway.api.requests import MAX_TAGS, MAX_WHITELIST
 from gateway.engine.memory import MemoryBroker
-from gateway.http.inline import Deferred
 from gateway.protocol.policy import MAX_EXPIRE_AT
+from httpwire.inline import Deferred
 from tests.gateway.recording import INSECURE, Harness
 
 ENV = {

@@ -1,4 +1,4 @@
-"""Server API requests answered inline by the HTTP protocol (gateway/http/inline.py): a real
+"""Server API requests answered inline by the HTTP protocol (httpwire/inline.py): a real
 uvicorn server of the whole gateway (memory engine) on a free loopback port, over raw sockets.
 Every request here is also answerable by the ASGI app; these tests pin that the inline path
 answers the same bytes, keeps pipelined responses in order, and hands over what it must."""
@@ -15,8 +15,8 @@ import pytest
 
 from gateway.app import build
 from gateway.config.loading import load_settings
-from gateway.http.inline import INLINE_BODY_BYTES
 from gateway.http.server import Served, build_server
+from httpwire.inline import INLINE_BODY_BYTES
 from tests.support import scaled
 
 pytestmark = pytest.mark.timeout(60)

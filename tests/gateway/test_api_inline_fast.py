@@ -1,6 +1,6 @@
 """On the memory engine a publish (and a sequential batch of publishes) completes without
 suspending, so the HTTP protocol drives it outside any task (``ServerApi.completes_inline``,
-gateway/http/inline.py), and it answers exactly what the same executor answers on an engine that
+httpwire/inline.py), and it answers exactly what the same executor answers on an engine that
 is not inline. In-process: request bytes in, response bytes out, against a reference gateway
 whose broker is not inline (every publish then awaits the engine's coroutine), with the same
 settings and epochs. Replies, HTTP statuses, error codes, metrics and deliveries are compared."""
@@ -13,7 +13,7 @@ import pytest
 from gateway.api.executor import ServerApi
 from gateway.api.http import ApiEndpoint
 from gateway.engine.memory import MemoryBroker
-from gateway.http.inline import Deferred, Response
+from httpwire.inline import Deferred, Response
 from tests.gateway.recording import INSECURE, Harness
 
 KEY = b"fast-key"

@@ -492,15 +492,15 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
     _, warnings = cfg(
         {
             "client": {"concurrency": 4},
-            "admin": {"enabled": True},
+            "admin": {"web_path": "/srv/admin"},
             "channel": {"without_namespace": {"shared_poll": True}},
         }
     )
     assert warnings == [
         'unsupported option "client.concurrency" (a Centrifugo option Taskcast ignores: '
         "one connection's commands run in order; nothing to tune)",
-        'unsupported option "admin" (a Centrifugo option Taskcast ignores: no admin web UI: '
-        "use the server API (info, channels, presence) and /metrics)",
+        'unsupported option "admin.web_path" (a Centrifugo option Taskcast ignores: the admin '
+        "UI's files are part of the gateway (gateway/admin/static/))",
         'unsupported option "channel.without_namespace.shared_poll" (a Centrifugo option Taskcast '
         "ignores: no shared polling: publish changes through the server API)",
     ]
@@ -509,7 +509,7 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
 def test_value_warnings(cfg: Loader) -> None:
     s, warnings = cfg(
         {
-            "websocket": {"compression": True},
+            "uni_websocket": {"compression": True},
             "client": {
                 "insecure": True,
                 "token": {"jwks_public_endpoint": "https://idp/jwks", "hmac_secret_key": "x"},
@@ -517,9 +517,9 @@ def test_value_warnings(cfg: Loader) -> None:
             },
         }
     )
-    assert s.websocket.compression is False
+    assert s.uni_websocket.compression is False
     assert s.client.token.algorithms == ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "EdDSA")
-    assert any(w.startswith("websocket.compression") for w in warnings)
+    assert any(w.startswith("uni_websocket.compression") for w in warnings)
     assert any(w.startswith("client.insecure") for w in warnings)
     assert any("static keys are not used" in w for w in warnings)
     assert any(w.startswith("client.subscription_token: keys are set but enabled is false") for w in warnings)

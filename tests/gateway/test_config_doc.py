@@ -88,12 +88,17 @@ CENTRIFUGO_V6_CHANNEL_OPTIONS = (
 def test_docs_table_is_generated_from_the_code() -> None:
     current = config_doc.DOC_PATH.read_text(encoding="utf-8")
     assert config_doc.render(current) == current, "run: python -m gateway.config.doc --write"
+    migration = config_doc.MIGRATION_PATH.read_text(encoding="utf-8")
+    assert config_doc.render(migration, config_doc.migration_markdown) == migration
 
 
 def test_check_mode_reports_a_stale_document(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     stale = tmp_path / "configuration.md"
     stale.write_text(f"x\n{config_doc.BEGIN}\nold\n{config_doc.END}\n")
+    migration = tmp_path / "migrating-from-centrifugo.md"
+    migration.write_text(f"y\n{config_doc.BEGIN}\n{config_doc.END}\n")
     monkeypatch.setattr(config_doc, "DOC_PATH", stale)
+    monkeypatch.setattr(config_doc, "MIGRATION_PATH", migration)
     assert config_doc.main(["--check"]) == 1
     assert config_doc.main(["--write"]) == 0
     assert config_doc.main(["--check"]) == 0
@@ -140,6 +145,7 @@ def test_wrong_bidirectional_name_is_unknown_and_the_real_one_supported() -> Non
         "CENTRIFUGO_CHANNEL_WITHOUT_NAMESPACE_DELTA_PUBLISH",
         "CENTRIFUGO_UNI_WEBSOCKET_ENABLED",
         "CENTRIFUGO_HTTP_SERVER_INTERNAL_PORT",
+        "CENTRIFUGO_INIT_ENABLED",
     ],
 )
 def test_v6_env_vars_are_not_unknown(env: str) -> None:
@@ -153,7 +159,6 @@ def test_v6_env_vars_are_not_unknown(env: str) -> None:
     [
         ("CENTRIFUGO_MAP_BROKER_TYPE", "map_broker"),
         ("CENTRIFUGO_CONTROLLER_TYPE", "controller"),
-        ("CENTRIFUGO_INIT_ENABLED", "init"),
         ("CENTRIFUGO_PID_FILE", "pid_file"),
         ("CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_MAP", "channel.namespaces[].map"),
         ("CENTRIFUGO_ENGINE_REDIS_SENTINEL_TLS_ENABLED", "engine.redis.sentinel_tls"),
@@ -173,7 +178,7 @@ def test_websocket_write_timeout_is_named_unsupported_not_silently_ignored() -> 
     )
 
 
-@pytest.mark.parametrize("section", ["init", "map_broker", "controller", "pid_file"])
+@pytest.mark.parametrize("section", ["map_broker", "controller", "pid_file"])
 def test_v68_sections_in_a_file_are_unsupported(section: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import json
 

@@ -43,7 +43,7 @@ async def test_an_unsubscribed_subscription_gets_nothing_before_the_hub_forgets_
     tb.clear()
     # The session dropped the subscription (unsubscribe) while its release (which removes it
     # from the hub) has not run yet: the snapshot still lists it.
-    del a.session.subscriptions["hot"]
+    assert a.session.remove_subscription("hot") is not None
     assert _direct(h, "hot") == 2
     h.node.on_publication("hot", Publication(b"2"), None)
     await until(lambda: bool(tb.messages()))

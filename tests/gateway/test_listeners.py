@@ -10,6 +10,7 @@ import json
 import os
 import ssl
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import httpx
 import pytest
 from centrifuge import Client, PublicationContext, SubscriptionEventHandler
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.conformance.conftest import JS_DIR, node_bin  # noqa: F401  # the node_bin fixture
 from tests.support import GatewayProcess, free_port, mint_token, scaled
@@ -193,17 +194,66 @@ async def test_uni_websocket_connect_then_pushes(tmp_path: Path, join: bool) -> 
 
 
 async def test_uni_websocket_bad_connect_request_closes_3501_and_bad_token_3500(tmp_path: Path) -> None:
+    """A disconnect push, then a close frame with the same code (Centrifugo v6.5.1's order)."""
     gw = GatewayProcess({**CONFIG, "uni_websocket": {"enabled": True}}, tmp_path / "gw").start()
     url = f"ws://127.0.0.1:{gw.port}/connection/uni_websocket"
     try:
         for message, code in (("[1, 2]", 3501), (json.dumps({"token": "not-a-jwt"}), 3500)):
             async with connect(url) as ws:
                 await ws.send(message)
+                push = json.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+                assert push["disconnect"]["code"] == code and push["disconnect"]["reason"]
                 with pytest.raises(ConnectionClosed) as closed:
                     await asyncio.wait_for(ws.recv(), scaled(10))
                 assert closed.value.rcvd is not None and closed.value.rcvd.code == code
     finally:
         gw.terminate()
+
+
+async def test_uni_websocket_cf_connect_url_parameter(tmp_path: Path) -> None:
+    """The ConnectRequest in ``cf_connect`` (v6.3): connected without sending a message; a
+    parameter that is not a JSON object is refused with 400 before the upgrade."""
+    gw = GatewayProcess({**CONFIG, "uni_websocket": {"enabled": True}}, tmp_path / "gw").start()
+    url = f"ws://127.0.0.1:{gw.port}/connection/uni_websocket"
+    token = mint_token(SECRET, "42")
+    try:
+        query = urllib.parse.urlencode({"cf_connect": json.dumps({"token": token})})
+        async with connect(f"{url}?{query}") as ws:
+            push = json.loads(await asyncio.wait_for(ws.recv(), scaled(10)))
+            assert push["connect"]["client"]
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(f"{url}?cf_connect=%5B1%5D"):
+                pass
+        assert refused.value.response.status_code == 400
+    finally:
+        gw.terminate()
+
+
+async def test_uni_websocket_disable_disconnect_push_and_closing_handshake(tmp_path: Path) -> None:
+    """``disable_disconnect_push``: only the close frame; with ``disable_closing_handshake`` too,
+    the TCP connection ends without a close frame (Centrifugo before v6.5.1)."""
+    for options, push, frame in (
+        ({"disable_disconnect_push": True}, False, True),
+        ({"disable_closing_handshake": True}, True, False),
+    ):
+        config = {**CONFIG, "uni_websocket": {"enabled": True, **options}}
+        gw = GatewayProcess(config, tmp_path / f"gw-{len(options)}-{push}").start()
+        try:
+            async with connect(f"ws://127.0.0.1:{gw.port}/connection/uni_websocket") as ws:
+                await ws.send("[1, 2]")
+                if push:
+                    assert (
+                        json.loads(await asyncio.wait_for(ws.recv(), scaled(10)))["disconnect"]["code"]
+                        == 3501
+                    )
+                with pytest.raises(ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), scaled(10))
+                if frame:
+                    assert closed.value.rcvd is not None and closed.value.rcvd.code == 3501
+                else:
+                    assert closed.value.rcvd is None
+        finally:
+            gw.terminate()
 
 
 def _taskcast() -> list[str]:

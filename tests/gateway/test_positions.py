@@ -44,7 +44,7 @@ class Recorder:
         self.closed = disconnect
 
     async def next(self, key: str) -> dict[str, Any]:
-        async with asyncio.timeout(scaled(5)):
+        async with asyncio.timeout(scaled(30)):
             while True:
                 msg = await self.messages.get()
                 if key in msg or key in msg.get("push", {}):

@@ -12,7 +12,6 @@ from gateway.protocol import codes
 from gateway.protocol.messages import Command, ConnectRequest, Method, SendRequest, SubscribeRequest
 from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.session import (
-    Delivery,
     Execute,
     ExpireSubscription,
     Pong,
@@ -20,8 +19,8 @@ from gateway.protocol.session import (
     Session,
     SessionConfig,
     State,
-    Subscription,
 )
+from gateway.protocol.subscription import Delivery, Subscription
 
 CONNECT = Command(1, Method.CONNECT, ConnectRequest())
 SUBSCRIBE = Command(2, Method.SUBSCRIBE, SubscribeRequest("c"))
@@ -90,7 +89,10 @@ def test_limits_count_all_subscriptions_and_namespace_quota():
 
 
 def test_positioned_subscription_classifies_live_publications():
-    sub = Subscription("c", "", positioned=True, offset=5, epoch="e")
+    s = Session()
+    sub = Subscription("c", "", positioned=True)
+    s.add_subscription(sub)
+    s.position(sub, 5, "e")
     assert sub.check_position(6, "e") is Delivery.DELIVER
     assert sub.offset == 6
     assert sub.check_position(6, "e") is Delivery.SKIP
@@ -230,8 +232,7 @@ def test_removed_or_refreshed_subscription_does_not_expire():
     sub = Subscription("a", "", expire_at=120.0)
     s.add_subscription(sub)
     s.schedule_sub_expiry(sub)
-    sub.expire_at = 500.0
-    s.schedule_sub_expiry(sub)
+    assert s.extend_subscription(sub, 500.0, None)
     assert s.on_deadline(121.0) == []
     s.remove_subscription("a")
     assert s.next_deadline() is None

@@ -20,7 +20,8 @@ from gateway.hub import SharedPush
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import JSON
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRequest
-from gateway.protocol.session import Session, SessionConfig, State, Subscription, SubState
+from gateway.protocol.session import Session, SessionConfig, State
+from gateway.protocol.subscription import Subscription, SubState
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport, until
 
 
@@ -53,8 +54,10 @@ class RecordingDriver:
             refresher=ServerRefresher(self, loop, lambda: 0.0),
             clock=lambda: 0.0,
         )
-        self.on_publication, self.on_join_leave = self.subs.on_publication, self.subs.on_join_leave
-        self.check_position, self.presence_tick = self.subs.check_position, self.subs.presence_tick
+        fanout = self.subs.fanout
+        self.on_publication, self.on_join_leave = fanout.on_publication, fanout.on_join_leave
+        self.check_position, self.presence_tick = fanout.check_position, self.subs.presence_tick
+        self.direct_target = fanout.direct_target
         self.subscribe_server_side = self.subs.subscribe_server_side
         self.unsubscribe_server_side = self.subs.unsubscribe_server_side
 
@@ -89,6 +92,9 @@ class RecordingDriver:
     # gateway.connection.refresh.Conn
     def subscription(self, channel: str) -> Subscription | None:
         return self.subs.get(channel)
+
+    def update_channel_info(self, sub: Subscription, info: bytes) -> None:
+        self.session.update_channel_info(sub, info)
 
     async def unsubscribe(self, channel: str, push: codes.Unsubscribe | None = None) -> None:
         await self.subs.unsubscribe(channel, push)

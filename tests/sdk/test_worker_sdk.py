@@ -1,5 +1,6 @@
 """The worker SDK (sdk/python/taskcast_worker) against real Status API processes on SQLite and
-MariaDB: a Status API restart in the middle of a step, typed refusals, the sync API; and its retry
+MariaDB: a Status API restart in the middle of a step, typed refusals, the sync API, the token
+renewed by a heartbeat's answer; and its retry
 policy (Retry-After, 5xx, non-idempotent calls) over an httpx transport that answers by script."""
 
 from __future__ import annotations
@@ -135,6 +136,68 @@ def test_the_sync_api(api: StatusApiProcess) -> None:
             assert step.complete("PREPARED").step_lifecycle_status == "SUCCEEDED"
         with pytest.raises(errors.StepTerminal):
             tc.step(step.ctx).renew()
+
+
+# --- token renewal on heartbeats ----------------------------------------------------------------
+
+SHORT_TTL, WINDOW = 12, 8
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)], scope="module")
+def short_api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StatusApiProcess]:
+    """A Status API whose tokens live 12 s, renewed on a heartbeat once 8 s or less are left, and
+    whose tasks have at most 2 attempts."""
+    workdir = tmp_path_factory.mktemp(f"sdk-short-{request.param}")
+    if request.param == "sqlite":
+        url, ctx = f"sqlite+aiosqlite:///{workdir}/status.db", None
+    else:
+        ctx = schema_database(str(request.getfixturevalue("mysql_url")), "taskcast_sdk_short")
+        url = ctx.__enter__()
+    tokens = {"ttl_seconds": SHORT_TTL, "heartbeat_renewal_seconds": WINDOW}
+    cfg = {"database": {"url": url}, "execution_token": tokens, "limits": {"max_task_attempts": 2}}
+    proc = StatusApiProcess(merge(TEST_CONFIG, cfg), workdir).start()
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    assert "Traceback" not in proc.log_text()
+
+
+async def test_the_step_takes_the_renewed_token_from_a_heartbeat_answer(short_api: StatusApiProcess) -> None:
+    """Heartbeats renew the token (the server's window opens 4 s in, the SDK's own renewal through
+    the endpoint would come at 8 s): the step adopts the token of the heartbeat's answer, and the
+    renewal endpoint is never called."""
+    async with client(short_api) as tc:
+        task = await tc.create_task(steps=STEPS, **TASK)
+        first = task.steps["02_parse"].execution_token
+        async with tc.step(task.steps["02_parse"], heartbeat_interval_seconds=0.3) as step:
+            await step.start("PARSING")
+            await wait_until(lambda: step.renewals >= 1, 30, "a renewal by heartbeat")
+            assert step.token != first and step.ctx.expires_in_seconds == SHORT_TTL
+            done = await step.complete("PARSE_COMPLETED")
+            assert done.accepted and done.step_lifecycle_status == "SUCCEEDED"
+    log = short_api.log_text()
+    assert "via=heartbeat" in log and "via=endpoint" not in log
+
+
+async def test_a_task_retry_past_the_cap_raises_task_attempts_exhausted(short_api: StatusApiProcess) -> None:
+    async with client(short_api) as tc:
+        task = await tc.create_task(steps=STEPS, **TASK)
+        for attempt in (1, 2):
+            async with tc.step(task.steps["02_parse"]) as step:
+                await step.start("PARSING")
+                await step.fail("PARSE_FAILED", StepError("DEPENDENCY", "OCR_TIMEOUT", True))
+            if attempt == 1:
+                task = await tc.retry_task(task.task_id)
+                assert task.task_attempt == 2
+        with pytest.raises(errors.TaskAttemptsExhausted) as info:
+            await tc.retry_task(task.task_id)
+        assert isinstance(info.value, errors.Conflict) and info.value.status == 409
+        assert info.value.details == {"limit": 2, "taskAttempt": 2}
 
 
 # --- the retry policy, over a scripted transport -------------------------------------------------

@@ -131,3 +131,22 @@ def test_same_origin_and_non_browser_requests_are_untouched(api: StatusApiProces
 def test_an_origin_that_is_not_scheme_host_port_refuses_to_start(origin: str) -> None:
     with pytest.raises(ConfigError, match=r"cors\.allowed_origins\[0\]"):
         build_config(merge(TEST_CONFIG, {"cors": {"allowed_origins": [origin]}}))
+
+
+def test_the_event_route_keeps_the_cors_rules_and_the_body_bound(api: StatusApiProcess) -> None:
+    """``POST /internal/v1/task-events`` is answered without the framework (status_api/event_route.py):
+    without an Origin its answer still says ``Vary: Origin``; with one, the CORS middleware decides
+    as on every route; a declared length over the bound is a coded 413 that closes the connection."""
+    url = f"{api.url}/internal/v1/task-events"
+    plain = httpx.post(url, content=b"{}", timeout=scaled(10))
+    assert plain.status_code == 401 and plain.json()["error"]["code"] == "UNAUTHENTICATED"
+    assert plain.headers["vary"] == "Origin" and "access-control-allow-origin" not in plain.headers
+    allowed = httpx.post(url, content=b"{}", headers={"Origin": APP}, timeout=scaled(10))
+    assert allowed.status_code == 401 and allowed.headers["access-control-allow-origin"] == APP
+    refused = httpx.post(
+        url, content=b"{}", headers={"Origin": EVIL, "Sec-Fetch-Site": "cross-site"}, timeout=scaled(10)
+    )
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "CORS_ORIGIN_NOT_ALLOWED"
+    big = httpx.post(url, content=b" " * (2 * 1024 * 1024), timeout=scaled(10))
+    assert big.status_code == 413 and big.json()["error"]["code"] == "BODY_TOO_LARGE"
+    assert big.headers["connection"] == "close"

@@ -18,6 +18,7 @@ from status_api.group_commit import GroupCommit
 from status_api.storage import write
 from status_api.storage.tables import task_event_dedup, task_event_log, task_outbox
 from tests.status_api.harness import Harness, Task
+from tests.support import scaled
 
 
 def _caller(h: Harness, t: Task, step_id: str) -> Any:
@@ -186,6 +187,51 @@ async def test_group_commit_answers_each_caller_and_survives_a_cancelled_one() -
     assert [6] in seen or [5, 6] in seen
     with pytest.raises(ValueError):
         GroupCommit(run, max_batch=0, max_runners=1)
+
+
+async def test_a_second_runner_starts_only_once_enough_items_wait_for_the_busy_one() -> None:
+    """Batches sized by load: while one transaction is in flight, items below ``spawn_queue`` wait
+    for it and form its next batch instead of a transaction of their own; a queue at the threshold
+    starts the next runner; a lone item never waits."""
+    seen: list[list[int]] = []
+    release = asyncio.Event()
+
+    async def run(items: Any) -> list[Any]:
+        seen.append(list(items))
+        if items[0] == 0:
+            await release.wait()  # the transaction in flight
+        return [i for i in items]
+
+    group: GroupCommit[int, int] = GroupCommit(run, max_batch=64, max_runners=3, spawn_queue=4)
+    first = asyncio.ensure_future(group.submit(0))
+    for _ in range(3):  # submit, then the runner task, then its run
+        await asyncio.sleep(0)
+    assert seen == [[0]], "a lone item starts a runner at once"
+    few = [asyncio.ensure_future(group.submit(i)) for i in (1, 2, 3)]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert seen == [[0]], "3 waiting items < 1 busy runner x 4: no second transaction"
+    more = asyncio.ensure_future(group.submit(4))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert seen == [[0], [1, 2, 3, 4]], "4 waiting items start the second runner with all of them"
+    release.set()
+    assert await asyncio.gather(first, *few, more) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError):
+        GroupCommit(run, max_batch=1, max_runners=1, spawn_queue=0)
+
+
+async def test_an_item_queued_right_after_the_last_runner_finished_is_served() -> None:
+    """The caller answered by a runner's last batch submits again before that runner's task is
+    reaped: the item must start a runner (a count kept until the task ends would strand it)."""
+
+    async def run(items: Any) -> list[Any]:
+        return list(items)
+
+    group: GroupCommit[int, int] = GroupCommit(run, max_batch=8, max_runners=2, spawn_queue=8)
+    assert await group.submit(1) == 1
+    async with asyncio.timeout(scaled(5)):
+        assert await group.submit(2) == 2
 
 
 async def test_outbox_append_many_writes_exactly_the_rows_of_append(h: Harness) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from status_api.server import BoundedHttpProtocol, ListenerLimits, protocol_class
+from httpwire.protocol import HttpProtocol
+from status_api.server import ListenerLimits, protocol_class
 from tests.status_api.harness import TEST_CONFIG, user_token
 from tests.support import StatusApiProcess, merge, scaled
 
@@ -190,4 +191,6 @@ def test_body_bombs_never_reach_memory(api: StatusApiProcess, chunked: bool) -> 
 def test_protocol_class_carries_its_limits() -> None:
     limits = ListenerLimits(max_head_bytes=8192, request_timeout_seconds=0.0)
     cls = protocol_class(limits)
-    assert issubclass(cls, BoundedHttpProtocol) and cls.limits == limits
+    assert issubclass(cls, HttpProtocol)
+    assert (cls.limits.max_head_bytes, cls.limits.request_timeout) == (8192, 0.0)
+    assert b'"HEADERS_TOO_LARGE"' in cls.limits.head_too_large

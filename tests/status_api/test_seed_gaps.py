@@ -12,7 +12,12 @@ import jwt
 import sqlalchemy as sa
 
 from status_api.queries import RealtimeQuota
-from status_api.storage.tables import realtime_session, realtime_subscription, task_event_dedup
+from status_api.storage.tables import (
+    realtime_session,
+    realtime_subscription,
+    realtime_user_quota,
+    task_event_dedup,
+)
 from tests.status_api.harness import ADMIN, COORDINATOR, EXEC_SECRET, REALTIME_SECRET, SERVICE_SECRET, Harness
 
 
@@ -170,7 +175,9 @@ async def test_expired_realtime_sessions_are_purged_with_their_leases(h: Harness
     async with h.comp.engine.connect() as conn:
         left = {r[0] for r in await conn.execute(sa.select(realtime_session.c.session_id))}
         leases = await conn.scalar(sa.select(sa.func.count()).select_from(realtime_subscription))
+        locks = await conn.scalar(sa.select(sa.func.count()).select_from(realtime_user_quota))
     assert left == {live} and leases == 0
+    assert locks == 0  # the user's quota lock row, untouched since the old lease, went too
 
 
 # --- seed §6.6: broadcast channels -------------------------------------------------------------

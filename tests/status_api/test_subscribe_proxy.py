@@ -2,9 +2,11 @@
 request bodies Centrifugo's HTTP subscribe / sub_refresh proxy sends.
 
 In process on SQLite and MariaDB: the ACL (owner, project via ``meta.projects``, tenant), the
-per-connection quota and its renewal, lease expiry, sub_refresh, the shared secret and malformed
-bodies. Then real ``taskcast status-api serve`` processes on both databases: concurrent subscribes
-of one connection never get more than N grants.
+per-connection quota and its renewal, lease expiry, sub_refresh, the per-user quota shared with the
+token path (a new connection resets nothing; a release frees a proxy lease), the shared secret and
+malformed bodies. Then real ``taskcast status-api serve`` processes on both databases: concurrent
+subscribes of one connection never get more than N grants, and concurrent subscribes of one user's
+many connections spread over two Status API replicas never get more than the user's quota.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import jwt
 import pytest
 
 from status_api.app import create_app
+from status_api.queries import RealtimeQuota
 from tests.helpers.mysql_db import schema_database
 from tests.status_api.harness import (
     COORDINATOR,
@@ -105,6 +108,53 @@ async def test_quota_per_connection_renewal_and_expiry(h: Harness, proxy: httpx.
     assert "result" in await _sub(proxy, proxy_body(chans[LIMIT]))
 
 
+async def test_the_user_quota_is_shared_by_every_connection_and_the_token_path(h: Harness) -> None:
+    """Seed §6.5: the per-user limit counts every connection of the user (a reconnect or token
+    refresh is a new ``client`` id and resets nothing) and the token path's sessions together."""
+    app = create_app(
+        load_config_dict(
+            merge(merge(TEST_CONFIG, PROXY_CONFIG), {"realtime": {"max_detail_subscriptions_per_user": 4}})
+        ),
+        components=h.comp,
+    )
+    h.comp.queries.quota = RealtimeQuota(
+        max_detail_subscriptions_per_session=LIMIT, max_detail_subscriptions_per_user=4
+    )
+    tasks = [await h.create_task() for _ in range(7)]
+    chans = [f"task_detail:t1/{t.id}" for t in tasks]
+    over = {"error": {"code": 106, "message": "limit exceeded"}}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://status") as proxy:
+        for ch in chans[:LIMIT]:  # the connection's own limit (3) ...
+            assert "result" in await _sub(proxy, proxy_body(ch, client="first"))
+        assert await _sub(proxy, proxy_body(chans[LIMIT], client="first")) == over
+        # ... a reconnect is a new connection: one more task reaches the user's limit (4), then 106
+        assert "result" in await _sub(proxy, proxy_body(chans[LIMIT], client="reconnected"))
+        assert await _sub(proxy, proxy_body(chans[LIMIT + 1], client="reconnected")) == over
+        assert await _sub(proxy, proxy_body(chans[LIMIT + 1], client="third-tab")) == over
+        # a task the user already holds is not counted twice (another tab opens the same detail)
+        assert "result" in await _sub(proxy, proxy_body(chans[0], client="third-tab"))
+        # the token path counts the proxy's leases: 429 DETAIL_SUBSCRIPTION_LIMIT, scope user
+        session = (await h.user_get("/api/realtime/session"))["sessionId"]
+        r = await h.user_post(
+            "/api/realtime/subscription-token", {"taskId": tasks[5].id, "sessionId": session}, expect=429
+        )
+        assert r["error"]["code"] == "DETAIL_SUBSCRIPTION_LIMIT"
+        assert r["error"]["details"] == {"limit": 4, "scope": "user"}
+        # releasing a task (client-js evicting its oldest invisible detail) frees it in every
+        # connection of the user at once, not one lease later
+        await h.user_post("/api/realtime/subscription-release", {"taskId": tasks[0].id, "sessionId": session})
+        assert "result" in await _sub(proxy, proxy_body(chans[LIMIT + 1], client="third-tab"))
+        # the token path's grant counts for the proxy in turn
+        await h.user_post("/api/realtime/subscription-release", {"taskId": tasks[1].id, "sessionId": session})
+        await h.user_post("/api/realtime/subscription-token", {"taskId": tasks[5].id, "sessionId": session})
+        assert await _sub(proxy, proxy_body(chans[6], client="fourth")) == over
+        # another user has a quota of their own
+        mine = await h.create_task(owner="u2")
+        assert "result" in await _sub(
+            proxy, proxy_body(f"task_detail:t1/{mine.id}", user="t1/u2", client="u2")
+        )
+
+
 async def test_secret_and_malformed_bodies(h: Harness, proxy: httpx.AsyncClient) -> None:
     t = await h.create_task()
     body = proxy_body(f"task_detail:t1/{t.id}")
@@ -161,10 +211,10 @@ class _database:
             self.ctx.__exit__(*exc)
 
 
-async def _create_task(http: httpx.AsyncClient) -> str:
+async def _create_task(http: httpx.AsyncClient, owner: str = "u1") -> str:
     body = {
         "tenantId": "t1",
-        "ownerId": "u1",
+        "ownerId": owner,
         "product": "DOCUMENT",
         "taskType": "DOCUMENT_PROCESS",
         "title": "Proxy quota",
@@ -209,3 +259,63 @@ async def test_the_connection_token_carries_projects_in_meta_for_the_proxy(h: Ha
     assert claims["meta"] == {"projects": ["p1", "p2"]}
     owner = await h.user_get("/api/realtime/session")
     assert "meta" not in jwt.decode(owner["token"], REALTIME_SECRET, algorithms=["HS256"])
+
+
+USER_LIMIT = 5
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)], scope="module")
+def replicas(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[StatusApiProcess]]:
+    """Two Status API processes over one database, as two replicas behind a load balancer."""
+    workdir = tmp_path_factory.mktemp(f"proxy-replicas-{request.param}")
+    with _database(request, workdir) as url:
+        cfg = merge(
+            merge(TEST_CONFIG, PROXY_CONFIG),
+            {
+                "database": {"url": url, "pool_size": 20},
+                "realtime": {"max_detail_subscriptions_per_user": USER_LIMIT},
+            },
+        )
+        procs = [StatusApiProcess(cfg, workdir / f"r{n}").start() for n in range(2)]
+        yield procs
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            assert "Traceback" not in proc.log_text()
+
+
+async def test_one_users_connections_on_two_replicas_never_exceed_the_user_quota(
+    replicas: list[StatusApiProcess],
+) -> None:
+    """The quota state is in the database: concurrent subscribes from many connections of one user,
+    spread over two replicas, grant at most ``max_detail_subscriptions_per_user`` distinct tasks."""
+    async with (
+        httpx.AsyncClient(base_url=replicas[0].url, timeout=scaled(60)) as a,
+        httpx.AsyncClient(base_url=replicas[1].url, timeout=scaled(60)) as b,
+    ):
+
+        async def sub(
+            http: httpx.AsyncClient, user: str, task_id: str, client: str
+        ) -> tuple[str, dict[str, Any]]:
+            body = proxy_body(f"task_detail:t1/{task_id}", user=f"t1/{user}", client=client)
+            r = await http.post("/proxy/v1/subscribe", json=body, headers=HEADER)
+            assert r.status_code == 200, r.text
+            return task_id, dict(r.json())
+
+        for rnd in range(2):  # each round a user of its own, all at once
+            user = f"u-rep-{rnd}"
+            ids = [await _create_task(a, owner=user) for _ in range(3 * USER_LIMIT)]
+            # Six connections (3 per replica, 3 leases each: room for 18), each task asked by two
+            # of them on different replicas: only the user's quota can refuse.
+            calls = [
+                sub(http, user, task_id, f"rep-{rnd}-{side}{n % 3}")
+                for n, task_id in enumerate(ids)
+                for side, http in (("a", a), ("b", b))
+            ]
+            replies = await asyncio.gather(*calls)
+            granted = {task_id for task_id, r in replies if "result" in r}
+            assert len(granted) == USER_LIMIT, replies
+            refused = [r for _, r in replies if "error" in r]
+            assert all(r == {"error": {"code": 106, "message": "limit exceeded"}} for r in refused)

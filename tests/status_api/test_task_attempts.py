@@ -1,12 +1,32 @@
-"""Task retries (issue 30, seed §3.3, §4.1): task attempt n+1 after a failed step opens a fresh
-attempt of every step; events of the old attempt are ``stale`` and never change the new one; the
-summary, the detail and the timeline carry the task attempt. On SQLite and MariaDB."""
+"""Task retries (seed §3.3, §4.1): task attempt n+1 after a failed step opens a fresh attempt of
+every step; events of the old attempt are ``stale`` and never change the new one; the summary, the
+detail and the timeline carry the task attempt; attempts are capped per task type (server default
+``limits.max_task_attempts``). On SQLite and MariaDB."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from tests.status_api.harness import ADMIN, COORDINATOR, POLICY, Harness, Step, Task, auth, service_token
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from status_api.config import ConfigError
+from tests.status_api.harness import (
+    ADMIN,
+    COORDINATOR,
+    POLICY,
+    TEST_CONFIG,
+    FakeClock,
+    Harness,
+    Step,
+    Task,
+    auth,
+    build,
+    load_config_dict,
+    service_token,
+)
+from tests.support import ROOT
 
 ERROR = {"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True, "userMessage": "OCR timed out"}
 
@@ -91,3 +111,53 @@ async def test_task_attempt_refusals(h: Harness) -> None:
     assert (await retry_task(h, t, expect=409))["error"]["code"] == "TASK_TERMINAL"
     missing = Task("no-such-task", "t1", "u1")
     assert (await retry_task(h, missing, expect=404))["error"]["code"] == "TASK_NOT_FOUND"
+
+
+async def _fail_and_retry(h: Harness, t: Task, expect: int = 201) -> dict[str, Any]:
+    await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
+    await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED", error=ERROR)
+    return await retry_task(h, t, expect=expect)
+
+
+async def test_task_attempts_are_capped_per_task_type_with_a_server_default(
+    engine: AsyncEngine, clock: FakeClock
+) -> None:
+    """``limits.max_task_attempts`` (here 2) caps a task whose operation definitions set no
+    ``maxTaskAttempts``; a definition version that sets it (here 3) takes precedence. Past the
+    cap: 409 ``TASK_ATTEMPTS_EXHAUSTED`` with ``{limit, taskAttempt}``, and nothing changes."""
+    h = Harness(build(engine, clock, {"limits": {"max_task_attempts": 2}}), clock)
+    await h.service.load_registry_files()
+    try:
+        t = await h.create_task()
+        assert (await _fail_and_retry(h, t))["taskAttempt"] == 2
+        before = (await h.user_get(f"/api/tasks/{t.id}"))["taskVersion"]
+        r = await _fail_and_retry(h, t, expect=409)
+        assert r["error"]["code"] == "TASK_ATTEMPTS_EXHAUSTED"
+        assert r["error"]["details"] == {"limit": 2, "taskAttempt": 2}
+        detail = await h.user_get(f"/api/tasks/{t.id}")
+        assert detail["taskAttempt"] == 2 and int(detail["taskVersion"]) == int(before) + 2  # the two reports
+
+        ops = json.loads((ROOT / "schema" / "registry" / "operation-definitions.json").read_text())[0]
+        v2 = {**ops, "definitionVersion": 2, "maxTaskAttempts": 3}
+        r2 = await h.http.post("/admin/v1/registry/operation-definitions", json=v2, headers=auth(ADMIN))
+        assert r2.status_code == 201, r2.text
+        listed = await h.http.get("/admin/v1/registry", headers=auth(ADMIN))
+        assert listed.status_code == 200, listed.text
+        t2 = await h.create_task(operationDefinitionVersion=2)
+        assert (await _fail_and_retry(h, t2))["taskAttempt"] == 2
+        assert (await _fail_and_retry(h, t2))["taskAttempt"] == 3
+        r = await _fail_and_retry(h, t2, expect=409)
+        assert r["error"]["details"] == {"limit": 3, "taskAttempt": 3}
+        bad = {**ops, "definitionVersion": 3, "maxTaskAttempts": 0}
+        r3 = await h.http.post("/admin/v1/registry/operation-definitions", json=bad, headers=auth(ADMIN))
+        assert r3.status_code == 422, r3.text
+    finally:
+        await h.http.aclose()
+
+
+def test_max_task_attempts_option_is_checked() -> None:
+    raw = {k: dict(v) for k, v in TEST_CONFIG.items()}
+    for value in (0, 1001):
+        with pytest.raises(ConfigError, match=r"limits\.max_task_attempts"):
+            load_config_dict({**raw, "limits": {"max_task_attempts": value}})
+    assert load_config_dict(raw).limits.max_task_attempts == 10

@@ -395,7 +395,7 @@ async def test_stream_that_stops_reading_is_dropped_at_queue_max_size(http, gate
         await loop.sock_connect(sock, ("127.0.0.1", gw.port))
         await loop.sock_sendall(sock, request)
         head = b""
-        async with asyncio.timeout(scaled(5)):
+        async with asyncio.timeout(scaled(30)):
             while b'"connect"' not in head:
                 head += await loop.sock_recv(sock, 1024)
 

@@ -108,7 +108,8 @@ export function fakeStatusApi({ tasks = [], details = {} } = {}) {
 /**
  * A gateway speaking just enough of the protocol: connect (server-side `channel` subscription,
  * never recovered), subscribe (detail channels), and publications. `gw.up = false` refuses new
- * sockets (close 1006 before open); `gw.dropAll()` closes the open ones.
+ * sockets (close 1006 before open); `gw.dropAll()` closes the open ones. `gw.authorize(channel,
+ * token)`, when set, answers a subscribe first: an `{code, message}` refuses it (a subscribe proxy).
  */
 export function fakeGateway(channel = 'task_user:t1/u1') {
   // `recovery`: extra fields of the server-side sub in the connect reply, e.g. {was_recovering: true, recovered: false}.
@@ -136,6 +137,11 @@ export function fakeGateway(channel = 'task_user:t1/u1') {
           gw.connects += 1;
           this.reply({ id: cmd.id, connect: { client: `c${gw.connects}`, subs: { [channel]: { recoverable: true, epoch: 'E', offset: gw.offset, ...gw.recovery } } } });
         } else if (cmd.subscribe) {
+          const refused = gw.authorize?.(cmd.subscribe.channel, cmd.subscribe.token);
+          if (refused) {
+            this.reply({ id: cmd.id, error: refused });
+            continue;
+          }
           gw.subscribed.add(cmd.subscribe.channel);
           this.reply({ id: cmd.id, subscribe: { recoverable: true, epoch: 'E', offset: 0 } });
         } else if (cmd.unsubscribe) {

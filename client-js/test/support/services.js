@@ -154,6 +154,39 @@ export class Gateway {
   }
 }
 
+/**
+ * `taskcast up` (everything in one process, as a newcomer runs it with `make up`) on free ports,
+ * without the demo; `args` are passed through (e.g. `--allowed-origin URL`). `coordinator` signs
+ * with the service secret `taskcast up` generated into its data dir.
+ */
+export class TaskcastUp {
+  constructor(dir, args = []) {
+    this.dir = dir;
+    this.args = args;
+  }
+
+  async start() {
+    const [pg, pa] = [await freePort(), await freePort()];
+    this.gatewayUrl = `http://127.0.0.1:${pg}`;
+    this.wsUrl = `ws://127.0.0.1:${pg}/connection/websocket`;
+    this.apiUrl = `http://127.0.0.1:${pa}`;
+    const argv = ['-m', 'taskcast', 'up', '--port-gateway', String(pg), '--port-api', String(pa), '--no-demo'];
+    argv.push('--data-dir', join(this.dir, 'var'), ...this.args);
+    this.proc = new Proc('taskcast-up', argv, join(this.dir, 'up.log')).start();
+    await waitFor(
+      async () => (await httpOk(`${this.gatewayUrl}/health`)) && (await httpOk(`${this.apiUrl}/healthz`)) && this.proc.log().includes('Task board:'),
+      { what: `taskcast up\n${this.proc.log()}` },
+    );
+    const keys = JSON.parse(readFileSync(join(this.dir, 'var', 'secrets.json'), 'utf8'));
+    this.coordinator = new Coordinator(this.apiUrl, keys.service_jwt_secret);
+    return this;
+  }
+
+  stop() {
+    return this.proc?.stop();
+  }
+}
+
 export class StatusApiProcess {
   constructor(dir, options = {}) {
     this.dir = dir;
@@ -257,9 +290,9 @@ export const DOCUMENT_STEPS = [
 ];
 
 export class Coordinator {
-  constructor(baseUrl) {
+  constructor(baseUrl, secret = SERVICE_SECRET) {
     this.baseUrl = baseUrl;
-    this.token = hs256({ sub: 'task-coordinator', roles: ['coordinator'], exp: Math.floor(Date.now() / 1000) + 3600 }, SERVICE_SECRET);
+    this.token = hs256({ sub: 'task-coordinator', roles: ['coordinator'], exp: Math.floor(Date.now() / 1000) + 3600 }, secret);
   }
 
   async post(path, body, token, extraHeaders = {}) {

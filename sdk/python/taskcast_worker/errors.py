@@ -309,6 +309,12 @@ class NoFailedStep(Conflict):
     code = "NO_FAILED_STEP"
 
 
+class TaskAttemptsExhausted(Conflict):
+    """The task reached its ``maxTaskAttempts`` (``.details``: ``{limit, taskAttempt}``)."""
+
+    code = "TASK_ATTEMPTS_EXHAUSTED"
+
+
 class DefinitionVersionExists(Conflict):
     code = "DEFINITION_VERSION_EXISTS"
 
@@ -380,6 +386,7 @@ BY_CODE: dict[str, type[Refused]] = {
         AttemptSuperseded,
         StepTerminal,
         NoFailedStep,
+        TaskAttemptsExhausted,
         DefinitionVersionExists,
         DataTooLarge,
         BodyTooLarge,

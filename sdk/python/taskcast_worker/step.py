@@ -3,7 +3,9 @@
 :class:`AsyncStep` numbers events (``sourceSeq``, sent one at a time so the numbers reach the server
 in order), gives each a fresh ``eventId`` that every retry reuses, stamps ``occurredAt`` and measures
 ``durationMs`` on the monotonic clock from ``start()``. In the background it sends heartbeats and
-renews the executionToken before it expires (a step may outlast ``execution_token.ttl_seconds``).
+renews the executionToken before it expires (a step may outlast ``execution_token.ttl_seconds``):
+a heartbeat's answer carries a renewed token once the server's renewal window opens (half the TTL
+by default), and the renewal endpoint is the fallback when a third of the lifetime is left.
 Progress is coalesced: at most one STEP_PROGRESS per ``progress_interval_seconds``; a newer value
 replaces a waiting one, and the waiting one is sent when its interval ends or before the next state
 change, so state changes and the last progress always reach the server.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -165,8 +168,29 @@ class AsyncStep:
         return await self._finish("STEP_FAILED", business_status, {"error": error.to_json()}, duration_ms)
 
     async def heartbeat(self) -> EventResult:
-        """STEP_HEARTBEAT: liveness only (no version, no publication)."""
-        return await self._send("STEP_HEARTBEAT", None, {})
+        """STEP_HEARTBEAT: liveness only (no version, no publication). When the token is in the
+        server's renewal window (``execution_token.heartbeat_renewal_seconds``) the answer carries
+        a renewed one, which the step uses from then on (counted in ``renewals``)."""
+        sent = self._clock()
+        result = await self._send("STEP_HEARTBEAT", None, {})
+        token = result.raw.get("executionToken")
+        if isinstance(token, str) and token:
+            async with self._renew_lock:
+                self.ctx = dataclasses.replace(
+                    self.ctx,
+                    execution_token=token,
+                    expires_at=str(result.raw["expiresAt"]),
+                    expires_in_seconds=float(result.raw["expiresInSeconds"]),
+                )
+                self._token_received = sent
+                self.renewals += 1
+            log.info(
+                "executionToken of %s/%s renewed by a heartbeat (expires %s)",
+                self.ctx.task_id,
+                self.ctx.step_id,
+                self.ctx.expires_at,
+            )
+        return result
 
     async def renew(self) -> ExecutionContext:
         """A new executionToken for this attempt (``POST /internal/v1/execution-tokens/renew``)."""

@@ -51,12 +51,16 @@ class Publisher:
         self.truth: dict[str, dict[str, int]] = {ch: {} for ch in CHANNELS}
 
     async def publish(self, channel: str, task: str) -> dict[str, Any]:
-        version = self.truth[channel].get(task, 0) + 1
+        before = self.truth[channel].get(task, 0)
+        version = before + 1
         body = {"channel": channel, "data": {"taskId": task, "version": version}}
-        # as the relay does: a retry after an indefinite result must not append twice
+        # Commit, then publish (the relay's order): a snapshot read while the publication is on
+        # its way already holds the version. A refused publish is retried later with the same
+        # version and idempotency key, as the relay retries an indefinite result.
+        self.truth[channel][task] = version
         reply = await api(self.gw, "publish", {**body, "idempotency_key": f"{task}:{version}"})
-        if "result" in reply:
-            self.truth[channel][task] = version  # a 2xx means durable in the source of truth
+        if "result" not in reply:
+            self.truth[channel][task] = before
         return reply
 
     async def round(self, n: int = 1) -> None:

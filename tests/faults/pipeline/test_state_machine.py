@@ -66,10 +66,14 @@ class Delivery(RuleBasedStateMachine):
         return dict(self.truth[channel])
 
     async def _publish(self, channel: str, task: str, version: int) -> None:
+        # Commit, then publish (the relay's order): the truth a snapshot reads already holds the
+        # version when its publication can reach the client. Updating it only after the API's
+        # reply let a client that resynced while the reply was on its way read a truth without
+        # the version, position itself past the publication and never converge.
+        self.truth[channel][task] = max(self.truth[channel].get(task, 0), version)
         body = {"channel": channel, "data": {"taskId": task, "version": version}}
         reply = await api(self.gw, "publish", {**body, "idempotency_key": f"{task}:{version}"})
         assert "result" in reply, reply
-        self.truth[channel][task] = max(self.truth[channel].get(task, 0), version)
 
     @rule(channel=st.sampled_from(CHANNELS), task=st.sampled_from(TASKS))
     def publish(self, channel: str, task: str) -> None:

@@ -1,23 +1,21 @@
-"""Inline requests: the HTTP protocol answers the server API's requests itself, without an ASGI
+"""Inline requests: the HTTP connection answers the server API's requests itself, without an ASGI
 cycle, a task or ASGI messages per request (the gateway's most frequent request is a publish).
 
-``InlineRequests`` is a mixin of gateway/http/server.py's ``GatewayHttpProtocol`` (uvicorn's httptools
-protocol, whose private state it shares; pyproject.toml pins uvicorn for that reason). A request
-is taken inline when an ``InlineHandler`` (gateway/api/http.py's ``ApiEndpoint``) routes its path
-and nothing makes uvicorn's own path necessary: method POST, no upgrade, no ``Expect:
-100-continue``, no ``%`` in the path, the connection's previous response complete and its writes
-not paused, and (with ``http_server.internal_port``) the request arrived on the internal
-listener. Everything else, and a body past ``INLINE_BODY_BYTES``, goes through uvicorn and the
-ASGI app unchanged (the buffered head and body are handed over as they came).
+``InlineRequests`` is a mixin of httpwire/protocol.py's ``HttpProtocol``. A request is taken
+inline when an ``InlineHandler`` (gateway/api/http.py's ``ApiEndpoint``) routes its path and
+nothing makes the ASGI path necessary: method POST, no upgrade, no ``Expect: 100-continue``, no
+``%`` in the path, the connection's previous response complete and its writes not paused, and
+(with ``http_server.internal_port``) the request arrived on the internal listener. Everything
+else, and a body past ``INLINE_BODY_BYTES``, goes to the ASGI app unchanged (the buffered head
+and body are handed over as they came).
 
 When the handler says its coroutine does not suspend (publishes on the memory engine), the
 coroutine is driven by hand, outside any task, and the response is written straight to the
-transport (status line, the server's
-default headers, ``content-length``/``content-type``, ``connection: close`` when the request
-does not keep the connection alive). Otherwise (an engine round trip; or it suspended after all) it runs
-in a task owned by the server (uvicorn awaits ``server_state.tasks`` at shutdown), and a
-placeholder cycle holds later pipelined requests in uvicorn's queue until the response is
-written, so responses keep the requests' order. Imports nothing from the gateway.
+transport (status line, the server's default headers, ``content-length``/``content-type``,
+``connection: close`` when the request does not keep the connection alive). Otherwise (an engine
+round trip; or it suspended after all) it runs in a task owned by the server (awaited at
+shutdown), and a ``Pending`` placeholder holds later pipelined requests until the response is
+written, so responses keep the requests' order. Imports nothing from the gateway but http/cycle.
 """
 
 from __future__ import annotations
@@ -28,7 +26,8 @@ from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
+from httpwire.cycle import STATUS_LINE, Writable
 
 log = logging.getLogger("taskcast.gateway.server")
 
@@ -65,22 +64,19 @@ class InlineHandler(Protocol):
         computed now, or ``Deferred``."""
 
 
-class _Event:
-    def set(self) -> None:
-        pass
-
-
-class _Pending:
-    """Stands in for uvicorn's ``RequestResponseCycle`` while an inline response is awaited:
-    uvicorn queues pipelined requests behind it and tells it about disconnects and shutdown."""
+class Pending:
+    """Stands in for a request's ``Cycle`` while an inline response is awaited: the connection
+    queues pipelined requests behind it and tells it about disconnects and shutdown."""
 
     __slots__ = ("disconnected", "keep_alive", "message_event", "response_complete")
+
+    response_started = False
 
     def __init__(self, keep_alive: bool) -> None:
         self.response_complete = False
         self.disconnected = False
         self.keep_alive = keep_alive
-        self.message_event = _Event()
+        self.message_event = asyncio.Event()
 
 
 class _Resume:
@@ -110,8 +106,8 @@ class _Resume:
 
 
 class InlineRequests:
-    """Mixin state and steps; the protocol calls ``_inline_begin`` from ``on_headers_complete``,
-    ``_inline_body`` from ``on_body`` and ``_inline_complete`` from ``on_message_complete``."""
+    """Mixin state and steps; the connection calls ``_inline_begin`` at the end of a head,
+    ``_inline_body`` for each body chunk and ``_inline_complete`` at the end of the request."""
 
     inline_handler: InlineHandler | None = None
     inline_port: int = 0
@@ -122,40 +118,28 @@ class InlineRequests:
     _inline_size = 0
     _inline_query = b""
     _inline_keep_alive = True
-    _inline_idle: asyncio.TimerHandle | None = None
-    _inline_idle_since = 0.0
 
-    if TYPE_CHECKING:  # uvicorn's HttpToolsProtocol state and steps, and the protocol's hooks
+    if TYPE_CHECKING:  # the connection's state and steps (httpwire/protocol.py)
         parser: Any
         transport: asyncio.Transport
-        flow: Any
+        writable: Writable
         url: bytes
         headers: list[tuple[bytes, bytes]]
         cycle: Any
-        server: Any
-        expect_100_continue: bool
+        server: tuple[str, int | None] | None
+        expect_100: bool
         server_state: Any
         loop: asyncio.AbstractEventLoop
+        tasks: set[asyncio.Task[None]]
 
-        pipeline: Any
-        timeout_keep_alive: int
-        timeout_keep_alive_task: asyncio.TimerHandle | None
-        _head_done: bool
+        def _response_complete(self) -> None: ...
 
-        def on_response_complete(self) -> None: ...
+        def _start_cycle(self) -> None: ...
 
-        def _unset_keepalive_if_required(self) -> None: ...
-
-        def _start_asgi_task(self, cycle: Any, app: Any) -> None: ...
-
-        def timeout_keep_alive_handler(self) -> None: ...
-
-        def _uvicorn_headers_complete(self) -> None: ...
-
-        def _uvicorn_body(self, body: bytes) -> None: ...
+        def _cycle_body(self, body: bytes) -> None: ...
 
     def _inline_begin(self) -> bool:
-        """At the end of a head: take the request inline (True) or leave it to uvicorn."""
+        """At the end of a head: take the request inline (True) or leave it to the ASGI app."""
         handler = self.inline_handler
         if handler is None:
             return False
@@ -163,8 +147,8 @@ class InlineRequests:
         parser = self.parser
         if (
             (cycle is not None and not cycle.response_complete)
-            or self.expect_100_continue
-            or self.flow.write_paused
+            or self.expect_100
+            or self.writable.paused
             or parser.get_method() != b"POST"
             or parser.should_upgrade()
         ):
@@ -182,23 +166,22 @@ class InlineRequests:
         method = handler.route(raw_path.decode("ascii"))
         if method is None:
             return False
-        version = parser.get_http_version()
         self._inline_method = method
         self._inline_query = query
         self._inline_chunks = []
         self._inline_size = 0
-        self._inline_keep_alive = version != "1.0" and parser.should_keep_alive()
+        self._inline_keep_alive = parser.get_http_version() != "1.0" and parser.should_keep_alive()
         return True
 
     def _inline_body(self, body: bytes) -> None:
         self._inline_chunks.append(body)
         self._inline_size += len(body)
         if self._inline_size > INLINE_BODY_BYTES:
-            # Too large to buffer here: uvicorn takes over from the head on (the app bounds it).
+            # Too large to buffer here: the ASGI app takes over from the head on (it bounds it).
             chunks, self._inline_chunks = self._inline_chunks, []
             self._inline_method = None
-            self._uvicorn_headers_complete()
-            self._uvicorn_body(b"".join(chunks))
+            self._start_cycle()
+            self._cycle_body(b"".join(chunks))
 
     def _inline_complete(self) -> None:
         method, self._inline_method = self._inline_method, None
@@ -229,14 +212,14 @@ class InlineRequests:
                 self._inline_write(INTERNAL_ERROR, False)
                 return
             rest = _Resume(coro, first)  # it suspended after all: a task drives the rest
-        pending = _Pending(keep_alive)
+        pending = Pending(keep_alive)
         self.cycle = pending
         task = self.loop.create_task(self._inline_finish(rest, pending))
-        tasks = self.server_state.tasks
+        tasks = self.tasks
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    async def _inline_finish(self, rest: Coroutine[Any, Any, Response] | _Resume, pending: _Pending) -> None:
+    async def _inline_finish(self, rest: Coroutine[Any, Any, Response] | _Resume, pending: Pending) -> None:
         try:
             response = await rest
         except Exception:
@@ -258,49 +241,13 @@ class InlineRequests:
         )
         if not keep_alive:
             transport.close()
-        self._inline_response_complete()
-
-    def _inline_response_complete(self) -> None:
-        """uvicorn's ``on_response_complete`` without its per-response keep-alive timer: the
-        connection's one idle check (``_inline_idle_check``) closes it ``timeout_keep_alive``
-        after its last inline response, as uvicorn's timer would."""
-        self.server_state.total_requests += 1
-        if self.transport.is_closing():
-            return
-        self._unset_keepalive_if_required()
-        self.flow.resume_reading()
-        if self.pipeline:
-            cycle, app = self.pipeline.pop()
-            self._start_asgi_task(cycle, app)
-            return
-        self._inline_idle_since = self.loop.time()
-        if self._inline_idle is None:
-            self._inline_idle = self.loop.call_later(self.timeout_keep_alive, self._inline_idle_check)
-
-    def _inline_idle_check(self) -> None:
-        self._inline_idle = None
-        transport = self.transport
-        protocol: object = transport.get_protocol()
-        if transport.is_closing() or protocol is not self or self.timeout_keep_alive_task is not None:
-            return  # closed, upgraded, or uvicorn's own keep-alive timer has taken over
-        cycle = self.cycle
-        if (
-            not self._head_done
-            or self._inline_method is not None
-            or not (cycle is None or cycle.response_complete)
-        ):
-            return  # a request is in progress: its response arms the check again
-        left = self._inline_idle_since + self.timeout_keep_alive - self.loop.time()
-        if left > 0:
-            self._inline_idle = self.loop.call_later(left, self._inline_idle_check)
-        else:
-            self.timeout_keep_alive_handler()
+        self._response_complete()
 
 
 _HEADS: dict[tuple[int, bytes | None, bool], tuple[bytes, bytes]] = {}
 _HEADS_OF: list[object] = [None]
 """Response heads around their content-length, per (status, content type, keep-alive), for the
-``default_headers`` list they were built from (uvicorn replaces it when the date changes)."""
+``default_headers`` list they were built from (the server replaces it when the date changes)."""
 
 
 def _head(

@@ -1,0 +1,528 @@
+"""The HTTP/1.1 connection both services listen with: an ``asyncio.Protocol`` over httptools.
+
+uvicorn runs it through its public extension point, ``uvicorn.Config(http=<class>)``: uvicorn
+builds one instance per connection with the keyword arguments ``config``, ``server_state`` and
+``app_state``, registers nothing itself, and at graceful shutdown calls ``shutdown()`` on every
+connection in ``server_state.connections`` and waits for them and for ``server_state.tasks``.
+Nothing of uvicorn's private modules is imported or subclassed (tests/test_dependency_privates.py).
+
+What a connection does:
+
+* **Requests to the ASGI app** (httpwire/cycle.py): keep-alive (HTTP/1.1 by default,
+  HTTP/1.0 closes), pipelining (a request that arrives while a response is in progress waits,
+  with reading paused, and the responses keep the requests' order), ``Content-Length`` and
+  chunked bodies (reading pauses while more than 64 KiB of body waits for the app),
+  ``Expect: 100-continue`` (answered when the app reads the body), ``root_path``, the server's
+  default headers (``date``).
+* **Head bound** (``Limits.max_head_bytes``): bytes received while a head is incomplete are
+  counted; past the bound the request is answered 431 and never reaches the app (a head that ends
+  inside the chunk crossing the bound is checked exactly, from the parsed URL and headers).
+* **Body bound** (``Limits.max_body_bytes``, 0: the app's own): a declared ``Content-Length``
+  over it is answered 413 before a body byte is read; a chunked body is counted as it arrives.
+* **Request deadline** (``Limits.request_timeout``, 0: none): a connection must deliver a whole
+  request (head and body) within that many seconds of opening or of the request's first byte. An
+  unfinished head gets 408, a stalled body is closed (the app sees ``http.disconnect``). The
+  deadline does not cover the response: a stream outlives it.
+* **Idle keep-alive**: a connection idle for ``timeout_keep_alive`` after its last response is
+  closed (one timer per connection, re-armed lazily, not one per response).
+* **Garbage** (httptools refuses the bytes, or the URL): 400 and close, logged at debug level
+  only (an exception of a callback of ours is logged as an error, and answered 400 too).
+* **WebSocket upgrade**: handed to ``config.ws_protocol_class`` with the head as received, the
+  way uvicorn does (the bounds above cover the handshake; the deadline stops there).
+* **Graceful shutdown** (``shutdown()``): an idle connection closes now, a busy one after its
+  response (``connection: close``).
+* **Inline answers** (httpwire/inline.py): a server API request routed by the bound
+  ``inline_handler`` is answered without an ASGI cycle.
+
+Every refusal writes a canned response (``Limits``), half-closes, discards what still arrives for
+``LINGER_SECONDS`` or ``LINGER_BYTES`` (so the peer reads the answer instead of a reset) and
+closes. A refusal never writes into a response in progress: then the connection is just closed.
+Imports nothing from the gateway but http/cycle and http/inline; the Status API listens with it
+too (status_api/server.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import urllib.parse
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+import httptools
+
+from httpwire.cycle import HIGH_WATER, Cycle, Writable
+from httpwire.inline import InlineRequests, Pending
+
+logger = logging.getLogger("taskcast.http")
+
+MAX_HEAD_BYTES = 1 << 20
+"""Largest request head (request line + headers) accepted by default: Go's
+``http.DefaultMaxHeaderBytes``, which Centrifugo's HTTP server uses."""
+
+LINGER_SECONDS = 0.5
+"""After a refusal: how long input is still read (and discarded) before the close."""
+
+LINGER_BYTES = 16 * 1024 * 1024
+"""After a refusal: how much input is discarded at most before the close (reading and dropping
+costs a few ms of CPU and no memory); a peer that keeps sending past it is closed at once."""
+
+
+def canned(status: bytes, text: bytes, content_type: bytes = b"text/plain; charset=utf-8") -> bytes:
+    """A whole ``connection: close`` response: ``status`` (e.g. ``b"431 Request Header Fields Too
+    Large"``) with ``text`` as its body."""
+    return b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (
+        status,
+        content_type,
+        len(text),
+        text,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one connection may send, and the answers past each bound."""
+
+    max_head_bytes: int = MAX_HEAD_BYTES
+    max_body_bytes: int = 0
+    """0: no bound here (the app bounds its bodies)."""
+    request_timeout: float = 0.0
+    """Seconds to deliver one whole request; 0: no deadline."""
+    head_too_large: bytes = canned(b"431 Request Header Fields Too Large", b"request header fields too large")
+    body_too_large: bytes = canned(b"413 Content Too Large", b"request entity too large")
+    timed_out: bytes = canned(b"408 Request Timeout", b"request timeout")
+    bad_request: bytes = canned(b"400 Bad Request", b"Invalid HTTP request received.")
+
+
+class ServerState(Protocol):
+    """What uvicorn's ``Server`` shares with its connections (``server_state``)."""
+
+    connections: set[Any]
+    tasks: set[asyncio.Task[None]]
+    default_headers: list[tuple[bytes, bytes]]
+    total_requests: int
+
+
+def _address(info: Any) -> tuple[str, int | None] | None:
+    if isinstance(info, (tuple, list)) and len(info) >= 2:
+        return (str(info[0]), int(info[1]))
+    if isinstance(info, str):
+        return (info, None)
+    return None
+
+
+class HttpProtocol(InlineRequests, asyncio.Protocol):
+    """One HTTP/1.1 connection (module docstring). :func:`bound` makes a subclass carrying the
+    limits and the inline handler of one server; uvicorn builds one instance per connection."""
+
+    limits: ClassVar[Limits] = Limits()
+
+    def __init__(
+        self,
+        config: Any,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        if not config.loaded:
+            config.load()
+        self.config = config
+        self.app = config.loaded_app
+        self.loop = _loop or asyncio.get_running_loop()
+        self.ws_protocol_class: Any = config.ws_protocol_class
+        self.root_path: str = config.root_path
+        self.timeout_keep_alive: float = config.timeout_keep_alive
+        self.asgi = {"version": config.asgi_version, "spec_version": "2.3"}
+        self.access_log = bool(config.access_log) and logging.getLogger("uvicorn.access").hasHandlers()
+        self.server_state = server_state
+        self.connections = server_state.connections
+        self.tasks = server_state.tasks
+        self.app_state = app_state
+        self.parser = httptools.HttpRequestParser(self)
+        # Answer the first of pipelined requests sent after ``connection: close`` too.
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
+
+        self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.writable = Writable()
+        self.server: tuple[str, int | None] | None = None
+        self.client: tuple[str, int | None] | None = None
+        self.scheme = "http"
+        self.cycle: Cycle | Pending | None = None
+        self.pipeline: deque[Cycle] = deque()
+        self.read_paused = False
+
+        # The request being received.
+        self.url = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.expect_100 = False
+        self.content_length: bytes | None = None
+        self.head_done = True
+        self.upgrading = False
+        self._head_bytes = 0
+        self._head_exact = 0
+        self._body_bytes = 0
+
+        self._refused = False
+        self._discarded = 0
+        self._linger: asyncio.TimerHandle | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._request_open = False
+        self._request_began = 0.0
+        self._idle: asyncio.TimerHandle | None = None
+        self._idle_since = 0.0
+
+    # --- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.connections.add(self)
+        self.transport = transport  # type: ignore[assignment]
+        self.server = _address(transport.get_extra_info("sockname"))
+        self.client = _address(transport.get_extra_info("peername"))
+        if transport.get_extra_info("sslcontext"):
+            self.scheme = "https"
+        self.head_done = False  # the first request's head is pending
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.connections.discard(self)
+        self._cancel_deadline()
+        for timer in (self._linger, self._idle):
+            if timer is not None:
+                timer.cancel()
+        self._linger = self._idle = None
+        cycle = self.cycle
+        if cycle is not None:
+            if not cycle.response_complete:
+                cycle.disconnected = True
+            cycle.message_event.set()
+        for queued in self.pipeline:
+            queued.disconnected = True
+        self.writable.resume()
+        if exc is None:
+            self.transport.close()
+
+    def eof_received(self) -> bool | None:
+        return None  # the transport closes
+
+    def pause_writing(self) -> None:
+        self.writable.pause()
+
+    def resume_writing(self) -> None:
+        self.writable.resume()
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:  # lingering after a refusal: discarded, up to LINGER_BYTES
+            self._discarded += len(data)
+            if self._discarded > LINGER_BYTES:
+                self.transport.close()
+            return
+        if not self.head_done:
+            self._head_bytes += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self.upgrading and not self._refused:
+                self._upgrade()
+        except (httptools.HttpParserError, httptools.HttpParserInvalidURLError) as exc:
+            failure = exc.__context__ if isinstance(exc, httptools.HttpParserCallbackError) else None
+            if failure is not None and not isinstance(failure, httptools.HttpParserInvalidURLError):
+                # A defect of ours in a parser callback, not the client's bytes: say so.
+                logger.error("HTTP request handling failed", exc_info=failure)
+            if not self._refused:
+                logger.debug("invalid HTTP request from %s", self.client)
+                self._refuse(self.limits.bad_request)
+            return
+        if not self._refused and not self.head_done and self._head_bytes > self.limits.max_head_bytes:
+            self._refuse(self.limits.head_too_large)
+
+    def shutdown(self) -> None:
+        """Graceful shutdown (uvicorn calls it on every connection): close when idle, else after
+        the response in progress."""
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:
+            self.transport.close()
+        else:
+            cycle.keep_alive = False
+
+    # --- httptools callbacks -------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self._refused:
+            return
+        self.url = b""
+        self.headers = []
+        self.expect_100 = False
+        self.content_length = None
+        self.head_done = False
+        self._head_bytes = 0
+        self._head_exact = 0
+        self._body_bytes = 0
+        self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        self._head_exact += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_exact += len(name) + len(value) + 4
+        name = name.lower()
+        if name == b"content-length":
+            self.content_length = value  # llhttp has checked its digits
+        elif name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100 = True
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        if self._refused:
+            return
+        self.head_done = True
+        limits = self.limits
+        if self._head_exact > limits.max_head_bytes:
+            self._refuse(limits.head_too_large)
+            return
+        if self.parser.should_upgrade() and self._websocket_upgrade():
+            self.upgrading = True  # data_received hands the connection over
+            return
+        declared = self.content_length
+        if declared is not None and 0 < limits.max_body_bytes < int(declared):
+            self._refuse(limits.body_too_large)
+            return
+        if not self._inline_begin():
+            self._start_cycle()
+
+    def on_body(self, body: bytes) -> None:
+        if self._refused or self.upgrading:
+            return
+        limit = self.limits.max_body_bytes
+        if limit:
+            self._body_bytes += len(body)
+            if self._body_bytes > limit:
+                self._refuse(self.limits.body_too_large)
+                return
+        if self._inline_method is not None:
+            self._inline_body(body)
+        else:
+            self._cycle_body(body)
+
+    def on_message_complete(self) -> None:
+        if self._refused or self.upgrading:
+            return
+        self._request_open = False
+        if self._inline_method is not None:
+            self._inline_complete()
+            return
+        cycle = self.cycle
+        if isinstance(cycle, Cycle) and not cycle.response_complete:
+            cycle.more_body = False
+            cycle.message_event.set()
+
+    # --- requests to the ASGI app --------------------------------------------------------------
+
+    def _start_cycle(self) -> None:
+        parser = self.parser
+        version = parser.get_http_version()
+        parsed = httptools.parse_url(self.url)
+        raw_path = parsed.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root = self.root_path
+        scope = {
+            "type": "http",
+            "asgi": self.asgi,
+            "http_version": version,
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "method": parser.get_method().decode("ascii"),
+            "root_path": root,
+            "path": root + path,
+            "raw_path": root.encode("ascii") + raw_path if root else raw_path,
+            "query_string": parsed.query or b"",
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
+        cycle = Cycle(
+            scope,
+            self.transport,
+            self.writable,
+            self.server_state.default_headers,
+            keep_alive=version != "1.0" and parser.should_keep_alive(),
+            expect_100=self.expect_100,
+            on_response=self._response_complete,
+            resume_reading=self._resume_reading,
+        )
+        if self.access_log:
+            cycle.access_log = True
+        previous = self.cycle
+        self.cycle = cycle
+        if previous is None or previous.response_complete:
+            self._run(cycle)
+        else:  # pipelined: waits for the response in progress
+            self._pause_reading()
+            self.pipeline.appendleft(cycle)
+
+    def _cycle_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if not isinstance(cycle, Cycle) or cycle.response_complete:
+            return
+        cycle.body += body
+        if len(cycle.body) > HIGH_WATER:
+            self._pause_reading()
+        cycle.message_event.set()
+
+    def _run(self, cycle: Cycle) -> None:
+        task = self.loop.create_task(cycle.run(self.app))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _response_complete(self) -> None:
+        """A response is complete: start the next pipelined request, or wait idle."""
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._resume_reading()
+        if self.pipeline:
+            self._run(self.pipeline.pop())
+            return
+        self._idle_since = self.loop.time()
+        if self._idle is None and self.timeout_keep_alive > 0:
+            self._idle = self.loop.call_later(self.timeout_keep_alive, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle = None
+        transport = self.transport
+        if transport.is_closing() or transport.get_protocol() is not self:
+            return  # closed, or upgraded
+        cycle = self.cycle
+        busy = cycle is not None and not cycle.response_complete
+        if busy or not self.head_done or self._inline_method is not None:
+            return  # a request is in progress: its response arms the check again
+        left = self._idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self._idle = self.loop.call_later(left, self._idle_check)
+        else:
+            transport.close()
+
+    def _pause_reading(self) -> None:
+        if not self.read_paused:
+            self.read_paused = True
+            self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+
+    # --- WebSocket upgrade ---------------------------------------------------------------------
+
+    def _websocket_upgrade(self) -> bool:
+        if self.ws_protocol_class is None:
+            return False
+        tokens: list[bytes] = []
+        upgrade = None
+        for name, value in self.headers:
+            if name == b"connection":
+                tokens = [t.strip().lower() for t in value.split(b",")]
+            elif name == b"upgrade":
+                upgrade = value.lower()
+        return upgrade == b"websocket" and b"upgrade" in tokens
+
+    def _upgrade(self) -> None:
+        """Hand the connection to the WebSocket protocol with the request head as received."""
+        self._cancel_deadline()
+        self.connections.discard(self)
+        head = [self.parser.get_method(), b" ", self.url, b" HTTP/1.1\r\n"]
+        for name, value in self.headers:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"\r\n")
+        protocol = self.ws_protocol_class(
+            config=self.config, server_state=self.server_state, app_state=self.app_state
+        )
+        protocol.connection_made(self.transport)
+        protocol.data_received(b"".join(head))
+        self.transport.set_protocol(protocol)
+
+    # --- the request deadline and refusals -----------------------------------------------------
+
+    def _arm(self) -> None:
+        """Start a request's deadline (unless one runs). One timer serves many requests: it is
+        created only when none is pending and, when it fires, re-armed for what is left of the
+        open request's deadline (no timer per keep-alive request)."""
+        timeout = self.limits.request_timeout
+        if timeout > 0 and not self._request_open:
+            self._request_open = True
+            self._request_began = self.loop.time()
+            if self._deadline is None:
+                self._deadline = self.loop.call_later(timeout, self._timed_out)
+
+    def _cancel_deadline(self) -> None:
+        self._request_open = False
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _timed_out(self) -> None:
+        self._deadline = None
+        if not self._request_open:
+            return
+        left = self._request_began + self.limits.request_timeout - self.loop.time()
+        if left > 0:
+            self._deadline = self.loop.call_later(left, self._timed_out)
+            return
+        self._request_open = False
+        if self.head_done:  # a stalled body: no answer
+            self._refused = True
+            self._abandon_cycle()
+            if self._mine():
+                self.transport.close()
+        else:
+            self._refuse(self.limits.timed_out)
+
+    def _mine(self) -> bool:
+        transport = self.transport
+        return not (transport is None or transport.is_closing() or transport.get_protocol() is not self)
+
+    def _abandon_cycle(self) -> bool:
+        """Tell the app its request is gone; True when no response is in progress on the wire
+        (a refusal may be written)."""
+        cycle = self.cycle
+        quiet = not self.pipeline
+        if cycle is not None and not cycle.response_complete:
+            if getattr(cycle, "response_started", True):
+                quiet = False
+            cycle.disconnected = True
+            cycle.message_event.set()
+        return quiet
+
+    def _refuse(self, response: bytes) -> None:
+        """Answer ``response`` (unless a response is in progress), half-close, discard input for
+        ``LINGER_SECONDS`` (``LINGER_BYTES`` at most), close."""
+        self._refused = True
+        self._cancel_deadline()
+        quiet = self._abandon_cycle()
+        if not self._mine():
+            return
+        transport = self.transport
+        if not quiet:
+            transport.close()
+            return
+        transport.write(response)
+        if transport.can_write_eof():
+            # Closing with unread input makes the kernel send RST, which can destroy the answer
+            # before the peer reads it: half-close, discard the rest for a moment, then close
+            # (what Go's server does for the same reason).
+            transport.write_eof()
+            self._linger = self.loop.call_later(LINGER_SECONDS, transport.close)
+        else:
+            transport.close()
+
+
+def bound(
+    limits: Limits, *, inline_handler: Any = None, inline_port: int = 0, name: str = "BoundHttpProtocol"
+) -> type[HttpProtocol]:
+    """An ``HttpProtocol`` class carrying ``limits`` and the inline handler (None: no inline
+    answers; ``inline_port``: only on the listener of this local port) of one server."""
+    attributes = {"limits": limits, "inline_handler": inline_handler, "inline_port": inline_port}
+    return type(name, (HttpProtocol,), attributes)
