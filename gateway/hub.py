@@ -136,11 +136,6 @@ class Hub:
         self._prev: dict[str, tuple[int, str, bytes]] = {}
         """Per channel with subscribers, its last positioned publication (delta compression)."""
         self.num_subscriptions = 0
-        self.write_now = False
-        """Set by the caller around one publication that is alone in its loop tick (the inline
-        ``publish``, gateway/api/inline.py): a channel's only subscriber is then written at
-        once (``Queue.put_now``). Bursts (batches, PUB/SUB reads) keep the per-tick writes:
-        back-to-back writes after the burst cost less CPU than writes interleaved with it."""
 
     # --- connections -------------------------------------------------------------------------
 
@@ -218,10 +213,20 @@ class Hub:
     # --- fan-out -----------------------------------------------------------------------------
 
     def broadcast_publication(
-        self, channel: str, pub: Publication, epoch: str, conflation: str | None = None
+        self,
+        channel: str,
+        pub: Publication,
+        epoch: str,
+        conflation: str | None = None,
+        *,
+        write_now: bool = False,
     ) -> int:
         """Hand one publication to every local subscriber; returns how many got it.
-        ``conflation``: its conflation key (gateway/conflation.py)."""
+        ``conflation``: its conflation key (gateway/conflation.py). ``write_now``: the
+        publication is alone in its loop tick (a lone server API publish on an engine that
+        delivers while publishing): a channel's only subscriber is then written at once
+        (``Queue.put_now``). Bursts (batches, PUB/SUB reads) keep the per-tick writes:
+        back-to-back writes after the burst cost less CPU than writes interleaved with it."""
         groups = self._fanout.get(channel)
         if groups is None:
             subs = self.channels.get(channel)
@@ -236,7 +241,7 @@ class Hub:
         for codec, direct, others in groups:
             push = SharedPush(codec.encode_publication(channel, pub), channel, epoch, prev, conflation)
             payload = push.payload
-            if self.write_now and single and len(direct) == 1 and not others:  # written now if idle
+            if write_now and single and len(direct) == 1 and not others:  # written now if idle
                 table, sub, queue = direct[0]
                 if table.get(channel) is sub:
                     queue.put_now(payload, push)

@@ -9,7 +9,9 @@ unsubscribe of one channel are serialized (an unsubscribe waits for the subscrib
 new subscribe waits for the unsubscribe in flight), as centrifuge's per-channel lock does.
 
 Owns no connection logic (gateway/connection/client.py), no output scheduling and no HTTP
-(gateway/api/executor.py).
+(gateway/api/executor.py). The fast paths of the engines (inline publishes on the memory engine,
+one round trip per run on Redis) are taken here, behind the engine seam: callers publish
+``PublishItem``s and do not ask which engine they run on.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ VERSION = "0.1.0"
 
 NO_HISTORY = HistoryOptions()
 
+PUBLISH_SLICE = 128
+"""Publications ``publish_many`` publishes back to back on an engine that publishes inline
+before it lets the loop serve others."""
+
 
 class PublishOptions(TypedDict, total=False):
     """The options of one publish (``Node.publish`` / ``Node.publish_item``); absent = default."""
@@ -59,6 +65,40 @@ class PublishOptions(TypedDict, total=False):
     version_epoch: str
     delta: bool
     """Delta-compress for subscribers that negotiated it (or the namespace's ``delta_publish``)."""
+
+
+class PublishRun:
+    """Consecutive publications published with the engine's cheapest path, in order: ``add``
+    publishes at once on an engine that publishes inline and returns the result (nothing is held
+    back); on any other engine it returns None and the item waits for ``flush``, which publishes
+    every waiting item with ``Node.publish_many`` (one round trip on an engine that batches).
+
+    Raises (``add``):
+        EngineError: the inline publish failed.
+    """
+
+    __slots__ = ("_action", "_inline", "_node", "_waiting")
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._inline = node._inline
+        self._action = node.metrics.action
+        self._waiting: list[PublishItem] = []
+
+    def add(self, item: PublishItem) -> PublishResult | None:
+        inline = self._inline
+        if inline is None:
+            self._waiting.append(item)
+            return None
+        result = inline.publish_now(item)
+        self._action("publish", item.channel)
+        return result
+
+    async def flush(self) -> list[PublishResult | EngineError]:
+        """Publish the waiting items (the result of each, in ``add`` order); never raises
+        ``EngineError``."""
+        items, self._waiting = self._waiting, []
+        return await self._node.publish_many(items) if items else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +149,11 @@ class Node:
         self._history_options: dict[int, tuple[ChannelOptions, HistoryOptions]] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
+        self._inline: InlineBroker | None = (
+            broker if isinstance(broker, InlineBroker) and broker.publishes_inline else None
+        )
+        """The broker, when it publishes inline (``InlineBroker``); publishes then take its
+        synchronous ``publish_now``."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
         broker.set_handler(self)
@@ -152,7 +197,9 @@ class Node:
 
     # --- BrokerEventHandler --------------------------------------------------------------------
 
-    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+    def on_publication(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+    ) -> None:
         if position is not None:
             self.last_pub_at[channel] = self.clock()
         conflation = None
@@ -160,7 +207,9 @@ class Node:
             opts = self.settings.channel_options(channel)
             if opts is not None and opts.conflation_tag:
                 conflation = conflation_key(channel, pub.tags, opts.conflation_tag)
-        n = self.hub.broadcast_publication(channel, pub, position.epoch if position else "", conflation)
+        n = self.hub.broadcast_publication(
+            channel, pub, position.epoch if position else "", conflation, write_now=write_now
+        )
         self.metrics.messages_sent(channel, n)
         if pub.time:
             self.metrics.observe_pub_lag(max(0.0, self.clock() - pub.time / 1000.0))
@@ -226,6 +275,12 @@ class Node:
 
     # --- operations --------------------------------------------------------------------------
 
+    @property
+    def publishes_inline(self) -> bool:
+        """Whether a publish completes without suspending on this node's engine (the memory
+        engine): a server API publish may then run outside any task."""
+        return self._inline is not None
+
     async def publish(
         self, channel: str, opts: ChannelOptions, data: bytes, **options: Unpack[PublishOptions]
     ) -> PublishResult:
@@ -233,31 +288,37 @@ class Node:
         return await self.publish_prepared(self.publish_item(channel, opts, data, **options))
 
     async def publish_prepared(self, item: PublishItem) -> PublishResult:
-        """``publish`` of an item ``publish_item`` built."""
-        result = await self.broker.publish(
-            item.channel,
-            item.pub,
-            item.history,
-            idempotency_key=item.idempotency_key,
-            version=item.version,
-            version_epoch=item.version_epoch,
-        )
-        self.metrics.action("publish", item.channel)
-        return result
-
-    def publish_now(self, broker: InlineBroker, item: PublishItem) -> PublishResult:
-        """``publish`` of a prepared item on a broker that publishes without suspending."""
-        result = broker.publish_now(item)
+        """``publish`` of an item ``publish_item`` built. On an engine that publishes inline
+        (``publishes_inline``) this completes without suspending."""
+        inline = self._inline
+        if inline is not None:
+            result = inline.publish_now(item)
+        else:
+            result = await self.broker.publish(
+                item.channel,
+                item.pub,
+                item.history,
+                idempotency_key=item.idempotency_key,
+                version=item.version,
+                version_epoch=item.version_epoch,
+            )
         self.metrics.action("publish", item.channel)
         return result
 
     def publish_item(
-        self, channel: str, opts: ChannelOptions, data: bytes, **options: Unpack[PublishOptions]
+        self,
+        channel: str,
+        opts: ChannelOptions,
+        data: bytes,
+        *,
+        write_now: bool = False,
+        **options: Unpack[PublishOptions],
     ) -> PublishItem:
-        """What ``publish`` publishes, prepared (for ``publish_now`` and ``publish_many``)."""
+        """What ``publish`` publishes, prepared (for ``publish_prepared`` and ``publish_many``).
+        ``write_now``: the publication is alone in its loop tick (``PublishItem.write_now``)."""
         if not options:  # the common case: positional inits, no option lookups
             pub = Publication(data, 0, None, None, int(self.clock() * 1000), opts.delta_publish)
-            return PublishItem(channel, pub, self.history_options(opts))
+            return PublishItem(channel, pub, self.history_options(opts), write_now=write_now)
         history = NO_HISTORY if options.get("skip_history") else self.history_options(opts)
         pub = Publication(
             data=data,
@@ -273,16 +334,44 @@ class Node:
             options.get("idempotency_key", ""),
             options.get("version", 0),
             options.get("version_epoch", ""),
+            write_now,
         )
 
-    async def publish_many(
-        self, broker: BatchBroker, items: Sequence[PublishItem]
-    ) -> list[PublishResult | EngineError]:
-        """``publish`` of every item in one engine round trip (``BatchBroker.publish_many``)."""
-        results = await broker.publish_many(items)
-        for _ in items:
-            self.metrics.action("publish", "")
+    async def publish_many(self, items: Sequence[PublishItem]) -> list[PublishResult | EngineError]:
+        """``publish`` of every item, in order, with the engine's cheapest path: one round trip
+        on an engine that batches (``BatchBroker.publish_many``); back to back without
+        suspending on one that publishes inline, the loop served every ``PUBLISH_SLICE`` items;
+        else one ``publish`` after another. One result per item: its ``PublishResult`` or the
+        ``EngineError`` it failed with; never raises ``EngineError``."""
+        results: list[PublishResult | EngineError]
+        inline = self._inline
+        action = self.metrics.action
+        if inline is not None:
+            results = []
+            append = results.append
+            for n, item in enumerate(items):
+                if n and n % PUBLISH_SLICE == 0:
+                    await asyncio.sleep(0)
+                append(inline.publish_now(item))
+                action("publish", item.channel)
+            return results
+        if isinstance(self.broker, BatchBroker):
+            results = await self.broker.publish_many(items)
+        else:
+            results = []
+            for item in items:
+                try:
+                    results.append(await self.publish_prepared(item))
+                except EngineError as exc:
+                    results.append(exc)
+            return results  # counted by publish_prepared
+        for item in items:
+            action("publish", item.channel)
         return results
+
+    def publish_run(self) -> PublishRun:
+        """A run of publications (one sequential server API batch's consecutive publishes)."""
+        return PublishRun(self)
 
     async def history(
         self,

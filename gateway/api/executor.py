@@ -1,13 +1,17 @@
-"""Server HTTP API (PROTOCOL.md §6): ``POST <http_api.handler_prefix>/<method>``, shaped for
-PyPI ``cent`` 5.x. Errors come back as HTTP 200 with an ``error`` object (or HTTP statuses in
-``transport`` error mode); a missing or wrong key is 401 with an empty body.
+"""The server API's one executor (PROTOCOL.md §6): ``ServerApi`` runs every method's typed
+request (gateway/api/requests.py) and every ``batch``, whichever front door parsed it — HTTP
+single and ``batch`` and the legacy ``/api`` (gateway/api/http.py), gRPC (gateway/api/grpc/).
 
-``ServerApi`` is the one executor of every method (and of ``batch``); gateway/api/http.py is its
-HTTP adapter and gateway/api/grpc/server.py its gRPC adapter.
-This module only parses requests (gateway/api/requests.py, one typed parser) and calls the node;
-actions on connections go to every node through the cluster (gateway/cluster.py). Errors are
-values of the one catalogue (gateway/protocol/codes.py), raised as a fresh ``ApiError`` each time.
-Never imports client.py or app.py.
+A front door parses into a ``Command`` (a typed request, or the ``Refused`` value of one that did
+not parse) and calls ``execute`` or ``execute_batch``; replies, errors and metrics
+(``api_command_duration`` per command, ``api_errors`` per failure) are therefore the same
+through every door. Errors are values of the one catalogue (gateway/protocol/codes.py), raised
+as a fresh ``ApiError`` each time. Publishing goes through the node (gateway/node.py), which
+takes each engine's fastest path behind the engine seam (a publish that completes without
+suspending on the memory engine, one round trip per run of publishes on Redis); the executor
+only says whether a publication is alone in its loop tick (``write_now``). Actions on
+connections go to every node through the cluster (gateway/cluster.py). Never imports
+gateway/connection/ or app.py.
 """
 
 from __future__ import annotations
@@ -15,35 +19,33 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
-from gateway.api.batch import YIELD_EVERY, PublishRuns
-from gateway.api.inline import InlineApi, publish_reply
+from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
-    ChannelRequest,
     ChannelsRequest,
     DisconnectRequest,
+    HistoryRemoveRequest,
     HistoryRequest,
     InfoRequest,
+    PresenceRequest,
+    PresenceStatsRequest,
     PublishRequest,
     RefreshRequest,
     RpcRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
-    parse,
-    parse_publish,
 )
 from gateway.channels import resolve
 from gateway.config.schema import ChannelOptions, Settings
-from gateway.engine.base import BatchBroker, EngineError, InlineBroker, PublishItem
-from gateway.node import Node
+from gateway.engine.base import EngineError, PublishItem, PublishResult
+from gateway.node import Node, PublishRun
 from gateway.protocol import codec, codes
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
@@ -52,8 +54,17 @@ log = logging.getLogger("taskcast.gateway.api")
 
 Result = dict[str, Any]
 
+YIELD_EVERY = 128
+"""Commands (and broadcast channels) run back to back before a server API request lets the loop
+serve others: commands that complete without suspending (publishes on the memory engine, the
+preparation of a publish run) must not hold the loop for every client. A batch of the relay's
+default 100 runs in one go."""
+
 INLINE_METHODS = frozenset({"publish", "broadcast"})
 """Methods that never suspend on an engine that publishes inline (the memory engine)."""
+
+INLINE_COMMANDS: frozenset[type[Any]] = frozenset({PublishRequest, BroadcastRequest, Refused})
+"""The commands of a ``batch`` that never suspends on such an engine (a refused one runs nothing)."""
 
 RESOLVED_CHANNELS = 65536
 """Channel names whose resolution is kept (the cache is emptied when it is full)."""
@@ -62,15 +73,8 @@ TRANSPORT_STATUS = {100: 500, 102: 404, 104: 404, 107: 400, 108: 400, 112: 416, 
 """HTTP status per error code in ``transport`` error mode (Centrifugo's mapping)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Method:
-    request: type[Any]
-    handler: Callable[[Any], Awaitable[Result]]
-    parser: Callable[[object], Any] | None = None
-    """Builds the typed request (default: ``parse(request, params)``)."""
-
-    def parse(self, params: object) -> Any:
-        return parse(self.request, params) if self.parser is None else self.parser(params)
+_PENDING: Result = {}
+"""The reply slot of a publish whose run is not published yet (never answered as it is)."""
 
 
 def _b64(name: str, value: str) -> bytes:
@@ -85,65 +89,69 @@ def error_obj(exc: ApiError) -> dict[str, Any]:
     return {"code": exc.code, "message": exc.message}
 
 
+def publish_reply(result: PublishResult) -> Result:
+    """The ``publish`` result object: the position, when the channel keeps history."""
+    position = result.position
+    return {} if position is None else {"offset": position.offset, "epoch": position.epoch}
+
+
 class ServerApi:
-    """The API methods; ``call(method, params)`` parses the params into the method's typed
-    request and returns the result object."""
+    """The executor of every server API method and of ``batch``."""
 
     def __init__(self, node: Node, settings: Settings) -> None:
         self.node = node
         self.settings = settings
-        self.methods: dict[str, _Method] = {
-            "publish": _Method(PublishRequest, self.publish, parse_publish),
-            "broadcast": _Method(BroadcastRequest, self.broadcast),
-            "subscribe": _Method(SubscribeRequest, self.subscribe),
-            "unsubscribe": _Method(UnsubscribeRequest, self.unsubscribe),
-            "disconnect": _Method(DisconnectRequest, self.disconnect),
-            "refresh": _Method(RefreshRequest, self.refresh),
-            "presence": _Method(ChannelRequest, self.presence),
-            "presence_stats": _Method(ChannelRequest, self.presence_stats),
-            "history": _Method(HistoryRequest, self.history),
-            "history_remove": _Method(ChannelRequest, self.history_remove),
-            "channels": _Method(ChannelsRequest, self.channels),
-            "info": _Method(InfoRequest, self.info),
-            "rpc": _Method(RpcRequest, self.rpc),
+        self._handlers: dict[type[Any], Callable[[Any], Awaitable[Result]]] = {
+            SubscribeRequest: self.subscribe,
+            UnsubscribeRequest: self.unsubscribe,
+            DisconnectRequest: self.disconnect,
+            RefreshRequest: self.refresh,
+            PresenceRequest: self.presence,
+            PresenceStatsRequest: self.presence_stats,
+            HistoryRequest: self.history,
+            HistoryRemoveRequest: self.history_remove,
+            ChannelsRequest: self.channels,
+            InfoRequest: self.info,
+            RpcRequest: self.rpc,
         }
-        broker = node.broker
-        self._inline = bool(getattr(broker, "publishes_inline", False))
+        """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
+        whether the publication is alone in its tick), by request type."""
         self._resolved: dict[str, ChannelOptions | codes.Error] = {}
-        self.inline: InlineApi | None = (
-            InlineApi(self, broker) if self._inline and isinstance(broker, InlineBroker) else None
-        )
-        """The synchronous publish path (gateway/api/inline.py) on an engine that publishes
-        without suspending; None on the others."""
+        self._inline = node.publishes_inline
 
-    def runs_inline(self, method: str) -> bool:
-        """True when ``call(method, ...)`` may complete without suspending (so gateway/api/http.py
-        tries it outside a task): publishes on an engine with ``publishes_inline``. A broadcast
-        to more than ``YIELD_EVERY`` channels does suspend (to let the loop serve others): the
-        inline driver then hands the rest to a task (httpwire/inline.py)."""
+    # --- what a front door may ask -----------------------------------------------------------
+
+    def completes_inline(self, method: str) -> bool:
+        """True when a command of ``method`` completes without suspending on this node's engine
+        (a publish or broadcast on an engine that publishes inline), so gateway/api/http.py lets
+        the HTTP protocol drive it outside a task. A broadcast to more than ``YIELD_EVERY``
+        channels does suspend (to let the loop serve others): the driver then hands the rest
+        to a task (httpwire/inline.py)."""
         return self._inline and method in INLINE_METHODS
 
-    def runs_inline_batch(self, params: object) -> bool:
-        """``runs_inline`` for the params of ``batch``: sequential, and every command inline
-        (a batch of more than ``YIELD_EVERY`` commands suspends to let the loop serve others)."""
-        if not self._inline:
+    def completes_inline_batch(self, commands: Sequence[Command], *, parallel: bool) -> bool:
+        """``completes_inline`` for a ``batch`` of ``commands``: sequential, at most
+        ``YIELD_EVERY`` of them, each a publish, a broadcast or refused (answered without
+        running)."""
+        if parallel or len(commands) > YIELD_EVERY or not self._inline:
             return False
-        if not isinstance(params, dict) or params.get("parallel"):
-            return not isinstance(params, dict)
-        commands = params.get("commands")
-        if not isinstance(commands, list):
-            return True  # answered with an error, nothing runs
-        if len(commands) > YIELD_EVERY:
-            return False
-        return all(
-            not isinstance(command, dict) or len(command) != 1 or next(iter(command)) in INLINE_METHODS
-            for command in commands
-        )
+        return INLINE_COMMANDS.issuperset(map(type, commands))
+
+    def batch_limit(self, protocol: str) -> int:
+        """The most commands one ``batch`` of ``protocol`` ("http" or "grpc") may carry."""
+        section = self.settings.grpc_api if protocol == "grpc" else self.settings.http_api
+        return section.max_batch_commands
+
+    def check_batch(self, count: int, protocol: str) -> None:
+        """Raises:
+        ApiError: 107 for more commands than ``batch_limit`` (the whole batch is refused,
+            nothing runs; counted under ``batch``)."""
+        limit = self.batch_limit(protocol)
+        if count > limit:
+            self.node.metrics.api_errors.labels(protocol, "batch", "107").inc()
+            raise bad_request(f"commands: more than {limit}")
 
     def channel_options(self, channel: str) -> ChannelOptions:
-        return self._options(channel)
-
-    def _options(self, channel: str) -> ChannelOptions:
         """The channel's namespace options (resolved once per channel name: the settings are
         immutable); raises the resolution's 102/107."""
         resolved = self._resolved.get(channel)
@@ -157,33 +165,152 @@ class ServerApi:
             raise ApiError(resolved, "channel")
         return resolved
 
-    def _history_options(self, channel: str) -> ChannelOptions:
-        opts = self._options(channel)
-        if not (opts.history_size > 0 and opts.history_ttl > 0):
-            raise ApiError(codes.ERROR_NOT_AVAILABLE)
-        return opts
+    # --- the JSON front doors' entry points --------------------------------------------------
 
-    async def call(self, method: str, params: object, *, protocol: str = "http") -> Result:
-        """Run one API method (``protocol`` labels the metrics: "http" or "grpc").
+    def call(self, method: str, params: object, *, protocol: str = "http") -> Awaitable[Result]:
+        """``execute`` of ``method`` with JSON ``params`` (parsed by ``commands.command``)."""
+        return self.execute(command(method, params), protocol)
+
+    async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
+        """``execute_batch`` of JSON ``batch`` commands (each ``{"<method>": params}``), parsed
+        one by one as they run.
 
         Raises:
-            ApiError: with the catalogue error to answer (104 unknown method, 107 bad params, 100
-                engine failure, and each method's own).
+            ApiError: 107 for more commands than ``batch_limit(protocol)``.
         """
-        inline = self.inline
-        if inline is not None and method == "publish":
-            return inline.call(params, protocol)
-        spec = self.methods.get(method)
-        if spec is None:
-            raise ApiError(codes.ERROR_NOT_FOUND)
-        metrics = self.node.metrics
+        self.check_batch(len(commands), protocol)
+        return await self.execute_batch(map(batch_command, commands), parallel=parallel, protocol=protocol)
+
+    # --- the executor ------------------------------------------------------------------------
+
+    async def execute(self, cmd: Command, protocol: str = "http", *, alone: bool = True) -> Result:
+        """Run one command and return its result object (``protocol`` labels the metrics: "http"
+        or "grpc"). ``alone``: the command is the only one of its request (not in a batch), so a
+        publication's lone local subscriber may be written at once (``PublishItem.write_now``).
+
+        Raises:
+            ApiError: with the catalogue error to answer (104 unknown method, 107 bad params,
+                100 engine failure, and each method's own).
+        """
+        kind = type(cmd)
+        if kind is Refused:
+            raise self._refused(cmd, protocol)  # type: ignore[arg-type]
+        method = METHOD_OF[kind]
         started = perf_counter()
         try:
-            return await spec.handler(spec.parse(params))
+            if kind is PublishRequest:
+                req: PublishRequest = cmd  # type: ignore[assignment]
+                data = self._data(req.data, req.b64data)
+                item = self._item(req.channel, data, req, alone)
+                return publish_reply(await self.node.publish_prepared(item))
+            if kind is BroadcastRequest:
+                return await self.broadcast(cmd, protocol)  # type: ignore[arg-type]
+            return await self._handlers[kind](cmd)
         except (ApiError, EngineError) as exc:
             raise self.failed(exc, protocol, method) from None
         finally:
-            metrics.api_timer(protocol, method).observe(perf_counter() - started)
+            self.node.metrics.api_timer(protocol, method).observe(perf_counter() - started)
+
+    async def execute_batch(
+        self, commands: Iterable[Command], *, parallel: bool, protocol: str
+    ) -> list[Result]:
+        """``batch``: each command answered in order with ``{"<method>": result}`` or
+        ``{"error": ...}``; ``parallel`` runs them concurrently (Centrifugo's ``parallel``), else
+        one after another. ``commands`` is consumed as the batch runs (a door may parse lazily);
+        every ``YIELD_EVERY`` commands the loop serves others.
+
+        In a sequential batch each run of consecutive publishes is prepared command by command
+        and published through one ``Node.publish_run`` (at once on an engine that publishes
+        inline, with one round trip at the end of the run on an engine that batches); any other
+        command ends the run and runs alone, so commands take effect in their order. A refused
+        command is answered in place without ending the run (nothing runs for it). A publish's
+        duration runs from its preparation to its result.
+        """
+        if parallel:
+            return await self._parallel(commands, protocol)
+        replies: list[Result] = []
+        run = self.node.publish_run()
+        waiting: list[tuple[int, str, float]] = []
+        """(reply index, channel, preparation start) of each publication ``run`` holds."""
+        timer = self.node.metrics.api_timer(protocol, "publish")
+        item, data, clock = self._item, self._data, perf_counter
+        for n, cmd in enumerate(commands):
+            if n and n % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a run's waiting publications stay waiting: one round trip
+            kind = type(cmd)
+            if kind is PublishRequest:
+                req: PublishRequest = cmd  # type: ignore[assignment]
+                started = clock()
+                try:
+                    result = run.add(item(req.channel, data(req.data, req.b64data), req, False))
+                except (ApiError, EngineError) as exc:
+                    replies.append({"error": error_obj(self.failed(exc, protocol, "publish"))})
+                    timer.observe(clock() - started)
+                    continue
+                if result is None:
+                    waiting.append((len(replies), req.channel, started))
+                    replies.append(_PENDING)  # replaced when the run is flushed
+                else:
+                    replies.append({"publish": publish_reply(result)})
+                    timer.observe(clock() - started)
+            elif kind is Refused:
+                replies.append({"error": error_obj(self._refused(cmd, protocol))})  # type: ignore[arg-type]
+            else:
+                if waiting:
+                    await self._flush(run, waiting, replies, protocol)
+                replies.append(await self._reply(cmd, protocol))
+        if waiting:
+            await self._flush(run, waiting, replies, protocol)
+        return replies
+
+    async def _flush(
+        self, run: PublishRun, waiting: list[tuple[int, str, float]], replies: list[Result], protocol: str
+    ) -> None:
+        results = await run.flush()
+        timer = self.node.metrics.api_timer(protocol, "publish")
+        for (index, channel, started), result in zip(waiting, results, strict=True):
+            if isinstance(result, EngineError):
+                # The engine logs its outages once per state change; per command only a debug line.
+                log.debug("engine error in API publish to %s: %s", channel, result)
+                error = self.failed(ApiError(codes.ERROR_INTERNAL), protocol, "publish")
+                replies[index] = {"error": error_obj(error)}
+            else:
+                replies[index] = {"publish": publish_reply(result)}
+            timer.observe(perf_counter() - started)
+        waiting.clear()
+
+    async def _parallel(self, commands: Iterable[Command], protocol: str) -> list[Result]:
+        """The commands concurrently, started ``YIELD_EVERY`` at a time: each group runs (up to
+        its first suspension) in its own loop iteration, so commands that never suspend do not
+        all run in one."""
+        tasks: list[asyncio.Task[Result]] = []
+        try:
+            for started, cmd in enumerate(commands, 1):
+                tasks.append(asyncio.ensure_future(self._reply(cmd, protocol)))
+                if started % YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
+
+    async def _reply(self, cmd: Command, protocol: str) -> Result:
+        """One ``batch`` command's reply: ``{"<method>": result}`` or ``{"error": ...}``."""
+        try:
+            result = await self.execute(cmd, protocol, alone=False)
+        except ApiError as exc:
+            return {"error": error_obj(exc)}
+        return {METHOD_OF[type(cmd)]: result}
+
+    def _refused(self, cmd: Refused, protocol: str) -> ApiError:
+        """The error answering a command that did not parse (a fresh instance), counted under
+        its method when it names one."""
+        exc = ApiError(cmd.error.error, cmd.error.detail)
+        if cmd.method:
+            self.failed(exc, protocol, cmd.method)
+            self.node.metrics.api_timer(protocol, cmd.method).observe(0.0)
+        return exc
 
     def failed(self, exc: ApiError | EngineError, protocol: str, method: str) -> ApiError:
         """Count a failed call in ``api_errors`` and return the error to answer (an engine
@@ -194,94 +321,13 @@ class ServerApi:
         self.node.metrics.api_errors.labels(protocol, method, str(exc.code)).inc()
         return exc
 
-    def batch_limit(self, protocol: str) -> int:
-        """The most commands one ``batch`` of ``protocol`` ("http" or "grpc") may carry."""
-        section = self.settings.grpc_api if protocol == "grpc" else self.settings.http_api
-        return section.max_batch_commands
+    # --- the methods -------------------------------------------------------------------------
 
-    def check_batch(self, commands: list[object], protocol: str) -> None:
-        """Raises:
-        ApiError: 107 for more commands than ``batch_limit`` (the whole batch is refused,
-            nothing runs)."""
-        limit = self.batch_limit(protocol)
-        if len(commands) > limit:
-            self.node.metrics.api_errors.labels(protocol, "batch", "107").inc()
-            raise bad_request(f"commands: more than {limit}")
-
-    def takes_inline(self, commands: list[object], protocol: str) -> bool:
-        """Whether a sequential ``batch`` of ``commands`` runs to its end without suspending
-        (``InlineApi.batch``): publishes on an inline engine, at most ``YIELD_EVERY`` of them,
-        within the batch bound."""
-        inline = self.inline
-        return (
-            inline is not None
-            and len(commands) <= min(YIELD_EVERY, self.batch_limit(protocol))
-            and inline.takes(commands)
-        )
-
-    async def batch(self, commands: list[object], *, parallel: bool, protocol: str = "http") -> list[Result]:
-        """``batch``: each command ``{"<method>": params}`` answered in order with
-        ``{"<method>": result}`` or ``{"error": ...}``; ``parallel`` runs them concurrently
-        (Centrifugo's ``parallel``), else one after another. Every ``YIELD_EVERY`` commands the
-        loop serves others.
-
-        Raises:
-            ApiError: 107 for a batch of more than ``batch_limit(protocol)`` commands.
-        """
-        self.check_batch(commands, protocol)
-        if parallel:
-            return await self._parallel(commands, protocol)
-        inline = self.inline
-        if inline is not None and inline.takes(commands):
-            replies: list[Result] = []
-            for start in range(0, len(commands), YIELD_EVERY):
-                if start:
-                    await asyncio.sleep(0)
-                replies += inline.batch(commands[start : start + YIELD_EVERY], protocol)
-            return replies
-        broker = self.node.broker
-        if not self._inline and isinstance(broker, BatchBroker):
-            return await PublishRuns(self, broker, protocol).run(commands)
-        replies = []
-        for ran, command in enumerate(commands, 1):
-            replies.append(await self._command(command, protocol))
-            if ran % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-        return replies
-
-    async def _parallel(self, commands: list[object], protocol: str) -> list[Result]:
-        """The commands concurrently, started ``YIELD_EVERY`` at a time: each group runs (up to
-        its first suspension) in its own loop iteration, so commands that never suspend do not
-        all run in one."""
-        tasks: list[asyncio.Task[Result]] = []
-        try:
-            for started, command in enumerate(commands, 1):
-                tasks.append(asyncio.ensure_future(self._command(command, protocol)))
-                if started % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-            return list(await asyncio.gather(*tasks))
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            raise
-
-    async def command(self, command: object, protocol: str) -> Result:
-        return await self._command(command, protocol)
-
-    async def _command(self, command: object, protocol: str) -> Result:
-        """One ``batch`` command: ``{"<method>": result}`` or ``{"error": ...}``."""
-        if not isinstance(command, dict) or len(command) != 1:
-            return {"error": error_obj(bad_request("commands[]"))}
-        ((method, method_params),) = command.items()
-        try:
-            if method == "batch":
-                raise ApiError(codes.ERROR_NOT_FOUND)
-            return {method: await self.call(method, method_params, protocol=protocol)}
-        except ApiError as exc:
-            return {"error": error_obj(exc)}
-
-    def payload(self, data: object, b64data: str) -> bytes:
-        return self._data(data, b64data)
+    def _history_options(self, channel: str) -> ChannelOptions:
+        opts = self.channel_options(channel)
+        if not (opts.history_size > 0 and opts.history_ttl > 0):
+            raise ApiError(codes.ERROR_NOT_AVAILABLE)
+        return opts
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
@@ -291,13 +337,20 @@ class ServerApi:
             return _b64("b64data", b64data)
         return dumps_kept(data)  # kept: history, held queues (jsonbytes.py)
 
-    def item(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> PublishItem:
+    def _item(
+        self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest, write_now: bool
+    ) -> PublishItem:
         """The prepared publish of ``data`` to ``channel`` with the request's options (raises the
         channel's 102/107)."""
+        opts = self.channel_options(channel)
+        plain = not (req.tags or req.skip_history or req.idempotency_key or req.version or req.delta)
+        if plain and not req.version_epoch:  # the common case: no option lookups
+            return self.node.publish_item(channel, opts, data, write_now=write_now)
         return self.node.publish_item(
             channel,
-            self._options(channel),
+            opts,
             data,
+            write_now=write_now,
             tags=req.tags,
             skip_history=req.skip_history,
             idempotency_key=req.idempotency_key,
@@ -306,14 +359,9 @@ class ServerApi:
             delta=req.delta,
         )
 
-    async def _publish_one(self, channel: str, data: bytes, req: PublishRequest | BroadcastRequest) -> Result:
-        return publish_reply(await self.node.publish_prepared(self.item(channel, data, req)))
-
-    async def publish(self, req: PublishRequest) -> Result:
-        return await self._publish_one(req.channel, self._data(req.data, req.b64data), req)
-
-    async def broadcast(self, req: BroadcastRequest) -> Result:
+    async def broadcast(self, req: BroadcastRequest, protocol: str = "http") -> Result:
         data = self._data(req.data, req.b64data)
+        node = self.node
         responses: list[Result] = []
         for n, channel in enumerate(req.channels):
             if n and n % YIELD_EVERY == 0:
@@ -321,17 +369,18 @@ class ServerApi:
             try:
                 if not channel:
                     raise bad_request("channels: empty channel")
-                responses.append({"result": await self._publish_one(channel, data, req)})
+                result = await node.publish_prepared(self._item(channel, data, req, False))
+                responses.append({"result": publish_reply(result)})
             except ApiError as exc:
                 responses.append({"error": error_obj(exc)})
             except EngineError as exc:
                 log.debug("engine error in API broadcast to %s: %s", channel, exc)
-                self.node.metrics.api_errors.labels("http", "broadcast", "100").inc()
+                node.metrics.api_errors.labels(protocol, "broadcast", "100").inc()
                 responses.append({"error": error_obj(ApiError(codes.ERROR_INTERNAL))})
         return {"responses": responses}
 
     async def subscribe(self, req: SubscribeRequest) -> Result:
-        self._options(req.channel)
+        self.channel_options(req.channel)
         if req.b64info:
             _b64("b64info", req.b64info)
         if req.b64data:
@@ -340,7 +389,7 @@ class ServerApi:
         return {}
 
     async def unsubscribe(self, req: UnsubscribeRequest) -> Result:
-        self._options(req.channel)
+        self.channel_options(req.channel)
         await self.node.cluster.user_op(req)
         return {}
 
@@ -355,14 +404,14 @@ class ServerApi:
         await self.node.cluster.user_op(req)
         return {}
 
-    async def presence(self, req: ChannelRequest) -> Result:
-        if not self._options(req.channel).presence:
+    async def presence(self, req: PresenceRequest) -> Result:
+        if not self.channel_options(req.channel).presence:
             raise ApiError(codes.ERROR_NOT_AVAILABLE)
         entries = await self.node.presence.presence(req.channel)
         return {"presence": {cid: codec.client_info_obj(info) for cid, info in entries.items()}}
 
-    async def presence_stats(self, req: ChannelRequest) -> Result:
-        if not self._options(req.channel).presence:
+    async def presence_stats(self, req: PresenceStatsRequest) -> Result:
+        if not self.channel_options(req.channel).presence:
             raise ApiError(codes.ERROR_NOT_AVAILABLE)
         st = await self.node.presence.stats(req.channel)
         return {"num_clients": st.num_clients, "num_users": st.num_users}
@@ -377,7 +426,7 @@ class ServerApi:
             raise ApiError(codes.ERROR_UNRECOVERABLE_POSITION)
         return codec.history_result_obj(result.publications, result.position)
 
-    async def history_remove(self, req: ChannelRequest) -> Result:
+    async def history_remove(self, req: HistoryRemoveRequest) -> Result:
         self._history_options(req.channel)
         await self.node.broker.remove_history(req.channel)
         return {}

@@ -11,7 +11,9 @@ by a disconnect, 413 past the body bound, 400 for a body that is not JSON; coded
 as HTTP 200 ``{"error": ...}`` or, in ``transport`` error mode, as the HTTP status of
 ``TRANSPORT_STATUS``. The JSON body is parsed once (orjson) and the response encoded once.
 
-Executes nothing itself: every method goes to ``ServerApi`` (gateway/api/executor.py).
+Executes nothing itself: each request is parsed into the typed requests of gateway/api/requests.py
+(per method, per ``batch`` command, per legacy line) and run by ``ServerApi``
+(gateway/api/executor.py), the executor every front door shares.
 """
 
 from __future__ import annotations
@@ -19,14 +21,15 @@ from __future__ import annotations
 import asyncio
 import gc
 import hmac
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 from starlette.applications import Starlette
 
-from gateway.api.batch import YIELD_EVERY
-from gateway.api.executor import TRANSPORT_STATUS, ServerApi, error_obj
+from gateway.api.commands import Command, batch_command, command
+from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
 from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
 from httpwire.inline import Deferred
@@ -77,9 +80,9 @@ class ApiEndpoint:
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
     ) -> Response | Deferred:
         """The response to a request the HTTP protocol read itself (httpwire/inline.py):
-        answered now (refusals, and ``publish`` or an all-publish sequential ``batch`` on an
-        engine that publishes without suspending: ``ServerApi.inline``), else deferred as a
-        coroutine, with whether it may run outside a task (``ServerApi.runs_inline``)."""
+        answered now (refusals), else deferred as the coroutine computing it, with whether it
+        may run outside a task (``ServerApi.completes_inline``: a publish, or a sequential
+        ``batch`` of publishes, on an engine that publishes without suspending)."""
         refused = self._refuse(http_method, headers, query)
         if refused is not None:
             return refused
@@ -89,26 +92,21 @@ class ApiEndpoint:
         if isinstance(parsed, tuple):
             return parsed
         api = self.api
-        fast = api.inline
-        transport_mode = _transport_mode(self.settings, headers)
         if method == "batch":
-            if fast is not None:
-                args = _batch_args(parsed)
-                if isinstance(args, bytes):
-                    return 200, args, _JSON
-                commands, parallel = args
-                if not parallel and api.takes_inline(commands, "http"):
-                    return 200, orjson.dumps({"replies": fast.batch(commands, "http")}), _JSON
-            inline = api.runs_inline_batch(parsed)
-        elif method == "publish" and fast is not None:
+            args = _batch_args(parsed)
+            if isinstance(args, bytes):
+                return 200, args, _JSON
+            commands, parallel = args
             try:
-                result = fast.call(parsed, "http")
+                api.check_batch(len(commands), "http")
             except ApiError as exc:
-                return _error_response(exc, transport_mode)
-            return 200, orjson.dumps({"result": result}), _JSON
-        else:
-            inline = bool(method) and api.runs_inline(method)
-        return Deferred(self._execute(method, parsed, body, transport_mode), inline)
+                return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+            if parallel or len(commands) > YIELD_EVERY:
+                return Deferred(self._replies(map(batch_command, commands), parallel), False)
+            small = list(map(batch_command, commands))  # parsed once: its types decide
+            return Deferred(self._replies(small, False), api.completes_inline_batch(small, parallel=False))
+        inline = bool(method) and api.completes_inline(method)
+        return Deferred(self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
@@ -169,7 +167,7 @@ class ApiEndpoint:
                 commands = parsed.get("commands")
                 if isinstance(commands, list):
                     try:
-                        self.api.check_batch(commands, "http")
+                        self.api.check_batch(len(commands), "http")
                     except ApiError as exc:
                         del commands, parsed  # freed by reference counts, no collection
                         return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
@@ -189,7 +187,7 @@ class ApiEndpoint:
         if method == "batch":
             return 200, await self.batch_body(params), _JSON
         try:
-            result = await self.api.call(method, params)
+            result = await self.api.execute(command(method, params))
         except ApiError as exc:
             return _error_response(exc, transport_mode)
         return 200, orjson.dumps({"result": result}), _JSON
@@ -242,6 +240,11 @@ class ApiEndpoint:
             return orjson.dumps({"error": error_obj(exc)})
         return orjson.dumps({"replies": replies})
 
+    async def _replies(self, commands: Iterable[Command], parallel: bool) -> Response:
+        """The response to a ``batch`` of parsed (or lazily parsed) commands within the bound."""
+        replies = await self.api.execute_batch(commands, parallel=parallel, protocol="http")
+        return 200, orjson.dumps({"replies": replies}), _JSON
+
     async def _legacy(self, body: bytes) -> bytes:
         """``POST /api`` with newline-delimited ``{"method","params"}`` commands (v5 legacy): at
         most ``http_api.max_batch_commands`` of them (else the whole body is refused, 400), the
@@ -249,6 +252,7 @@ class ApiEndpoint:
         commands = [raw_line for raw_line in body.split(b"\n") if raw_line.strip()]
         if len(commands) > self.api.batch_limit("http"):
             raise _Refused
+        alone = len(commands) == 1
         lines: list[bytes] = []
         for n, raw_line in enumerate(commands):
             if n and n % YIELD_EVERY == 0:
@@ -263,7 +267,7 @@ class ApiEndpoint:
             try:
                 if not isinstance(method, str):
                     raise bad_request("method")
-                result = await self.api.call(method, cmd.get("params") or {})
+                result = await self.api.execute(command(method, cmd.get("params") or {}), alone=alone)
                 lines.append(orjson.dumps({"result": result}))
             except ApiError as exc:
                 lines.append(orjson.dumps({"error": error_obj(exc)}))

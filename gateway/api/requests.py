@@ -1,4 +1,7 @@
-"""Typed requests of the server HTTP API (PROTOCOL.md §6) and the one parser that builds them.
+"""Typed requests of the server API (PROTOCOL.md §6), one type per method, and the one parser
+that builds them, whichever front door the params came through (JSON over HTTP, or a protobuf
+message read as a ``Mapping`` by gateway/api/grpc/server.py; gateway/api/commands.py maps method
+names to these types).
 
 Every method's params object is parsed by ``parse(RequestType, params)``: each field is checked
 against its annotation, so a wrong type is error 107 in every method and every field alike
@@ -15,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar, Union, get_args, get_origin
 
@@ -101,8 +104,11 @@ class Override:
     force_positioning: BoolValue | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PublishRequest:
+    """Not frozen: built per publication on the hot path (a frozen dataclass's ``__init__`` costs
+    several times more); nothing changes it once built."""
+
     channel: str = field(default="", metadata=REQUIRED)
     data: Json | None = field(default=None, metadata=DATA_OR_B64)
     b64data: str = ""
@@ -179,9 +185,17 @@ class RefreshRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class ChannelRequest:
-    """``presence``, ``presence_stats``, ``history_remove``."""
+class PresenceRequest:
+    channel: str = field(default="", metadata=REQUIRED)
 
+
+@dataclass(frozen=True, slots=True)
+class PresenceStatsRequest:
+    channel: str = field(default="", metadata=REQUIRED)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRemoveRequest:
     channel: str = field(default="", metadata=REQUIRED)
 
 
@@ -266,7 +280,7 @@ def parse(cls: type[T], params: object, where: str = "") -> T:
         ApiError: 107 when ``params`` is not an object, a required field is missing or empty, or
             a field has the wrong type or is out of range.
     """
-    if not isinstance(params, dict):
+    if type(params) is not dict and not isinstance(params, Mapping):
         raise bad_request(f"{where or 'params'}: expected an object")
     values: dict[str, Any] = {}
     for f in _fields(cls):

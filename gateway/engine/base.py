@@ -64,13 +64,19 @@ class PublishItem:
     idempotency_key: str = ""
     version: int = 0
     version_epoch: str = ""
+    write_now: bool = False
+    """The publication is alone in its loop tick (a lone server API publish): an engine that
+    delivers while it publishes (``InlineBroker.publish_now``) hands it on to
+    ``BrokerEventHandler.on_publication``, so a channel's only local subscriber may be written at
+    once instead of at the end of the tick. Others ignore it (their deliveries arrive in bursts)."""
 
 
 @runtime_checkable
 class InlineBroker(Protocol):
     """A broker whose publish completes without suspending (the memory engine, when its
-    ``publishes_inline`` is True): the server API publishes through ``publish_now`` outside any
-    task, with ``publish``'s semantics (idempotency results cached for the default 300 s)."""
+    ``publishes_inline`` is True): the node publishes through ``publish_now``, which may run
+    outside any task, with ``publish``'s semantics (idempotency results cached for the default
+    300 s), delivering with the item's ``write_now``."""
 
     publishes_inline: bool
 
@@ -94,7 +100,11 @@ class BrokerEventHandler(Protocol):
     """What a Broker calls when a publication (or join/leave) for a channel this node
     subscribed to arrives. Called on the event loop, in offset order per channel."""
 
-    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None: ...
+    def on_publication(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+    ) -> None:
+        """``write_now``: the publication is alone in its loop tick (``PublishItem.write_now``)."""
+        ...
 
     def on_join(self, channel: str, info: ClientInfo) -> None: ...
 

@@ -109,9 +109,9 @@ class MemoryBroker:
 
     publishes_inline: ClassVar[bool] = True
     """``publish`` never suspends and ``publish_now`` is the same step without a coroutine: the
-    server API publishes through ``publish_now`` outside any task (httpwire/inline.py,
-    gateway/api/inline.py). A subclass that overrides ``publish`` gets False (its override is
-    then what every publish goes through) unless it sets the attribute itself."""
+    node publishes through ``publish_now`` (gateway/node.py), and a server API publish may run
+    outside any task (httpwire/inline.py). A subclass that overrides ``publish`` gets False
+    (its override is then what every publish goes through) unless it sets the attribute itself."""
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -190,6 +190,7 @@ class MemoryBroker:
             300.0,
             item.version,
             item.version_epoch,
+            item.write_now,
         )
 
     def _publish(
@@ -201,6 +202,7 @@ class MemoryBroker:
         idempotent_result_ttl_seconds: float,
         version: int,
         version_epoch: str,
+        write_now: bool = False,
     ) -> PublishResult:
         now = self._now()
         if idempotency_key:
@@ -241,7 +243,7 @@ class MemoryBroker:
         handler = self._handler
         if handler is not None and channel in self._subscribed:
             try:
-                handler.on_publication(channel, pub, position)
+                handler.on_publication(channel, pub, position, write_now)
             except Exception as exc:
                 self._handler_failed(f"publication in {channel!r}", exc)
             else:

@@ -81,7 +81,9 @@ class BrokerServer:
 
     # --- BrokerEventHandler: the one MemoryBroker delivers here; we fan out to the workers ----
 
-    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+    def on_publication(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+    ) -> None:
         message = ["p", channel, pub, position]
         for peer in tuple(self._subs.get(channel, ())):
             peer.send(message)

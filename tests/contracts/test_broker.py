@@ -88,7 +88,9 @@ class Recorder:
         self.reconnects = 0
         self._changed = asyncio.Event()
 
-    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+    def on_publication(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+    ) -> None:
         self._record(Delivered("publication", channel, pub=pub, position=position))
 
     def on_join(self, channel: str, info: ClientInfo) -> None:
@@ -860,7 +862,9 @@ async def test_memory_sweep_keeps_live_channels() -> None:
 
 async def test_memory_handler_failure_does_not_fail_publish(caplog: pytest.LogCaptureFixture) -> None:
     class Failing(Recorder):
-        def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+        def on_publication(
+            self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+        ) -> None:
             raise RuntimeError("boom")
 
         def on_join(self, channel: str, info: ClientInfo) -> None:

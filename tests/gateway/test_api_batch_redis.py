@@ -1,6 +1,7 @@
-"""The server API's sequential ``batch`` on the Redis engine (gateway/api/batch.py,
-gateway/engine/redis_batch.py): runs of publishes go to Redis as one pipeline, with the replies,
-errors and order of one publish per command. Real Redis (``TASKCAST_TEST_REDIS_URL``)."""
+"""The server API's sequential ``batch`` on the Redis engine (``ServerApi.execute_batch``,
+``Node.publish_many``, gateway/engine/redis_batch.py): runs of publishes go to Redis as one
+pipeline, with the replies, errors and order of one publish per command. Real Redis
+(``TASKCAST_TEST_REDIS_URL``)."""
 
 from __future__ import annotations
 

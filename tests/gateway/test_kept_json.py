@@ -75,16 +75,16 @@ def test_connection_info_from_a_token_is_exactly_sized() -> None:
 
 
 def test_the_inline_publish_path_keeps_exactly_sized_data() -> None:
-    # The synchronous memory-engine path (gateway/api/inline.py) builds its own publication for
-    # the {channel, data} form: what reaches history must be as small as the general path's.
-    from tests.gateway.test_api_inline_fast import HEADERS, gateway
+    # The memory engine's publish path, driven outside any task as the HTTP protocol drives it:
+    # what reaches history must be as small as the general path's.
+    from tests.gateway.test_api_inline_fast import HEADERS, completed_inline, gateway
 
     h, endpoint = gateway(MemoryBroker(epoch_factory=lambda: "EPOCH"))
-    assert endpoint.api.inline is not None
+    assert h.node.publishes_inline
     body = orjson.dumps({"channel": "a", "data": DATA})
 
     def make() -> bytes:
-        endpoint.respond_inline("publish", "POST", HEADERS, b"", body)
+        assert completed_inline(endpoint.respond_inline("publish", "POST", HEADERS, b"", body)) is not None
         return h.node.broker._streams["a"].entries[-1].data  # type: ignore[attr-defined]
 
     size, length = allocated_per_object(make)

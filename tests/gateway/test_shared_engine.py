@@ -84,7 +84,9 @@ class Handler:
         self.pubs: list[tuple[str, int]] = []
         self.reconnects = 0
 
-    def on_publication(self, channel: str, pub: Publication, position: StreamPosition | None) -> None:
+    def on_publication(
+        self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
+    ) -> None:
         self.pubs.append((channel, pub.offset))
 
     def on_join(self, channel: str, info: ClientInfo) -> None: ...

@@ -1,6 +1,7 @@
-"""The gRPC server API (``grpc_api``): Centrifugo's ``CentrifugoApi`` service over grpcio, an
-adapter over the same executor as the HTTP API (``gateway.api.executor.ServerApi``): each request message
-becomes the method's JSON params, the result JSON becomes the response message, so methods,
+"""The gRPC server API (``grpc_api``): Centrifugo's ``CentrifugoApi`` service over grpcio, a
+front door of the executor every door shares (``gateway.api.executor.ServerApi``): each request
+message is parsed straight into the method's typed request (``MessageParams`` read by the one
+parser of gateway/api/requests.py), the result JSON becomes the response message, so methods,
 validation and errors are those of the HTTP API.
 
 Conversions: ``bytes`` fields named ``data``, ``info``, ``params`` (requests) carry raw JSON, as
@@ -15,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import grpc
@@ -23,6 +24,7 @@ import orjson
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
+from gateway.api.commands import Command, Refused, command
 from gateway.api.executor import ServerApi, error_obj
 from gateway.api.grpc import api_pb2
 from gateway.api.requests import ApiError, bad_request
@@ -78,16 +80,16 @@ _INT_TYPES = frozenset(
 )
 
 
-# --- message -> params ----------------------------------------------------------------------
+# --- message -> typed request -----------------------------------------------------------------
 
 
 def _is_map(fd: FieldDescriptor) -> bool:
     return fd.message_type is not None and fd.message_type.GetOptions().map_entry
 
 
-def _value_to_json(fd: FieldDescriptor, value: Any) -> Any:
+def _value(fd: FieldDescriptor, value: Any) -> Any:
     if fd.type == FieldDescriptor.TYPE_MESSAGE:
-        return to_params(value)
+        return MessageParams(value)
     if fd.type == FieldDescriptor.TYPE_BYTES:
         if fd.name not in JSON_BYTES:
             return value.decode("utf-8", "replace")
@@ -98,19 +100,49 @@ def _value_to_json(fd: FieldDescriptor, value: Any) -> Any:
     return value
 
 
-def to_params(msg: Message) -> dict[str, Any]:
-    """The JSON params of a request message (fields at their zero value are left out, which
-    the typed parser reads as absent)."""
-    out: dict[str, Any] = {}
-    for fd, value in msg.ListFields():
+class MessageParams(Mapping[str, object]):
+    """A request message read by the typed parser (``requests.command``) as its method's params,
+    field by field, with no intermediate JSON object: a field at its zero value is absent (as
+    proto3 has it), a submessage reads as another ``MessageParams``, a repeated field as a list,
+    a map as a dict, a raw-JSON ``bytes`` field (``JSON_BYTES``) as its parsed value (not JSON:
+    107 from the parser). So a gRPC request meets exactly the HTTP API's checks and errors."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self, msg: Message) -> None:
+        self._set = {fd.name: (fd, value) for fd, value in msg.ListFields()}
+
+    def __getitem__(self, name: str) -> object:
+        fd, value = self._set[name]
         if _is_map(fd):
             value_fd = fd.message_type.fields_by_name["value"]
-            out[fd.name] = {k: _value_to_json(value_fd, v) for k, v in value.items()}
-        elif fd.is_repeated:
-            out[fd.name] = [_value_to_json(fd, v) for v in value]
-        else:
-            out[fd.name] = _value_to_json(fd, value)
-    return out
+            return {k: _value(value_fd, v) for k, v in value.items()}
+        if fd.is_repeated:
+            return [_value(fd, v) for v in value]
+        return _value(fd, value)
+
+    def get(self, name: str, default: object = None) -> object:
+        return self[name] if name in self._set else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._set
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._set)
+
+    def __len__(self) -> int:
+        return len(self._set)
+
+
+def batch_command(raw: Message) -> Command:
+    """One ``Batch`` command: the typed request of the one field it sets, or its refusal (107
+    ``commands[]`` for none or more than one, as for a JSON command that is not a one-key
+    object)."""
+    fields = raw.ListFields()
+    if len(fields) != 1:
+        return Refused("", bad_request("commands[]"))
+    ((fd, value),) = fields
+    return command(fd.name, MessageParams(value))
 
 
 # --- result -> message ----------------------------------------------------------------------
@@ -199,7 +231,7 @@ class Servicer:
         async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
             await self._authorize(context)
             try:
-                result = await self.api.call(method, to_params(request), protocol="grpc")
+                result = await self.api.execute(command(method, MessageParams(request)), "grpc")
             except ApiError as exc:
                 return await self._error(context, response, exc)
             return fill(response(), {"result": _plain(result)})
@@ -214,16 +246,9 @@ class Servicer:
             # before any command is converted.
             self.api.node.metrics.api_errors.labels("grpc", "batch", "107").inc()
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad request: more than {limit} commands")
-        commands: list[object] = []
-        try:
-            for command in request.commands:
-                ((fd, value),) = command.ListFields() or ((None, None),)
-                commands.append({fd.name: to_params(value)} if fd is not None else {})
-        except (ApiError, ValueError) as exc:
-            error = exc if isinstance(exc, ApiError) else bad_request("commands[]")
-            return await self._error(context, api_pb2.BatchResponse, error)
         parallel = bool(getattr(request, "parallel", False))
-        replies = await self.api.batch(commands, parallel=parallel, protocol="grpc")
+        commands = map(batch_command, request.commands)  # parsed one by one as they run
+        replies = await self.api.execute_batch(commands, parallel=parallel, protocol="grpc")
         return fill(api_pb2.BatchResponse(), {"replies": _plain(replies)})
 
 
