@@ -77,12 +77,18 @@ class Topology:
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._allocate_ports()
+        self.prefix = f"topo{uuid.uuid4().hex[:8]}"
+
+    def _allocate_ports(self) -> None:
+        """Free ports for the listeners. ``start`` picks them again once the services are up, just
+        before the processes bind: a port picked a minute earlier (MariaDB and Sentinel start
+        first) may meanwhile be taken by anything else on the machine."""
         self.gateway_ports = [free_port() for _ in range(self.gateways)]
         self.status_ports = [free_port() for _ in range(self.status_apis)]
         self.relay_metrics_ports = [free_port() for _ in range(self.relays)]
         self.public_port = free_port()
         self.internal_port = free_port()
-        self.prefix = f"topo{uuid.uuid4().hex[:8]}"
 
     @property
     def wake_channel(self) -> str:
@@ -182,6 +188,7 @@ class Topology:
     def _start(self) -> Topology:
         self._services()
         db_url = self._database()
+        self._allocate_ports()
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         status_env = self._env(
