@@ -28,7 +28,7 @@ from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
 from gateway.config.checks import admin_paths
-from gateway.config.schema import Settings, WebSocketSettings
+from gateway.config.schema import Settings, UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
@@ -354,6 +354,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 connect=rt.clients.connect,
                 disable_closing_handshake=uni_ws.disable_closing_handshake,
                 disable_disconnect_push=uni_ws.disable_disconnect_push,
+                compression=websocket_compression(uni_ws),
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
@@ -376,8 +377,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
     )
 
 
-def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
-    """permessage-deflate for the bidirectional endpoint (None: ``websocket.compression`` off).
+def websocket_compression(ws: WebSocketSettings | UniWebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for a WebSocket endpoint (None: its ``compression`` off).
     The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
     if not ws.compression:
         return None

@@ -31,6 +31,7 @@ from gateway.config.schema import (
     ProxySettings,
     Settings,
     TokenSettings,
+    UniWebSocketSettings,
     WebSocketSettings,
     named_proxy,
 )
@@ -50,13 +51,14 @@ RECOVERY_MODES = ("stream", "cache")
 _T = TypeVar("_T", bound=TokenSettings)
 
 
-def _check_compression(websocket: WebSocketSettings) -> None:
+def _check_compression(websocket: WebSocketSettings | UniWebSocketSettings, section: str) -> None:
     # Checked whether or not compression is on, as Centrifugo parses them.
     if not 1 <= websocket.compression_level <= 9:
-        raise ConfigError("websocket.compression_level", f"must be in 1-9, got {websocket.compression_level}")
+        level = websocket.compression_level
+        raise ConfigError(f"{section}.compression_level", f"must be in 1-9, got {level}")
     for name in ("compression_min_size", "decompressed_message_size_limit"):
         if getattr(websocket, name) < 0:
-            raise ConfigError(f"websocket.{name}", f"must not be negative, got {getattr(websocket, name)}")
+            raise ConfigError(f"{section}.{name}", f"must not be negative, got {getattr(websocket, name)}")
 
 
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
@@ -114,13 +116,9 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    _check_compression(websocket)
+    _check_compression(websocket, "websocket")
     uni_websocket = settings.uni_websocket
-    if uni_websocket.compression:
-        warnings.append(
-            "uni_websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
-        )
-        uni_websocket = dataclasses.replace(uni_websocket, compression=False)
+    _check_compression(uni_websocket, "uni_websocket")
     return dataclasses.replace(
         settings,
         client=client,

@@ -390,7 +390,8 @@ class WebSocketSettings:
 class UniWebSocketSettings:
     """``uni_websocket``: Centrifugo's unidirectional WebSocket (the connect request is the
     ``cf_connect`` URL parameter or the first client message, then the server only pushes).
-    ``compression`` is accepted and ignored, as for ``websocket``; ``join_push_messages`` sends
+    ``compression`` offers permessage-deflate as ``websocket.compression`` does (same options,
+    same once-per-publication compression: gateway/transports/deflate.py); ``join_push_messages`` sends
     the pushes of one write as one frame (newline-delimited); ``disable_disconnect_push`` closes
     without the disconnect push that precedes the close frame; ``disable_closing_handshake``
     ends the TCP connection without a close frame (Centrifugo before v6.5.1)."""
@@ -399,6 +400,9 @@ class UniWebSocketSettings:
     handler_prefix: str = "/connection/uni_websocket"
     message_size_limit: int = 65536
     compression: bool = False
+    compression_level: int = 1
+    compression_min_size: int = 0
+    decompressed_message_size_limit: int = 0
     join_push_messages: bool = False
     disable_closing_handshake: bool = False
     disable_disconnect_push: bool = False

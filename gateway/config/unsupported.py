@@ -50,7 +50,6 @@ _PROXY_PATHS = (
 
 _NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
 _NO_SHARED_POLL = "no shared polling: publish changes through the server API"
-_NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
@@ -80,7 +79,6 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
             "recoveries are counted by centrifugo_client_recover (recovered, "
             "has_recovered_publications) without a histogram of how many were recovered"
         ),
-        "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,
     }
 )
 """The options Centrifugo v6.8 and v6.9 added that Taskcast does not implement."""
@@ -141,8 +139,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "websocket.read_buffer_size": _BUFFERS,
         "websocket.write_buffer_size": _BUFFERS,
         "websocket.use_write_buffer_pool": _BUFFERS,
-        "uni_websocket.compression_min_size": "uni_websocket.compression is not supported",
-        "uni_websocket.compression_level": "uni_websocket.compression is not supported",
         "uni_websocket.read_buffer_size": _BUFFERS,
         "uni_websocket.write_buffer_size": _BUFFERS,
         "uni_websocket.use_write_buffer_pool": _BUFFERS,

@@ -509,7 +509,6 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
 def test_value_warnings(cfg: Loader) -> None:
     s, warnings = cfg(
         {
-            "uni_websocket": {"compression": True},
             "client": {
                 "insecure": True,
                 "token": {"jwks_public_endpoint": "https://idp/jwks", "hmac_secret_key": "x"},
@@ -517,9 +516,7 @@ def test_value_warnings(cfg: Loader) -> None:
             },
         }
     )
-    assert s.uni_websocket.compression is False
     assert s.client.token.algorithms == ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "EdDSA")
-    assert any(w.startswith("uni_websocket.compression") for w in warnings)
     assert any(w.startswith("client.insecure") for w in warnings)
     assert any("static keys are not used" in w for w in warnings)
     assert any(w.startswith("client.subscription_token: keys are set but enabled is false") for w in warnings)
