@@ -184,6 +184,9 @@ class ProxyGrpcSettings:
 @dataclass(frozen=True, slots=True)
 class ProxySettings:
     """One proxy (Centrifugo's ``Proxy``): ``endpoint`` is ``http(s)://…`` or ``grpc://host:port``.
+    ``emulated_headers`` names the entries of the connect command's headers map (headers
+    emulation, gateway/protocol/headers.py) forwarded as headers of the proxy's requests; a
+    name also in ``http_headers`` takes the real header's value when the request has one.
     ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64).
     ``max_response_size`` is a Taskcast extension: the largest answer read from it, in bytes
     (0 = 4 MiB, grpc-go's default receive limit, which bounds a Centrifugo gRPC proxy too)."""
@@ -192,6 +195,7 @@ class ProxySettings:
     timeout: float = 1.0
     http_headers: tuple[str, ...] = ()
     grpc_metadata: tuple[str, ...] = ()
+    emulated_headers: tuple[str, ...] = ()
     binary_encoding: bool = False
     include_connection_meta: bool = False
     http: ProxyHttpSettings = field(default_factory=ProxyHttpSettings)

@@ -17,10 +17,6 @@ _PROXY = "use client.proxy.connect / client.proxy.refresh (Centrifugo v6 names) 
 _BUFFERS = "buffers are managed by the server; drop the option"
 _WRITES = "writes never block; a client behind by client.queue_max_size bytes is disconnected (3008)"
 
-_EMULATED = (
-    "headers emulation (the connect frame's headers map) is not read: send the value as a real "
-    "HTTP header of the connection request and list it in http_headers"
-)
 _CONSUMER_TYPE = (
     "not supported (no such broker runs in Taskcast's tests): use a postgresql, redis_stream or "
     "nats_jetstream consumer, or the server API"
@@ -36,16 +32,6 @@ _CONSUMER_REDIS_OPTIONS = (
     "sentinel_tls",
     "force_resp2",
     "replica_client",
-)
-_PROXY_PATHS = (
-    "client.proxy.connect",
-    "client.proxy.refresh",
-    "channel.proxy.subscribe",
-    "channel.proxy.publish",
-    "channel.proxy.sub_refresh",
-    "channel.proxy.subscribe_stream",
-    "rpc.proxy",
-    "proxies[]",
 )
 
 _NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
@@ -125,8 +111,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "client.connect_code_to_unidirectional_disconnect": (
             "unidirectional transports close with the connect error's disconnect code"
         ),
-        # channel / rpc / proxies: each proxy's emulated_headers (any proxy path, proxies[] too)
-        **{f"{where}.emulated_headers": _EMULATED for where in _PROXY_PATHS},
         # engine
         "engine.redis.history_use_lists": "history always uses Redis Streams: drop the option",
         "engine.redis.force_resp2": "Taskcast always speaks RESP2 to Redis: drop the option",

@@ -31,7 +31,7 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from gateway.connection import channel_commands
@@ -198,6 +198,8 @@ class Client:
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
             self, proxies if isinstance(proxies, Proxies) else None
         )
+        self.keeps_headers = isinstance(proxies, Proxies) and proxies.uses_emulated_headers
+        self.emulated_headers: Mapping[str, str] = {}  # the connect's headers map, when a proxy forwards it
         self.subscriptions = Subscriptions(
             self,
             node,
@@ -388,6 +390,7 @@ class Client:
             self.session.codec.name,
             getattr(self.transport, "request_headers", {}),
             self.conn_meta,
+            self.emulated_headers,
         )
 
     def client_info(self, sub: Subscription | None = None) -> ClientInfo:
@@ -412,6 +415,7 @@ class Client:
 
     async def _connect(self, req: ConnectRequest) -> Result:
         cfg = self.settings.client
+        self.emulated_headers = req.headers if self.keeps_headers else {}
         grant = await self.authorizer.connect(self.caller(), req)
         hub = self.node.hub
         if grant is not None:

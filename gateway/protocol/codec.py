@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.protocol import codes
+from gateway.protocol.headers import emulated_headers
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import (
     ChannelRequest,
@@ -184,6 +185,18 @@ def _raw(params: dict[str, Any], key: str) -> bytes | None:
     return dumps_kept(params[key])  # publication data and info are kept (jsonbytes.py)
 
 
+def _headers(params: dict[str, Any]) -> dict[str, str]:
+    raw = params.get("headers")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProtocolError("headers must be an object")
+    try:
+        return emulated_headers(raw)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from None
+
+
 def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901 - one branch per method
     if method is Method.CONNECT:
         subs_raw = p.get("subs") or {}
@@ -200,6 +213,7 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             subs=subs,
             name=_str(p, "name"),
             version=_str(p, "version"),
+            headers=_headers(p),
         )
     if method is Method.SUBSCRIBE:
         return SubscribeRequest(

@@ -81,6 +81,8 @@ class ConnectRequest:
     subs: dict[str, SubscribeRecovery] = field(default_factory=dict)
     name: str = ""
     version: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers emulation map, checked and lower-cased (gateway/protocol/headers.py)."""
 
 
 @dataclass(frozen=True, slots=True)

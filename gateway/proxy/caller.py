@@ -51,6 +51,7 @@ class Proxy:
         self.slots = asyncio.Semaphore(self.limit)
         self.metrics = metrics
         self.forwarded = tuple(h.lower() for h in (*settings.http_headers, *settings.grpc_metadata))
+        self.emulated = tuple(h.lower() for h in settings.emulated_headers)
 
     @property
     def protocol(self) -> str:
@@ -90,12 +91,22 @@ class Proxy:
         else:
             request[key] = data
 
-    def headers(self, request_headers: Mapping[str, str]) -> dict[str, str]:
-        """The allow-listed headers of the client's HTTP request (``http_headers``/``grpc_metadata``)."""
-        return {k: v for k, v in request_headers.items() if k.lower() in self.forwarded}
+    def headers(
+        self, request_headers: Mapping[str, str], emulated: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The headers forwarded to the backend: the ``emulated_headers`` entries of the
+        connect's headers map (``emulated``, lower-case names), under the allow-listed headers
+        of the client's HTTP request (``http_headers``/``grpc_metadata``), which win."""
+        sent = {k: v for k, v in emulated.items() if k in self.emulated} if emulated and self.emulated else {}
+        sent.update((k.lower(), v) for k, v in request_headers.items() if k.lower() in self.forwarded)
+        return sent
 
     async def call(
-        self, kind: str, request: Mapping[str, Any], request_headers: Mapping[str, str]
+        self,
+        kind: str,
+        request: Mapping[str, Any],
+        request_headers: Mapping[str, str],
+        emulated: Mapping[str, str] | None = None,
     ) -> ProxyReply:
         """Ask the backend. Raises ProxyFailure (timeout, unavailable, status, malformed)."""
         protocol = self.protocol
@@ -106,7 +117,8 @@ class Proxy:
         try:
             async with asyncio.timeout(self.settings.timeout):
                 async with self.slots:
-                    answer = await self.transport.call(kind, request, self.headers(request_headers))
+                    headers = self.headers(request_headers, emulated)
+                    answer = await self.transport.call(kind, request, headers)
             return parse_reply(answer)
         except TimeoutError:
             self.metrics.proxy_errors.labels(*labels).inc()
@@ -146,6 +158,15 @@ class Proxies:
         if found is None:
             found = self._built[key] = Proxy(name, settings, self.metrics)
         return found
+
+    @property
+    def uses_emulated_headers(self) -> bool:
+        """True when some configured proxy forwards headers of the connect's headers map
+        (``emulated_headers``): only then does a connection keep that map."""
+        s = self.settings
+        cp, ch = s.client.proxy, s.channel.proxy
+        every = (cp.connect, cp.refresh, ch.subscribe, ch.publish, ch.sub_refresh, ch.subscribe_stream)
+        return any(p.emulated_headers for p in (*every, s.rpc.proxy, *s.proxies))
 
     @property
     def any(self) -> bool:

@@ -28,6 +28,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from gateway.protocol import codes
 from gateway.protocol.codec import ProtocolError, bounded
+from gateway.protocol.headers import emulated_headers
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -198,7 +199,13 @@ def _decode_request(method: Method, r: Any) -> Request:
             str(ch): SubscribeRecovery(bool(s.recover), int(s.offset), str(s.epoch))
             for ch, s in r.subs.items()
         }
-        return ConnectRequest(token=r.token, data=_data(r.data), subs=subs, name=r.name, version=r.version)
+        try:
+            headers = emulated_headers(r.headers)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        return ConnectRequest(
+            token=r.token, data=_data(r.data), subs=subs, name=r.name, version=r.version, headers=headers
+        )
     if method is Method.SUBSCRIBE:
         return SubscribeRequest(
             channel=r.channel,
