@@ -35,6 +35,7 @@ from gateway.config.schema import (
     WebSocketSettings,
     named_proxy,
 )
+from gateway.config.shared_poll_checks import check_shared_poll
 from gateway.config.tls import check_client, check_listener
 from gateway.protocol import codes
 
@@ -74,6 +75,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_admin(settings, warnings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
+    channel = check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)

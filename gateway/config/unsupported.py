@@ -35,14 +35,11 @@ _CONSUMER_REDIS_OPTIONS = (
 )
 
 _NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
-_NO_SHARED_POLL = "no shared polling: publish changes through the server API"
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
-        "shared_poll": _NO_SHARED_POLL,
         "channel.proxy.map_publish": _NO_MAP,
         "channel.proxy.map_remove": _NO_MAP,
-        "channel.proxy.shared_poll_refresh": _NO_SHARED_POLL,
         "channel.publication_data_format": (
             "publication data is not validated by format: validate it before publishing"
         ),
@@ -139,9 +136,7 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "auto_cache_recover": "use force_recovery with force_recovery_mode",
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
-        "subscription_type": "no map subscriptions: stream subscriptions only",
         "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
-        "shared_poll": _NO_SHARED_POLL,
         "map_clients_presence_channel_prefix": _NO_MAP,
         "map_users_presence_channel_prefix": _NO_MAP,
     }

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.config.schema import ProxySettings, Settings, named_proxy
+from gateway.config.schema import ChannelOptions, ProxySettings, Settings, named_proxy
 from gateway.metrics import Metrics
 from gateway.proxy.grpc import GrpcProxyTransport
 from gateway.proxy.http import HttpProxyTransport
@@ -193,6 +193,14 @@ class Proxies:
         name = getattr(opts, f"{kind}_proxy_name") or "default"
         proxy = named_proxy(self.settings.proxies, getattr(self.settings.channel.proxy, kind), name)
         return None if proxy is None else self._proxy(kind, name, proxy)
+
+    def for_shared_poll(self, opts: ChannelOptions) -> Proxy:
+        """The ``shared_poll_refresh`` proxy of a shared-poll namespace (``shared_poll.proxy_name``,
+        else ``channel.proxy.shared_poll_refresh``; the config checks made sure it exists)."""
+        name = opts.shared_poll.proxy_name or "default"
+        proxy = named_proxy(self.settings.proxies, self.settings.channel.proxy.shared_poll_refresh, name)
+        assert proxy is not None
+        return self._proxy("shared_poll_refresh", name, proxy)
 
     def for_rpc(self, method: str) -> Proxy | None:
         rpc = self.settings.rpc
