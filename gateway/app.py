@@ -44,6 +44,7 @@ from gateway.http.server import Served
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
+from gateway.sharedpoll.manager import SharedPollManager
 from gateway.transports import websocket
 from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
@@ -155,6 +156,11 @@ class Runtime:
         )
         # Proxies to the application backend, when configured (gateway/connection/authorization.py).
         self.proxies = Proxies(settings, self.metrics)
+        cluster = self.node.cluster
+        self.node.shared_poll = SharedPollManager(
+            settings, self.proxies, self.metrics, send=cluster.shared_poll
+        )
+        cluster.on_shared_poll = self.node.shared_poll.on_control
         tokens = TokenAuthorizer(settings, verifier, sub_verifier)
         authorizer = ProxyAuthorizer(tokens, self.proxies) if self.proxies.any else tokens
         self.clients = ClientFactory(
@@ -203,6 +209,8 @@ class Runtime:
                 conn.presence_tick()
 
     async def close(self) -> None:
+        if self.node.shared_poll is not None:
+            self.node.shared_poll.close()
         await self.node.drain()
         await self.node.broker.close()
         await self.node.presence.close()

@@ -43,6 +43,7 @@ from gateway.metrics import Metrics
 from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.sharedpoll.manager import SharedPollManager
 
 VERSION = "0.1.0"
 
@@ -156,6 +157,8 @@ class Node:
         synchronous ``publish_now``."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
+        self.shared_poll: SharedPollManager | None = None
+        """Shared-poll channels (gateway/sharedpoll/), set by the composition root."""
         broker.set_handler(self)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:

@@ -112,7 +112,8 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "engine": {"config", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
-    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol"},
+    "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
+    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol", "sharedpoll"},
     "http": {"config", "logging_setup"},
     "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
     "connection": {
@@ -127,6 +128,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "node",
         "protocol",
         "proxy",
+        "sharedpoll",
     },
     "transports": {"connection", "engine", "http", "hub", "protocol"},
     "consumers": {"api.requests", "config", "log_limit", "protocol"},
@@ -144,6 +146,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "metrics",
         "node",
         "proxy",
+        "sharedpoll",
         "transports",
     },
     "cli": {"app", "config", "http", "logging_setup", "workers"},
@@ -160,6 +163,7 @@ GATEWAY_PACKAGES = {
     "http",
     "protocol",
     "proxy",
+    "sharedpoll",
     "transports",
 }
 

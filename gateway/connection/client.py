@@ -39,6 +39,7 @@ from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.shared_poll import SharedPollSubscriptions
 from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import EngineError
@@ -199,6 +200,7 @@ class Client:
             self, proxies if isinstance(proxies, Proxies) else None
         )
         self.keeps_headers = isinstance(proxies, Proxies) and proxies.uses_emulated_headers
+        self.shared_poll = SharedPollSubscriptions(self, node.shared_poll, clock)  # subscribe type 4
         self.emulated_headers: Mapping[str, str] = {}  # the connect's headers map, when a proxy forwards it
         self.subscriptions = Subscriptions(
             self,
@@ -352,9 +354,12 @@ class Client:
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
         if isinstance(req, SubscribeRequest):
+            if req.type == SubscribeRequest.SHARED_POLL:
+                return await self.shared_poll.subscribe(req)
             return await self.subscriptions.subscribe(req)
         if isinstance(req, UnsubscribeRequest):
-            await self.subscriptions.unsubscribe(req.channel)
+            if not self.shared_poll.unsubscribe(req.channel):
+                await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
         if isinstance(req, PublishRequest):
             if await self.streams.publish(req):  # into a bidirectional subscribe stream
@@ -369,6 +374,8 @@ class Client:
         if isinstance(req, RefreshRequest):
             return await self._refresh(req)
         if isinstance(req, SubRefreshRequest):
+            if req.type or req.channel in self.shared_poll:
+                return await self.shared_poll.sub_refresh(req)
             return await self.subscriptions.sub_refresh(req)
         if isinstance(req, RPCRequest):
             return await self.authorizer.rpc(self.caller(), req)
@@ -566,3 +573,4 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
         self.subscriptions.close()
+        self.shared_poll.close()

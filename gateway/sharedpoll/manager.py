@@ -174,16 +174,21 @@ class SharedPollManager:
         ch.subscribers.discard(tracker)
         self._maybe_shutdown(channel, ch)
 
-    def track(self, channel: str, keys: Iterable[str]) -> dict[str, tuple[bool, int]]:
-        """Register keys before a connection joins them: per key (new on this node, version)."""
-        ch = self.channels[channel]
-        return {key: ch.state.track(key) for key in keys}
+    def peek(self, channel: str, keys: Iterable[str]) -> dict[str, tuple[bool, int]]:
+        """Per key: (not tracked on this node yet, the version it has here). Changes nothing."""
+        ch = self.channels.get(channel)
+        entries = ch.state.entries if ch is not None else {}
+        out = {}
+        for key in keys:
+            entry = entries.get(key)
+            out[key] = (True, 0) if entry is None else (False, entry.version)
+        return out
 
     def join(self, channel: str, tracker: Tracker, cold: list[str], warm: list[str]) -> None:
         """The connection's track reply is queued: it receives the keys' changes from now on.
         ``cold`` keys are new on this node, ``warm`` ones are known but the connection holds
         none of their current data: both are polled at once."""
-        ch = self.channels[channel]
+        ch = self._channel(channel, self.channels[channel].opts)
         for key in (*cold, *warm):
             ch.state.track(key)  # untracked meanwhile by another connection: tracked again
             ch.keys.setdefault(key, set()).add(tracker)
