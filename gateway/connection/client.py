@@ -354,7 +354,7 @@ class Client:
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
         if isinstance(req, SubscribeRequest):
-            if req.type == SubscribeRequest.SHARED_POLL:
+            if req.type == SubscribeRequest.SHARED_POLL or req.channel in self.shared_poll:
                 return await self.shared_poll.subscribe(req)
             return await self.subscriptions.subscribe(req)
         if isinstance(req, UnsubscribeRequest):
