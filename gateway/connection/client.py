@@ -353,13 +353,12 @@ class Client:
         req = cmd.request
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
+        if self.shared_poll.handles(req):
+            return await self.shared_poll.handle(req)
         if isinstance(req, SubscribeRequest):
-            if req.type == SubscribeRequest.SHARED_POLL or req.channel in self.shared_poll:
-                return await self.shared_poll.subscribe(req)
             return await self.subscriptions.subscribe(req)
         if isinstance(req, UnsubscribeRequest):
-            if not self.shared_poll.unsubscribe(req.channel):
-                await self.subscriptions.unsubscribe(req.channel)
+            await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
         if isinstance(req, PublishRequest):
             if await self.streams.publish(req):  # into a bidirectional subscribe stream
@@ -374,8 +373,6 @@ class Client:
         if isinstance(req, RefreshRequest):
             return await self._refresh(req)
         if isinstance(req, SubRefreshRequest):
-            if req.type or req.channel in self.shared_poll:
-                return await self.shared_poll.sub_refresh(req)
             return await self.subscriptions.sub_refresh(req)
         if isinstance(req, RPCRequest):
             return await self.authorizer.rpc(self.caller(), req)

@@ -35,11 +35,14 @@ from gateway.errors import CommandError
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
+    EmptyResult,
     KeyedPublication,
+    Result,
     SubRefreshRequest,
     SubRefreshResult,
     SubscribeRequest,
     SubscribeResult,
+    UnsubscribeRequest,
 )
 from gateway.protocol.session import Session
 from gateway.sharedpoll import signature
@@ -99,6 +102,29 @@ class SharedPollSubscriptions:
         return channel in self.subs
 
     # --- commands ----------------------------------------------------------------------------
+
+    def handles(self, req: object) -> bool:
+        """Whether a command is this module's: a ``type: 4`` subscribe, a track/untrack, or any
+        subscribe, unsubscribe or sub_refresh of a channel subscribed here."""
+        if isinstance(req, SubscribeRequest):
+            return req.type == SubscribeRequest.SHARED_POLL or req.channel in self.subs
+        if isinstance(req, SubRefreshRequest):
+            return req.type != 0 or req.channel in self.subs
+        return isinstance(req, UnsubscribeRequest) and req.channel in self.subs
+
+    async def handle(self, req: object) -> Result:
+        """Run a command ``handles`` accepted.
+
+        Raises:
+            CommandError: its refusal (see ``subscribe`` and ``sub_refresh``).
+        """
+        if isinstance(req, SubscribeRequest):
+            return await self.subscribe(req)
+        if isinstance(req, SubRefreshRequest):
+            return await self.sub_refresh(req)
+        assert isinstance(req, UnsubscribeRequest)
+        self.unsubscribe(req.channel)
+        return EmptyResult()
 
     async def subscribe(self, req: SubscribeRequest) -> SubscribeResult:
         """A ``type: 4`` subscribe.
