@@ -86,19 +86,26 @@ async def test_js_sdk_stream_subscription(
 
 
 @pytest.mark.parametrize(
-    ("protocol", "wire"), [("http", "json"), ("grpc", "protobuf")], ids=["http-json", "grpc-protobuf"]
+    ("protocol", "wire", "transport"),
+    [("http", "json", "websocket"), ("grpc", "protobuf", "websocket"), ("http", "json", "sse")],
+    ids=["http-json", "grpc-protobuf", "http-json-sse"],
 )
 async def test_js_sdk_headers_emulation_reaches_the_proxies(
-    protocol: str, wire: str, served: Served, start_gateway: GatewayStarter
+    protocol: str, wire: str, transport: str, served: Served, start_gateway: GatewayStarter
 ) -> None:
     """centrifuge-js's ``headers`` (and ``setHeaders``) arrive at the connect, subscribe and RPC
-    proxies as request headers for the names in ``emulated_headers``; a name only in
-    ``http_headers`` is not forwarded from the emulated map (its value is the client's)."""
+    proxies as request headers for the names in ``emulated_headers``, over WebSocket and over
+    the SSE emulation (the connect travels in the SSE request, the rest as /emulation POSTs);
+    a name only in ``http_headers`` is not forwarded from the emulated map."""
     config = proxy_config(lambda k: served.endpoint(protocol, k), emulated_headers=["Cookie", "X-Tenant"])
+    config["sse"] = {"enabled": True}
     gw = start_gateway(config)
     channel = f"px:{uuid.uuid4().hex[:8]}"
     headers = {"Cookie": "session=emu", "X-Tenant": "t9", "X-Not-Listed": "no"}
-    payload = {"url": gw.ws_url, "protocol": wire, "channel": channel, "headers": headers}
+    payload: dict[str, object] = {"url": gw.ws_url, "protocol": wire, "channel": channel, "headers": headers}
+    if transport == "sse":
+        payload["url"] = [{"transport": "sse", "endpoint": f"{gw.url}/connection/sse"}]
+        payload["emulationEndpoint"] = f"{gw.url}/emulation"
     events = await _run("emulated_headers.mjs", {**payload, "cookie2": "session=emu2"})
     by = {e["event"]: e for e in reversed(events)}  # the first of each
     assert [e["data"] for e in events if e["event"] == "connect_data"] == [
