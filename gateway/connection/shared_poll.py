@@ -17,6 +17,9 @@ the tracked keys' changes that gateway/sharedpoll/manager.py fans out.
   every change. Keys whose signature expired more than ``track_expired_extra_delay`` ago are
   dropped silently (the SDK refreshes signatures before that).
 * **untrack**: the listed keys stop; keys not tracked are ignored.
+* **sub_refresh type 0**: a new subscription token, checked as for a stream subscription; a
+  subscription whose token expired ``client.expired_sub_close_delay`` ago is ended with 2501 at
+  the channel's next poll interval.
 
 Deliveries are filtered per key: a change is queued only when its version is above the one the
 connection holds (the version it tracked with, or the last delivered).
@@ -81,7 +84,8 @@ class _Key:
 class _Sub:
     opts: ChannelOptions
     keys: dict[str, _Key] = field(default_factory=dict)
-    joined: bool = True
+    expire_at: float | None = None
+    """When the subscription token expires (None: never); a ``sub_refresh`` type 0 extends it."""
 
 
 class SharedPollSubscriptions:
@@ -145,10 +149,11 @@ class SharedPollSubscriptions:
         self._check(channel)  # the authorisation awaited
         if self.closed:
             raise CommandError(codes.ERROR_ALREADY_SUBSCRIBED)
-        self.subs[channel] = _Sub(opts)
+        expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        self.subs[channel] = _Sub(opts, expire_at=expire_at)
         epoch = manager.subscribe(channel, opts, self)
-        expires = grant.expire_at is not None
-        ttl = policy.expiry_ttl(float(grant.expire_at), self.clock()) if grant.expire_at is not None else 0
+        expires = expire_at is not None
+        ttl = policy.expiry_ttl(expire_at, self.clock()) if expire_at is not None else 0
         return SubscribeResult(expires=expires, ttl=ttl, data=grant.data, epoch=epoch, type=req.type)
 
     def _check(self, channel: str) -> None:
@@ -175,6 +180,15 @@ class SharedPollSubscriptions:
                 raise CommandError(codes.ERROR_BAD_REQUEST)
             self._untrack(req.channel, sub, req.untrack)
             return SubRefreshResult()
+        if req.type == 0:  # a new subscription token
+            grant = await self.conn.authorizer.sub_refresh(self.conn.caller(), req)
+            if grant is not None and not grant.expired:
+                sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+            if sub.expire_at is None:
+                return SubRefreshResult()
+            return SubRefreshResult(expires=True, ttl=policy.expiry_ttl(sub.expire_at, self.clock()))
+        if req.type != SubRefreshRequest.TRACK:
+            raise CommandError(codes.ERROR_BAD_REQUEST)
         return self._track(req, sub, self.manager)
 
     def _track(self, req: SubRefreshRequest, sub: _Sub, manager: SharedPollManager) -> SubRefreshResult:
@@ -296,6 +310,10 @@ class SharedPollSubscriptions:
     def expire_keys(self, channel: str, now: float) -> None:
         sub = self.subs.get(channel)
         if sub is None or self.manager is None:
+            return
+        close_delay = self.conn.settings.client.expired_sub_close_delay
+        if sub.expire_at is not None and sub.expire_at + close_delay < now:
+            self.drop_channel(channel, codes.UNSUBSCRIBE_EXPIRED)  # its token was not refreshed
             return
         grace = self.manager.grace(sub.opts)
         expired = [

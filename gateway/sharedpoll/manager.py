@@ -163,6 +163,7 @@ class SharedPollManager:
         """A connection subscribed: the channel's epoch for its subscribe reply."""
         ch = self._channel(channel, opts)
         ch.subscribers.add(tracker)
+        self._ensure_worker(channel, ch)  # its interval also ends subscriptions whose token expired
         return ch.state.epoch
 
     def unsubscribe(self, channel: str, tracker: Tracker, keys: Iterable[str]) -> None:

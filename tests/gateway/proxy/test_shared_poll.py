@@ -185,6 +185,30 @@ async def test_polls_are_shared_and_refused_tracks_retain_nothing(
     await two.ws.close()
 
 
+async def test_subscription_tokens_are_refreshed_and_an_expired_subscription_ends(
+    served: Served, start_gateway: GatewayStarter
+) -> None:
+    config = sp_config(served.endpoint("http", "shared_poll_refresh"))
+    config["client"]["expired_sub_close_delay"] = "0.1s"
+    gw = start_gateway(config)
+    channel = f"sp:{uuid.uuid4().hex[:8]}"
+    kept, lapsed = await Raw.open(gw.ws_url, "u1"), await Raw.open(gw.ws_url, "u2")
+    for raw, user in ((kept, "u1"), (lapsed, "u2")):
+        token = mint_token(TOKEN_SECRET, user, channel=channel, exp_in=1)
+        reply = await raw.call("subscribe", {"channel": channel, "type": 4, "token": token})
+        assert reply["subscribe"]["expires"] is True, reply
+    token = mint_token(TOKEN_SECRET, "u1", channel=channel, exp_in=600)
+    reply = await kept.call("sub_refresh", {"channel": channel, "token": token})
+    assert reply["sub_refresh"]["expires"] is True and reply["sub_refresh"]["ttl"] > 500, reply
+    assert (await lapsed.push())["push"] == {
+        "channel": channel,
+        "unsubscribe": {"code": 2501, "reason": "subscription expired"},
+    }
+    assert "error" not in await kept.track(channel, "u1", ["x"])  # still subscribed
+    await kept.ws.close()
+    await lapsed.ws.close()
+
+
 @pytest.mark.redis
 async def test_shared_poll_publish_reaches_another_node_over_redis(
     served: Served, start_gateway: GatewayStarter, redis_url: str
