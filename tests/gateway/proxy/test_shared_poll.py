@@ -53,7 +53,13 @@ def sp_config(endpoint: str, **extra: Any) -> dict[str, Any]:
                         "publish_enabled": True,
                         "max_keys_per_connection": 3,
                     },
-                }
+                },
+                {
+                    "name": "spl",
+                    "subscription_type": "shared_poll",
+                    "allow_subscribe_for_client": True,
+                    "shared_poll": {"refresh_interval": "0.2s"},  # versionless (the default mode)
+                },
             ],
         },
         **extra,
@@ -207,6 +213,37 @@ async def test_subscription_tokens_are_refreshed_and_an_expired_subscription_end
     assert "error" not in await kept.track(channel, "u1", ["x"])  # still subscribed
     await kept.ws.close()
     await lapsed.ws.close()
+
+
+async def test_versionless_channels_number_changes_by_content(
+    served: Served, start_gateway: GatewayStarter
+) -> None:
+    gw = start_gateway(sp_config(served.endpoint("grpc", "shared_poll_refresh")))
+    channel = f"spl:{uuid.uuid4().hex[:8]}"
+    backend = served.backend
+    backend.entities["k"] = {"data": {"n": 1}}
+    raw = await Raw.open(gw.ws_url, "u1")
+    epoch = (await raw.call("subscribe", {"channel": channel, "type": 4}))["subscribe"]["epoch"]
+    assert epoch
+    assert "error" not in await raw.track(channel, "u1", ["k"])
+    assert (await raw.push())["push"]["pub"] == {"key": "k", "data": {"n": 1}, "version": 1}
+    await wait_until(lambda: len(backend.of("shared_poll_refresh")) >= 3, what="unchanged polls")
+    backend.entities["k"] = {"data": {"n": 2}}
+    assert (await raw.push())["push"]["pub"] == {
+        "key": "k",
+        "data": {"n": 2},
+        "version": 2,
+    }  # nothing between
+    assert all(
+        i.get("version", "0") in (0, "0") for c in backend.of("shared_poll_refresh") for i in c.body["items"]
+    )
+    publish = {"channel": channel, "key": "k", "version": 9, "data": {}}
+    async with httpx.AsyncClient(timeout=scaled(10)) as http:
+        resp = await http.post(
+            f"{gw.api_url}/shared_poll_publish", headers={"X-API-Key": gw.api_key}, json=publish
+        )
+    assert resp.json()["error"]["code"] == 108  # publish_enabled is off (and needs versioned mode)
+    await raw.ws.close()
 
 
 @pytest.mark.redis
