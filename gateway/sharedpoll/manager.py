@@ -279,12 +279,25 @@ class SharedPollManager:
             await asyncio.sleep(interval)
             now = self.clock()
             for tracker in list(ch.subscribers):
-                tracker.expire_keys(channel, now)
+                try:
+                    tracker.expire_keys(channel, now)
+                except Exception as exc:  # one connection's failure must not stop the channel's polls
+                    _limited.log(logging.ERROR, f"{channel}:expire", "shared poll expiry failed: %r", exc)
             keys = ch.state.due()
             chunks = [keys[i : i + batch] for i in range(0, len(keys), batch)]
             await asyncio.gather(*(self._poll(channel, ch, chunk) for chunk in chunks))
 
     async def _poll(self, channel: str, ch: _Channel, keys: list[str]) -> None:
+        """One proxy call for ``keys`` and its fan-out; never raises but cancellation (a bug
+        is logged, rate-limited, and the next interval polls again)."""
+        try:
+            await self._poll_once(channel, ch, keys)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            _limited.log(logging.ERROR, f"{channel}:bug", "shared poll of %s failed: %r", channel, exc)
+
+    async def _poll_once(self, channel: str, ch: _Channel, keys: list[str]) -> None:
         items = ch.state.request_items(keys)
         if not items:
             return
