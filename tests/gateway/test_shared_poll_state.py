@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.config.loading import load_settings
+from gateway.config.schema import ConfigError, Settings
 from gateway.protocol.messages import KeyedPublication
 from gateway.proxy.replies import ProxyFailure
 from gateway.sharedpoll.manager import parse_answer
@@ -97,3 +102,86 @@ def test_proxy_answers() -> None:
     ):
         with pytest.raises(ProxyFailure):
             parse_answer(bad, grpc=False)
+
+
+# --- configuration (gateway/config/shared_poll_checks.py) -------------------------------------
+
+
+def _load(
+    tmp_path: Path, config: dict[str, Any], env: dict[str, str] | None = None
+) -> tuple[Settings, list[str]]:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return load_settings(str(path), env or {})
+
+
+def _ns(**shared_poll: Any) -> dict[str, Any]:
+    return {"name": "sp", "subscription_type": "shared_poll", "shared_poll": shared_poll}
+
+
+PROXY = {"channel": {"proxy": {"shared_poll_refresh": {"endpoint": "http://backend/sp"}}}}
+
+
+def test_shared_poll_options_load_from_file_and_environment(tmp_path: Path) -> None:
+    config = {"shared_poll": {"hmac_secret_key": "k"}, "channel": {**PROXY["channel"], "namespaces": [_ns()]}}
+    env = {
+        "CENTRIFUGO_CHANNEL_NAMESPACES_SP_SHARED_POLL_MODE": "versioned",
+        "CENTRIFUGO_SHARED_POLL_CONCURRENCY_LIMIT": "8",
+    }
+    settings, warnings = _load(tmp_path, config, env)
+    assert warnings == []
+    opts = settings.channel_options("sp:x")
+    assert (
+        opts is not None and opts.subscription_type == "shared_poll" and opts.shared_poll.mode == "versioned"
+    )
+    assert settings.shared_poll.concurrency_limit == 8
+
+
+@pytest.mark.parametrize(
+    ("config", "path"),
+    [
+        ({"channel": {**PROXY["channel"], "namespaces": [_ns()]}}, "shared_poll.hmac_secret_key"),
+        (
+            {"shared_poll": {"hmac_secret_key": "k"}, "channel": {"namespaces": [_ns()]}},
+            "channel.proxy.shared_poll_refresh.endpoint",
+        ),
+        (
+            {
+                "shared_poll": {"hmac_secret_key": "k"},
+                "channel": {**PROXY["channel"], "namespaces": [_ns(mode="x")]},
+            },
+            "mode",
+        ),
+        (
+            {
+                "shared_poll": {"hmac_secret_key": "k"},
+                "channel": {**PROXY["channel"], "namespaces": [_ns(publish_enabled=True)]},
+            },
+            "publish_enabled",
+        ),
+        (
+            {
+                "shared_poll": {"hmac_secret_key": "k"},
+                "channel": {**PROXY["channel"], "namespaces": [_ns(proxy_name="nope")]},
+            },
+            "proxy_name",
+        ),
+        ({"channel": {"namespaces": [{"name": "sp", "subscription_type": "tree"}]}}, "subscription_type"),
+    ],
+    ids=["no-key", "no-proxy", "mode", "publish-versionless", "proxy-name", "type"],
+)
+def test_invalid_shared_poll_configs_refuse_to_start(
+    tmp_path: Path, config: dict[str, Any], path: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, config)
+    assert path in str(info.value)
+
+
+def test_map_subscription_types_warn_and_serve_streams(tmp_path: Path) -> None:
+    settings, warnings = _load(
+        tmp_path, {"channel": {"namespaces": [{"name": "mp", "subscription_type": "map"}]}}
+    )
+    assert len(warnings) == 1 and "map subscriptions" in warnings[0]
+    opts = settings.channel_options("mp:x")
+    assert opts is not None and opts.subscription_type == ""
