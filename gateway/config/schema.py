@@ -323,8 +323,8 @@ class ChannelOptions:
     subscribe_stream_proxy_enabled: bool = False
     subscribe_stream_proxy_name: str = ""
     subscribe_stream_proxy_bidirectional: bool = False
-    subscription_type: str = ""
-    """"" or ``stream``: stream subscriptions; ``shared_poll``: shared-poll subscriptions
+    subscription_type: str = "stream"
+    """``stream`` (or ""): stream subscriptions; ``shared_poll``: shared-poll subscriptions
     (``shared_poll`` options; gateway/sharedpoll/)."""
     shared_poll: SharedPollChannelSettings = field(default_factory=SharedPollChannelSettings)
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)

@@ -2,8 +2,8 @@
 the top-level ``shared_poll``, ``channel.proxy.shared_poll_refresh``) as Centrifugo v6.9 checks
 them at startup: a shared-poll namespace needs ``shared_poll.hmac_secret_key`` and a proxy with
 an endpoint, ``mode`` is ``versionless`` (or "") or ``versioned``, and ``publish_enabled`` needs
-versioned mode. Map subscription types are not served here: such a namespace warns and serves
-stream subscriptions. Pure: no I/O.
+versioned mode. Map subscription types are not served on this branch: such a namespace warns and
+serves stream subscriptions (the map subscriptions' own checks replace that rule). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def check_shared_poll(
                 f"{where}.subscription_type: {opts.subscription_type!r} (map subscriptions) is not "
                 "supported by Taskcast, ignored (stream subscriptions)"
             )
-            opts = dataclasses.replace(opts, subscription_type="")
+            opts = dataclasses.replace(opts, subscription_type="stream")
         elif opts.subscription_type not in SUBSCRIPTION_TYPES:
             raise ConfigError(f"{where}.subscription_type", f"unknown type {opts.subscription_type!r}")
         if opts.subscription_type == "shared_poll":

@@ -184,4 +184,4 @@ def test_map_subscription_types_warn_and_serve_streams(tmp_path: Path) -> None:
     )
     assert len(warnings) == 1 and "map subscriptions" in warnings[0]
     opts = settings.channel_options("mp:x")
-    assert opts is not None and opts.subscription_type == ""
+    assert opts is not None and opts.subscription_type == "stream"
