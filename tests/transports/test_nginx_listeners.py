@@ -138,7 +138,8 @@ async def test_the_internal_listener_serves_metrics_internal_admin_proxy_and_the
 async def test_the_internal_listener_serves_the_gateway_admin_ui(front: Front):
     async with httpx.AsyncClient(base_url=front.internal, timeout=scaled(10)) as http:
         page = await http.get("/gateway-admin")
-        assert page.status_code == 200 and "/gateway-admin/admin/static/admin.js" in page.text, page.text[:300]
+        assert page.status_code == 200, page.text[:300]
+        assert "/gateway-admin/admin/static/admin.js" in page.text, page.text[:300]
         assert (await http.get("/gateway-admin/admin/static/admin.js")).status_code == 200
         refused = await http.post("/gateway-admin/admin/auth", json={"password": "wrong"})
         assert refused.status_code == 401, refused.text
