@@ -81,7 +81,10 @@ def test_board_config_script_names_the_configured_gateway(tmp_path: Path) -> Non
         (None, "window.TASKCAST_BOARD = {};\n"),
         ("", 'window.TASKCAST_BOARD = {"gateway": ""};\n'),
         ("https://rt.example.com/", 'window.TASKCAST_BOARD = {"gateway": "https://rt.example.com"};\n'),
-        ("https://x.example/</script>", 'window.TASKCAST_BOARD = {"gateway": "https://x.example/\\u003c/script>"};\n'),
+        (
+            "https://x.example/</script>",
+            'window.TASKCAST_BOARD = {"gateway": "https://x.example/\\u003c/script>"};\n',
+        ),
     ):
         with TestClient(Starlette(routes=board.routes(tmp_path, gateway_url=configured))) as client:
             r = client.get("/board/config.js")
