@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
@@ -192,6 +193,17 @@ class CorsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BoardConfig:
+    """The task board page (``/board/``): where its browsers reach the gateway."""
+
+    #: The gateway's base URL as browsers reach it (``http(s)://host[:port][/path]``); ``""``: the
+    #: page's own origin (a reverse proxy routes ``/connection/`` and ``/emulation`` to the
+    #: gateways, as deploy/nginx does); unset: the page's host on port 8000. The page's
+    #: ``?gateway=`` parameter overrides it.
+    gateway_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
@@ -207,6 +219,7 @@ class Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     cors: CorsConfig = field(default_factory=CorsConfig)
+    board: BoardConfig = field(default_factory=BoardConfig)
     schema_dir: str | None = None
 
 
@@ -280,6 +293,7 @@ def _validate(cfg: Config) -> None:
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
     _validate_wake(cfg.wake)
     _validate_cors(cfg.cors)
+    _validate_board(cfg.board)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -337,6 +351,16 @@ def _validate_cors(c: CorsConfig) -> None:
             raise ConfigError(f"cors.allowed_origins[{i}]: {exc}") from None
     if not 0 <= c.max_age_seconds <= 86400:
         raise ConfigError("cors.max_age_seconds: must be 0..86400")
+
+
+def _validate_board(b: BoardConfig) -> None:
+    url = b.gateway_url
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ConfigError(
+                'board.gateway_url: must be http(s)://host[:port][/path], "" (same origin) or null'
+            )
 
 
 def _validate_retention(r: RetentionConfig) -> None:
