@@ -9,7 +9,8 @@ keys, one task per channel asks the channel's ``shared_poll_refresh`` proxy ever
 them: that is the point of shared polling. A key tracked for the first time, or by a connection
 that holds none of its data, is polled at once (its keys coalesced per loop tick) instead of at
 the next interval. A change is encoded once per protocol and queued to every connection
-tracking the key; each connection drops what is not newer than the version it holds.
+tracking the key (an answer's changes ``FAN_OUT_SLICE`` keys per loop step); each connection
+drops what is not newer than the version it holds.
 
 ``shared_poll_publish`` (server API; versioned mode with ``publish_enabled``) reaches every node
 over the cluster's control channel (``send``) and is applied by each node that tracks the key.
@@ -51,6 +52,8 @@ log = logging.getLogger("taskcast.gateway.sharedpoll")
 _limited = LogLimiter(log)
 
 KIND = "shared_poll_refresh"
+FAN_OUT_SLICE = 64
+"""Keys of one answer fanned out per loop step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,8 +322,16 @@ class SharedPollManager:
             )
             return
         self.response_items.labels(proxy.name).observe(len(answer_items))
-        if self.channels.get(channel) is ch:
-            self._fan_out(channel, ch, ch.state.apply(answer_items, epoch))
+        if self.channels.get(channel) is not ch:
+            return
+        applied = ch.state.apply(answer_items, epoch)
+        # A large answer is fanned out a slice at a time, letting the loop serve others between.
+        for start in range(0, max(len(applied.updates), 1), FAN_OUT_SLICE):
+            part = applied.updates[start : start + FAN_OUT_SLICE]
+            self._fan_out(channel, ch, Applied(part, [], applied.epoch_changed and start == 0))
+            if start + FAN_OUT_SLICE < len(applied.updates):
+                await asyncio.sleep(0)
+        self._fan_out(channel, ch, Applied([], applied.removed, False))
 
     # --- fan-out -----------------------------------------------------------------------------
 
