@@ -236,18 +236,10 @@ class SharedPollSubscriptions:
         expiries = []
         for batch in req.track:
             keys = [key for key, _ in batch.items]
-            ok = signature.verify(cfg.hmac_secret_key, channel, batch.signature, keys, user)
-            if not ok and cfg.hmac_previous_secret_key:
-                iat, _ = signature.timestamps(batch.signature)
-                valid_until = cfg.hmac_previous_secret_key_valid_until
-                if not valid_until or iat <= valid_until:
-                    ok = signature.verify(cfg.hmac_previous_secret_key, channel, batch.signature, keys, user)
-            if not ok:
-                raise CommandError(codes.ERROR_PERMISSION_DENIED)
-            _, expiry = signature.timestamps(batch.signature)
-            if expiry and expiry + signature.GRACE_SECONDS < now:
-                raise CommandError(codes.ERROR_TOKEN_EXPIRED)
-            expiries.append(expiry)
+            outcome = signature.authorise(cfg, channel, batch.signature, keys, user, now)
+            if isinstance(outcome, codes.Error):
+                raise CommandError(outcome)
+            expiries.append(outcome)
         return expiries
 
     def _joined(

@@ -11,7 +11,10 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
-__all__ = ["GRACE_SECONDS", "sign", "timestamps", "verify"]
+from gateway.config.schema import SharedPollSettings
+from gateway.protocol import codes
+
+__all__ = ["GRACE_SECONDS", "authorise", "sign", "timestamps", "verify"]
 
 GRACE_SECONDS = 5
 """A signature is still accepted this long after its expiry (Centrifugo's grace period)."""
@@ -47,3 +50,24 @@ def verify(secret: str, channel: str, signature: str, keys: Sequence[str], user:
 def sign(secret: str, channel: str, keys: Sequence[str], user: str, *, iat: int, expiry: int) -> str:
     """The signature a backend issues (tests and tools use it)."""
     return f"{iat}:{expiry}:{_mac(secret, str(iat), str(expiry), user, channel, keys)}"
+
+
+def authorise(
+    cfg: SharedPollSettings, channel: str, signature: str, keys: Sequence[str], user: str, now: float
+) -> int | codes.Error:
+    """A track batch's outcome: its expiry (unix seconds, 0: none) when ``signature`` verifies
+    with ``hmac_secret_key`` (or with ``hmac_previous_secret_key`` for a signature issued up to
+    ``hmac_previous_secret_key_valid_until``, 0: no bound); 103 when it does not; 109 when it
+    expired more than ``GRACE_SECONDS`` ago."""
+    ok = verify(cfg.hmac_secret_key, channel, signature, keys, user)
+    if not ok and cfg.hmac_previous_secret_key:
+        iat, _ = timestamps(signature)
+        until = cfg.hmac_previous_secret_key_valid_until
+        if not until or iat <= until:
+            ok = verify(cfg.hmac_previous_secret_key, channel, signature, keys, user)
+    if not ok:
+        return codes.ERROR_PERMISSION_DENIED
+    _, expiry = timestamps(signature)
+    if expiry and expiry + GRACE_SECONDS < now:
+        return codes.ERROR_TOKEN_EXPIRED
+    return expiry

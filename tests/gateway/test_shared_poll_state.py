@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from gateway.config.loading import load_settings
-from gateway.config.schema import ConfigError, Settings
+from gateway.config.schema import ConfigError, Settings, SharedPollSettings
+from gateway.protocol.codes import ERROR_PERMISSION_DENIED, ERROR_TOKEN_EXPIRED
 from gateway.protocol.messages import KeyedPublication
 from gateway.proxy.replies import ProxyFailure
 from gateway.sharedpoll.manager import parse_answer
-from gateway.sharedpoll.signature import sign, timestamps, verify
+from gateway.sharedpoll.signature import authorise, sign, timestamps, verify
 from gateway.sharedpoll.state import ChannelState, RefreshItem
 
 
@@ -40,6 +41,32 @@ def test_signatures_are_centrifugos_and_bound_to_user_channel_and_key_order() ->
     for bad in ("", "x", "1:2", "a:b:c"):
         assert not verify("s", "test:channel", bad, ["keyB", "keyA"], "user1")
     assert timestamps(sig) == (100, 200) and timestamps("junk") == (0, 0) and timestamps("a:b:c") == (0, 0)
+
+
+def test_a_batch_is_authorised_by_the_key_or_the_previous_one_during_a_rotation() -> None:
+    cfg = SharedPollSettings(
+        hmac_secret_key="new", hmac_previous_secret_key="old", hmac_previous_secret_key_valid_until=150
+    )
+    keys = ["a"]
+    assert authorise(cfg, "c", sign("new", "c", keys, "u", iat=100, expiry=0), keys, "u", 1000) == 0
+    assert authorise(cfg, "c", sign("old", "c", keys, "u", iat=150, expiry=2000), keys, "u", 1000) == 2000
+    assert (
+        authorise(cfg, "c", sign("old", "c", keys, "u", iat=151, expiry=2000), keys, "u", 1000)
+        == ERROR_PERMISSION_DENIED
+    )
+    assert (
+        authorise(cfg, "c", sign("other", "c", keys, "u", iat=100, expiry=0), keys, "u", 1000)
+        == ERROR_PERMISSION_DENIED
+    )
+    assert (
+        authorise(cfg, "c", sign("new", "c", keys, "u", iat=100, expiry=996), keys, "u", 1000) == 996
+    )  # grace
+    assert (
+        authorise(cfg, "c", sign("new", "c", keys, "u", iat=100, expiry=994), keys, "u", 1000)
+        == ERROR_TOKEN_EXPIRED
+    )
+    unbounded = SharedPollSettings(hmac_secret_key="new", hmac_previous_secret_key="old")
+    assert authorise(unbounded, "c", sign("old", "c", keys, "u", iat=10**9, expiry=0), keys, "u", 1000) == 0
 
 
 def test_versioned_changes_owed_broadcasts_and_removals() -> None:
