@@ -17,12 +17,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from gateway.config.schema import ChannelOptions, ProxySettings, Settings, named_proxy
+from gateway.log_limit import LogLimiter
 from gateway.metrics import Metrics
 from gateway.proxy.grpc import GrpcProxyTransport
 from gateway.proxy.http import HttpProxyTransport
 from gateway.proxy.replies import ProxyFailure, ProxyReply, parse_reply
 
 log = logging.getLogger("taskcast.gateway.proxy")
+_hints = LogLimiter(log)
 
 DEFAULT_MAX_CONCURRENCY = 64
 KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc", "subscribe_stream")
@@ -98,6 +100,17 @@ class Proxy:
         connect's headers map (``emulated``, lower-case names), under the allow-listed headers
         of the client's HTTP request (``http_headers``/``grpc_metadata``), which win."""
         sent = {k: v for k, v in emulated.items() if k in self.emulated} if emulated and self.emulated else {}
+        if emulated and any(k in self.forwarded and k not in self.emulated for k in emulated):
+            # Centrifugo's migration hint (v6.9): these names reach the backend as real headers
+            # only. Names only: the values are the client's and may be credentials.
+            dropped = sorted(k for k in emulated if k in self.forwarded and k not in self.emulated)
+            _hints.log(
+                logging.INFO,
+                self.name,
+                "emulated headers %s match http_headers but not emulated_headers of proxy %s: not forwarded",
+                dropped,
+                self.name,
+            )
         sent.update((k.lower(), v) for k, v in request_headers.items() if k.lower() in self.forwarded)
         return sent
 
