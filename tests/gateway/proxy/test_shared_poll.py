@@ -3,7 +3,8 @@ and gRPC ``shared_poll_refresh`` backend (tests/gateway/proxy/backend.py).
 
 The official centrifuge-js SDK tracks keys with backend-issued signatures and receives their
 state from the gateway's polls, a later change at the backend, a ``shared_poll_publish`` of the
-server API and a removal (HTTP backend + JSON, gRPC backend + Protobuf). A raw client checks what
+server API and a removal (HTTP backend + JSON, gRPC backend + Protobuf, and JSON over the SSE
+emulation). A raw client checks what
 the SDK does not show: the polls are shared (one backend request for the keys of several
 connections), refused tracks (bad signature 103, expired 109, too many keys 106, nothing to
 track 107) retain nothing and poll nothing, and with the Redis engine a ``shared_poll_publish``
@@ -68,12 +69,17 @@ def sp_config(endpoint: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.node
 @pytest.mark.parametrize(
-    ("protocol", "wire"), [("http", "json"), ("grpc", "protobuf")], ids=["http-json", "grpc-protobuf"]
+    ("protocol", "wire", "transport"),
+    [("http", "json", "websocket"), ("grpc", "protobuf", "websocket"), ("http", "json", "sse")],
+    ids=["http-json", "grpc-protobuf", "http-json-sse"],
 )
 async def test_js_sdk_shared_poll_subscription(
-    protocol: str, wire: str, served: Served, start_gateway: GatewayStarter
+    protocol: str, wire: str, transport: str, served: Served, start_gateway: GatewayStarter
 ) -> None:
-    gw = start_gateway(sp_config(served.endpoint(protocol, "shared_poll_refresh")))
+    gw = start_gateway(sp_config(served.endpoint(protocol, "shared_poll_refresh"), sse={"enabled": True}))
+    url: object = gw.ws_url
+    if transport == "sse":  # commands as /emulation POSTs, which the SDK sends one at a time
+        url = [{"transport": "sse", "endpoint": f"{gw.url}/connection/sse"}]
     channel = f"sp:{uuid.uuid4().hex[:8]}"
     served.backend.entities.update(
         {"a": {"version": 1, "data": {"v": "a1"}}, "b": {"version": 1, "data": {"v": "b1"}}}
@@ -81,7 +87,8 @@ async def test_js_sdk_shared_poll_subscription(
     events = await _run(
         "shared_poll.mjs",
         {
-            "url": gw.ws_url,
+            "url": url,
+            "emulationEndpoint": f"{gw.url}/emulation",
             "protocol": wire,
             "channel": channel,
             "user": "u1",
@@ -92,6 +99,7 @@ async def test_js_sdk_shared_poll_subscription(
             "apiKey": gw.api_key,
         },
     )
+    assert {e["transport"] for e in events if e["event"] == "connected"} == {transport}
     updates = [(e["key"], e.get("data"), e["removed"]) for e in events if e["event"] == "update"]
     assert ("a", {"v": "a1"}, False) in updates and ("b", {"v": "b1"}, False) in updates
     assert updates[-3:] == [("a", {"v": "a2"}, False), ("b", {"v": "b5"}, False), ("a", None, True)]
