@@ -488,6 +488,7 @@ class Client:
         self.subscriptions.subscribe_server_side(channel, sub, recovery)
 
     def unsubscribe_server_side(self, channel: str) -> None:
+        self.shared_poll.drop_channel(channel, codes.UNSUBSCRIBE_SERVER)
         self.subscriptions.unsubscribe_server_side(channel)
 
     def presence_tick(self) -> None:

@@ -219,6 +219,15 @@ async def test_subscription_tokens_are_refreshed_and_an_expired_subscription_end
         "unsubscribe": {"code": 2501, "reason": "subscription expired"},
     }
     assert "error" not in await kept.track(channel, "u1", ["x"])  # still subscribed
+    async with httpx.AsyncClient(timeout=scaled(10)) as http:  # the server API's unsubscribe
+        body = {"user": "u1", "channel": channel}
+        resp = await http.post(f"{gw.api_url}/unsubscribe", headers={"X-API-Key": gw.api_key}, json=body)
+        assert resp.json() == {"result": {}}, resp.text
+    assert (await kept.push())["push"] == {
+        "channel": channel,
+        "unsubscribe": {"code": 2000, "reason": "server unsubscribe"},
+    }
+    assert (await kept.track(channel, "u1", ["x"]))["error"]["code"] == 103
     await kept.ws.close()
     await lapsed.ws.close()
 
