@@ -169,11 +169,13 @@ async def test_window_zero_keeps_every_progress_due_at_its_commit(windowed: Harn
 
 @pytest.mark.parametrize("window_ms", [0])
 async def test_a_task_types_window_overrides_the_servers(windowed: Harness) -> None:
-    """``progressMinIntervalMs`` of an operation definition version (here 5 s) applies to the
-    tasks bound to it; the server's window (here 0) to the others. Out of range: 422."""
+    """``progressMinIntervalMs`` of an operation definition version (here 10 minutes) applies to
+    the tasks bound to it; the server's window (here 0) to the others. Out of range: 422. The held
+    rows show in ``/metrics`` (``outbox_held_rows``, read at scrape time on the real clock: the
+    10-minute window keeps them held however slow this test runs)."""
     h, leases = windowed, _leases(windowed)
     ops = json.loads((ROOT / "schema" / "registry" / "operation-definitions.json").read_text())[0]
-    v2 = {**ops, "definitionVersion": 2, "progressMinIntervalMs": 5000}
+    v2 = {**ops, "definitionVersion": 2, "progressMinIntervalMs": 600000}
     r = await h.http.post("/admin/v1/registry/operation-definitions", json=v2, headers=auth(ADMIN))
     assert r.status_code == 201, r.text
     bad = {**ops, "definitionVersion": 3, "progressMinIntervalMs": 600001}
@@ -191,13 +193,15 @@ async def test_a_task_types_window_overrides_the_servers(windowed: Harness) -> N
         last_typed = await _progress(h, typed, i)
         h.clock.advance(0.1)
     typed_rows = (await _rows_of(h, typed.id))[last_typed]
-    assert {r["available_at"] for r in typed_rows} == {start + timedelta(seconds=5)}
+    assert {r["available_at"] for r in typed_rows} == {start + timedelta(minutes=10)}
     plain_rows = await _rows_of(h, plain.id)
     assert sorted(plain_rows) == [1, 2, 4]  # v3 coalesced into v4 (no relay ran), due at its commit
     assert {r["available_at"] for r in plain_rows[4]} == {r["created_at"] for r in plain_rows[4]}
     claimed = {(r.aggregate_id, r.aggregate_version) for r in await leases.claim(100)}
     assert claimed == {(plain.id, 4)}
-    assert leases.next_due == start + timedelta(seconds=5)
+    assert leases.next_due == start + timedelta(minutes=10)
+    metrics = (await h.http.get("/metrics")).text
+    assert "taskcast_status_api_outbox_held_rows 2.0" in metrics.splitlines()
 
 
 @pytest.mark.parametrize(
