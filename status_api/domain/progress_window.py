@@ -9,6 +9,10 @@ the earlier one's rows still wait (the writer's coalescing deletes them): the **
 a window is always published, at the window's end. Every due time lies within one window of the
 commit (``now ≤ due ≤ now + window``), so an acknowledged progress waits at most one window (plus
 the relay's wake-up) for its publication. Versions that are not progress are never delayed.
+
+Only the due time of the previous progress is known here, not whether a relay took it: a progress
+whose predecessor was due but not yet claimed (relays behind) replaces it and waits for the next
+window's start, still within one window of its own commit.
 """
 
 from __future__ import annotations
