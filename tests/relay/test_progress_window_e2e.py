@@ -134,12 +134,11 @@ async def test_a_burst_in_one_window_publishes_only_the_last_progress_when_the_w
     """Ten progress reports inside one window, after a first one: the client gets the first at
     once and, of the ten, only the last — published by the relay's wake-up at its due time (the
     hints of the ten found nothing due), within the window plus a bounded delay. Every state
-    version reaches the client on both channels."""
+    version from the subscription on reaches the client on both channels."""
     p = pipeline
     t = await p.status.create_task()
     async with Subscriber(p.gateway, _channels(t)) as sub:
-        p.relay.wake()
-        await _seen(sub, t, 1, "the creation")
+        # The creation (version 1) may have been published before the subscription: not asserted.
         await p.status.report(t, STEP, "STEP_STARTED", "PREPARING")
         await _seen(sub, t, 2, "STEP_STARTED")
         first = await _progress(p, t, 1)
@@ -149,7 +148,7 @@ async def test_a_burst_in_one_window_publishes_only_the_last_progress_when_the_w
         last = burst[-1]
         await _seen(sub, t, last, "the last progress", within=WITHIN + p.window_ms / 1000)
         for channel in _channels(t):
-            assert _versions(sub, t, channel) == [1, 2, first, last], channel
+            assert [v for v in _versions(sub, t, channel) if v > 1] == [2, first, last], channel
         assert _due_wakeups(p.relay) > wakeups  # the due-time wake-up published it, not a hint
         eng = p.relay.leases.engine
 
@@ -176,7 +175,6 @@ async def test_a_state_change_right_after_a_progress_wins_and_the_held_progress_
     p = pipeline
     t = await p.status.create_task()
     async with Subscriber(p.gateway, _channels(t)) as sub:
-        p.relay.wake()
         await p.status.report(t, STEP, "STEP_STARTED", "PREPARING")
         first = await _progress(p, t, 1)
         await _seen(sub, t, first, "the first progress")
