@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -15,18 +13,7 @@ import pytest
 from gateway.config.webhook_schema import WebhookSettings
 from gateway.webhooks.delivery import backoff
 from gateway.webhooks.events import Event, EventType, Selection, batch_body, encode, signature, verify
-
-DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
-
-
-def doc_verifier() -> Any:
-    """``verify_taskcast_webhook`` exactly as docs/webhooks.md prints it."""
-    text = DOC.read_text()
-    block = re.search(r"<!-- webhook-verify-example.*?-->\s*```python\n(.*?)```", text, re.S)
-    assert block is not None, "the verification example is missing from docs/webhooks.md"
-    scope: dict[str, Any] = {}
-    exec(compile(block.group(1), str(DOC), "exec"), scope)  # the documented code, unchanged
-    return scope["verify_taskcast_webhook"]
+from tests.gateway.webhooks.receiver import DOC, doc_verifier
 
 
 def test_the_documented_worked_example_matches_the_gateway_signature() -> None:
