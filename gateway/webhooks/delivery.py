@@ -139,7 +139,9 @@ class WebhookSender:
         try:
             async with (
                 asyncio.timeout(self.settings.timeout),
-                self._http.stream("POST", self.settings.url, content=body, headers=headers) as response,
+                self._http.stream(
+                    "POST", self.settings.url, content=body, headers=headers, timeout=self.settings.timeout
+                ) as response,
             ):
                 status = response.status_code
         except (httpx.HTTPError, OSError, TimeoutError) as exc:
