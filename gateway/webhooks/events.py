@@ -96,9 +96,10 @@ def encode(event: Event) -> bytes:
 
 def _raw(value: bytes) -> object:
     try:
-        return orjson.Fragment(orjson.dumps(orjson.loads(value)))
+        orjson.loads(value)  # embedded as is only when it is JSON
     except orjson.JSONDecodeError:
         return value.decode(errors="replace")
+    return orjson.Fragment(value)
 
 
 def batch_body(name: str, events: Sequence[bytes]) -> bytes:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-import uuid
 from collections.abc import Callable, Sequence
 
 import httpx
@@ -107,7 +107,7 @@ class Webhooks:
         if not targets:
             return
         event = Event(
-            id=uuid.uuid4().hex,
+            id=os.urandom(16).hex(),
             type=type,
             time_ms=int(self._clock() * 1000),
             node=self.node,
