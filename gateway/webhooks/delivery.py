@@ -42,6 +42,16 @@ class Retry(Exception):
     """The POST failed in a way a later attempt may not (the batch is retried)."""
 
 
+def raise_if_cancelling() -> None:
+    """Raise ``CancelledError`` when the current task is being cancelled: a loop that keeps
+    going after a failure checks this first, because a cancellation can reach it converted into
+    that failure (a timeout expiring together with the cancel, a client library that catches
+    it) and must still stop the loop."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 def backoff(attempt: int, low: float, high: float, rand: Callable[[], float] = random.random) -> float:
     """Full-jitter backoff before retry ``attempt`` (1-based): uniform in [0, min(high, low·2^(attempt-1))],
     never below ``low``."""
@@ -97,7 +107,11 @@ class WebhookSender:
             ]
             try:
                 await self._deliver(batch)
+            except asyncio.CancelledError:
+                self._queue.extendleft(reversed(batch))  # for ``flush`` at shutdown
+                raise
             except Exception as exc:  # a task boundary: a bug must not stop the deliveries
+                raise_if_cancelling()
                 self._dropped.inc(len(batch))
                 self.failures.failed(f"delivery failed; {len(batch)} events dropped", exc)
 
@@ -109,6 +123,7 @@ class WebhookSender:
             try:
                 await self._post(batch)
             except Retry as exc:
+                raise_if_cancelling()
                 self.failures.failed(str(exc))
                 await asyncio.sleep(backoff(attempt, cfg.retry_min_backoff, cfg.retry_max_backoff))
                 continue
@@ -160,8 +175,9 @@ class WebhookSender:
         raise Refused(f"answered {kind}")
 
     async def flush(self) -> None:
-        """At shutdown: one attempt per remaining batch, each bounded by ``timeout``; what fails
-        is dropped (and counted)."""
+        """At shutdown (after ``run`` was cancelled: a batch in flight is queued again): one
+        attempt per remaining batch, each bounded by ``timeout``; what fails is dropped (and
+        counted)."""
         while self._queue:
             batch = [
                 self._queue.popleft() for _ in range(min(len(self._queue), self.settings.max_batch_size))
@@ -175,4 +191,4 @@ class WebhookSender:
             self._sent.inc(len(batch))
 
 
-__all__ = ["Refused", "Retry", "WebhookSender", "backoff"]
+__all__ = ["Refused", "Retry", "WebhookSender", "backoff", "raise_if_cancelling"]

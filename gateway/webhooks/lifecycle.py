@@ -25,7 +25,7 @@ from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
 from gateway.protocol.codes import Disconnect
 from gateway.protocol.messages import ClientInfo
-from gateway.webhooks.delivery import WebhookSender
+from gateway.webhooks.delivery import WebhookSender, raise_if_cancelling
 from gateway.webhooks.events import Event, EventType, Selection, encode
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.store import OccupancyStore
@@ -182,6 +182,7 @@ class Webhooks:
             try:
                 result = await store.update(self.node, changes, reset=reset)
             except Exception as exc:  # a task boundary: an engine outage or a bug, never fatal
+                raise_if_cancelling()
                 self._metrics.occupancy_errors.inc()
                 self._failures.failed(str(exc), None if isinstance(exc, EngineError) else exc)
                 reset = True
@@ -202,7 +203,7 @@ class Webhooks:
                     async with asyncio.timeout(interval):
                         await self._wake.wait()
                 except TimeoutError:
-                    pass
+                    raise_if_cancelling()
 
     async def close(self) -> None:
         """At shutdown (after the connections are gone): this node retires from occupancy, then

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.config.schema import ChannelSettings, Settings
 from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
+from gateway.engine.base import EngineError
 from gateway.protocol import codes
 from gateway.protocol.messages import ClientInfo
 from gateway.webhooks.delivery import WebhookSender
@@ -143,3 +144,45 @@ async def test_hooks_on_the_memory_engine_become_events_and_local_occupancy(rece
     connect = receiver.events("/mem", type="connect")[0]
     assert connect["info"] == {"name": "Ann"} and connect["node"] == "node-1"
     assert receiver.events("/mem", type="disconnect")[0]["code"] == 3001
+
+
+class SwallowingStore:
+    """An ``OccupancyStore`` whose client turns a cancellation into its own error (as a timeout
+    racing the cancel, or a Redis client, can)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def update(self, node: str, changes: object, *, reset: bool = False) -> None:
+        self.calls += 1
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise EngineError("connection lost") from None
+
+    async def retire(self, node: str) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_cancelled_loop_stops_even_when_the_cancellation_comes_back_as_an_error(receiver) -> None:
+    store = SwallowingStore()
+    settings = Settings(
+        webhooks=(WebhookSettings(name="mem", url=f"{receiver.url}/mem", secret=SECRET),),
+        occupancy=OccupancySettings(sweep_interval=0.01, node_ttl=1.0),
+    )
+    hooks = Webhooks(
+        settings,
+        node="n",
+        metrics=WebhookMetrics(CollectorRegistry()),
+        occupancy=store,
+        http=httpx.AsyncClient(),
+    )
+    task = asyncio.create_task(hooks.run())
+    await wait_until(lambda: store.calls == 1)
+    task.cancel()
+    await wait_until(task.done, within=5.0, what="the cancelled loops to stop")
+    assert task.cancelled() and store.calls == 1
+    await hooks.close()

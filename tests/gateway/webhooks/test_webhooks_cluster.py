@@ -4,8 +4,8 @@ verifier docs/webhooks.md prints. Channel occupancy is decided once across the n
 outage is retried and never slows a client, and its bounded queue drops (and counts) the
 overflow; a node killed with -9 has its channel vacated by a surviving node.
 
-The processes are shared by the module's tests (each uses channels of its own); the kill test
-runs last and kills only node C."""
+The processes are shared by the module's tests (each uses channels of its own); the last two
+stop node B gracefully and kill node C."""
 
 from __future__ import annotations
 
@@ -68,7 +68,12 @@ def _config(redis_url: str, prefix: str, receiver_url: str, name: str) -> dict[s
                 **fast,
             },
         ],
-        "occupancy": {"vacated_grace": f"{GRACE_MS}ms", "node_ttl": "1500ms", "sweep_interval": "200ms"},
+        # node_ttl: long enough that a node starved by a loaded machine is not taken for dead.
+        "occupancy": {
+            "vacated_grace": f"{GRACE_MS}ms",
+            "node_ttl": f"{scaled(3)}s",
+            "sweep_interval": "200ms",
+        },
     }
 
 
@@ -215,3 +220,20 @@ async def test_a_node_killed_with_sigkill_has_its_channels_vacated_by_a_survivor
         )
     assert vacated[0]["node"] in {a.uid, b.uid}
     assert not receiver.events(type="unsubscribe", channel="room-on-c")  # C never said goodbye
+
+
+async def test_a_node_shutting_down_delivers_its_queue_and_releases_its_channels(
+    receiver: Receiver, nodes: list[Node]
+) -> None:
+    a, b, _ = nodes
+    async with client(b, "u5") as raw:
+        await subscribe(raw, "room-on-b")
+        await arrived(receiver, "the occupy on B", type="channel_occupied", channel="room-on-b")
+        b.gw.send_sigterm()
+        assert await raw.close_code() == 3001
+    # Flushed at shutdown: the disconnect and the unsubscribe of its last client.
+    gone = await arrived(receiver, "B's shutdown disconnect", type="disconnect", user="u5")
+    assert gone[0]["code"] == 3001 and gone[0]["node"] == b.uid
+    await b.gw.wait_exit(within=30)
+    vacated = await arrived(receiver, "the vacate after B left", type="channel_vacated", channel="room-on-b")
+    assert vacated[0]["node"] in {a.uid, b.uid}
