@@ -7,6 +7,7 @@ locally with its grace."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateway.app import Runtime
+from gateway.config.loading import load_settings
 from gateway.config.schema import ChannelSettings, Settings
 from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
 from gateway.engine.base import EngineError
@@ -24,6 +27,7 @@ from gateway.webhooks.delivery import WebhookSender
 from gateway.webhooks.lifecycle import Webhooks
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.store import MemoryOccupancy
+from tests.gateway.recording import INSECURE, RecordingTransport
 from tests.gateway.webhooks.receiver import Receiver, serving
 from tests.support import wait_until
 
@@ -186,3 +190,39 @@ async def test_a_cancelled_loop_stops_even_when_the_cancellation_comes_back_as_a
     await wait_until(task.done, within=5.0, what="the cancelled loops to stop")
     assert task.cancelled() and store.calls == 1
     await hooks.close()
+
+
+async def test_a_gateway_on_the_memory_engine_reports_its_clients_lifecycle(receiver) -> None:
+    hooks = [{"name": "gw", "url": f"{receiver.url}/gw", "secret": SECRET}]
+    env = {
+        **INSECURE,
+        "CENTRIFUGO_CHANNEL_WITHOUT_NAMESPACE_PRESENCE": "true",
+        "CENTRIFUGO_WEBHOOKS": json.dumps(hooks),
+        "CENTRIFUGO_OCCUPANCY_VACATED_GRACE": "50ms",
+        "CENTRIFUGO_OCCUPANCY_SWEEP_INTERVAL": "20ms",
+    }
+    settings, _ = load_settings(None, env)
+    rt = Runtime(settings)
+    assert rt.webhooks is not None
+    task = asyncio.create_task(rt.webhooks.run())
+    try:
+        one = rt.clients.connect(RecordingTransport())
+        two = rt.clients.connect(RecordingTransport("sse"))
+        for client in (one, two):
+            client.feed(b'{"id":1,"connect":{}}\n{"id":2,"subscribe":{"channel":"room"}}')
+        await wait_until(lambda: len(receiver.events("/gw", type="presence_join")) == 2)
+        one.connection_lost()  # the peer went away
+        two.disconnect(codes.DISCONNECT_SHUTDOWN)
+        await wait_until(lambda: receiver.events("/gw", type="channel_vacated", channel="room"))
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await rt.close()
+    events = receiver.events("/gw")
+    assert [e["type"] for e in events].count("channel_occupied") == 1
+    gone = {e["client"]: e["code"] for e in events if e["type"] == "disconnect"}
+    assert gone == {one.client_id: 3000, two.client_id: 3001}
+    assert {e["transport"] for e in events if e["type"] == "connect"} == {"websocket", "sse"}
+    assert len([e for e in events if e["type"] == "unsubscribe"]) == 2
+    assert all(r.verified for r in receiver.requests if r.path == "/gw")
