@@ -124,7 +124,7 @@ def build_webhooks(settings: Settings, node: str, metrics: Metrics) -> Webhooks 
             )
         else:
             occupancy = MemoryOccupancy(cfg.vacated_grace, cfg.node_ttl)
-    http = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+    http = httpx.AsyncClient(follow_redirects=False)  # TLS and proxies as the JWKS client's
     return Webhooks(
         settings, node=node, metrics=WebhookMetrics(metrics.registry), occupancy=occupancy, http=http
     )
