@@ -16,6 +16,7 @@ counted as failed. The response body is never read. The secret never appears in 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
 import time
@@ -176,19 +177,19 @@ class WebhookSender:
 
     async def flush(self) -> None:
         """At shutdown (after ``run`` was cancelled: a batch in flight is queued again): one
-        attempt per remaining batch, each bounded by ``timeout``; what fails is dropped (and
-        counted)."""
-        while self._queue:
-            batch = [
-                self._queue.popleft() for _ in range(min(len(self._queue), self.settings.max_batch_size))
-            ]
-            try:
-                await self._post(batch)
-            except (Retry, Refused):
-                self._dropped.inc(len(batch) + len(self._queue))
-                self._queue.clear()
-                return
-            self._sent.inc(len(batch))
+        attempt per remaining batch, all of them within one ``timeout``; what is not delivered
+        then is dropped (and counted)."""
+        try:
+            async with asyncio.timeout(self.settings.timeout):
+                while self._queue:
+                    batch = list(itertools.islice(self._queue, self.settings.max_batch_size))
+                    await self._post(batch)
+                    for _ in batch:
+                        self._queue.popleft()
+                    self._sent.inc(len(batch))
+        except (Retry, Refused, TimeoutError):
+            self._dropped.inc(len(self._queue))
+            self._queue.clear()
 
 
 __all__ = ["Refused", "Retry", "WebhookSender", "backoff", "raise_if_cancelling"]

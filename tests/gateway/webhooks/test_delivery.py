@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import httpx
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -29,7 +30,7 @@ from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.store import MemoryOccupancy
 from tests.gateway.recording import INSECURE, RecordingTransport
 from tests.gateway.webhooks.receiver import Receiver, serving
-from tests.support import wait_until
+from tests.support import scaled, wait_until
 
 SECRET = "delivery-secret-do-not-log-0123456789"
 
@@ -226,3 +227,24 @@ async def test_a_gateway_on_the_memory_engine_reports_its_clients_lifecycle(rece
     assert {e["transport"] for e in events if e["type"] == "connect"} == {"websocket", "sse"}
     assert len([e for e in events if e["type"] == "unsubscribe"]) == 2
     assert all(r.verified for r in receiver.requests if r.path == "/gw")
+
+
+async def test_flush_at_shutdown_delivers_what_it_can_within_one_timeout(receiver) -> None:
+    registry = CollectorRegistry()
+    async with httpx.AsyncClient() as http:
+        settings = WebhookSettings(
+            name="flush", url=f"{receiver.url}/flush", secret=SECRET, timeout=0.3, max_batch_size=2
+        )
+        out = WebhookSender(settings, http, WebhookMetrics(registry))
+        for n in range(5):
+            out.offer(orjson.dumps({"id": f"f{n}"}))
+        await out.flush()  # the receiver answers: three batches
+        assert sorted(e["id"] for e in receiver.events("/flush")) == ["f0", "f1", "f2", "f3", "f4"]
+        receiver.set_mode("/flush", "hang")
+        for n in range(5, 10):
+            out.offer(orjson.dumps({"id": f"f{n}"}))
+        await asyncio.wait_for(out.flush(), timeout=scaled(5))  # bounded: the receiver holds it
+        receiver.set_mode("/flush", "ok")
+    assert out.queued == 0
+    assert value(registry, "taskcast_gateway_webhook_events_sent_total", webhook="flush") == 5
+    assert value(registry, "taskcast_gateway_webhook_events_dropped_total", webhook="flush") == 5
