@@ -112,7 +112,8 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "engine": {"config", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
-    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol"},
+    "webhooks": {"config", "engine", "protocol"},
+    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol", "webhooks"},
     "http": {"config", "logging_setup"},
     "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
     "connection": {
@@ -145,6 +146,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "node",
         "proxy",
         "transports",
+        "webhooks",
     },
     "cli": {"app", "config", "http", "logging_setup", "workers"},
     "__main__": {"cli"},
@@ -161,6 +163,7 @@ GATEWAY_PACKAGES = {
     "protocol",
     "proxy",
     "transports",
+    "webhooks",
 }
 
 
