@@ -110,6 +110,7 @@ def build_components(
             retention_batch_size=cfg.retention.batch_size,
             ingest_batch_max=cfg.ingest.batch_max,
             ingest_batch_runners=cfg.ingest.batch_runners,
+            progress_min_interval_ms=cfg.progress.min_interval_ms,
         ),
     )
     queries = TaskQueries(

@@ -136,6 +136,15 @@ class IngestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressConfig:
+    """The server-side progress window (``status_api/domain/progress_window.py``): at most one
+    STEP_PROGRESS version per task is published per ``min_interval_ms``, the last one always (held
+    back to the window's end); a task type's ``progressMinIntervalMs`` overrides it; 0 = no window."""
+
+    min_interval_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
 class WakeConfig:
     """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
     commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
@@ -215,6 +224,7 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
     wake: WakeConfig = field(default_factory=WakeConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
@@ -290,6 +300,7 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("realtime.max_detail_subscriptions_per_user: must be >= 1")
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
+    _validate_progress(cfg.progress)
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
     _validate_wake(cfg.wake)
     _validate_cors(cfg.cors)
@@ -314,6 +325,11 @@ def _validate_ingest(i: IngestConfig) -> None:
         raise ConfigError("ingest.batch_max: must be >= 1 (1 = one transaction per event)")
     if i.batch_runners < 1:
         raise ConfigError("ingest.batch_runners: must be >= 1")
+
+
+def _validate_progress(p: ProgressConfig) -> None:
+    if not 0 <= p.min_interval_ms <= 600000:
+        raise ConfigError("progress.min_interval_ms: must be 0..600000 (0 = no window)")
 
 
 def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:

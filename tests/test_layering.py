@@ -113,7 +113,18 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
     "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
-    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol", "sharedpoll"},
+    "webhooks": {"config", "engine", "protocol"},
+    "node": {
+        "cluster",
+        "config",
+        "conflation",
+        "engine",
+        "hub",
+        "metrics",
+        "protocol",
+        "sharedpoll",
+        "webhooks",
+    },
     "http": {"config", "logging_setup"},
     "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
     "connection": {
@@ -148,6 +159,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "proxy",
         "sharedpoll",
         "transports",
+        "webhooks",
     },
     "cli": {"app", "config", "http", "logging_setup", "workers"},
     "__main__": {"cli"},
@@ -165,6 +177,7 @@ GATEWAY_PACKAGES = {
     "proxy",
     "sharedpoll",
     "transports",
+    "webhooks",
 }
 
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
 
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
@@ -647,6 +648,8 @@ class Settings:
     proxies: tuple[NamedProxySettings, ...] = ()
     consumers: tuple[ConsumerSettings, ...] = ()
     shared_poll: SharedPollSettings = field(default_factory=SharedPollSettings)
+    webhooks: tuple[WebhookSettings, ...] = field(default=(), metadata=EXTENSION)
+    occupancy: OccupancySettings = field(default_factory=OccupancySettings, metadata=EXTENSION)
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading
