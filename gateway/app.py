@@ -28,7 +28,7 @@ from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
 from gateway.config.checks import admin_paths
-from gateway.config.schema import Settings, WebSocketSettings
+from gateway.config.schema import Settings, UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
@@ -44,6 +44,7 @@ from gateway.http.server import Served
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
+from gateway.sharedpoll.manager import SharedPollManager
 from gateway.transports import websocket
 from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
@@ -185,6 +186,11 @@ class Runtime:
         )
         # Proxies to the application backend, when configured (gateway/connection/authorization.py).
         self.proxies = Proxies(settings, self.metrics)
+        cluster = self.node.cluster
+        self.node.shared_poll = SharedPollManager(
+            settings, self.proxies, self.metrics, send=cluster.shared_poll
+        )
+        cluster.on_shared_poll = self.node.shared_poll.on_control
         tokens = TokenAuthorizer(settings, verifier, sub_verifier)
         authorizer = ProxyAuthorizer(tokens, self.proxies) if self.proxies.any else tokens
         self.clients = ClientFactory(
@@ -233,6 +239,8 @@ class Runtime:
                 conn.presence_tick()
 
     async def close(self) -> None:
+        if self.node.shared_poll is not None:
+            self.node.shared_poll.close()
         await self.node.drain()
         if self.webhooks is not None:
             await self.webhooks.close()
@@ -388,6 +396,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 connect=rt.clients.connect,
                 disable_closing_handshake=uni_ws.disable_closing_handshake,
                 disable_disconnect_push=uni_ws.disable_disconnect_push,
+                compression=websocket_compression(uni_ws),
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
@@ -410,8 +419,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
     )
 
 
-def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
-    """permessage-deflate for the bidirectional endpoint (None: ``websocket.compression`` off).
+def websocket_compression(ws: WebSocketSettings | UniWebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for a WebSocket endpoint (None: its ``compression`` off).
     The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
     if not ws.compression:
         return None

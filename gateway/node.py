@@ -43,6 +43,7 @@ from gateway.metrics import Metrics
 from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.sharedpoll.manager import SharedPollManager
 from gateway.webhooks.hooks import NO_HOOKS, LifecycleHooks
 
 VERSION = "0.1.0"
@@ -157,6 +158,8 @@ class Node:
         synchronous ``publish_now``."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
+        self.shared_poll: SharedPollManager | None = None
+        """Shared-poll channels (gateway/sharedpoll/), set by the composition root."""
         self.lifecycle: LifecycleHooks = NO_HOOKS
         """Told of connections, subscriptions and this node's channels as they come and go."""
         broker.set_handler(self)

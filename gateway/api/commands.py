@@ -24,6 +24,7 @@ from gateway.api.requests import (
     PublishRequest,
     RefreshRequest,
     RpcRequest,
+    SharedPollPublishRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
@@ -46,6 +47,7 @@ Request: TypeAlias = (
     | ChannelsRequest
     | InfoRequest
     | RpcRequest
+    | SharedPollPublishRequest
 )
 """One server API method's typed request: its type names the method (``METHODS``)."""
 
@@ -63,6 +65,8 @@ METHODS: dict[str, type[Any]] = {
     "channels": ChannelsRequest,
     "info": InfoRequest,
     "rpc": RpcRequest,
+    # shared poll (gateway/sharedpoll/)
+    "shared_poll_publish": SharedPollPublishRequest,
 }
 """Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
 names methods by these keys."""

@@ -38,6 +38,7 @@ from gateway.api.requests import (
     PublishRequest,
     RefreshRequest,
     RpcRequest,
+    SharedPollPublishRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
@@ -113,6 +114,7 @@ class ServerApi:
             ChannelsRequest: self.channels,
             InfoRequest: self.info,
             RpcRequest: self.rpc,
+            SharedPollPublishRequest: self.shared_poll_publish,
         }
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
         whether the publication is alone in its tick), by request type."""
@@ -446,3 +448,20 @@ class ServerApi:
 
     async def rpc(self, req: RpcRequest) -> Result:
         raise ApiError(codes.ERROR_NOT_FOUND)
+
+    # --- shared poll (gateway/sharedpoll/) ---------------------------------------------------
+
+    async def shared_poll_publish(self, req: SharedPollPublishRequest) -> Result:
+        """A key's new state to the connections of every node tracking it: 107 without a key or
+        a version above 0, or outside a shared-poll namespace; 108 unless ``publish_enabled``."""
+        if not req.key or req.version < 1:
+            raise bad_request("key and version are required")
+        opts = self.channel_options(req.channel)
+        if opts.subscription_type != "shared_poll":
+            raise bad_request("channel: not a shared_poll namespace")
+        manager = self.node.shared_poll
+        if manager is None or not opts.shared_poll.publish_enabled:
+            raise ApiError(codes.ERROR_NOT_AVAILABLE)
+        data = self._data(req.data, req.b64data)
+        await manager.publish(req.channel, req.key, req.version, req.epoch, data)
+        return {}

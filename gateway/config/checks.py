@@ -31,9 +31,11 @@ from gateway.config.schema import (
     ProxySettings,
     Settings,
     TokenSettings,
+    UniWebSocketSettings,
     WebSocketSettings,
     named_proxy,
 )
+from gateway.config.shared_poll_checks import check_shared_poll
 from gateway.config.tls import check_client, check_listener
 from gateway.config.webhook_checks import check_webhooks
 from gateway.protocol import codes
@@ -51,13 +53,14 @@ RECOVERY_MODES = ("stream", "cache")
 _T = TypeVar("_T", bound=TokenSettings)
 
 
-def _check_compression(websocket: WebSocketSettings) -> None:
+def _check_compression(websocket: WebSocketSettings | UniWebSocketSettings, section: str) -> None:
     # Checked whether or not compression is on, as Centrifugo parses them.
     if not 1 <= websocket.compression_level <= 9:
-        raise ConfigError("websocket.compression_level", f"must be in 1-9, got {websocket.compression_level}")
+        level = websocket.compression_level
+        raise ConfigError(f"{section}.compression_level", f"must be in 1-9, got {level}")
     for name in ("compression_min_size", "decompressed_message_size_limit"):
         if getattr(websocket, name) < 0:
-            raise ConfigError(f"websocket.{name}", f"must not be negative, got {getattr(websocket, name)}")
+            raise ConfigError(f"{section}.{name}", f"must not be negative, got {getattr(websocket, name)}")
 
 
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
@@ -73,6 +76,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_admin(settings, warnings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
+    channel = check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)
@@ -116,13 +120,9 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    _check_compression(websocket)
+    _check_compression(websocket, "websocket")
     uni_websocket = settings.uni_websocket
-    if uni_websocket.compression:
-        warnings.append(
-            "uni_websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
-        )
-        uni_websocket = dataclasses.replace(uni_websocket, compression=False)
+    _check_compression(uni_websocket, "uni_websocket")
     return dataclasses.replace(
         settings,
         client=client,

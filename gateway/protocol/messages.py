@@ -81,6 +81,8 @@ class ConnectRequest:
     subs: dict[str, SubscribeRecovery] = field(default_factory=dict)
     name: str = ""
     version: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers emulation map, checked and lower-cased (gateway/protocol/headers.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +98,14 @@ class SubscribeRequest:
     join_leave: bool = False
     flag: int = 0
     type: int = 0
-    """0 = stream; map / shared-poll types are not supported (answered 103)."""
+    """0 = stream, 4 = shared poll (``SHARED_POLL``); map types are not supported (103)."""
     tf: object | None = None
     """The publication tags filter tree as sent (gateway/protocol/tags_filter.py parses it)."""
     delta: str = ""
     """Requested delta compression type ("fossil")."""
 
     FLAG_REJECT_UNRECOVERED = 2
+    SHARED_POLL = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,33 @@ class RefreshRequest:
 class SubRefreshRequest:
     channel: str
     token: str
+    type: int = 0
+    """0: refresh the subscription token; 1: track keys (``track``), 2: untrack keys
+    (``untrack``) of a shared-poll subscription."""
+    track: tuple[TrackBatch, ...] = ()
+    untrack: tuple[str, ...] = ()
+
+    TRACK = 1
+    UNTRACK = 2
+
+
+@dataclass(frozen=True, slots=True)
+class TrackBatch:
+    """Keys to track with the signature that authorises exactly them (shared poll): each item
+    is ``(key, version the client holds)``, version 0 for none."""
+
+    signature: str
+    items: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedPublication:
+    """One key's state in a shared-poll channel: its data at ``version``, or its removal."""
+
+    key: str
+    version: int = 0
+    data: bytes | None = None
+    removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +233,8 @@ class SubscribeResult:
     data: bytes | None = None
     delta: bool = False
     """Fossil delta compression negotiated for this subscription."""
+    type: int = 0
+    """The subscription type echoed (4: shared poll, whose ``epoch`` is written unpositioned)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +266,8 @@ class RefreshResult:
 class SubRefreshResult:
     expires: bool = False
     ttl: int = 0
+    items: tuple[KeyedPublication, ...] = ()
+    """A shared-poll track: the tracked keys' newer state this node already has."""
 
 
 @dataclass(frozen=True, slots=True)

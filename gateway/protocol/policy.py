@@ -179,7 +179,8 @@ def presence_request(opts: NamespaceOptions, who: Who, *, subscribed: bool) -> c
 
 
 def subscription_type(sub_type: int) -> codes.Error | None:
-    """Only stream subscriptions (type 0) exist here; map / shared-poll types are refused."""
+    """A stream subscribe is type 0; map types are refused (shared poll, type 4, never gets
+    here: gateway/connection/shared_poll.py takes it)."""
     return None if sub_type == 0 else codes.ERROR_PERMISSION_DENIED
 
 

@@ -46,9 +46,12 @@ GRPC: dict[str, tuple[str, type[Message], type[Message]]] = {}
 """API method -> (gRPC method, request type, response type)."""
 for _m in SERVICE.methods:
     if _m.name != "Batch":
-        _api = {"PresenceStats": "presence_stats", "HistoryRemove": "history_remove", "RPC": "rpc"}.get(
-            _m.name, _m.name.lower()
-        )
+        _api = {
+            "PresenceStats": "presence_stats",
+            "HistoryRemove": "history_remove",
+            "RPC": "rpc",
+            "SharedPollPublish": "shared_poll_publish",
+        }.get(_m.name, _m.name.lower())
         GRPC[_api] = (_m.name, getattr(pb, _m.input_type.name), getattr(pb, _m.output_type.name))
 
 CASES: list[tuple[str, dict[str, Any]]] = [

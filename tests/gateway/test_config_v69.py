@@ -168,7 +168,6 @@ def test_the_named_v6_9_options_warn_with_advice(every_option_file: Path) -> Non
     _, warnings = load_settings(str(every_option_file), {})
     warned = _unsupported_paths(warnings)
     for path in (
-        "shared_poll",
         "prometheus.native_histograms",
         "prometheus.recovered_publications_histogram",
         "http_server.h2c_external",

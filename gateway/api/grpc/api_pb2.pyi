@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Command(_message.Message):
-    __slots__ = ("publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels")
+    __slots__ = ("publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels", "shared_poll_publish")
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     BROADCAST_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class Command(_message.Message):
     RPC_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_POLL_PUBLISH_FIELD_NUMBER: _ClassVar[int]
     publish: PublishRequest
     broadcast: BroadcastRequest
     subscribe: SubscribeRequest
@@ -34,7 +35,8 @@ class Command(_message.Message):
     rpc: RPCRequest
     refresh: RefreshRequest
     channels: ChannelsRequest
-    def __init__(self, publish: _Optional[_Union[PublishRequest, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastRequest, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeRequest, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectRequest, _Mapping]] = ..., presence: _Optional[_Union[PresenceRequest, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsRequest, _Mapping]] = ..., history: _Optional[_Union[HistoryRequest, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveRequest, _Mapping]] = ..., info: _Optional[_Union[InfoRequest, _Mapping]] = ..., rpc: _Optional[_Union[RPCRequest, _Mapping]] = ..., refresh: _Optional[_Union[RefreshRequest, _Mapping]] = ..., channels: _Optional[_Union[ChannelsRequest, _Mapping]] = ...) -> None: ...
+    shared_poll_publish: SharedPollPublishRequest
+    def __init__(self, publish: _Optional[_Union[PublishRequest, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastRequest, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeRequest, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectRequest, _Mapping]] = ..., presence: _Optional[_Union[PresenceRequest, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsRequest, _Mapping]] = ..., history: _Optional[_Union[HistoryRequest, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveRequest, _Mapping]] = ..., info: _Optional[_Union[InfoRequest, _Mapping]] = ..., rpc: _Optional[_Union[RPCRequest, _Mapping]] = ..., refresh: _Optional[_Union[RefreshRequest, _Mapping]] = ..., channels: _Optional[_Union[ChannelsRequest, _Mapping]] = ..., shared_poll_publish: _Optional[_Union[SharedPollPublishRequest, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -45,7 +47,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Reply(_message.Message):
-    __slots__ = ("error", "publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels")
+    __slots__ = ("error", "publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels", "shared_poll_publish")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     BROADCAST_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +62,7 @@ class Reply(_message.Message):
     RPC_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_POLL_PUBLISH_FIELD_NUMBER: _ClassVar[int]
     error: Error
     publish: PublishResult
     broadcast: BroadcastResult
@@ -74,7 +77,8 @@ class Reply(_message.Message):
     rpc: RPCResult
     refresh: RefreshResult
     channels: ChannelsResult
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., publish: _Optional[_Union[PublishResult, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastResult, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeResult, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeResult, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectResult, _Mapping]] = ..., presence: _Optional[_Union[PresenceResult, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsResult, _Mapping]] = ..., history: _Optional[_Union[HistoryResult, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveResult, _Mapping]] = ..., info: _Optional[_Union[InfoResult, _Mapping]] = ..., rpc: _Optional[_Union[RPCResult, _Mapping]] = ..., refresh: _Optional[_Union[RefreshResult, _Mapping]] = ..., channels: _Optional[_Union[ChannelsResult, _Mapping]] = ...) -> None: ...
+    shared_poll_publish: SharedPollPublishResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., publish: _Optional[_Union[PublishResult, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastResult, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeResult, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeResult, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectResult, _Mapping]] = ..., presence: _Optional[_Union[PresenceResult, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsResult, _Mapping]] = ..., history: _Optional[_Union[HistoryResult, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveResult, _Mapping]] = ..., info: _Optional[_Union[InfoResult, _Mapping]] = ..., rpc: _Optional[_Union[RPCResult, _Mapping]] = ..., refresh: _Optional[_Union[RefreshResult, _Mapping]] = ..., channels: _Optional[_Union[ChannelsResult, _Mapping]] = ..., shared_poll_publish: _Optional[_Union[SharedPollPublishResult, _Mapping]] = ...) -> None: ...
 
 class BatchRequest(_message.Message):
     __slots__ = ("commands", "parallel")
@@ -577,3 +581,31 @@ class ChannelInfo(_message.Message):
     NUM_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     num_clients: int
     def __init__(self, num_clients: _Optional[int] = ...) -> None: ...
+
+class SharedPollPublishRequest(_message.Message):
+    __slots__ = ("channel", "key", "data", "b64data", "version", "epoch")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    B64DATA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    key: str
+    data: bytes
+    b64data: str
+    version: int
+    epoch: str
+    def __init__(self, channel: _Optional[str] = ..., key: _Optional[str] = ..., data: _Optional[bytes] = ..., b64data: _Optional[str] = ..., version: _Optional[int] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class SharedPollPublishResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: SharedPollPublishResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[SharedPollPublishResult, _Mapping]] = ...) -> None: ...
+
+class SharedPollPublishResult(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

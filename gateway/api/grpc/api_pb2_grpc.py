@@ -104,6 +104,11 @@ class CentrifugoApiStub:
                 request_serializer=api__pb2.ChannelsRequest.SerializeToString,
                 response_deserializer=api__pb2.ChannelsResponse.FromString,
                 _registered_method=True)
+        self.SharedPollPublish = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/SharedPollPublish',
+                request_serializer=api__pb2.SharedPollPublishRequest.SerializeToString,
+                response_deserializer=api__pb2.SharedPollPublishResponse.FromString,
+                _registered_method=True)
 
 
 class CentrifugoApiServicer:
@@ -193,6 +198,12 @@ class CentrifugoApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SharedPollPublish(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CentrifugoApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +276,11 @@ def add_CentrifugoApiServicer_to_server(servicer, server):
                     servicer.Channels,
                     request_deserializer=api__pb2.ChannelsRequest.FromString,
                     response_serializer=api__pb2.ChannelsResponse.SerializeToString,
+            ),
+            'SharedPollPublish': grpc.unary_unary_rpc_method_handler(
+                    servicer.SharedPollPublish,
+                    request_deserializer=api__pb2.SharedPollPublishRequest.FromString,
+                    response_serializer=api__pb2.SharedPollPublishResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +661,33 @@ class CentrifugoApi:
             '/centrifugal.centrifugo.api.CentrifugoApi/Channels',
             api__pb2.ChannelsRequest.SerializeToString,
             api__pb2.ChannelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SharedPollPublish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/SharedPollPublish',
+            api__pb2.SharedPollPublishRequest.SerializeToString,
+            api__pb2.SharedPollPublishResponse.FromString,
             options,
             channel_credentials,
             insecure,

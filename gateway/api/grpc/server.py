@@ -52,6 +52,7 @@ METHODS: dict[str, tuple[str, type[Message]]] = {
     "RPC": ("rpc", api_pb2.RPCResponse),
     "Refresh": ("refresh", api_pb2.RefreshResponse),
     "Channels": ("channels", api_pb2.ChannelsResponse),
+    "SharedPollPublish": ("shared_poll_publish", api_pb2.SharedPollPublishResponse),
 }
 """gRPC method -> (API method, response type). ``Batch`` is handled on its own."""
 
