@@ -34,6 +34,9 @@ from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
 from gateway.engine.base import Broker, PresenceManager
+from gateway.engine.map_base import MapBroker
+from gateway.engine.map_memory import MemoryMapBroker
+from gateway.engine.map_redis import RedisMapBroker
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
@@ -103,6 +106,16 @@ def build_engine(
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
 
+def build_map_broker(broker: Broker, node: Node) -> MapBroker | None:
+    """The map engine that goes with ``broker``; None when the engine keeps no maps (the
+    memory engine shared by ``--workers``: map subscriptions are refused with 108 there)."""
+    if isinstance(broker, RedisBroker):
+        return RedisMapBroker(broker.shards, prefix=broker.keys.prefix, watched=lambda: node.hub.channels)
+    if isinstance(broker, MemoryBroker):
+        return MemoryMapBroker()
+    return None
+
+
 class Runtime:
     """Everything one gateway process holds. Built by ``build``; tests may build one directly
     (with an injected engine) and pass it to ``create_app``."""
@@ -126,6 +139,9 @@ class Runtime:
         self.node = Node(settings, broker, presence, self.metrics, name=name)
         if isinstance(broker, RedisBroker | SharedMemoryBroker):
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
+        maps = build_map_broker(broker, self.node)
+        if maps is not None:
+            self.node.attach_maps(maps)
         hub = self.node.hub
         self.metrics.register_node_gauges(
             NodeGauges(
@@ -309,6 +325,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             tasks = [
                 tg.create_task(rt.node.broker.run()),
                 tg.create_task(rt.node.presence.run()),
+                *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),

@@ -38,6 +38,7 @@ from gateway.engine.base import (
     PublishItem,
     PublishResult,
 )
+from gateway.engine.map_base import MapBroker
 from gateway.hub import Connection, Hub
 from gateway.metrics import Metrics
 from gateway.protocol import recovery
@@ -154,9 +155,16 @@ class Node:
         )
         """The broker, when it publishes inline (``InlineBroker``); publishes then take its
         synchronous ``publish_now``."""
+        self.maps: MapBroker | None = None
+        """Map channels' state and streams (``attach_maps``); None: map subscriptions refused (108)."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
         broker.set_handler(self)
+
+    def attach_maps(self, maps: MapBroker) -> None:
+        """Keep map channels in ``maps``; their changes reach this node's subscribers here."""
+        self.maps = maps
+        maps.set_handler(self)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""

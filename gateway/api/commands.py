@@ -30,6 +30,7 @@ from gateway.api.requests import (
     parse,
     publish_common,
 )
+from gateway.api.maps import MAP_METHODS, MapRequest
 from gateway.protocol import codes
 
 Request: TypeAlias = (
@@ -46,6 +47,7 @@ Request: TypeAlias = (
     | ChannelsRequest
     | InfoRequest
     | RpcRequest
+    | MapRequest  # map methods (gateway/api/maps.py)
 )
 """One server API method's typed request: its type names the method (``METHODS``)."""
 
@@ -63,6 +65,8 @@ METHODS: dict[str, type[Any]] = {
     "channels": ChannelsRequest,
     "info": InfoRequest,
     "rpc": RpcRequest,
+    # --- map methods (gateway/api/maps.py) ---
+    **MAP_METHODS,
 }
 """Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
 names methods by these keys."""

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
+from gateway.config.map_checks import check_map
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -386,6 +387,7 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
         raise ConfigError(
             f"{path}.history_ttl", f"must not exceed {source} ({meta_ttl:g}s), got {opts.history_ttl:g}s"
         )
+    check_map(opts, path)
     pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
 

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
 
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
@@ -281,12 +282,19 @@ class ChannelOptions:
     subscribe_stream_proxy_enabled: bool = False
     subscribe_stream_proxy_name: str = ""
     subscribe_stream_proxy_bidirectional: bool = False
+    subscription_type: str = "stream"
+    map: MapSettings = field(default_factory=MapSettings)
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 
     @property
     def history_enabled(self) -> bool:
         return self.history_size > 0 and self.history_ttl > 0
+
+    @property
+    def is_map(self) -> bool:
+        """Channels of this namespace are maps (``subscription_type`` map, map_clients, map_users)."""
+        return self.subscription_type in MAP_SUBSCRIPTION_TYPES
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,11 @@ _PROXY_PATHS = (
     "proxies[]",
 )
 
-_NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
+_NO_MAP = (
+    "clients cannot write map keys (maps are written through the server API map_publish / "
+    "map_remove), so there is nothing to proxy"
+)
+_NO_MAP_PRESENCE = "map presence (map_clients / map_users) is not implemented: use channel presence"
 _NO_SHARED_POLL = "no shared polling: publish changes through the server API"
 _NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
 
@@ -92,7 +96,10 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
-        "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
+        "map_broker": (
+            "maps live in the engine (engine.type memory or redis, beside history); the "
+            "postgresql map broker is not available"
+        ),
         "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
         "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
         "enable_unreleased_features": "there are no unreleased features: drop the option",
@@ -159,11 +166,9 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "auto_cache_recover": "use force_recovery with force_recovery_mode",
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
-        "subscription_type": "no map subscriptions: stream subscriptions only",
-        "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
         "shared_poll": _NO_SHARED_POLL,
-        "map_clients_presence_channel_prefix": _NO_MAP,
-        "map_users_presence_channel_prefix": _NO_MAP,
+        "map_clients_presence_channel_prefix": _NO_MAP_PRESENCE,
+        "map_users_presence_channel_prefix": _NO_MAP_PRESENCE,
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)

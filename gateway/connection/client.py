@@ -39,6 +39,7 @@ from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import EngineError
@@ -209,6 +210,7 @@ class Client:
             streams=self.streams,
         )
         self.fanout = self.subscriptions.fanout
+        self.maps = MapSubscriptions(self, node, self.session, self.subscriptions, self.authorizer, clock)
         node.connecting.add(self)
         self._rearm()
 
@@ -349,8 +351,8 @@ class Client:
         req = cmd.request
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
-        if isinstance(req, SubscribeRequest):
-            return await self.subscriptions.subscribe(req)
+        if isinstance(req, SubscribeRequest):  # type 1: a map (gateway/connection/map_subscribe.py)
+            return await (self.maps.subscribe(req) if req.type == 1 else self.subscriptions.subscribe(req))
         if isinstance(req, UnsubscribeRequest):
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
@@ -562,3 +564,4 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
         self.subscriptions.close()
+        self.maps.close()
