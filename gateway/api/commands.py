@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from gateway.api.maps import MAP_METHODS, MapRequest
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
@@ -30,7 +31,6 @@ from gateway.api.requests import (
     parse,
     publish_common,
 )
-from gateway.api.maps import MAP_METHODS, MapRequest
 from gateway.protocol import codes
 
 Request: TypeAlias = (

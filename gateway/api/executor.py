@@ -24,8 +24,8 @@ from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
-from gateway.api.maps import MapApi
 from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
+from gateway.api.maps import MapApi
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,

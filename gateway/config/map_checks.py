@@ -37,11 +37,15 @@ def check_map(opts: ChannelOptions, path: str) -> None:
     """
     kind = opts.subscription_type or "stream"
     if kind not in SUBSCRIPTION_TYPES:
-        raise ConfigError(f"{path}.subscription_type", f"must be one of {', '.join(SUBSCRIPTION_TYPES)}, got {kind!r}")
+        raise ConfigError(
+            f"{path}.subscription_type", f"must be one of {', '.join(SUBSCRIPTION_TYPES)}, got {kind!r}"
+        )
     if kind in UNSUPPORTED_MAP:
         raise ConfigError(f"{path}.subscription_type", UNSUPPORTED_MAP[kind])
-    m: MapSettings = opts.map
-    where = f"{path}.map"
+    _check_section(opts.map, f"{path}.map", kind)
+
+
+def _check_section(m: MapSettings, where: str, kind: str) -> None:
     if m.mode and m.mode not in MAP_MODES:
         raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MAP_MODES)}, got {m.mode!r}")
     if kind == "map" and not m.mode:
@@ -52,7 +56,9 @@ def check_map(opts: ChannelOptions, path: str) -> None:
     if m.mode in ("ephemeral", "recoverable") and m.key_ttl <= 0:
         raise ConfigError(f"{where}.key_ttl", f'is required when map.mode is "{m.mode}"')
     if m.mode == "persistent" and m.key_ttl:
-        raise ConfigError(f"{where}.key_ttl", 'must not be set when map.mode is "persistent" (keys do not expire)')
+        raise ConfigError(
+            f"{where}.key_ttl", 'must not be set when map.mode is "persistent" (keys do not expire)'
+        )
     if m.mode == "ephemeral":
         for option in ("stream_size", "stream_ttl", "meta_ttl"):
             if getattr(m, option):
@@ -61,9 +67,19 @@ def check_map(opts: ChannelOptions, path: str) -> None:
         raise ConfigError(f"{where}.stream_size", "must be non-negative")
     stream_ttl = m.stream_ttl or 60.0
     if m.meta_ttl and m.meta_ttl < stream_ttl:
-        raise ConfigError(f"{where}.meta_ttl", f"must be >= map.stream_ttl ({stream_ttl:g}s): metadata must outlive the stream")
+        raise ConfigError(
+            f"{where}.meta_ttl",
+            f"must be >= map.stream_ttl ({stream_ttl:g}s): metadata must outlive the stream",
+        )
     if m.meta_ttl and m.key_ttl and m.meta_ttl < m.key_ttl:
-        raise ConfigError(f"{where}.meta_ttl", f"must be >= map.key_ttl ({m.key_ttl:g}s): metadata must outlive keys")
-    for option in ("default_page_size", "min_page_size", "max_page_size", "live_transition_max_publication_limit"):
+        raise ConfigError(
+            f"{where}.meta_ttl", f"must be >= map.key_ttl ({m.key_ttl:g}s): metadata must outlive keys"
+        )
+    for option in (
+        "default_page_size",
+        "min_page_size",
+        "max_page_size",
+        "live_transition_max_publication_limit",
+    ):
         if getattr(m, option) < 0:
             raise ConfigError(f"{where}.{option}", "must be non-negative")

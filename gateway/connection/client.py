@@ -36,10 +36,10 @@ from typing import Protocol
 
 from gateway.connection import channel_commands
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
-from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import EngineError

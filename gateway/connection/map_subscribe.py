@@ -131,7 +131,9 @@ class MapSubscriptions:
         error = session.check_subscribe(req.channel, namespace, opts.subscription_limit_per_connection)
         if error is not None:
             raise CommandError(error)
-        grant = await self._authorizer.subscribe(self._driver.caller(), req, channel_rules(self._node.settings, req.channel))
+        grant = await self._authorizer.subscribe(
+            self._driver.caller(), req, channel_rules(self._node.settings, req.channel)
+        )
         tags_filter = subscription_filter(opts, req.tf) if req.tf is not None else None
         pending = MapPending(self._clock(), grant, tags_filter)
         self._pending[req.channel] = pending

@@ -79,7 +79,12 @@ class RedisMapBroker:
                         await self.stats(channel, opts)  # the script removes expired keys first
 
     async def _call(
-        self, channel: str, opts: MapOptions, op: str, extra: Sequence[str | bytes | int], result_key: str = ""
+        self,
+        channel: str,
+        opts: MapOptions,
+        op: str,
+        extra: Sequence[str | bytes | int],
+        result_key: str = "",
     ) -> Any:
         if opts.has_expiry:
             if len(self._options) >= 10000:
@@ -185,7 +190,9 @@ class RedisMapBroker:
         position = StreamPosition(int(top), epoch.decode())
         if lost:
             raise PositionLost(since.epoch if since is not None else "")
-        pubs = [decode_publication(fields[1], int(entry_id.split(b"-", 1)[0])) for entry_id, fields in entries]
+        pubs = [
+            decode_publication(fields[1], int(entry_id.split(b"-", 1)[0])) for entry_id, fields in entries
+        ]
         return MapStreamResult(pubs, position)
 
     async def stats(self, channel: str, opts: MapOptions) -> int:

@@ -63,7 +63,10 @@ class RedisKeys:
         idempotency result, ``map_result``): state, key index, key expiry, stream, meta,
         removal payloads, per-key versions."""
         base, tag = f"{self.prefix}.map", f"{{{channel}}}"
-        return [f"{base}.{part}.{tag}" for part in ("state", "index", "expire", "stream", "meta", "removal", "version")]
+        return [
+            f"{base}.{part}.{tag}"
+            for part in ("state", "index", "expire", "stream", "meta", "removal", "version")
+        ]
 
     def map_result(self, channel: str, idempotency_key: str) -> str:
         return f"{self.prefix}.map.result.{{{channel}}}.{idempotency_key}"

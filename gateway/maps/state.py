@@ -141,7 +141,9 @@ class MapChannel:
         self.stream_expire_at = _deadline(now, opts.stream_ttl)
         return pub
 
-    def publish(self, change: MapChange, opts: MapOptions, now: float) -> tuple[UpdateResult, Publication | None]:
+    def publish(
+        self, change: MapChange, opts: MapOptions, now: float
+    ) -> tuple[UpdateResult, Publication | None]:
         """Write ``change``; returns the result and the change to deliver (None: suppressed)."""
         self.touch(opts, now)
         cached = self._cached(change.idempotency_key, now)
