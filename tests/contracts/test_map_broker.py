@@ -90,7 +90,11 @@ async def test_changes_are_numbered_stored_and_delivered_atomically(engine: Engi
     assert first.cursor == "k2" and first.position == StreamPosition(3, epoch)
     last = await maps.read_state(ch, PERSISTENT, cursor=first.cursor, limit=2)
     assert [p.key for p in last.publications] == ["k3"] and last.cursor == ""
-    assert [p.key for p in (await maps.read_state(ch, PERSISTENT, limit=-1)).publications] == ["k1", "k2", "k3"]
+    assert [p.key for p in (await maps.read_state(ch, PERSISTENT, limit=-1)).publications] == [
+        "k1",
+        "k2",
+        "k3",
+    ]
     assert (await maps.read_state(ch, PERSISTENT, limit=0)).publications == []
     assert [p.key for p in (await maps.read_state(ch, PERSISTENT, key="k2")).publications] == ["k2"]
     stream = await maps.read_stream(ch, PERSISTENT, since=StreamPosition(1, epoch), limit=-1)
@@ -122,7 +126,9 @@ async def test_suppressed_writes_change_nothing(engine: Engine) -> None:
     maps, ch = engine.maps, await channel_of(engine)
     await maps.publish(ch, change("a", 1, version=5), PERSISTENT)
     assert (await maps.publish(ch, change("a", 2, key_mode="if_new"), PERSISTENT)).reason == "key_exists"
-    assert (await maps.publish(ch, change("b", 2, key_mode="if_exists"), PERSISTENT)).reason == "key_not_found"
+    assert (
+        await maps.publish(ch, change("b", 2, key_mode="if_exists"), PERSISTENT)
+    ).reason == "key_not_found"
     assert (await maps.publish(ch, change("a", 3, version=5), PERSISTENT)).reason == "version"
     assert (await maps.publish(ch, change("a", 4, version=4), PERSISTENT)).reason == "version"
     first = await maps.publish(ch, change("c", 5, idempotency_key="once"), PERSISTENT)

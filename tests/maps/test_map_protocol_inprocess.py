@@ -15,13 +15,26 @@ from gateway.maps.options import resolve
 from gateway.maps.state import MapChange
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport
 
-PAGES = {"default_page_size": 2, "min_page_size": 1, "max_page_size": 10, "live_transition_max_publication_limit": 3}
+PAGES = {
+    "default_page_size": 2,
+    "min_page_size": 1,
+    "max_page_size": 10,
+    "live_transition_max_publication_limit": 3,
+}
 ENV = {
     **INSECURE,
     "TASKCAST_CHANNEL_NAMESPACES": json.dumps(
         [
-            {"name": "tasks", "subscription_type": "map", "map": {"mode": "persistent", "stream_size": 4, **PAGES}},
-            {"name": "board", "subscription_type": "map", "map": {"mode": "ephemeral", "key_ttl": "60s", **PAGES}},
+            {
+                "name": "tasks",
+                "subscription_type": "map",
+                "map": {"mode": "persistent", "stream_size": 4, **PAGES},
+            },
+            {
+                "name": "board",
+                "subscription_type": "map",
+                "map": {"mode": "ephemeral", "key_ttl": "60s", **PAGES},
+            },
             {"name": "plain"},
         ]
     ),
@@ -105,9 +118,9 @@ async def test_stream_pages_then_live_and_a_recovery_from_a_stored_position() ->
     live = (await other.sub(channel=ch, phase=1, recover=True, offset=2, epoch=epoch, limit=1))["subscribe"]
     assert live.get("phase", 0) == 1 or live.get("phase", 0) == 0
     while live.get("phase", 0) == 1:
-        live = (await other.sub(channel=ch, phase=1, recover=True, offset=live["offset"], epoch=epoch, limit=1))[
-            "subscribe"
-        ]
+        live = (
+            await other.sub(channel=ch, phase=1, recover=True, offset=live["offset"], epoch=epoch, limit=1)
+        )["subscribe"]
     assert live["recovered"] is True and live["offset"] == 4
 
 
@@ -133,7 +146,9 @@ async def test_bad_map_commands_get_centrifugo_codes_and_retain_nothing() -> Non
     assert await code(channel="tasks:x", phase=1, recover=True, offset=1, epoch="another") == 112
     lost = (await conn.sub(channel="tasks:lost", phase=2, limit=1))["subscribe"]
     assert await code(channel="tasks:lost", phase=1, recover=True, offset=1, epoch=lost["epoch"]) == 112
-    assert await code(channel="tasks:x", phase=2, tf={"key": "k", "cmp": "eq", "val": "v"}) == 107  # not allowed
+    assert (
+        await code(channel="tasks:x", phase=2, tf={"key": "k", "cmp": "eq", "val": "v"}) == 107
+    )  # not allowed
     # The connection and the node still serve: a full subscribe goes live.
     ok = (await conn.sub(channel="tasks:x", phase=2))["subscribe"]
     assert ok.get("phase", 0) == 0 and keys(ok["state"]) == ["a"]
