@@ -40,6 +40,7 @@ from gateway.engine.base import (
 )
 from gateway.engine.map_base import MapBroker
 from gateway.hub import Connection, Hub
+from gateway.maps.options import resolve as map_options
 from gateway.metrics import Metrics
 from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
@@ -258,13 +259,15 @@ class Node:
             if idle_for and now - self.last_pub_at.get(channel, 0.0) < idle_for:
                 continue
             opts = self.settings.channel_options(channel)
-            if opts is None or not (opts.history_size > 0 and opts.history_ttl > 0):
+            if opts is None:
                 continue
             try:
-                top = (await self.history(channel, opts, limit=0)).position
+                top = await self._stream_top(channel, opts)
             except Exception as exc:
                 log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
+                continue
+            if top is None:
                 continue
             checked += 1
             for client in list(self.hub.subscribers(channel)):
@@ -272,6 +275,18 @@ class Node:
         for channel in [ch for ch in self.last_pub_at if ch not in self.hub.channels]:
             del self.last_pub_at[channel]
         return -1 if failed else checked
+
+    async def _stream_top(self, channel: str, opts: ChannelOptions) -> StreamPosition | None:
+        """The top of the channel's stream: its history, or its map's change stream; None when
+        it keeps none."""
+        if opts.subscription_type == "map":
+            mopts = map_options(opts.map)
+            if self.maps is None or not mopts.has_stream:
+                return None
+            return (await self.maps.read_stream(channel, mopts, limit=0)).position
+        if not (opts.history_size > 0 and opts.history_ttl > 0):
+            return None
+        return (await self.history(channel, opts, limit=0)).position
 
     async def position_check_loop(self) -> None:
         delay = self.settings.client.channel_position_check_delay

@@ -350,6 +350,8 @@ class ServerApi:
         """The prepared publish of ``data`` to ``channel`` with the request's options (raises the
         channel's 102/107)."""
         opts = self.channel_options(channel)
+        if opts.subscription_type != "stream":  # a map channel takes map_publish (Centrifugo: 107)
+            raise bad_request("channel: not a stream namespace")
         plain = not (req.tags or req.skip_history or req.idempotency_key or req.version or req.delta)
         if plain and not req.version_epoch:  # the common case: no option lookups
             return self.node.publish_item(channel, opts, data, write_now=write_now)

@@ -387,6 +387,8 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
         raise ConfigError(
             f"{path}.history_ttl", f"must not exceed {source} ({meta_ttl:g}s), got {opts.history_ttl:g}s"
         )
+    if not opts.subscription_type:  # Centrifugo's "" means the default, stream
+        opts = dataclasses.replace(opts, subscription_type="stream")
     check_map(opts, path)
     pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)

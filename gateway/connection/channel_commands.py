@@ -64,6 +64,8 @@ async def publish(conn: Requester, node: Node, req: PublishRequest) -> EmptyResu
     """``publish``: the authorizer decides (and may replace the data); the publication carries
     the connection's info (with the channel info when subscribed)."""
     opts = options(node.settings, req.channel)
+    if opts.subscription_type != "stream":  # clients do not write map keys (docs/maps.md)
+        raise CommandError(codes.ERROR_PERMISSION_DENIED)
     sub = conn.subscription(req.channel)
     grant = await conn.authorizer.publish(conn.caller(), req, opts, subscribed=sub is not None)
     data = grant.data if grant.data is not None else req.data

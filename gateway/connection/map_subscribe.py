@@ -251,9 +251,17 @@ class MapSubscriptions:
                 await node.remove_subscriber(channel, driver)
             raise
         session.schedule_sub_expiry(sub)
-        node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
-        driver.after_reply(lambda: self._live(sub))
         recovering = state is None and req.recover
+        metrics = node.metrics
+        metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        if state is not None:  # centrifuge's action names of the three ways to go live
+            metrics.action("map_subscribe_state_to_live", channel)
+        else:
+            phase = "stream_to_live" if req.phase == phases.PHASE_STREAM else "recovery_join"
+            metrics.action(f"map_subscribe_{phase}", channel)
+        if recovering:
+            metrics.recover.labels("yes", "", "yes" if replay else "no").inc()
+        driver.after_reply(lambda: self._live(sub))
         return SubscribeResult(
             type=phases.TYPE_MAP,
             phase=phases.PHASE_LIVE,

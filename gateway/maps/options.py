@@ -9,6 +9,7 @@ sizes default to 100 (min 100, max 1000). Pure.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gateway.config.map_schema import MapSettings
@@ -53,9 +54,10 @@ class MapOptions:
         return max(self.min_page_size, min(limit, self.max_page_size))
 
 
+@functools.lru_cache(maxsize=1024)
 def resolve(settings: MapSettings) -> MapOptions:
     """The options a validated ``map`` section implies (gateway/config/map_checks.py refused
-    the invalid ones at load)."""
+    the invalid ones at load); cached per section (the settings are immutable)."""
     mode = settings.mode or "persistent"
     stream = mode != "ephemeral"
     stream_size = (settings.stream_size or DEFAULT_STREAM_SIZE) if stream else 0

@@ -123,6 +123,7 @@ async def test_http_bad_map_requests_get_centrifugo_codes(http: Any) -> None:
         ("map_read_stream", {"channel": ch, "limit": "ten"}, 107),
         ("map_stats", {}, 107),
         ("map_clear", {"channel": "plain:x"}, 107),
+        ("publish", {"channel": ch, "data": 1}, 107),  # a map takes map_publish
     ]:
         body = await http(method, params)
         assert body.get("error", {}).get("code") == code, (method, params, body)

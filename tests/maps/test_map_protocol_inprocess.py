@@ -149,6 +149,8 @@ async def test_bad_map_commands_get_centrifugo_codes_and_retain_nothing() -> Non
     assert (
         await code(channel="tasks:x", phase=2, tf={"key": "k", "cmp": "eq", "val": "v"}) == 107
     )  # not allowed
+    conn.client.feed(b'{"id":99,"publish":{"channel":"tasks:x","data":{},"type":1,"key":"k"}}')
+    assert (await conn.transport.reply(99))["error"]["code"] == 103  # clients do not write map keys
     # The connection and the node still serve: a full subscribe goes live.
     ok = (await conn.sub(channel="tasks:x", phase=2))["subscribe"]
     assert ok.get("phase", 0) == 0 and keys(ok["state"]) == ["a"]
@@ -162,3 +164,17 @@ async def test_a_malformed_map_command_closes_the_connection_with_3501() -> None
     assert (await conn.transport.closed_with()).code == 3501
     other = await connected(h)
     assert (await other.sub(channel="tasks:x", phase=2))["subscribe"]["type"] == 1
+
+
+async def test_a_change_lost_on_the_way_is_detected_by_the_position_check() -> None:
+    h = harness()
+    conn = await connected(h)
+    assert (await conn.sub(channel="tasks:c", phase=2))["subscribe"]["type"] == 1
+    maps = h.node.maps
+    assert isinstance(maps, MemoryMapBroker)
+    maps.set_handler(None)  # type: ignore[arg-type]  # the delivery is lost (a PUB/SUB outage)
+    await write(h, "tasks:c", "a", 1)
+    maps.set_handler(h.node)
+    assert await h.node.check_positions(idle_for=0.0) == 1
+    push = await conn.transport.push("unsubscribe")
+    assert push == {"channel": "tasks:c", "unsubscribe": {"code": 2500, "reason": "insufficient state"}}
