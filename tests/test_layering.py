@@ -57,7 +57,7 @@ IO_MODULES = {
     "asyncmy",
     "aiosqlite",
 }
-PURE = ["gateway/protocol", "status_api/domain"]
+PURE = ["gateway/protocol", "gateway/maps", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
 CLIENT_IMPORTERS = {"gateway/app.py"}
@@ -109,12 +109,13 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "conflation": {"hub"},
     "channels": {"config", "protocol"},
     "api.requests": {"protocol"},
-    "engine": {"config", "protocol"},
+    "maps": {"config", "protocol"},
+    "engine": {"config", "maps", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
-    "node": {"cluster", "config", "conflation", "engine", "hub", "metrics", "protocol"},
+    "node": {"cluster", "config", "conflation", "engine", "hub", "maps", "metrics", "protocol"},
     "http": {"config", "logging_setup"},
-    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
+    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "maps", "node", "protocol"},
     "connection": {
         "api.requests",
         "channels",
@@ -124,6 +125,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "errors",
         "hub",
         "log_limit",
+        "maps",
         "node",
         "protocol",
         "proxy",
@@ -158,6 +160,7 @@ GATEWAY_PACKAGES = {
     "consumers",
     "engine",
     "http",
+    "maps",
     "protocol",
     "proxy",
     "transports",

@@ -114,7 +114,7 @@ class ServerApi:
             ChannelsRequest: self.channels,
             InfoRequest: self.info,
             RpcRequest: self.rpc,
-            **MapApi(self).handlers(),  # map methods (gateway/api/maps.py)
+            **MapApi(node, self.channel_options, self._data).handlers(),  # map methods (api/maps.py)
         }
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
         whether the publication is alone in its tick), by request type."""
@@ -330,11 +330,6 @@ class ServerApi:
         if not (opts.history_size > 0 and opts.history_ttl > 0):
             raise ApiError(codes.ERROR_NOT_AVAILABLE)
         return opts
-
-    @staticmethod
-    def payload(data: object, b64data: str) -> bytes:
-        """``_data``, for the methods of other modules (gateway/api/maps.py)."""
-        return ServerApi._data(data, b64data)
 
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.api.requests import DATA_OR_B64, REQUIRED, TAGS, UINT64, ApiError, Json, bad_request
+from gateway.config.schema import ChannelOptions
 from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.maps.options import MapOptions, resolve
 from gateway.maps.state import KEY_MODES, MapChange
+from gateway.node import Node
 from gateway.protocol import codec, codes
 from gateway.protocol.messages import Publication, StreamPosition
-
-if TYPE_CHECKING:
-    from gateway.api.executor import ServerApi
 
 MAX_KEY_LENGTH = 1024
 """Characters of a map key (Taskcast's bound; a key is stored and sent with every change)."""
@@ -130,11 +129,23 @@ def _limit(limit: int) -> int:
 
 
 class MapApi:
-    """The map methods' handlers, run by the executor (``handlers``)."""
+    """The map methods' handlers, run by the executor (``handlers``).
 
-    def __init__(self, api: ServerApi) -> None:
-        self._api = api
-        self._node = api.node
+    Args:
+        node: The node (its ``maps`` engine, clock, metrics).
+        channel_options: The executor's channel resolution (raises 102/107).
+        payload: The executor's ``data`` / ``b64data`` decoding (raises 107).
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        channel_options: Callable[[str], ChannelOptions],
+        payload: Callable[[object, str], bytes],
+    ) -> None:
+        self._node = node
+        self._options = channel_options
+        self._payload = payload
 
     def handlers(self) -> dict[type[Any], Callable[[Any], Awaitable[dict[str, Any]]]]:
         return {
@@ -147,7 +158,7 @@ class MapApi:
         }
 
     def _map(self, channel: str) -> tuple[MapBroker, MapOptions]:
-        opts = self._api.channel_options(channel)
+        opts = self._options(channel)
         if opts.subscription_type != "map":
             raise bad_request("channel: not a map namespace")
         maps = self._node.maps
@@ -159,10 +170,10 @@ class MapApi:
         maps, mopts = self._map(req.channel)
         if req.key_mode not in KEY_MODES:
             raise bad_request("key_mode")
-        opts = self._api.channel_options(req.channel)
+        opts = self._options(req.channel)
         change = MapChange(
             key=req.key,
-            data=self._api.payload(req.data, req.b64data),
+            data=self._payload(req.data, req.b64data),
             tags=req.tags or None,
             time=int(self._node.clock() * 1000),
             delta=req.delta or opts.delta_publish,

@@ -564,4 +564,3 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
         self.subscriptions.close()
-        self.maps.close()

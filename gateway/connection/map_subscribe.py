@@ -72,9 +72,6 @@ class MapSubscriptions:
         self._clock = clock
         self._pending: dict[str, MapPending] = {}
 
-    def close(self) -> None:
-        self._pending.clear()
-
     async def subscribe(self, req: SubscribeRequest) -> SubscribeResult:
         """One command of a map subscribe flow (``type`` 1).
 
