@@ -279,7 +279,7 @@ class Node:
     async def _stream_top(self, channel: str, opts: ChannelOptions) -> StreamPosition | None:
         """The top of the channel's stream: its history, or its map's change stream; None when
         it keeps none."""
-        if opts.subscription_type == "map":
+        if opts.is_map:
             mopts = map_options(opts.map)
             if self.maps is None or not mopts.has_stream:
                 return None

@@ -71,6 +71,7 @@ CONNECTION_PARTS = {
         "gateway.connection.authorization",
         "gateway.connection.delivery",
         "gateway.connection.personal",
+        "gateway.connection.presence",
         "gateway.connection.refresh",
         "gateway.connection.sendqueue",
         "gateway.engine.base",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.api.requests import DATA_OR_B64, REQUIRED, TAGS, UINT64, ApiError, Json, bad_request
+from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES
 from gateway.config.schema import ChannelOptions
 from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.maps.options import MapOptions, resolve
@@ -111,7 +112,7 @@ MapRequest = (
 def entry_obj(pub: Publication) -> dict[str, Any]:
     """A ``MapEntry``: key, data (raw JSON), tags, offset, removed, time."""
     obj: dict[str, Any] = {"key": pub.key}
-    if not pub.removed:
+    if pub.data:
         obj["data"] = codec.raw(pub.data)
     if pub.tags:
         obj["tags"] = pub.tags
@@ -159,7 +160,7 @@ class MapApi:
 
     def _map(self, channel: str) -> tuple[MapBroker, MapOptions]:
         opts = self._options(channel)
-        if opts.subscription_type != "map":
+        if opts.subscription_type not in MAP_SUBSCRIPTION_TYPES:
             raise bad_request("channel: not a map namespace")
         maps = self._node.maps
         if maps is None:

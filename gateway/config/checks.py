@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
-from gateway.config.map_checks import check_map
+from gateway.config.map_checks import check_map, check_presence_prefixes
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -362,6 +362,8 @@ def _check_channel(channel: ChannelSettings) -> ChannelSettings:
         checked = _check_options(ns, path, channel.history_meta_ttl)
         namespaces.append(checked)
         by_name[ns.name] = checked
+    for ns in (without, *namespaces):
+        check_presence_prefixes(ns, by_name, channel.namespace_boundary)
     return dataclasses.replace(
         channel, without_namespace=without, namespaces=tuple(namespaces), by_name=MappingProxyType(by_name)
     )

@@ -1,21 +1,21 @@
 """Validation of a namespace's ``subscription_type`` and ``map`` section (Centrifugo v6.9's rules,
 checked at load so a bad map namespace stops startup with the option's name).
 
-Taskcast implements ``subscription_type`` ``stream`` and ``map``; the map presence types
-(``map_clients``, ``map_users``) and client-side map writes are refused with the reason
+Taskcast implements ``subscription_type`` ``stream``, ``map`` and the map presence types
+``map_clients`` and ``map_users``; client-side map writes are refused with the reason
 (``UNSUPPORTED_MAP``). ``shared_poll`` is checked where shared polling is implemented.
 """
 
 from __future__ import annotations
 
-from gateway.config.map_schema import MAP_MODES, MapSettings
+from collections.abc import Mapping
+
+from gateway.config.map_schema import MAP_MODES, MAP_SUBSCRIPTION_TYPES, MapSettings
 from gateway.config.schema import ChannelOptions, ConfigError
 
 SUBSCRIPTION_TYPES = ("stream", "map", "map_clients", "map_users", "shared_poll")
 
 UNSUPPORTED_MAP = {
-    "map_clients": "map presence (subscription type map_clients) is not implemented: use presence",
-    "map_users": "map presence (subscription type map_users) is not implemented: use presence",
     "allow_publish_for_client": "clients cannot write map keys: write through the server API map_publish",
     "allow_publish_for_subscriber": "clients cannot write map keys: write through the server API map_publish",
     "allow_publish_for_anonymous": "clients cannot write map keys: write through the server API map_publish",
@@ -48,11 +48,19 @@ def check_map(opts: ChannelOptions, path: str) -> None:
 def _check_section(m: MapSettings, where: str, kind: str) -> None:
     if m.mode and m.mode not in MAP_MODES:
         raise ConfigError(f"{where}.mode", f"must be one of {', '.join(MAP_MODES)}, got {m.mode!r}")
-    if kind == "map" and not m.mode:
-        raise ConfigError(f"{where}.mode", "is required when subscription_type is map")
+    if kind in MAP_SUBSCRIPTION_TYPES and not m.mode:
+        raise ConfigError(f"{where}.mode", f"is required when subscription_type is {kind}")
+    if kind in ("map_clients", "map_users") and m.mode == "persistent":
+        raise ConfigError(
+            f"{where}.mode", f'"persistent" is not allowed with {kind}: presence entries need a key_ttl'
+        )
     for option, reason in UNSUPPORTED_MAP.items():
         if getattr(m, option, False):
             raise ConfigError(f"{where}.{option}", reason)
+    _check_ttls(m, where)
+
+
+def _check_ttls(m: MapSettings, where: str) -> None:
     if m.mode in ("ephemeral", "recoverable") and m.key_ttl <= 0:
         raise ConfigError(f"{where}.key_ttl", f'is required when map.mode is "{m.mode}"')
     if m.mode == "persistent" and m.key_ttl:
@@ -83,3 +91,23 @@ def _check_section(m: MapSettings, where: str, kind: str) -> None:
     ):
         if getattr(m, option) < 0:
             raise ConfigError(f"{where}.{option}", "must be non-negative")
+
+
+def check_presence_prefixes(
+    opts: ChannelOptions, namespaces: Mapping[str, ChannelOptions], boundary: str
+) -> None:
+    """``map_clients_presence_channel_prefix`` / ``map_users_presence_channel_prefix`` must name
+    a map namespace (Centrifugo checks the namespace exists; its entries need a map).
+
+    Raises:
+        ConfigError: the prefix's namespace is missing or is not a map namespace.
+    """
+    where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
+    for option in ("map_clients_presence_channel_prefix", "map_users_presence_channel_prefix"):
+        prefix: str = getattr(opts, option)
+        if not prefix:
+            continue
+        name, sep, _ = (prefix + "x").partition(boundary)
+        target = namespaces.get(name) if sep else None
+        if target is None or target.subscription_type not in MAP_SUBSCRIPTION_TYPES:
+            raise ConfigError(f"{where}.{option}", f"{prefix!r} must name a map namespace (<name>{boundary})")

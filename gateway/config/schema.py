@@ -284,6 +284,8 @@ class ChannelOptions:
     subscribe_stream_proxy_bidirectional: bool = False
     subscription_type: str = "stream"
     map: MapSettings = field(default_factory=MapSettings)
+    map_clients_presence_channel_prefix: str = ""
+    map_users_presence_channel_prefix: str = ""
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 

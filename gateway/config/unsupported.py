@@ -52,7 +52,6 @@ _NO_MAP = (
     "clients cannot write map keys (maps are written through the server API map_publish / "
     "map_remove), so there is nothing to proxy"
 )
-_NO_MAP_PRESENCE = "map presence (map_clients / map_users) is not implemented: use channel presence"
 _NO_SHARED_POLL = "no shared polling: publish changes through the server API"
 _NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
 
@@ -167,8 +166,6 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
         "auto_cache_recover": "use force_recovery with force_recovery_mode",
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
         "shared_poll": _NO_SHARED_POLL,
-        "map_clients_presence_channel_prefix": _NO_MAP_PRESENCE,
-        "map_users_presence_channel_prefix": _NO_MAP_PRESENCE,
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)

@@ -351,8 +351,10 @@ class Client:
         req = cmd.request
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
-        if isinstance(req, SubscribeRequest):  # type 1: a map (gateway/connection/map_subscribe.py)
-            return await (self.maps.subscribe(req) if req.type == 1 else self.subscriptions.subscribe(req))
+        if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
+            return await (
+                self.maps.subscribe(req) if 1 <= req.type <= 3 else self.subscriptions.subscribe(req)
+            )
         if isinstance(req, UnsubscribeRequest):
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()

@@ -73,7 +73,8 @@ class MapSubscriptions:
         self._pending: dict[str, MapPending] = {}
 
     async def subscribe(self, req: SubscribeRequest) -> SubscribeResult:
-        """One command of a map subscribe flow (``type`` 1).
+        """One command of a map subscribe flow (``type`` 1, or 2 / 3 for a ``map_clients`` /
+        ``map_users`` presence map).
 
         Raises:
             CommandError: refused (the flow ends, nothing is left subscribed).
@@ -85,7 +86,7 @@ class MapSubscriptions:
         rules = channel_rules(self._node.settings, channel)
         opts = rules.options
         maps = self._node.maps
-        if req.type != phases.TYPE_MAP or opts.subscription_type != "map":
+        if phases.MAP_TYPES.get(req.type) != opts.subscription_type:
             raise CommandError(codes.ERROR_BAD_REQUEST)
         if maps is None:
             raise CommandError(codes.ERROR_NOT_AVAILABLE)
@@ -247,6 +248,7 @@ class MapSubscriptions:
             if session.remove_subscription(channel) is not None:
                 await node.remove_subscriber(channel, driver)
             raise
+        await self._subscriptions.presence.join(sub)  # engine and map presence (connection/presence.py)
         session.schedule_sub_expiry(sub)
         recovering = state is None and req.recover
         metrics = node.metrics

@@ -134,6 +134,7 @@ class RedisMapBroker:
                 change.key_mode,
                 str(change.version),
                 change.version_epoch,
+                "1" if change.refresh_ttl_on_suppress else "0",
             ],
             self.keys.map_result(channel, idem) if idem else "",
         )

@@ -30,6 +30,9 @@ PHASE_STATE = 2
 
 TYPE_MAP = 1
 
+MAP_TYPES = {1: "map", 2: "map_clients", 3: "map_users"}
+"""The subscribe ``type`` of each map ``subscription_type`` (centrifuge's SubscriptionType)."""
+
 
 @dataclass(slots=True)
 class MapPending:

@@ -59,6 +59,9 @@ class MapChange:
     key_mode: str = ""
     idempotency_key: str = ""
     idempotent_result_ttl: float = 300.0
+    refresh_ttl_on_suppress: bool = False
+    """With ``if_new`` on an existing key: its TTL is refreshed, nothing else changes (map
+    presence keeps its entries alive this way without stream entries)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,8 @@ class MapChannel:
         reason = ""
         if change.key_mode == "if_new" and entry is not None:
             reason = SUPPRESS_KEY_EXISTS
+            if change.refresh_ttl_on_suppress:
+                entry.expire_at = _deadline(now, opts.key_ttl)
         elif change.key_mode == "if_exists" and entry is None:
             reason = SUPPRESS_KEY_NOT_FOUND
         elif (

@@ -316,6 +316,7 @@ def map_publication_obj(pub: Publication) -> dict[str, Any]:
     obj["key"] = pub.key
     if pub.removed:
         obj["removed"] = True
+    if pub.removed or not pub.data:  # a removal, a map presence entry: no data
         del obj["data"]
     return obj
 

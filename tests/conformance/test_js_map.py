@@ -31,6 +31,24 @@ MAP_NAMESPACES = [
         "map": {"mode": "recoverable", "key_ttl": "300s", **PAGES},
     },
     {
+        "name": "room",
+        "allow_subscribe_for_client": True,
+        "map_clients_presence_channel_prefix": "mapclients:",
+        "map_users_presence_channel_prefix": "mapusers:",
+    },
+    {
+        "name": "mapclients",
+        "subscription_type": "map_clients",
+        "allow_subscribe_for_client": True,
+        "map": {"mode": "recoverable", "key_ttl": "60s", **PAGES},
+    },
+    {
+        "name": "mapusers",
+        "subscription_type": "map_users",
+        "allow_subscribe_for_client": True,
+        "map": {"mode": "ephemeral", "key_ttl": "60s", **PAGES},
+    },
+    {
         "name": "board",
         "subscription_type": "map",
         "allow_subscribe_for_client": True,
@@ -97,3 +115,24 @@ def test_map_tags_filter_of_the_first_subscribe(node_bin, map_gateway, wire):
     events = _run(node_bin, map_gateway, wire, channel, initial=6, pageSize=2, away=2, tagsFilter=even)
     assert [e["key"] for e in of(events, "map_sync")[0]["entries"]] == ["k002", "k004", "k006"]
     assert [u["key"] for u in of(events, "map_update")] == ["k900", "k002", "a2", "k902"]
+
+
+def test_map_presence_of_clients_and_users(node_bin, map_gateway, wire):
+    channel = f"room:{uuid.uuid4().hex[:8]}"
+    events = run_script(
+        node_bin,
+        "map_presence.mjs",
+        map_gateway,
+        wire,
+        channel=channel,
+        clientsChannel=f"mapclients:{channel}",
+        usersChannel=f"mapusers:{channel}",
+        tokenA=mint_token(SECRET, "watcher"),
+        tokenB=mint_token(SECRET, "bob"),
+    )
+    client = of(events, "b_connected")[0]["client"]
+    clients = of(events, "presence_update", map="clients")
+    assert [(u["key"], u["removed"]) for u in clients] == [(client, False), (client, True)]
+    assert clients[0]["user"] == "bob" and clients[0]["client"] == client
+    users = of(events, "presence_update", map="users")
+    assert [(u["key"], u["removed"]) for u in users] == [("bob", False)]

@@ -184,3 +184,17 @@ async def test_keys_expire_with_a_delivered_removal(engine: Engine) -> None:
     events = await engine.events.wait(2)
     assert events[1].pub is not None and (events[1].pub.key, events[1].pub.removed) == ("gone", True)
     assert events[1].position is not None and events[1].position.offset == 2
+
+
+async def test_an_if_new_write_may_refresh_the_ttl_of_an_existing_key(engine: Engine) -> None:
+    maps, ch = engine.maps, await channel_of(engine)
+    await maps.publish(ch, change("p", 1), RECOVERABLE)
+    if engine.clock is not None:
+        engine.clock.value += 50
+    refresh = change("p", 2, key_mode="if_new", refresh_ttl_on_suppress=True)
+    again = await maps.publish(ch, refresh, RECOVERABLE)
+    assert again.suppressed and again.reason == "key_exists" and again.position.offset == 1
+    if engine.clock is not None:
+        engine.clock.value += 50  # 100 s after the write, 50 s after the refresh: still there
+    state = await maps.read_state(ch, RECOVERABLE)
+    assert [(p.key, p.data) for p in state.publications] == [("p", b'{"n":1}')]

@@ -160,10 +160,6 @@ def test_v6_env_vars_are_not_unknown(env: str) -> None:
         ("CENTRIFUGO_MAP_BROKER_TYPE", "map_broker"),
         ("CENTRIFUGO_CONTROLLER_TYPE", "controller"),
         ("CENTRIFUGO_PID_FILE", "pid_file"),
-        (
-            "CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_MAP_USERS_PRESENCE_CHANNEL_PREFIX",
-            "channel.namespaces[].map_users_presence_channel_prefix",
-        ),
         ("CENTRIFUGO_ENGINE_REDIS_SENTINEL_TLS_ENABLED", "engine.redis.sentinel_tls"),
     ],
 )

@@ -82,7 +82,8 @@ end
 
 if op == "publish" or op == "remove" then
   -- ARGV[9] key, ARGV[10] idempotency result ttl ms (0 = none); publish: ARGV[11] payload,
-  -- ARGV[12] removal payload, ARGV[13] key mode, ARGV[14] version, ARGV[15] version epoch.
+  -- ARGV[12] removal payload, ARGV[13] key mode, ARGV[14] version, ARGV[15] version epoch,
+  -- ARGV[16] "1" = an if_new write to an existing key refreshes its TTL (nothing else changes).
   -- Returns {offset, epoch, suppressed, reason}.
   local key = ARGV[9]
   local result_ttl = tonumber(ARGV[10])
@@ -102,6 +103,9 @@ if op == "publish" or op == "remove" then
   else
     local mode = ARGV[13]
     if mode == "if_new" and exists then
+      if ARGV[16] == "1" and key_ttl > 0 then
+        redis.call("ZADD", KEYS[3], now + key_ttl, key)
+      end
       return {top, epoch, 1, "key_exists"}
     end
     if mode == "if_exists" and not exists then
