@@ -84,6 +84,7 @@ CONNECTION_PARTS = {
     "gateway/connection/channel_commands.py": {
         "gateway.config.schema",
         "gateway.connection.authorization",
+        "gateway.connection.map_writes",
         "gateway.connection.subscriptions",
         "gateway.errors",
         "gateway.node",

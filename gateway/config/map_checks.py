@@ -2,8 +2,9 @@
 checked at load so a bad map namespace stops startup with the option's name).
 
 Taskcast implements ``subscription_type`` ``stream``, ``map`` and the map presence types
-``map_clients`` and ``map_users``; client-side map writes are refused with the reason
-(``UNSUPPORTED_MAP``). ``shared_poll`` is checked where shared polling is implemented.
+``map_clients`` and ``map_users``, and client-side map writes by permission; the map
+publish / remove proxies are refused with the reason (``UNSUPPORTED_MAP``). ``shared_poll`` is
+checked where shared polling is implemented.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from gateway.config.schema import ChannelOptions, ConfigError
 
 SUBSCRIPTION_TYPES = ("stream", "map", "map_clients", "map_users", "shared_poll")
 
+CLIENT_KEYS = ("", "client_id", "user_id")
+"""``map.client_key``: a client write's key is its own (""), its client ID, or its user ID."""
+
 UNSUPPORTED_MAP = {
-    "allow_publish_for_client": "clients cannot write map keys: write through the server API map_publish",
-    "allow_publish_for_subscriber": "clients cannot write map keys: write through the server API map_publish",
-    "allow_publish_for_anonymous": "clients cannot write map keys: write through the server API map_publish",
-    "allow_remove_for_client": "clients cannot remove map keys: remove through the server API map_remove",
-    "allow_remove_for_subscriber": "clients cannot remove map keys: remove through the server API map_remove",
-    "allow_remove_for_anonymous": "clients cannot remove map keys: remove through the server API map_remove",
-    "publish_proxy_enabled": "clients cannot write map keys, so there is nothing to proxy",
-    "remove_proxy_enabled": "clients cannot remove map keys, so there is nothing to proxy",
-    "remove_client_on_unsubscribe": "clients own no map keys (no client_key writes)",
+    "publish_proxy_enabled": (
+        "the map publish proxy is not implemented: allow client writes with "
+        "map.allow_publish_for_* or write through the server API map_publish"
+    ),
+    "remove_proxy_enabled": (
+        "the map remove proxy is not implemented: allow client removals with "
+        "map.allow_remove_for_* or remove through the server API map_remove"
+    ),
 }
 """What a map namespace may not enable, with what to do instead (docs/maps.md)."""
 
@@ -57,6 +60,12 @@ def _check_section(m: MapSettings, where: str, kind: str) -> None:
     for option, reason in UNSUPPORTED_MAP.items():
         if getattr(m, option, False):
             raise ConfigError(f"{where}.{option}", reason)
+    if m.client_key not in CLIENT_KEYS:
+        raise ConfigError(
+            f"{where}.client_key", f'must be "", "client_id" or "user_id", got {m.client_key!r}'
+        )
+    if m.remove_client_on_unsubscribe and kind not in MAP_SUBSCRIPTION_TYPES:
+        raise ConfigError(f"{where}.remove_client_on_unsubscribe", "needs a map subscription_type")
     _check_ttls(m, where)
 
 

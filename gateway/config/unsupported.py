@@ -49,8 +49,8 @@ _PROXY_PATHS = (
 )
 
 _NO_MAP = (
-    "clients cannot write map keys (maps are written through the server API map_publish / "
-    "map_remove), so there is nothing to proxy"
+    "the map publish / remove proxies are not implemented: allow client map writes with the "
+    "namespace's map.allow_publish_for_* / map.allow_remove_for_*, or write through the server API"
 )
 _NO_SHARED_POLL = "no shared polling: publish changes through the server API"
 _NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"

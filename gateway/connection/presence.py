@@ -1,5 +1,6 @@
 """The presence of one connection in its channels: the engine's presence (namespace
-``presence``) and map presence (``map_clients_presence_channel_prefix``,
+``presence``), the key a client wrote into a map under ``map.remove_client_on_unsubscribe``
+(removed when its subscription ends), and map presence (``map_clients_presence_channel_prefix``,
 ``map_users_presence_channel_prefix``: Centrifugo v6.9).
 
 Map presence: a subscription to a channel ``ch`` of a namespace with a prefix writes an entry
@@ -77,7 +78,14 @@ class ChannelPresence:
         if sub.presence:
             await node.presence.remove(sub.channel, member.client_id)
         opts = node.settings.channel_options(sub.channel)
-        if opts is None or not opts.map_clients_presence_channel_prefix or node.maps is None:
+        if opts is None or node.maps is None:
+            return
+        if opts.is_map and opts.map.remove_client_on_unsubscribe:  # the key the client wrote
+            try:
+                await node.maps.remove(sub.channel, member.client_id, resolve(opts.map))
+            except EngineError as exc:
+                log.debug("map key of %s in %s not removed: %s", member.client_id, sub.channel, exc)
+        if not opts.map_clients_presence_channel_prefix:
             return
         target = opts.map_clients_presence_channel_prefix + sub.channel
         target_opts = node.settings.channel_options(target)

@@ -224,7 +224,13 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(_str(p, "channel"))
     if method is Method.PUBLISH:
-        return PublishRequest(_str(p, "channel"), _raw(p, "data") or b"null")
+        return PublishRequest(
+            _str(p, "channel"),
+            _raw(p, "data") or b"null",
+            _int(p, "type", -(2**31), 2**31 - 1),
+            _str(p, "key"),
+            _bool(p, "removed"),
+        )
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(_str(p, "channel"))
     if method is Method.HISTORY:

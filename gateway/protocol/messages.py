@@ -126,6 +126,10 @@ class UnsubscribeRequest:
 class PublishRequest:
     channel: str
     data: bytes
+    type: int = 0
+    """1: a map write (``key``, and ``removed`` for a removal)."""
+    key: str = ""
+    removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

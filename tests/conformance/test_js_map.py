@@ -49,6 +49,20 @@ MAP_NAMESPACES = [
         "map": {"mode": "ephemeral", "key_ttl": "60s", **PAGES},
     },
     {
+        "name": "cursors",
+        "subscription_type": "map",
+        "allow_subscribe_for_client": True,
+        "map": {
+            "mode": "recoverable",
+            "key_ttl": "60s",
+            "client_key": "client_id",
+            "allow_publish_for_subscriber": True,
+            "allow_remove_for_subscriber": True,
+            "remove_client_on_unsubscribe": True,
+            **PAGES,
+        },
+    },
+    {
         "name": "board",
         "subscription_type": "map",
         "allow_subscribe_for_client": True,
@@ -136,3 +150,27 @@ def test_map_presence_of_clients_and_users(node_bin, map_gateway, wire):
     assert clients[0]["user"] == "bob" and clients[0]["client"] == client
     users = of(events, "presence_update", map="users")
     assert [(u["key"], u["removed"]) for u in users] == [("bob", False)]
+
+
+def test_client_map_writes_by_permission(node_bin, map_gateway, wire):
+    channel = f"cursors:{uuid.uuid4().hex[:8]}"
+    events = run_script(
+        node_bin,
+        "map_write.mjs",
+        map_gateway,
+        wire,
+        channel=channel,
+        deniedChannel=f"tasks:{uuid.uuid4().hex[:8]}",
+        tokenA=mint_token(SECRET, "watcher"),
+        tokenB=mint_token(SECRET, "writer"),
+    )
+    client = of(events, "writer_connected")[0]["client"]
+    updates = [(u["key"], u["removed"], u["data"]) for u in of(events, "map_update")]
+    assert updates == [
+        (client, False, {"x": 1}),
+        (client, True, None),
+        (client, False, {"x": 2}),
+        (client, True, None),
+    ]
+    assert of(events, "map_update")[0]["user"] == "writer"
+    assert of(events, "denied_write")[0]["code"] == 103

@@ -149,8 +149,10 @@ async def test_bad_map_commands_get_centrifugo_codes_and_retain_nothing() -> Non
     assert (
         await code(channel="tasks:x", phase=2, tf={"key": "k", "cmp": "eq", "val": "v"}) == 107
     )  # not allowed
-    conn.client.feed(b'{"id":99,"publish":{"channel":"tasks:x","data":{},"type":1,"key":"k"}}')
-    assert (await conn.transport.reply(99))["error"]["code"] == 103  # clients do not write map keys
+    conn.client.feed(b'{"id":98,"publish":{"channel":"tasks:x","data":{}}}')
+    assert (await conn.transport.reply(98))["error"]["code"] == 103  # a map takes map writes (type 1)
+    conn.client.feed(b'{"id":99,"publish":{"channel":"plain:x","data":{},"type":1,"key":"k"}}')
+    assert (await conn.transport.reply(99))["error"]["code"] == 107  # a map write to a stream channel
     # The connection and the node still serve: a full subscribe goes live.
     ok = (await conn.sub(channel="tasks:x", phase=2))["subscribe"]
     assert ok.get("phase", 0) == 0 and keys(ok["state"]) == ["a"]

@@ -222,7 +222,7 @@ def _decode_request(method: Method, r: Any) -> Request:
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(r.channel)
     if method is Method.PUBLISH:
-        return PublishRequest(r.channel, bytes(r.data))
+        return PublishRequest(r.channel, bytes(r.data), r.type, r.key, r.removed)
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(r.channel)
     if method is Method.HISTORY:
