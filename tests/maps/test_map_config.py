@@ -33,9 +33,10 @@ def ns(name: str = "mm", kind: str = "map", **map_opts: Any) -> dict[str, Any]:
         ([ns(mode="recoverable", key_ttl="60s", meta_ttl="10s")], "channel.namespaces[mm].map.meta_ttl"),
         ([ns(kind="map_clients", mode="persistent")], "channel.namespaces[mm].map.mode"),
         (
-            [ns(mode="persistent", allow_publish_for_client=True)],
-            "channel.namespaces[mm].map.allow_publish_for_client",
+            [ns(mode="persistent", publish_proxy_enabled=True)],
+            "channel.namespaces[mm].map.publish_proxy_enabled",
         ),
+        ([ns(mode="persistent", client_key="session")], "channel.namespaces[mm].map.client_key"),
         ([ns(kind="lists", mode="persistent")], "channel.namespaces[mm].subscription_type"),
         (
             [{"name": "room", "map_clients_presence_channel_prefix": "plain:"}, {"name": "plain"}],
