@@ -121,8 +121,13 @@ class MapSubscriptions:
             raise
 
     async def _start(self, req: SubscribeRequest, opts: ChannelOptions, namespace: str) -> MapPending:
-        """A new flow: limits, authorization, the tags filter (first command only)."""
-        session = self._session
+        """A new flow: limits, authorization, the tags filter (first command only). Flows
+        abandoned past their catch-up timeout are dropped first (they count against the limit)."""
+        now, session = self._clock(), self._session
+        for channel, other in list(self._pending.items()):
+            opts_of = self._node.settings.channel_options(channel)
+            if opts_of is None or other.expired(now, resolve(opts_of.map).catch_up_timeout):
+                del self._pending[channel]
         limit = session.channel_limit
         if limit and len(session.subscriptions) + len(self._pending) >= limit:
             raise CommandError(codes.ERROR_LIMIT_EXCEEDED)

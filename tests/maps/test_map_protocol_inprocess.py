@@ -180,3 +180,21 @@ async def test_a_change_lost_on_the_way_is_detected_by_the_position_check() -> N
     assert await h.node.check_positions(idle_for=0.0) == 1
     push = await conn.transport.push("unsubscribe")
     assert push == {"channel": "tasks:c", "unsubscribe": {"code": 2500, "reason": "insufficient state"}}
+
+
+async def test_a_flow_past_its_catch_up_timeout_is_disconnected_and_abandoned_flows_are_dropped() -> None:
+    h = harness()
+    for key in ("a", "b", "c"):
+        await write(h, "tasks:t", key, 1)
+        await write(h, "tasks:u", key, 1)
+    conn = await connected(h)
+    first = (await conn.sub(channel="tasks:t", phase=2, limit=1))["subscribe"]
+    assert first["phase"] == 2 and set(conn.client.maps._pending) == {"tasks:t"}
+    (await conn.sub(channel="tasks:u", phase=2, limit=1))["subscribe"]
+    conn.client.maps._pending["tasks:u"].started_at -= 31  # abandoned past the 30 s default
+    (await conn.sub(channel="tasks:v", phase=2, limit=1))  # a new flow sweeps it
+    assert set(conn.client.maps._pending) == {"tasks:t"}
+    conn.client.maps._pending["tasks:t"].started_at -= 31
+    page = {"type": 1, "channel": "tasks:t", "phase": 2, "cursor": first["cursor"], "limit": 1}
+    conn.client.feed(orjson.dumps({"id": 50, "subscribe": page}))
+    assert (await conn.transport.closed_with()).code == 3008
