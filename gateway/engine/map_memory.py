@@ -16,7 +16,7 @@ from gateway.engine.failures import FailureRun
 from gateway.engine.map_base import MapStateResult, MapStreamResult
 from gateway.engine.memory import new_epoch
 from gateway.maps.options import MapOptions
-from gateway.maps.state import MapChange, MapChannel, UpdateResult
+from gateway.maps.state import SUPPRESS_KEY_NOT_FOUND, MapChange, MapChannel, UpdateResult
 from gateway.protocol.messages import Publication, StreamPosition
 
 logger = logging.getLogger(__name__)
@@ -70,12 +70,17 @@ class MemoryMapBroker:
             self._deliver(channel, state, removals)
         return gone
 
-    def _channel(self, channel: str, opts: MapOptions) -> MapChannel:
-        """The channel's state (created with a new epoch when missing or forgotten), its expired
-        keys removed (their removals delivered)."""
+    def _channel(self, channel: str, opts: MapOptions, *, create: bool = True) -> MapChannel:
+        """The channel's state, its expired keys removed (their removals delivered). A missing
+        or forgotten channel is created with a new epoch by a write; a read (``create``
+        False) answers it as an empty state with no epoch and keeps nothing (a reader of
+        arbitrary names must not grow the engine)."""
         now = self._now()
         held = self._channels.get(channel)
         if held is None or held[0].forgotten(now):
+            if not create:
+                self._channels.pop(channel, None)
+                return MapChannel("")
             state = MapChannel(self._new_epoch())
             state.touch(opts, now)
         else:
@@ -106,7 +111,9 @@ class MemoryMapBroker:
     async def remove(
         self, channel: str, key: str, opts: MapOptions, *, idempotency_key: str = ""
     ) -> UpdateResult:
-        state = self._channel(channel, opts)
+        state = self._channel(channel, opts, create=False)
+        if not state.epoch:  # a missing map: nothing to remove, nothing created
+            return UpdateResult(state.position, True, SUPPRESS_KEY_NOT_FOUND)
         result, pub = state.remove(
             key, opts, self._now(), idempotency_key=idempotency_key, time=int(self._wall() * 1000)
         )
@@ -124,8 +131,9 @@ class MemoryMapBroker:
         revision: StreamPosition | None = None,
         key: str = "",
     ) -> MapStateResult:
-        state = self._channel(channel, opts)
-        state.touch(opts, self._now())
+        state = self._channel(channel, opts, create=False)
+        if state.epoch:
+            state.touch(opts, self._now())
         pubs, next_cursor = state.read_state(cursor, limit, revision, key)
         return MapStateResult(pubs, state.position, next_cursor)
 
@@ -138,13 +146,14 @@ class MemoryMapBroker:
         limit: int = -1,
         reverse: bool = False,
     ) -> MapStreamResult:
-        state = self._channel(channel, opts)
+        state = self._channel(channel, opts, create=False)
         now = self._now()
-        state.touch(opts, now)
+        if state.epoch:
+            state.touch(opts, now)
         return MapStreamResult(state.read_stream(since, limit, now, reverse=reverse), state.position)
 
     async def stats(self, channel: str, opts: MapOptions) -> int:
-        return len(self._channel(channel, opts).entries)
+        return len(self._channel(channel, opts, create=False).entries)
 
     async def clear(self, channel: str) -> None:
         self._channels.pop(channel, None)

@@ -13,6 +13,9 @@ The contract every engine keeps (the Redis scripts in gateway/engine/lua/map_*.l
 * State pages are in key order: a page after ``cursor`` (the last key of the previous page,
   "" from the start) holds the next ``limit`` keys (-1: all, 0: none) and the cursor of the
   page after it ("" on the last page). Every page reports the current stream position.
+* A map that does not exist (never written, forgotten, cleared) reads as an empty state at
+  position (0, "") and a read creates nothing (removing from it is ``key_not_found``); the
+  first write mints its epoch.
 * A read at a position of another epoch, and a stream read from a position the stream no
   longer holds the continuation of, raise ``PositionLost`` (the client answers 112 and
   re-reads the state from scratch).

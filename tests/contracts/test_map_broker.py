@@ -198,3 +198,26 @@ async def test_an_if_new_write_may_refresh_the_ttl_of_an_existing_key(engine: En
         engine.clock.value += 50  # 100 s after the write, 50 s after the refresh: still there
     state = await maps.read_state(ch, RECOVERABLE)
     assert [(p.key, p.data) for p in state.publications] == [("p", b'{"n":1}')]
+
+
+async def test_reads_of_missing_maps_keep_nothing(engine: Engine) -> None:
+    maps = engine.maps
+    for i in range(20):
+        ch = f"m:missing-{uuid.uuid4().hex[:6]}-{i}"
+        state = await maps.read_state(ch, PERSISTENT, limit=10)
+        assert state.publications == [] and state.position == StreamPosition(0, "")
+        assert (await maps.read_stream(ch, PERSISTENT, limit=-1)).publications == []
+        assert await maps.stats(ch, PERSISTENT) == 0
+        removed = await maps.remove(ch, "k", PERSISTENT)
+        assert removed.suppressed and removed.reason == "key_not_found"
+        with pytest.raises(PositionLost):
+            await maps.read_state(ch, PERSISTENT, revision=StreamPosition(3, "gone"))
+        with pytest.raises(PositionLost):
+            await maps.read_stream(ch, PERSISTENT, since=StreamPosition(3, ""))
+    if isinstance(maps, MemoryMapBroker):
+        assert maps._channels == {}
+    else:
+        assert isinstance(maps, RedisMapBroker)
+        shard = maps.shards[0]
+        keys = await shard.call(lambda client: client.keys(f"{maps.keys.prefix}.map.*"))
+        assert keys == []

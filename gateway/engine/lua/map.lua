@@ -25,6 +25,27 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local meta = redis.call("HMGET", KEYS[5], "e", "s")
 local epoch = meta[1]
 local top = tonumber(meta[2] or "0")
+if not epoch and op == "remove" then
+  return {0, "", 1, "key_not_found"}
+end
+if not epoch and op ~= "publish" then
+  -- A read of a missing map: an empty state with no epoch, and nothing written (a reader of
+  -- arbitrary names must not create keys).
+  epoch = ""
+  if op == "stats" then
+    return {0}
+  end
+  if op == "state" then
+    if ARGV[12] == "1" and ARGV[13] ~= "" then
+      return {0, "", 1, "", {}}
+    end
+    return {0, "", 0, "", {}}
+  end
+  if ARGV[9] == "1" and ((ARGV[11] ~= "") or tonumber(ARGV[10]) > 0) then
+    return {0, "", 1, {}}
+  end
+  return {0, "", 0, {}}
+end
 if not epoch then
   -- A new epoch: nothing of an older one may survive (offsets restart).
   epoch = ARGV[2]
