@@ -71,14 +71,13 @@ class MemoryMapBroker:
         return gone
 
     def _channel(self, channel: str, opts: MapOptions, *, create: bool = True) -> MapChannel:
-        """The channel's state, its expired keys removed (their removals delivered). A missing
-        or forgotten channel is created with a new epoch by a write; a read (``create``
-        False) answers it as an empty state with no epoch and keeps nothing (a reader of
-        arbitrary names must not grow the engine)."""
+        """The channel's state (created with a new epoch when missing or forgotten, unless not
+        ``create``: then an empty state with no epoch, kept nowhere), its expired keys removed
+        (their removals delivered)."""
         now = self._now()
         held = self._channels.get(channel)
         if held is None or held[0].forgotten(now):
-            if not create:
+            if not create:  # removing from a missing map creates nothing
                 self._channels.pop(channel, None)
                 return MapChannel("")
             state = MapChannel(self._new_epoch())
@@ -131,9 +130,8 @@ class MemoryMapBroker:
         revision: StreamPosition | None = None,
         key: str = "",
     ) -> MapStateResult:
-        state = self._channel(channel, opts, create=False)
-        if state.epoch:
-            state.touch(opts, self._now())
+        state = self._channel(channel, opts)
+        state.touch(opts, self._now())
         pubs, next_cursor = state.read_state(cursor, limit, revision, key)
         return MapStateResult(pubs, state.position, next_cursor)
 
@@ -146,14 +144,13 @@ class MemoryMapBroker:
         limit: int = -1,
         reverse: bool = False,
     ) -> MapStreamResult:
-        state = self._channel(channel, opts, create=False)
+        state = self._channel(channel, opts)
         now = self._now()
-        if state.epoch:
-            state.touch(opts, now)
+        state.touch(opts, now)
         return MapStreamResult(state.read_stream(since, limit, now, reverse=reverse), state.position)
 
     async def stats(self, channel: str, opts: MapOptions) -> int:
-        return len(self._channel(channel, opts, create=False).entries)
+        return len(self._channel(channel, opts).entries)
 
     async def clear(self, channel: str) -> None:
         self._channels.pop(channel, None)

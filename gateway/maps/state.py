@@ -13,9 +13,12 @@ The contract every engine keeps (the Redis scripts in gateway/engine/lua/map_*.l
 * State pages are in key order: a page after ``cursor`` (the last key of the previous page,
   "" from the start) holds the next ``limit`` keys (-1: all, 0: none) and the cursor of the
   page after it ("" on the last page). Every page reports the current stream position.
-* A map that does not exist (never written, forgotten, cleared) reads as an empty state at
-  position (0, "") and a read creates nothing (removing from it is ``key_not_found``); the
-  first write mints its epoch.
+* A read of a map that does not exist (never written, forgotten, cleared) mints its epoch, as
+  centrifuge does (so a position taken on an empty map is tied to an epoch); a map never
+  written is forgotten ``UNWRITTEN_META_TTL`` after its last use whatever its mode, so readers
+  of arbitrary names keep nothing for ever. Removing from a missing map is ``key_not_found`` and
+  creates nothing. An expiring map with no ``meta_ttl`` is forgotten a key TTL after its last
+  use.
 * A read at a position of another epoch, and a stream read from a position the stream no
   longer holds the continuation of, raise ``PositionLost`` (the client answers 112 and
   re-reads the state from scratch).
@@ -41,6 +44,10 @@ SUPPRESS_KEY_EXISTS = "key_exists"
 SUPPRESS_KEY_NOT_FOUND = "key_not_found"
 
 KEY_MODES = ("", "if_new", "if_exists")
+
+UNWRITTEN_META_TTL = 720 * 3600.0
+"""How long a map that was only read keeps its epoch after its last use (engine/lua/map.lua has
+the same 720 h, Centrifugo's default history meta TTL)."""
 
 
 class PositionLost(Exception):
@@ -105,14 +112,18 @@ class MapChannel:
     """Idempotency key → (first result, expiry)."""
     next_key_expiry: float = math.inf
     """No key expires before this instant (a lower bound: sweeps skip the channel until then)."""
+    written: bool = False
+    """A change was written (a map only read is forgotten after ``UNWRITTEN_META_TTL``)."""
 
     @property
     def position(self) -> StreamPosition:
         return StreamPosition(self.top, self.epoch)
 
     def touch(self, opts: MapOptions, now: float) -> None:
-        """A write or read keeps the epoch ``meta_ttl`` longer."""
-        self.meta_expire_at = _deadline(now, opts.meta_ttl)
+        """A write or read keeps the epoch ``meta_ttl`` longer (at least a key TTL; a map never
+        written: ``UNWRITTEN_META_TTL`` when that is 0)."""
+        ttl = max(opts.meta_ttl, opts.key_ttl)
+        self.meta_expire_at = _deadline(now, ttl if ttl > 0 or self.written else UNWRITTEN_META_TTL)
 
     def forgotten(self, now: float) -> bool:
         """The meta expired: the channel (epoch, top, state) is gone; a new epoch follows."""
@@ -137,6 +148,9 @@ class MapChannel:
 
     def _append(self, pub: Publication, opts: MapOptions, now: float) -> Publication:
         """Number a change and append it to the stream (stream-backed modes)."""
+        if not self.written:
+            self.written = True
+            self.touch(opts, now)
         if not opts.has_stream:
             return pub
         self.top += 1

@@ -17,6 +17,7 @@ from gateway.engine.map_base import MapBroker, MapChange, PositionLost
 from gateway.engine.map_memory import MemoryMapBroker
 from gateway.engine.map_redis import RedisMapBroker
 from gateway.maps.options import MapOptions
+from gateway.maps.state import UNWRITTEN_META_TTL
 from gateway.protocol.messages import StreamPosition
 from tests.contracts.test_broker import FakeClock, Recorder
 from tests.helpers import redis_engine
@@ -200,24 +201,32 @@ async def test_an_if_new_write_may_refresh_the_ttl_of_an_existing_key(engine: En
     assert [(p.key, p.data) for p in state.publications] == [("p", b'{"n":1}')]
 
 
-async def test_reads_of_missing_maps_keep_nothing(engine: Engine) -> None:
+async def test_reads_of_missing_maps_keep_nothing_for_ever(engine: Engine) -> None:
+    """A read mints the epoch (a position on an empty map is tied to it), but a map only read is
+    forgotten after the unwritten TTL even in persistent mode; removing from it creates nothing."""
     maps = engine.maps
-    for i in range(20):
-        ch = f"m:missing-{uuid.uuid4().hex[:6]}-{i}"
-        state = await maps.read_state(ch, PERSISTENT, limit=10)
-        assert state.publications == [] and state.position == StreamPosition(0, "")
-        assert (await maps.read_stream(ch, PERSISTENT, limit=-1)).publications == []
-        assert await maps.stats(ch, PERSISTENT) == 0
-        removed = await maps.remove(ch, "k", PERSISTENT)
-        assert removed.suppressed and removed.reason == "key_not_found"
-        with pytest.raises(PositionLost):
-            await maps.read_state(ch, PERSISTENT, revision=StreamPosition(3, "gone"))
-        with pytest.raises(PositionLost):
-            await maps.read_stream(ch, PERSISTENT, since=StreamPosition(3, ""))
+    removed = await maps.remove(f"m:gone-{uuid.uuid4().hex[:6]}", "k", PERSISTENT)
+    assert removed.suppressed and removed.reason == "key_not_found"
+    ch = f"m:read-{uuid.uuid4().hex[:6]}"
+    state = await maps.read_state(ch, PERSISTENT, limit=10)
+    assert state.publications == [] and state.position.offset == 0 and state.position.epoch
+    assert (await maps.read_stream(ch, PERSISTENT, limit=-1)).position == state.position
+    with pytest.raises(PositionLost):
+        await maps.read_state(ch, PERSISTENT, revision=StreamPosition(3, "gone"))
     if isinstance(maps, MemoryMapBroker):
-        assert maps._channels == {}
+        assert list(maps._channels) == [ch]
+        assert engine.clock is not None
+        engine.clock.value += UNWRITTEN_META_TTL + 1
+        assert maps.sweep() == 1 and maps._channels == {}
     else:
         assert isinstance(maps, RedisMapBroker)
         shard = maps.shards[0]
-        keys = await shard.call(lambda client: client.keys(f"{maps.keys.prefix}.map.*"))
-        assert keys == []
+        prefix = maps.keys.prefix
+        keys = await shard.call(lambda client: client.keys(f"{prefix}.map.*"))
+        assert keys == [maps.keys.map_keys(ch)[4].encode()]  # the meta only
+        ttl = await shard.call(lambda client: client.pttl(keys[0]))
+        assert 0 < ttl <= UNWRITTEN_META_TTL * 1000
+    await maps.publish(ch, change("k", 1), PERSISTENT)  # written: persistent for ever
+    if isinstance(maps, RedisMapBroker):
+        meta = maps.keys.map_keys(ch)[4]
+        assert await maps.shards[0].call(lambda client: client.pttl(meta)) == -1

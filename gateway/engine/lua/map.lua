@@ -28,24 +28,6 @@ local top = tonumber(meta[2] or "0")
 if not epoch and op == "remove" then
   return {0, "", 1, "key_not_found"}
 end
-if not epoch and op ~= "publish" then
-  -- A read of a missing map: an empty state with no epoch, and nothing written (a reader of
-  -- arbitrary names must not create keys).
-  epoch = ""
-  if op == "stats" then
-    return {0}
-  end
-  if op == "state" then
-    if ARGV[12] == "1" and ARGV[13] ~= "" then
-      return {0, "", 1, "", {}}
-    end
-    return {0, "", 0, "", {}}
-  end
-  if ARGV[9] == "1" and ((ARGV[11] ~= "") or tonumber(ARGV[10]) > 0) then
-    return {0, "", 1, {}}
-  end
-  return {0, "", 0, {}}
-end
 if not epoch then
   -- A new epoch: nothing of an older one may survive (offsets restart).
   epoch = ARGV[2]
@@ -56,6 +38,7 @@ end
 
 local function append(payload)
   -- Number a change, append it, publish it; returns its offset (0 without a stream).
+  redis.call("HSET", KEYS[5], "w", 1)
   if not has_stream then
     redis.call("PUBLISH", ARGV[3], "__p0__" .. payload)
     return 0
@@ -89,6 +72,8 @@ end
 local function touch()
   -- The channel lives meta_ttl after its last use (at least a key TTL: without a meta TTL, an
   -- expiring map is forgotten a key TTL after its last use, when all its keys have expired).
+  -- A map never written (only read: its epoch minted by a read) is forgotten 720 h after its
+  -- last use, whatever its mode: readers of arbitrary names keep nothing forever.
   local ttl = math.max(meta_ttl, key_ttl)
   if ttl > 0 then
     for i = 1, 7 do
@@ -96,8 +81,10 @@ local function touch()
         redis.call("PEXPIRE", KEYS[i], ttl)
       end
     end
-  else
+  elseif redis.call("HEXISTS", KEYS[5], "w") == 1 then
     redis.call("PERSIST", KEYS[5])
+  else
+    redis.call("PEXPIRE", KEYS[5], 2592000000)
   end
 end
 
