@@ -352,9 +352,7 @@ class Client:
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
         if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
-            return await (
-                self.maps.subscribe(req) if 1 <= req.type <= 3 else self.subscriptions.subscribe(req)
-            )
+            return await (self.maps if 1 <= req.type <= 3 else self.subscriptions).subscribe(req)
         if isinstance(req, UnsubscribeRequest):
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
