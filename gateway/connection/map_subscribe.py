@@ -227,6 +227,7 @@ class MapSubscriptions:
             namespace,
             positioned=mopts.has_stream,
             recoverable=mopts.has_stream,
+            presence=opts.presence,
             expire_at=expire_at,
             chan_info=grant.info,
             tags_filter=pending.tags_filter,

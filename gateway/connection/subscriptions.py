@@ -213,7 +213,7 @@ class Subscriptions:
             raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
         rules = channel_rules(self._settings, channel)
         opts = rules.options
-        error = policy.subscription_type(req.type)
+        error = policy.subscription_type(req.type, opts.subscription_type)
         if error is not None:
             raise CommandError(error)
         self._check_limits(channel, rules)

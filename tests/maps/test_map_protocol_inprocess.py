@@ -138,6 +138,7 @@ async def test_bad_map_commands_get_centrifugo_codes_and_retain_nothing() -> Non
         return int(reply["error"]["code"])
 
     assert await code(channel="plain:x", phase=2) == 107  # not a map namespace
+    assert await code(channel="tasks:x", type=0) == 107  # a stream subscribe to a map
     assert await code(channel="tasks:x", phase=2, cursor="a") == 103  # a continuation without a flow
     assert await code(channel="tasks:x", phase=1) == 103  # a stream page without a flow, not recovering
     assert await code(channel="tasks:x", phase=7) == 107  # no such phase
