@@ -6,6 +6,7 @@ deliveries arrive through the ``RedisBroker``'s PUB/SUB, which subscribes the te
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -230,3 +231,26 @@ async def test_reads_of_missing_maps_keep_nothing_for_ever(engine: Engine) -> No
     if isinstance(maps, RedisMapBroker):
         meta = maps.keys.map_keys(ch)[4]
         assert await maps.shards[0].call(lambda client: client.pttl(meta)) == -1
+
+
+async def test_the_background_sweep_delivers_removals_by_ttl_without_other_traffic(engine: Engine) -> None:
+    maps, ch = engine.maps, await channel_of(engine)
+    opts = replace(RECOVERABLE, key_ttl=60 if engine.clock is not None else 1.0)
+    await maps.publish(ch, change("k", 1), opts)
+    if isinstance(maps, MemoryMapBroker):
+        assert engine.clock is not None
+        engine.clock.value += 61
+        assert maps.sweep() == 1
+    else:
+        assert isinstance(maps, RedisMapBroker)
+        sweeper = RedisMapBroker(
+            maps.shards, prefix=maps.keys.prefix, watched=lambda: [ch], sweep_interval_seconds=0.05
+        )
+        assert await sweeper.stats(ch, opts) == 1  # seen with an expiring mode: swept from now on
+        task = asyncio.create_task(sweeper.run())
+        try:
+            await engine.events.wait(2)
+        finally:
+            task.cancel()
+    events = await engine.events.wait(2)
+    assert events[1].pub is not None and (events[1].pub.key, events[1].pub.removed) == ("k", True)
