@@ -183,3 +183,16 @@ async def test_grpc_map_methods(stub: api_pb2_grpc.CentrifugoApiStub) -> None:
         pb.BatchRequest(commands=[pb.Command(map_stats=pb.MapStatsRequest(channel=ch))]), metadata=AUTH
     )
     assert batch.replies[0].map_stats.num_keys == 0
+
+
+async def test_an_oversized_map_write_is_refused_and_keeps_nothing(
+    gateway: tuple[GatewayProcess, int],
+) -> None:
+    gw = gateway[0]
+    ch = chan()
+    async with httpx.AsyncClient(base_url=gw.api_url, headers={"X-API-Key": gw.api_key}) as client:
+        big = {"channel": ch, "key": "big", "data": {"blob": "x" * (11 * 1024 * 1024)}}
+        r = await client.post("/map_publish", content=orjson.dumps(big))
+        assert r.status_code == 413
+        stats = (await client.post("/map_stats", json={"channel": ch})).json()
+        assert stats == {"result": {"num_keys": 0}}
