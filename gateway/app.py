@@ -37,6 +37,7 @@ from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.map_base import MapBroker
 from gateway.engine.map_memory import MemoryMapBroker
 from gateway.engine.map_redis import RedisMapBroker
+from gateway.engine.map_shared import SharedMemoryMapBroker
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
@@ -107,8 +108,10 @@ def build_engine(
 
 
 def build_map_broker(broker: Broker, node: Node) -> MapBroker | None:
-    """The map engine that goes with ``broker``; None when the engine keeps no maps (the
-    memory engine shared by ``--workers``: map subscriptions are refused with 108 there)."""
+    """The map engine that goes with ``broker`` (None: an engine that keeps no maps; map
+    subscriptions and the map API methods are then refused with 108)."""
+    if isinstance(broker, SharedMemoryBroker):  # --workers N: the supervisor's one map engine
+        return SharedMemoryMapBroker(broker)
     if isinstance(broker, RedisBroker):
         return RedisMapBroker(broker.shards, prefix=broker.keys.prefix, watched=lambda: node.hub.channels)
     if isinstance(broker, MemoryBroker):

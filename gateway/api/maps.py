@@ -6,8 +6,8 @@ executor (gateway/api/executor.py) runs like every other method's.
 Centrifugo's answers: an empty channel (and, for writes, an empty key) is 107; a channel of an
 unknown namespace 102; a channel whose namespace is not a map (``subscription_type`` map) 107;
 a read at a position of another epoch, or from one the stream no longer continues, 112; an
-invalid ``key_mode`` or ``b64data`` 107; no map engine (``--workers`` with the memory engine)
-108. Sizes are bounded where they are parsed (``MAX_TAGS``, ``MAX_KEY_LENGTH``) and by the
+invalid ``key_mode`` or ``b64data`` 107; no map engine 108 (every engine has one: only a
+node built without one). Sizes are bounded where they are parsed (``MAX_TAGS``, ``MAX_KEY_LENGTH``) and by the
 HTTP body limit; a page is at most ``MAX_READ_LIMIT`` entries (``limit`` -1 or 0 reads a
 bounded page too, never the whole of a large map at once).
 """

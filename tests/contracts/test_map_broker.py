@@ -17,10 +17,11 @@ from redis.asyncio import Redis
 from gateway.engine.map_base import MapBroker, MapChange, PositionLost
 from gateway.engine.map_memory import MemoryMapBroker
 from gateway.engine.map_redis import RedisMapBroker
+from gateway.engine.map_shared import SharedMemoryMapBroker
 from gateway.maps.options import MapOptions
 from gateway.maps.state import UNWRITTEN_META_TTL
 from gateway.protocol.messages import StreamPosition
-from tests.contracts.test_broker import FakeClock, Recorder
+from tests.contracts.test_broker import FakeClock, Recorder, shared_engine
 from tests.helpers import redis_engine
 from tests.support import wait_until
 
@@ -37,9 +38,15 @@ class Engine:
     subscribe: object
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", "shared", pytest.param("redis", marks=pytest.mark.redis)])
 async def engine(request: pytest.FixtureRequest) -> AsyncIterator[Engine]:
     events = Recorder()
+    if request.param == "shared":  # --workers N: the supervisor's map engine over the socket
+        clock = FakeClock()
+        async with shared_engine(clock) as (shared, _):
+            shared.set_handler(events)
+            yield Engine(SharedMemoryMapBroker(shared), events, clock, shared.subscribe)
+        return
     if request.param == "memory":
         clock = FakeClock()
         maps = MemoryMapBroker(now=clock, wall=clock)
@@ -219,8 +226,7 @@ async def test_reads_of_missing_maps_keep_nothing_for_ever(engine: Engine) -> No
         assert engine.clock is not None
         engine.clock.value += UNWRITTEN_META_TTL + 1
         assert maps.sweep() == 1 and maps._channels == {}
-    else:
-        assert isinstance(maps, RedisMapBroker)
+    elif isinstance(maps, RedisMapBroker):
         shard = maps.shards[0]
         prefix = maps.keys.prefix
         keys = await shard.call(lambda client: client.keys(f"{prefix}.map.*"))
@@ -241,6 +247,9 @@ async def test_the_background_sweep_delivers_removals_by_ttl_without_other_traff
         assert engine.clock is not None
         engine.clock.value += 61
         assert maps.sweep() == 1
+    elif isinstance(maps, SharedMemoryMapBroker):  # the supervisor sweeps every second
+        assert engine.clock is not None
+        engine.clock.value += 61
     else:
         assert isinstance(maps, RedisMapBroker)
         sweeper = RedisMapBroker(
