@@ -87,7 +87,8 @@ class UpdateResult:
 @dataclass(slots=True)
 class _Entry:
     pub: Publication
-    expire_at: float
+    expires: float
+    """When the key expires (monotonic seconds; inf: never)."""
     version: int = 0
     version_epoch: str = ""
 
@@ -170,13 +171,13 @@ class MapChannel:
         if cached is not None:
             return cached, None
         entry = self.entries.get(change.key)
-        if entry is not None and entry.expire_at <= now:
+        if entry is not None and entry.expires <= now:
             entry = None  # expired, not yet swept: as absent
         reason = ""
         if change.key_mode == "if_new" and entry is not None:
             reason = SUPPRESS_KEY_EXISTS
             if change.refresh_ttl_on_suppress:
-                entry.expire_at = _deadline(now, opts.key_ttl)
+                entry.expires = _deadline(now, opts.key_ttl)
         elif change.key_mode == "if_exists" and entry is None:
             reason = SUPPRESS_KEY_NOT_FOUND
         elif (
@@ -223,7 +224,7 @@ class MapChannel:
         if cached is not None:
             return cached, None
         entry = self.entries.get(key)
-        if entry is None or entry.expire_at <= now:
+        if entry is None or entry.expires <= now:
             return UpdateResult(self.position, True, SUPPRESS_KEY_NOT_FOUND), None
         pub = self._drop(key, opts, now, time)
         result = UpdateResult(self.position)
@@ -243,10 +244,10 @@ class MapChannel:
             return []
         removals: list[Publication] = []
         upcoming = math.inf
-        for key in [k for k, e in self.entries.items() if e.expire_at <= now]:
+        for key in [k for k, e in self.entries.items() if e.expires <= now]:
             removals.append(self._drop(key, opts, now, time))
         for entry in self.entries.values():
-            upcoming = min(upcoming, entry.expire_at)
+            upcoming = min(upcoming, entry.expires)
         self.next_key_expiry = upcoming
         for key in [k for k, (_, at) in self.results.items() if at <= now]:
             del self.results[key]
