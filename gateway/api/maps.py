@@ -184,13 +184,13 @@ class MapApi:
             idempotency_key=req.idempotency_key,
         )
         result = await maps.publish(req.channel, change, mopts)
-        self._node.metrics.action("map_publish", req.channel)
+        self._node.metrics.map_write(req.channel, remove=False, reason=result.reason)
         return _update_obj(result.position, result.suppressed, result.reason)
 
     async def map_remove(self, req: MapRemoveRequest) -> dict[str, Any]:
         maps, mopts = self._map(req.channel)
         result = await maps.remove(req.channel, req.key, mopts, idempotency_key=req.idempotency_key)
-        self._node.metrics.action("map_remove", req.channel)
+        self._node.metrics.map_write(req.channel, remove=True, reason=result.reason)
         return _update_obj(result.position, result.suppressed, result.reason)
 
     async def map_read_state(self, req: MapReadStateRequest) -> dict[str, Any]:

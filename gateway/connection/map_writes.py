@@ -56,11 +56,10 @@ async def write(conn: Writer, node: Node, req: PublishRequest, opts: ChannelOpti
         raise CommandError(codes.ERROR_BAD_REQUEST)
     mopts = resolve(m)
     if req.removed:
-        await maps.remove(req.channel, key, mopts)
-        node.metrics.action("map_remove", req.channel)
-        return EmptyResult()
-    info = conn.client_info(sub)
-    change = MapChange(key, req.data, info=info, time=int(node.clock() * 1000), delta=opts.delta_publish)
-    await maps.publish(req.channel, change, mopts)
-    node.metrics.action("map_publish", req.channel)
+        result = await maps.remove(req.channel, key, mopts)
+    else:
+        info = conn.client_info(sub)
+        change = MapChange(key, req.data, info=info, time=int(node.clock() * 1000), delta=opts.delta_publish)
+        result = await maps.publish(req.channel, change, mopts)
+    node.metrics.map_write(req.channel, remove=req.removed, reason=result.reason)
     return EmptyResult()

@@ -30,6 +30,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GatewayP
     port = free_port()
     config = {
         "grpc_api": {"enabled": True, "port": port, "key": KEY},
+        "prometheus": {"enabled": True},
         "channel": {
             "namespaces": [
                 {
@@ -99,6 +100,20 @@ async def test_http_map_methods(http: Any) -> None:
     assert (await http("map_clear", {"channel": ch}))["result"] == {}
     cleared = (await http("map_read_state", {"channel": ch}))["result"]
     assert cleared["entries"] == [] and cleared["epoch"] != first["epoch"]
+
+
+async def test_map_write_metrics(gateway: tuple[GatewayProcess, int], http: Any) -> None:
+    ch = chan()
+    await http("map_publish", {"channel": ch, "key": "a", "data": 1})
+    await http("map_publish", {"channel": ch, "key": "a", "data": 2, "key_mode": "if_new"})
+    await http("map_remove", {"channel": ch, "key": "zz"})
+    async with httpx.AsyncClient() as client:
+        lines = (await client.get(f"{gateway[0].internal_url}/metrics")).text.splitlines()
+    suppressed = 'centrifugo_map_broker_publish_suppressed_count{channel_namespace="",reason="key_exists"}'
+    removed = 'centrifugo_map_broker_remove_suppressed_count{channel_namespace="",reason="key_not_found"}'
+    assert any(line.startswith(suppressed) for line in lines)
+    assert any(line.startswith(removed) for line in lines)
+    assert any(line.startswith('centrifugo_node_action_count{action="map_publish"') for line in lines)
 
 
 async def test_http_bad_map_requests_get_centrifugo_codes(http: Any) -> None:
