@@ -54,6 +54,10 @@ from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
 from gateway.transports.uni_websocket import UniWebSocketEndpoint
+from gateway.webhooks.lifecycle import Webhooks
+from gateway.webhooks.metrics import WebhookMetrics
+from gateway.webhooks.redis_occupancy import RedisOccupancy
+from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 DOCS = "docs/gateway.md"
@@ -119,6 +123,29 @@ def build_map_broker(broker: Broker, node: Node) -> MapBroker | None:
     return None
 
 
+def build_webhooks(settings: Settings, node: str, metrics: Metrics) -> Webhooks | None:
+    """The lifecycle webhooks (docs/webhooks.md), None when none is configured; occupancy is
+    decided in Redis on the Redis engine, in this process otherwise (``--workers N`` on the
+    memory engine: per worker)."""
+    if not settings.webhooks:
+        return None
+    occupancy: OccupancyStore | None = None
+    cfg = settings.occupancy
+    if Webhooks.needs_occupancy(settings):
+        if settings.engine.type == "redis":
+            redis = settings.engine.redis
+            shard = build_shards(redis, on_error=lambda op: metrics.engine_errors.labels(op).inc())[0]
+            occupancy = RedisOccupancy(
+                shard, prefix=redis.prefix, grace_seconds=cfg.vacated_grace, node_ttl=cfg.node_ttl
+            )
+        else:
+            occupancy = MemoryOccupancy(cfg.vacated_grace, cfg.node_ttl)
+    http = httpx.AsyncClient(follow_redirects=False)  # TLS and proxies as the JWKS client's
+    return Webhooks(
+        settings, node=node, metrics=WebhookMetrics(metrics.registry), occupancy=occupancy, http=http
+    )
+
+
 class Runtime:
     """Everything one gateway process holds. Built by ``build``; tests may build one directly
     (with an injected engine) and pass it to ``create_app``."""
@@ -145,6 +172,9 @@ class Runtime:
         maps = build_map_broker(broker, self.node)
         if maps is not None:
             self.node.attach_maps(maps)
+        self.webhooks = build_webhooks(settings, self.node.uid, self.metrics)
+        if self.webhooks is not None:
+            self.node.lifecycle = self.webhooks
         hub = self.node.hub
         self.metrics.register_node_gauges(
             NodeGauges(
@@ -223,6 +253,8 @@ class Runtime:
 
     async def close(self) -> None:
         await self.node.drain()
+        if self.webhooks is not None:
+            await self.webhooks.close()
         await self.node.broker.close()
         await self.node.presence.close()
         await self.proxies.close()
@@ -334,6 +366,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 tg.create_task(rt.node.position_check_loop()),
             ]
             tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
+            if rt.webhooks is not None:
+                tasks.append(tg.create_task(rt.webhooks.run()))
             rt.gc.install()
             freeze_startup()
             if settings.grpc_api.enabled:

@@ -45,6 +45,7 @@ from gateway.metrics import Metrics
 from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.webhooks.hooks import NO_HOOKS, LifecycleHooks
 
 VERSION = "0.1.0"
 
@@ -160,6 +161,8 @@ class Node:
         """Map channels' state and streams (``attach_maps``); None: map subscriptions refused (108)."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
+        self.lifecycle: LifecycleHooks = NO_HOOKS
+        """Told of connections, subscriptions and this node's channels as they come and go."""
         broker.set_handler(self)
 
     def attach_maps(self, maps: MapBroker) -> None:
@@ -471,7 +474,8 @@ class Node:
             Exception: the broker subscription failed (every joiner waiting for it gets the
                 error); the joiner is no longer registered when this raises.
         """
-        self.hub.add_subscriber(channel, client)
+        if self.hub.add_subscriber(channel, client):
+            self.lifecycle.occupied_here(channel)
         link = self._links.get(channel)
         if link is None or (link.done() and (link.cancelled() or link.exception() is not None)):
             link = self._links[channel] = self._own(self._link(channel, self._unlinks.get(channel)))
@@ -487,6 +491,7 @@ class Node:
         subscribe in flight, so the two never reorder)."""
         if not self.hub.remove_subscriber(channel, client):
             return
+        self.lifecycle.vacated_here(channel)
         unlink = self._unlinks[channel] = self._own(self._unlink(channel, self._links.pop(channel, None)))
         await asyncio.shield(unlink)
 

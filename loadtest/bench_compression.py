@@ -39,9 +39,11 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import bench_fanout as fan  # noqa: E402
+import fanout_procs as procs  # noqa: E402
+import fanout_report as report  # noqa: E402
 
 START, END = "<!-- compression:start -->", "<!-- compression:end -->"
-KINDS = ("gateway", fan.DEFLATE)
+KINDS = ("gateway", procs.DEFLATE)
 
 
 def git_rev() -> str:
@@ -60,10 +62,10 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     if soft < want:
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     if (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {fan.LOAD_CPU})
+        os.sched_setaffinity(0, {procs.LOAD_CPU})
     deadline = time.time() + a.budget_s
     tmp = Path(tempfile.mkdtemp(prefix="taskcast-compression-"))
-    exe = fan.build_client(tmp)
+    exe = procs.build_client(tmp)
     runs: list[dict[str, Any]] = []
     for n in a.ns:
         for rnd in range(a.rounds):
@@ -89,7 +91,7 @@ def _pairs(res: dict[str, Any]) -> list[tuple[int, int, dict[str, Any], dict[str
     out = []
     by = {(r["N"], r["round"], r["server"]): r for r in res["runs"]}
     for (n, rnd, kind), off in by.items():
-        on = by.get((n, rnd, fan.DEFLATE))
+        on = by.get((n, rnd, procs.DEFLATE))
         if kind != "gateway" or on is None:
             continue
         on_steps = {s["offered_per_s"]: s for s in on["steps"]}
@@ -133,7 +135,7 @@ def render(res: dict[str, Any]) -> str:
         lines += [
             "",
             f"Idle RSS per connection: {' / '.join(str(v) for v in rss['gateway'])} KiB off, "
-            f"{' / '.join(str(v) for v in rss[fan.DEFLATE])} KiB on (per run): each compressed connection keeps "
+            f"{' / '.join(str(v) for v in rss[procs.DEFLATE])} KiB on (per run): each compressed connection keeps "
             "a zlib inflater for what its client sends (clients may use context takeover); nothing is kept "
             "for sending (no context takeover).",
         ]
@@ -169,7 +171,7 @@ def render(res: dict[str, Any]) -> str:
 def write(out: Path, block: str) -> None:
     text = out.read_text() if out.exists() else "# Performance\n"
     if START in text and END in text:
-        text = fan.replace_block(text, START, END, block.rstrip("\n"))
+        text = report.replace_block(text, START, END, block.rstrip("\n"))
     else:
         text = text.rstrip("\n") + "\n\n" + block
     out.write_text(text)
@@ -205,7 +207,7 @@ def main() -> int:
     try:
         res = asyncio.run(amain(a))
     finally:
-        fan.stop_all()
+        procs.stop_all()
     out = Path(a.out)
     js = Path(a.json) if a.json else out.parent / "perf" / "compression-results.json"
     js.parent.mkdir(parents=True, exist_ok=True)

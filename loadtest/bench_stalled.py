@@ -61,6 +61,7 @@ for path in (str(ROOT), str(HERE)):
         sys.path.insert(0, path)
 
 import bench_fanout as bf  # noqa: E402
+import fanout_procs as procs  # noqa: E402
 from fleet import git_commit, replace_block  # noqa: E402
 
 from taskcast.dev.procs import free_port  # noqa: E402
@@ -159,8 +160,8 @@ class Stream:
 
 def gateway_config(port: int, a: argparse.Namespace) -> dict[str, Any]:
     return {
-        "http_server": {"address": bf.HOST, "port": port},
-        "http_api": {"key": bf.API_KEY},
+        "http_server": {"address": procs.HOST, "port": port},
+        "http_api": {"key": procs.API_KEY},
         "health": {"enabled": True},
         "prometheus": {"enabled": True},
         "log": {"level": "error"},
@@ -188,7 +189,7 @@ def gateway_config(port: int, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def scrape(port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://{bf.HOST}:{port}/metrics", timeout=10) as resp:
+    with urllib.request.urlopen(f"http://{procs.HOST}:{port}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     out = {}
     for key, name in (
@@ -228,17 +229,17 @@ async def run(a: argparse.Namespace, tmp: Path, log: Any) -> dict[str, Any]:
     port = free_port()
     path = tmp / "gateway.json"
     path.write_text(json.dumps(gateway_config(port, a)))
-    gw = bf.popen(
-        ["taskset", "-c", "0", bf.PY, "-m", "taskcast", "gateway", "--config", str(path)],
+    gw = procs.popen(
+        ["taskset", "-c", "0", procs.PY, "-m", "taskcast", "gateway", "--config", str(path)],
         cwd=ROOT,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    if not bf.wait_health(port, 90):
+    if not procs.wait_health(port, 90):
         raise RuntimeError("gateway did not become healthy")
-    server = bf.Server(gw, name="gateway")
-    readers = bf.popen(
-        ["taskset", "-c", "1", bf.PY, str(HERE / "stalled_readers.py"), str(port), str(a.readers)],
+    server = procs.Server(gw, name="gateway")
+    readers = procs.popen(
+        ["taskset", "-c", "1", procs.PY, str(HERE / "stalled_readers.py"), str(port), str(a.readers)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -254,7 +255,7 @@ async def run(a: argparse.Namespace, tmp: Path, log: Any) -> dict[str, Any]:
     # One keep-alive connection per batch of readers, one request in flight on each: a reader's
     # publications (and its end marker) reach the gateway in the order they were made.
     pools = [
-        bf.HTTPPool(port, "/api/batch", {"X-API-Key": bf.API_KEY}, b"%s", 1)
+        bf.HTTPPool(port, "/api/batch", {"X-API-Key": procs.API_KEY}, b"%s", 1)
         for _ in range((a.readers + BATCH - 1) // BATCH)
     ]
     for pool in pools:
@@ -319,7 +320,7 @@ async def run(a: argparse.Namespace, tmp: Path, log: Any) -> dict[str, Any]:
             await pool.close()
         with contextlib.suppress(OSError):
             readers.stdin.close()
-        bf.wait_or_stop(readers, 10)
+        procs.wait_or_stop(readers, 10)
         server.stop()
     return {
         "readers": a.readers,
@@ -445,7 +446,7 @@ def write_section(out: Path, section: str) -> None:
 
 def reexec_in_netns() -> int:
     """Run this script again inside a new network namespace with small TCP buffers."""
-    args = " ".join(shlex.quote(x) for x in [bf.PY, __file__, "--in-netns", *sys.argv[1:]])
+    args = " ".join(shlex.quote(x) for x in [procs.PY, __file__, "--in-netns", *sys.argv[1:]])
     script = (
         "set -e; ip link set lo up; "
         f"sysctl -q -w net.ipv4.tcp_wmem='{NETNS_SYSCTL}' net.ipv4.tcp_rmem='{NETNS_SYSCTL}'; exec {args}"
@@ -474,7 +475,7 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
         try:
             res["run"] = await run(a, tmp, log)
         finally:
-            bf.stop_all()
+            procs.stop_all()
     res["env"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
     res["analysis"] = analyse(res["run"])
     return res

@@ -41,6 +41,7 @@ for path in (str(ROOT), str(HERE)):
         sys.path.insert(0, path)
 
 import bench_fanout as bf  # noqa: E402
+import fanout_procs as procs  # noqa: E402
 from fleet import git_commit, replace_block  # noqa: E402
 
 from taskcast.dev.procs import free_port  # noqa: E402
@@ -51,22 +52,24 @@ START, END = "<!-- workers:start -->", "<!-- workers:end -->"
 # ------------------------------------------------------------------------------------ workers
 
 
-def start_gateway(tmp: Path, cfg: dict[str, Any], workers: int, cpus: str, log: Any) -> tuple[bf.Server, int]:
+def start_gateway(
+    tmp: Path, cfg: dict[str, Any], workers: int, cpus: str, log: Any
+) -> tuple[procs.Server, int]:
     port = int(cfg["http_server"]["port"])
     path = tmp / f"gateway-{port}.json"
     path.write_text(json.dumps(cfg))
-    cmd = ["taskset", "-c", cpus, bf.PY, "-m", "taskcast", "gateway", "--config", str(path)]
+    cmd = ["taskset", "-c", cpus, procs.PY, "-m", "taskcast", "gateway", "--config", str(path)]
     if workers > 1:
         cmd += ["--workers", str(workers)]
-    p = bf.popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    if not bf.wait_health(port, 60):
+    p = procs.popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    if not procs.wait_health(port, 60):
         raise RuntimeError("gateway did not become healthy")
     if workers > 1:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(psutil.Process(p.pid).children()) < workers:
             time.sleep(0.2)
         time.sleep(4)  # every worker listening (its first heartbeat); bounded
-    return bf.Server(p, children=True, name=f"gateway-w{workers}"), port
+    return procs.Server(p, children=True, name=f"gateway-w{workers}"), port
 
 
 async def bench_workers(a: argparse.Namespace, tmp: Path, exe: Path, log: Any) -> list[dict[str, Any]]:
@@ -75,9 +78,9 @@ async def bench_workers(a: argparse.Namespace, tmp: Path, exe: Path, log: Any) -
     if a.quick:
         ladder = ladder[:3]
     for workers, cpus in ((1, "0"), (2, "0,1")):
-        cfg = bf.gateway_config(free_port(), history=False)
+        cfg = procs.gateway_config(free_port(), history=False)
         server, port = start_gateway(tmp, cfg, workers, cpus, log)
-        client, hello = bf.start_client(exe, port, a.n, "json", "/connection/websocket")
+        client, hello = procs.start_client(exe, port, a.n, "json", "/connection/websocket")
         pub = bf.make_publisher("gateway", port, 16)
         await pub.open()
         await asyncio.sleep(2)
@@ -91,8 +94,8 @@ async def bench_workers(a: argparse.Namespace, tmp: Path, exe: Path, log: Any) -
                     break
         finally:
             await pub.close()
-            bf.client_cmd(client, "QUIT")
-            bf.wait_or_stop(client, 10)
+            procs.client_cmd(client, "QUIT")
+            procs.wait_or_stop(client, 10)
             server.stop()
         best = max((s["delivered_per_s"] for s in steps), default=0)
         runs.append(
@@ -148,10 +151,10 @@ async def amain(a: argparse.Namespace) -> dict[str, Any]:
     }
     with (tmp / "servers.log").open("w") as log:
         try:
-            exe = bf.build_client(tmp)
+            exe = procs.build_client(tmp)
             res["workers"] = await bench_workers(a, tmp, exe, log)
         finally:
-            bf.stop_all()
+            procs.stop_all()
     res["env"]["load_after"] = os.getloadavg()
     return res
 

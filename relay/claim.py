@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -51,6 +51,10 @@ class OutboxLeases:
         self.relay_id = relay_id
         self.lease_seconds = lease_seconds
         self.now = now
+        #: After a claim that had room (fewer rows than its limit): when the earliest PENDING row
+        #: that was not yet due becomes due (``outbox_claims.next_due``), None when none waits.
+        #: After a full claim: None (the relay claims again at once anyway).
+        self.next_due: datetime | None = None
 
     @property
     def dialect(self) -> str:
@@ -71,14 +75,20 @@ class OutboxLeases:
     async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
         """Lease up to ``limit`` rows (expired leases of any relay first, unless ``takeover`` is
         False); ``backlog`` = the previous claim was full, skip the one-SELECT probe. See
-        ``outbox_claims.claim``."""
+        ``outbox_claims.claim``. A claim with room also reads :attr:`next_due` in the same
+        transaction."""
         now = self.now()
         lease = self.lease_seconds if takeover else None
-        return await self._tx(
-            lambda c: outbox_claims.claim(
-                c, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
+
+        async def body(conn: AsyncConnection) -> tuple[list[OutboxRow], datetime | None]:
+            rows = await outbox_claims.claim(
+                conn, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
             )
-        )
+            due = await outbox_claims.next_due(conn, now) if len(rows) < limit else None
+            return rows, due
+
+        rows, self.next_due = await self._tx(body)
+        return rows
 
     async def settle(
         self,

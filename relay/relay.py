@@ -20,6 +20,12 @@ While the hint listener reports itself subscribed (:meth:`Relay.hints_up`) the s
 ``wake_poll_interval_seconds / concurrency``); the moment it is not, the relay claims once and polls
 fast again. A claim made for a hint skips the expired-lease scan; polls and backlog claims do it.
 
+Held-back rows (a progress waiting for its window, a retry): a claim with room reads when the
+earliest PENDING row not yet due becomes due (``OutboxLeases.next_due``), and the relay wakes one
+idle loop at that moment (``wakeups_total{source="due"}``), so such a row is published when it
+becomes due, not at the next poll. Hints never publish a row before it is due: claims only take
+due rows.
+
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
 is set, then stops claiming, lets in-flight batches finish within ``shutdown_timeout_seconds`` and
@@ -49,6 +55,9 @@ log = logging.getLogger("taskcast.relay")
 CRASH_POINTS = ("before_publish", "after_publish", "after_mark")
 #: Upper bound of the pause between gateway probes, and of a loop's pause after a database error.
 LOOP_BACKOFF_CAP_SECONDS = 5.0
+#: How long after a held-back row's due time the relay wakes for it: the claim's clock must have
+#: passed the stored due time (millisecond precision) when it runs.
+DUE_SLACK_SECONDS = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +131,8 @@ class Relay:
         self._hints_up = False
         #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
         self._backlog = False
+        #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
+        self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
 
     @property
     def gateway_up(self) -> bool:
@@ -162,6 +173,25 @@ class Relay:
         woken, self._wake_pending = self._wake_pending, False
         return woken
 
+    def _wake_when_due(self) -> None:
+        """Schedule one wake-up for the earliest held-back row the last claim saw
+        (``leases.next_due``), unless an earlier one is already scheduled. A row that was
+        superseded meanwhile costs one claim that finds nothing (and reads the next due time)."""
+        due = self.leases.next_due
+        if due is None:
+            return
+        delay = max(0.0, (due - self.leases.now()).total_seconds()) + DUE_SLACK_SECONDS
+        at = time.monotonic() + delay
+        if self._due_wake is not None:
+            if self._due_wake[0] <= at:
+                return
+            self._due_wake[1].cancel()
+        self._due_wake = (at, asyncio.get_running_loop().call_later(delay, self._due))
+
+    def _due(self) -> None:
+        self._due_wake = None
+        self.wake("due")
+
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
             self.crash_hook(point)
@@ -179,6 +209,7 @@ class Relay:
         started = time.perf_counter()
         size = limit or self.config.batch_size
         rows = await self.leases.claim(size, takeover=takeover, backlog=self._backlog)
+        self._wake_when_due()
         if limit is None:
             self._backlog = len(rows) >= size
         if not rows:
@@ -289,6 +320,9 @@ class Relay:
             _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
             for task in pending:
                 task.cancel()  # run_batch releases the leases of a cancelled batch
+            if self._due_wake is not None:
+                self._due_wake[1].cancel()
+                self._due_wake = None
         log.info("relay %s stopped", cfg.relay_id)
 
     def idle_delay(self, slot: int, origin: float, now: float) -> float:

@@ -110,6 +110,7 @@ def build_components(
             retention_batch_size=cfg.retention.batch_size,
             ingest_batch_max=cfg.ingest.batch_max,
             ingest_batch_runners=cfg.ingest.batch_runners,
+            progress_min_interval_ms=cfg.progress.min_interval_ms,
         ),
     )
     queries = TaskQueries(
@@ -206,7 +207,7 @@ def create_app(
 
     extra_routes = [*telemetry.routes, *subscribe_proxy.routes, *operator_ui.routes]
     metrics_route = Route("/metrics", metrics_endpoint, methods=["GET"])
-    all_routes = [*routes, *extra_routes, metrics_route, *board.routes()]
+    all_routes = [*routes, *extra_routes, metrics_route, *board.routes(gateway_url=cfg.board.gateway_url)]
     app = Starlette(routes=all_routes, lifespan=lifespan)
     # Around every route (board and /metrics included): none ever sees more than the bound. Metrics
     # wrap it, so its 413s are counted.

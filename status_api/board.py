@@ -9,6 +9,7 @@ missing build answers 404 with a hint instead of failing at startup.
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
 
@@ -101,9 +102,19 @@ async def landing(request: Request) -> Response:
     return HTMLResponse(landing_html())
 
 
-def routes(client_js: Path = CLIENT_JS) -> list[BaseRoute]:
-    """``/`` (landing), ``/favicon.ico``, ``/board/dist/*`` from the built bundle, everything else
-    under ``/board/`` from the page."""
+def page_config_js(gateway_url: str | None) -> str:
+    """``/board/config.js``: the page's settings as a classic script that runs before the page's
+    module (``window.TASKCAST_BOARD``); ``gateway`` is absent when unset, ``""`` for the page's own
+    origin. JSON-encoded, with ``<`` escaped, so no value can close the script."""
+    settings: dict[str, str] = {} if gateway_url is None else {"gateway": gateway_url.rstrip("/")}
+    body = json.dumps(settings).replace("<", "\\u003c")
+    return f"window.TASKCAST_BOARD = {body};\n"
+
+
+def routes(client_js: Path = CLIENT_JS, *, gateway_url: str | None = None) -> list[BaseRoute]:
+    """``/`` (landing), ``/favicon.ico``, ``/board/config.js`` (the page's settings:
+    ``board.gateway_url``), ``/board/dist/*`` from the built bundle, everything else under
+    ``/board/`` from the page."""
     page = StaticFiles(directory=client_js / "board", html=True, check_dir=False)
     icon = client_js / "board" / "favicon.svg"
 
@@ -112,8 +123,16 @@ def routes(client_js: Path = CLIENT_JS) -> list[BaseRoute]:
             return PlainTextResponse("no favicon", status_code=404)
         return FileResponse(icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
+    config_js = page_config_js(gateway_url)
+
+    async def page_config(request: Request) -> Response:
+        return Response(
+            config_js, media_type="text/javascript; charset=utf-8", headers={"Cache-Control": "no-cache"}
+        )
+
     return [
         Route("/", landing, methods=["GET"], name="landing"),
+        Route("/board/config.js", page_config, methods=["GET"], name="board-config"),
         Route("/favicon.ico", favicon, methods=["GET"], name="favicon"),
         Mount("/board/dist", app=_BuiltFiles(client_js / "dist"), name="board-dist"),
         Mount("/board", app=page, name="board"),

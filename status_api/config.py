@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from status_api import config_file, redis_client
 from status_api.config_file import ConfigError
@@ -135,6 +136,15 @@ class IngestConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ProgressConfig:
+    """The server-side progress window (``status_api/domain/progress_window.py``): at most one
+    STEP_PROGRESS version per task is published per ``min_interval_ms``, the last one always (held
+    back to the window's end); a task type's ``progressMinIntervalMs`` overrides it; 0 = no window."""
+
+    min_interval_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
 class WakeConfig:
     """Post-commit wake-up of the relays (docs/relay.md "Wake-up"): with ``redis_url`` set, a
     commit that wrote outbox rows PUBLISHes a hint on ``channel`` (the relays' ``wake_channel``);
@@ -192,6 +202,17 @@ class CorsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BoardConfig:
+    """The task board page (``/board/``): where its browsers reach the gateway."""
+
+    #: The gateway's base URL as browsers reach it (``http(s)://host[:port][/path]``); ``""``: the
+    #: page's own origin (a reverse proxy routes ``/connection/`` and ``/emulation`` to the
+    #: gateways, as deploy/nginx does); unset: the page's host on port 8000. The page's
+    #: ``?gateway=`` parameter overrides it.
+    gateway_url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
@@ -203,10 +224,12 @@ class Config:
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
+    progress: ProgressConfig = field(default_factory=ProgressConfig)
     wake: WakeConfig = field(default_factory=WakeConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     cors: CorsConfig = field(default_factory=CorsConfig)
+    board: BoardConfig = field(default_factory=BoardConfig)
     schema_dir: str | None = None
 
 
@@ -277,9 +300,11 @@ def _validate(cfg: Config) -> None:
         raise ConfigError("realtime.max_detail_subscriptions_per_user: must be >= 1")
     _validate_retention(cfg.retention)
     _validate_ingest(cfg.ingest)
+    _validate_progress(cfg.progress)
     _validate_telemetry(cfg.telemetry, cfg.subscribe_proxy)
     _validate_wake(cfg.wake)
     _validate_cors(cfg.cors)
+    _validate_board(cfg.board)
     if cfg.reconciler.heartbeat_timeout_seconds <= 0:
         raise ConfigError("reconciler.heartbeat_timeout_seconds: must be > 0")
 
@@ -300,6 +325,11 @@ def _validate_ingest(i: IngestConfig) -> None:
         raise ConfigError("ingest.batch_max: must be >= 1 (1 = one transaction per event)")
     if i.batch_runners < 1:
         raise ConfigError("ingest.batch_runners: must be >= 1")
+
+
+def _validate_progress(p: ProgressConfig) -> None:
+    if not 0 <= p.min_interval_ms <= 600000:
+        raise ConfigError("progress.min_interval_ms: must be 0..600000 (0 = no window)")
 
 
 def _validate_telemetry(t: TelemetryConfig, p: SubscribeProxyConfig) -> None:
@@ -337,6 +367,16 @@ def _validate_cors(c: CorsConfig) -> None:
             raise ConfigError(f"cors.allowed_origins[{i}]: {exc}") from None
     if not 0 <= c.max_age_seconds <= 86400:
         raise ConfigError("cors.max_age_seconds: must be 0..86400")
+
+
+def _validate_board(b: BoardConfig) -> None:
+    url = b.gateway_url
+    if url:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ConfigError(
+                'board.gateway_url: must be http(s)://host[:port][/path], "" (same origin) or null'
+            )
 
 
 def _validate_retention(r: RetentionConfig) -> None:

@@ -4,7 +4,9 @@ Request rate and latency per route and status, ingestion outcomes per operation 
 (accepted / duplicate / stale / rejected with the error code: idempotency hits, conflicts, old
 attempts, schema rejections and illegal transitions all show up here), and two gauges read from
 the database at scrape time: active (non-terminal) tasks and the age of the oldest one — the
-"task running longer than it reasonably can" alert of seed §14.3.
+"task running longer than it reasonably can" alert of seed §14.3. Also read at scrape time: the
+oldest PENDING outbox row per priority, and the PENDING rows not due yet (progress held back by its
+task's window).
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class StatusMetrics:
             f"{NS}_outbox_oldest_pending_age_seconds",
             "Age of the oldest PENDING outbox row per priority (10 = notices and terminal states).",
             ["priority"],
+            registry=r,
+        )
+        self.outbox_held = Gauge(
+            f"{NS}_outbox_held_rows",
+            "PENDING outbox rows not due yet: progress held back by its task's window, and retries.",
             registry=r,
         )
         self.database_up = Gauge(
@@ -188,16 +195,21 @@ class StatusMetrics:
             .group_by(task_outbox.c.priority)
         )
         now = datetime.now(UTC)
+        held = sa.select(sa.func.count()).where(
+            task_outbox.c.status == "PENDING", task_outbox.c.available_at > now.replace(tzinfo=None)
+        )
         try:
             async with engine.connect() as conn:
                 count, oldest = (await conn.execute(active)).one()
                 pending_rows = (await conn.execute(pending)).all()
+                held_rows = await conn.scalar(held)
         except Exception:
             self.database_up.set(0)
             return generate_latest(self.registry)
         self.database_up.set(1)
         self.active_tasks.set(count or 0)
         self.oldest_active_task_age.set(_age(now, oldest))
+        self.outbox_held.set(held_rows or 0)
         self.outbox_oldest_pending.clear()
         for priority in ("0", "10"):
             self.outbox_oldest_pending.labels(priority).set(0)

@@ -88,8 +88,9 @@ class UpOptions:
         return f"http://{self.host}:{self.port_api}"
 
     def board_url(self, user: str = DEMO_USERS[0]) -> str:
-        """The board as ``user`` (dev identity); names the gateway so any port pair works."""
-        return f"{self.api_url}/board/?user={user}&gateway={self.gateway_url}"
+        """The board as ``user`` (dev identity); the Status API's ``board.gateway_url`` names the
+        gateway, so any port pair works without a ``gateway`` parameter."""
+        return f"{self.api_url}/board/?user={user}"
 
 
 def load_or_create_secrets(data_dir: Path) -> dict[str, str]:
@@ -153,6 +154,7 @@ def gateway_config(opts: UpOptions, keys: dict[str, str]) -> dict[str, Any]:
 def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
     """The Status API's :class:`status_api.config.Config` (SQLite, dev users, fast reconciler)."""
     from status_api.config import (
+        BoardConfig,
         Config,
         CorsConfig,
         DatabaseConfig,
@@ -175,6 +177,7 @@ def status_api_config(opts: UpOptions, keys: dict[str, str]) -> Config:
             interval_seconds=opts.reconcile_interval, heartbeat_timeout_seconds=opts.heartbeat_timeout
         ),
         cors=CorsConfig(allowed_origins=list(opts.allowed_origins)),
+        board=BoardConfig(gateway_url=opts.gateway_url),
     )
 
 

@@ -34,6 +34,8 @@ FAKE_SECRETS = {
     "TASKCAST_SERVICE_SECRET": "s" * 40,
     "TASKCAST_EXECUTION_SECRET": "e" * 40,
     "TASKCAST_USER_SECRET": "u" * 40,
+    "TASKCAST_ADMIN_PASSWORD": "p" * 20,
+    "TASKCAST_ADMIN_SECRET": "a" * 40,
 }
 
 
@@ -109,6 +111,10 @@ def test_gateway_env_and_config_agree(name):
     assert settings.http_api.key == FAKE_SECRETS["TASKCAST_API_KEY"]
     assert settings.engine.redis.address == (SENTINEL_URL,)
     assert settings.health.enabled and settings.sse.enabled
+    # The admin web UI: on, behind nginx's internal listener only, with the operator's secrets.
+    assert settings.admin.enabled and settings.admin.handler_prefix == "/gateway-admin"
+    assert settings.admin.password == FAKE_SECRETS["TASKCAST_ADMIN_PASSWORD"]
+    assert settings.admin.secret == FAKE_SECRETS["TASKCAST_ADMIN_SECRET"]
     assert SERVICES[name]["expose"] == [str(settings.http_server.port)]
 
 

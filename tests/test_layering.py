@@ -115,7 +115,8 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "engine": {"config", "maps", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
-    "node": {"cluster", "config", "conflation", "engine", "hub", "maps", "metrics", "protocol"},
+    "webhooks": {"config", "engine", "protocol"},
+    "node": {"cluster", "config", "conflation", "engine", "hub", "maps", "metrics", "protocol", "webhooks"},
     "http": {"config", "logging_setup"},
     "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "maps", "node", "protocol"},
     "connection": {
@@ -149,6 +150,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "node",
         "proxy",
         "transports",
+        "webhooks",
     },
     "cli": {"app", "config", "http", "logging_setup", "workers"},
     "__main__": {"cli"},
@@ -166,6 +168,7 @@ GATEWAY_PACKAGES = {
     "protocol",
     "proxy",
     "transports",
+    "webhooks",
 }
 
 

@@ -4,7 +4,8 @@
 //   token=<JWT>                a user bearer token
 //   task=<taskId>              the selected task (detail pane)
 //   state=all|active|succeeded|failed|cancelled   the state filter;  q=<text>  title search
-//   gateway=http://host:8000   the gateway (default: this host, port 8000)
+//   gateway=http://host:8000   the gateway (default: the Status API's board.gateway_url, served
+//                              in config.js; unset there: this host, port 8000)
 //   transports=websocket,sse,http_stream   transport order (fallback on handshake failure)
 // Without user or token the board asks who you are instead of connecting.
 import { TaskFeed, displayElapsedMs, taskList } from '../src/index.js';
@@ -12,7 +13,12 @@ import { FILTERS, filterTasks, formatDuration, relativeTime } from './format.js'
 import { detailPane, esc, taskRow } from './view.js';
 
 const params = new URLSearchParams(location.search);
-const gateway = (params.get('gateway') || `${location.protocol}//${location.hostname}:8000`).replace(/\/$/, '');
+const configured = (window.TASKCAST_BOARD || {}).gateway;
+const gateway = (
+  params.get('gateway') ||
+  (configured === '' ? location.origin : configured) ||
+  `${location.protocol}//${location.hostname}:8000`
+).replace(/\/$/, '');
 const user = (params.get('user') || '').trim();
 const bearer = params.get('token');
 const order = (params.get('transports') || 'websocket,sse,http_stream').split(',');

@@ -36,6 +36,7 @@ from gateway.config.schema import (
     named_proxy,
 )
 from gateway.config.tls import check_client, check_listener
+from gateway.config.webhook_checks import check_webhooks
 from gateway.protocol import codes
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
@@ -76,6 +77,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)
+    check_webhooks(settings, warnings)
     if settings.http_server.port > 65535:
         raise ConfigError("http_server.port", f"must be at most 65535, got {settings.http_server.port}")
     if settings.client.queue_conflate_size < 0:

@@ -19,6 +19,7 @@ from typing import Any
 
 from gateway.config.consumer_schema import ConsumerSettings
 from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
+from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
 
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
 """Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
@@ -606,6 +607,8 @@ class Settings:
     rpc: RpcSettings = field(default_factory=RpcSettings)
     proxies: tuple[NamedProxySettings, ...] = ()
     consumers: tuple[ConsumerSettings, ...] = ()
+    webhooks: tuple[WebhookSettings, ...] = field(default=(), metadata=EXTENSION)
+    occupancy: OccupancySettings = field(default_factory=OccupancySettings, metadata=EXTENSION)
 
     def channel_options(self, channel: str) -> ChannelOptions | None:
         """Resolve a channel's options by Centrifugo's rule (PROTOCOL.md §7): strip one leading

@@ -435,6 +435,7 @@ class Client:
         self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True
+        self.node.lifecycle.connected(self.client_info(), self.transport.name)
         interval = cfg.ping_interval
         self.session.connected(
             now=self.clock(),
@@ -544,10 +545,11 @@ class Client:
             self.transport.close(disconnect)
         except Exception:
             log.debug("close failed for client %s", self.client_id, exc_info=True)
-        self.connection_lost()
+        self.connection_lost(disconnect)
 
-    def connection_lost(self) -> None:
-        """The transport is gone: release everything this connection held (idempotent)."""
+    def connection_lost(self, disconnect: codes.Disconnect = codes.DISCONNECT_CONNECTION_CLOSED) -> None:
+        """The transport is gone (``disconnect``: why, for the lifecycle hooks): release
+        everything this connection held (idempotent)."""
         self._closed = True
         self.send_queue.close()
         self.session.closed()
@@ -563,4 +565,5 @@ class Client:
         if self._registered:
             self._registered = False
             self.node.hub.remove_client(self)
+            self.node.lifecycle.disconnected(self.client_info(), disconnect)
         self.subscriptions.close()

@@ -259,6 +259,7 @@ class MapSubscriptions:
         recovering = state is None and req.recover
         metrics = node.metrics
         metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        node.lifecycle.subscribed(channel, driver.client_info(sub), sub.presence)  # webhooks
         if state is not None:  # centrifuge's action names of the three ways to go live
             metrics.action("map_subscribe_state_to_live", channel)
         else:

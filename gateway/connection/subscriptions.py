@@ -285,6 +285,7 @@ class Subscriptions:
         self._session.add_subscription(sub)
         opened.attach(sub)
         self._node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        self._node.lifecycle.subscribed(channel, driver.client_info(sub), sub.presence)
         self._session.schedule_sub_expiry(sub)
         driver.after_reply(lambda: self._stream_live(streams, sub))
         return SubscribeResult(
@@ -392,6 +393,7 @@ class Subscriptions:
         if opts.join_leave and not sub.server_side:
             await node.broker.publish_join(channel, driver.client_info(sub))
         node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
+        node.lifecycle.subscribed(channel, driver.client_info(sub), sub.presence)
         self._session.schedule_sub_expiry(sub)
         return SubscribeResult(
             expires=sub.expire_at is not None,
@@ -464,6 +466,7 @@ class Subscriptions:
         """Undo a subscription's node-level effects: hub/broker, presence, leave."""
         node = self._node
         driver = self._driver
+        node.lifecycle.unsubscribed(sub.channel, driver.client_info(sub), sub.presence)
         if self._streams is not None and self._streams.release(sub):  # not in the hub
             await self.presence.leave(sub)
             return

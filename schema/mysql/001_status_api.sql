@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS task (
 	duration_source VARCHAR(32),
 	updated_at DATETIME(3) NOT NULL,
 	coordinator_id VARCHAR(128),
+	progress_due_at DATETIME(3),
 	PRIMARY KEY (id),
 	KEY task_owner_updated_idx (tenant_id, owner_id, updated_at, id),
 	KEY task_project_idx (tenant_id, project_id, updated_at)
@@ -165,6 +166,7 @@ CREATE TABLE IF NOT EXISTS task_operation_definition (
 	max_attempts INTEGER UNSIGNED NOT NULL DEFAULT '1',
 	enabled BOOL NOT NULL DEFAULT true,
 	max_task_attempts INTEGER UNSIGNED,
+	progress_min_interval_ms INTEGER UNSIGNED,
 	PRIMARY KEY (tenant_id, product, task_type, definition_version, operation_code)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;
 

@@ -203,6 +203,9 @@ class TaskState:
     #: The coordinator that created the task; only it reports TASK_* events and opens attempts
     #: (seed §3.5, §3.9). None on tasks created before the binding existed (any coordinator).
     coordinator_id: str | None = None
+    #: When the task's latest STEP_PROGRESS version is due for publication; the task's next
+    #: progress window starts there (``domain/progress_window.py``). None before its first progress.
+    progress_due_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

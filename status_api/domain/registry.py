@@ -73,6 +73,10 @@ class OperationDefinitionSet:
     #: Task attempts a task of this type may reach (``maxTaskAttempts``); None: the server's
     #: ``limits.max_task_attempts``.
     max_task_attempts: int | None = None
+    #: The task type's progress window in milliseconds (``progressMinIntervalMs``): at most one
+    #: STEP_PROGRESS per task is published per window; None: the server's
+    #: ``progress.min_interval_ms``; 0: no window.
+    progress_min_interval_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,9 @@ def operation_set_from_json(doc: Mapping[str, JSON]) -> OperationDefinitionSet:
         version=int(doc["definitionVersion"]),
         operations=ops,
         max_task_attempts=int(doc["maxTaskAttempts"]) if doc.get("maxTaskAttempts") is not None else None,
+        progress_min_interval_ms=(
+            int(doc["progressMinIntervalMs"]) if doc.get("progressMinIntervalMs") is not None else None
+        ),
     )
 
 

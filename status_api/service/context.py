@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from status_api.domain import attempts, ingest
+from status_api.domain import attempts, ingest, progress_window
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import JSON, ExecutionGrant, StepState, TaskState
 from status_api.domain.projections import Projected, Trigger, iso, project
@@ -67,6 +67,8 @@ class ServiceSettings:
     ingest_batch_max: int = 64
     #: Group-commit transactions in flight at once (each holds one pooled connection).
     ingest_batch_runners: int = 3
+    #: The progress window of a task type without ``progressMinIntervalMs`` (``domain/progress_window.py``).
+    progress_min_interval_ms: int = progress_window.DEFAULT_MIN_INTERVAL_MS
     #: Event-log retention (``service.retention``): entries older than this are purged by the
     #: scheduled run; None keeps the event log forever.
     event_log_retention_seconds: float | None = None

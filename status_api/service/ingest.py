@@ -29,11 +29,11 @@ import functools
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.domain import ingest
+from status_api.domain import ingest, progress_window
 from status_api.domain.errors import DomainError, conflict, invalid, not_found
 from status_api.domain.model import (
     JSON,
@@ -305,9 +305,13 @@ class EventIngestor:
         dedup = self._dedup(b, item, task.id, result, now)
         change = version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup)
         if event.event_type is EventType.STEP_PROGRESS:
-            # Seed §3.5/§9.1: progress is overwritable; its rows replace the task's older
-            # supersedable rows still waiting for a relay (storage/write.py coalesce).
-            change = dataclasses.replace(change, coalesce=True)
+            # Seed §3.5/§9.1: progress is throttled and overwritable: its rows are due when the
+            # task's progress window allows, and replace the task's older supersedable rows still
+            # waiting for a relay (storage/write.py coalesce, due_at).
+            window = progress_window.window_ms(defs.operations, core.settings.progress_min_interval_ms)
+            due = progress_window.progress_due(task.progress_due_at, now, timedelta(milliseconds=window))
+            after = dataclasses.replace(after, progress_due_at=due)
+            change = dataclasses.replace(change, task=after, coalesce=True, due_at=due if due > now else None)
         b.changes.append(change)
         b.tasks[task.id] = after
         if new_step is not None:

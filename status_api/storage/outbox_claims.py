@@ -14,6 +14,9 @@ plumbing, nothing else of the Status API.
   splices it into the gateway request as it is (decoding and re-encoding every payload cost the
   relay ~15 µs a row). Stored payloads are valid JSON (written by the Status API's encoder; a JSON
   column on MariaDB); a row the gateway still refuses ends DEAD alone (the publisher's per-row retry).
+* :func:`next_due` (in the same transaction, after a claim that had room): when the earliest
+  PENDING row that is not yet due becomes due — a progress held back by its window, a retry — so
+  an idle relay sleeps until then instead of until its next poll.
 * The relay publishes outside the transaction, then calls :func:`mark_published`,
   :func:`mark_retries` (back to PENDING at ``available_at``), :func:`mark_dead` or :func:`release`;
   each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
@@ -167,6 +170,18 @@ async def claim(
     await conn.execute(_LEASE, {"ids": [int(r[0]) for r in found], "b_me": relay_id, "b_at": now})
     # The rows were read under their row locks just before the update: only attempts changed.
     return [_row(r, taken, attempts_delta=1) for r in found]
+
+
+_NEXT_DUE = sa.select(sa.func.min(_c.available_at)).where(
+    _c.status == PENDING, _c.available_at > sa.bindparam("now")
+)
+
+
+async def next_due(conn: AsyncConnection, now: datetime) -> datetime | None:
+    """The earliest ``available_at`` after ``now`` of a PENDING row (None: none waits): one
+    index seek of ``outbox_claim_idx (status, available_at, id)``, no row locks."""
+    due = (await conn.execute(_NEXT_DUE, {"now": now})).scalar()
+    return due if isinstance(due, datetime) else None
 
 
 def _tier_order(r: Any) -> tuple[int, datetime, int]:

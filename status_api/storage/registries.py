@@ -98,6 +98,7 @@ async def load_operation_set(
                         for r in rows
                     ],
                     "maxTaskAttempts": rows[0]["max_task_attempts"],
+                    "progressMinIntervalMs": rows[0]["progress_min_interval_ms"],
                 }
             )
     return None
@@ -146,6 +147,7 @@ async def insert_operation_set(conn: AsyncConnection, s: OperationDefinitionSet)
                 "max_attempts": o.max_attempts,
                 "enabled": o.enabled,
                 "max_task_attempts": s.max_task_attempts,
+                "progress_min_interval_ms": s.progress_min_interval_ms,
             }
             for o in s.operations.values()
         ],

@@ -68,6 +68,7 @@ def task_from_row(r: RowMapping) -> TaskState:
         duration_ms=r["duration_ms"],
         duration_source=_ds(r["duration_source"]),
         coordinator_id=r["coordinator_id"],
+        progress_due_at=r["progress_due_at"],
     )
 
 
@@ -100,6 +101,7 @@ def task_values(t: TaskState) -> dict[str, Any]:
         "duration_source": t.duration_source.value if t.duration_source else None,
         "updated_at": t.updated_at,
         "coordinator_id": t.coordinator_id,
+        "progress_due_at": t.progress_due_at,
     }
 
 

@@ -9,6 +9,8 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
   duration and progress in detail), ``task_outbox.aggregate_type/priority`` (relay ordering);
 * the sourceSeq unique key of ``task_event_log`` includes ``producer_id``: services never share
   counters (seed §3.4);
+* ``task.progress_due_at`` (the task's progress window: when its latest progress is published) and
+  ``task_operation_definition.progress_min_interval_ms`` (the task type's window);
 * ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
   ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
 * ``execution_token_renewal``: the audit trail of executionToken renewals (long steps);
@@ -66,6 +68,9 @@ task = sa.Table(
     sa.Column("duration_source", sa.String(32), nullable=True),
     sa.Column("updated_at", TS, nullable=False),
     sa.Column("coordinator_id", sa.String(128), nullable=True),
+    #: When the task's latest STEP_PROGRESS version is due for publication (its outbox rows'
+    #: ``available_at``): the start of the task's next progress window (docs/task-protocol.md).
+    sa.Column("progress_due_at", TS, nullable=True),
     sa.Index("task_owner_updated_idx", "tenant_id", "owner_id", "updated_at", "id"),
     sa.Index("task_project_idx", "tenant_id", "project_id", "updated_at"),
 )
@@ -212,6 +217,8 @@ task_operation_definition = sa.Table(
     sa.Column("enabled", sa.Boolean, nullable=False, server_default=sa.true()),
     #: The set's ``maxTaskAttempts`` (one value for the whole set, repeated on each of its rows).
     sa.Column("max_task_attempts", INTU, nullable=True),
+    #: The set's ``progressMinIntervalMs`` (one value for the whole set, like ``max_task_attempts``).
+    sa.Column("progress_min_interval_ms", INTU, nullable=True),
 )
 
 realtime_session = sa.Table(

@@ -65,7 +65,11 @@ class Change:
     ``coalesce`` (a STEP_PROGRESS version, seed §3.5 "throttled, overwritable"): the version's
     messages replace the task's older supersedable *progress* messages still waiting for a relay,
     in this batch and in the outbox (complete state: only intermediate progress is dropped; every
-    other version keeps its rows).
+    other version keeps its rows). ``due_at`` (a progress version held back by the task's progress
+    window, ``domain/progress_window.py``): its rows' ``available_at``, when the relays may claim
+    them (never before the commit clock). Any other new version of a task whose latest progress is
+    due after ``at`` (``task.progress_due_at``) replaces those waiting progress rows the same way,
+    so a held-back progress is never published after a newer version of its channel.
     """
 
     at: datetime
@@ -80,6 +84,7 @@ class Change:
     #: ``execution_token_renewal`` audit rows (a renewal writes only these).
     renewals: tuple[Mapping[str, Any], ...] = ()
     coalesce: bool = False
+    due_at: datetime | None = None
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -129,6 +134,10 @@ class _Rows:
     renewals: list[dict[str, Any]] = field(default_factory=list)
     #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
     coalesce: list[tuple[str, int]] = field(default_factory=list)
+    #: (task_id, version) of the other versions that replace a held-back progress.
+    replacing: list[tuple[str, int]] = field(default_factory=list)
+    #: (task_id, version) -> the due time of a held-back progress version's rows.
+    due: dict[tuple[str, int], datetime] = field(default_factory=dict)
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -142,6 +151,10 @@ class _Rows:
                 self.messages.append((t.id, t.version, c.outbox, c.at))
                 if c.coalesce:
                     self.coalesce.append((t.id, t.version))
+                elif t.progress_due_at is not None and t.progress_due_at > c.at:
+                    self.replacing.append((t.id, t.version))
+                if c.due_at is not None:
+                    self.due[(t.id, t.version)] = c.due_at
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
         for s in c.steps:
@@ -196,15 +209,16 @@ async def write(
     if rows.renewals:
         await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
     entries = rows.messages
-    if rows.coalesce:
-        entries = _coalesced(entries, rows.coalesce)
-        wanted = set(rows.coalesce)
+    if rows.coalesce or rows.replacing:
+        entries = _coalesced(entries, rows.coalesce, rows.replacing)
+        wanted = set(rows.coalesce) | set(rows.replacing)
         replacing = [(a, m.channel, v) for a, v, messages, _ in entries if (a, v) in wanted for m in messages]
         await supersede_pending(conn, replacing)
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
-    await append_outbox(conn, entries)  # last: its commit clock is read just before COMMIT
+    # last: its commit clock is read just before COMMIT
+    await append_outbox(conn, entries, due=rows.due)
     return sum(len(messages) for _, _, messages, _ in entries)
 
 
@@ -213,12 +227,19 @@ OutboxEntry = tuple[str, int, Sequence[OutboxMessage], datetime]
 
 
 async def append_outbox(
-    conn: AsyncConnection, entries: Sequence[OutboxEntry], *, aggregate_type: str = "task"
+    conn: AsyncConnection,
+    entries: Sequence[OutboxEntry],
+    *,
+    aggregate_type: str = "task",
+    due: Mapping[tuple[str, int], datetime] | None = None,
 ) -> None:
     """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
     the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
     the priority is :func:`~status_api.storage.outbox.effective_priority`. ``aggregate_type``:
-    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6)."""
+    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6). ``due`` maps ``(aggregate_id,
+    version)`` to a later ``available_at`` (a progress held back by its window; never earlier than
+    the commit clock)."""
+    due = due or {}
     rows = [
         {
             "aggregate_type": aggregate_type,
@@ -229,7 +250,7 @@ async def append_outbox(
             "payload": m.payload,
             "status": PENDING,
             "priority": effective_priority(m.priority, version),
-            "available_at": now,
+            "available_at": max(now, due.get((aggregate_id, version), now)),
             "attempts": 0,
             "created_at": now,
         }
@@ -255,13 +276,19 @@ async def append_outbox_version(
     )
 
 
-def _coalesced(entries: Sequence[OutboxEntry], coalesce: Sequence[tuple[str, int]]) -> list[OutboxEntry]:
-    """``entries`` without the supersedable messages of a progress version that a later progress
-    version of the same task replaces on the same channel within this batch."""
+def _coalesced(
+    entries: Sequence[OutboxEntry],
+    coalesce: Sequence[tuple[str, int]],
+    replacing: Sequence[tuple[str, int]] = (),
+) -> list[OutboxEntry]:
+    """``entries`` without the supersedable messages of a progress version (``coalesce``) that a
+    later progress version, or a later ``replacing`` version, of the same task replaces on the same
+    channel within this batch."""
     newest: dict[tuple[str, str], int] = {}
     wanted = set(coalesce)
+    newer = wanted | set(replacing)
     for agg, version, messages, _ in entries:
-        if (agg, version) in wanted:
+        if (agg, version) in newer:
             for m in messages:
                 key = (agg, m.channel)
                 newest[key] = max(newest.get(key, 0), version)
@@ -284,9 +311,10 @@ def _coalesced(entries: Sequence[OutboxEntry], coalesce: Sequence[tuple[str, int
 async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, str, int]]) -> int:
     """Inside the state transaction: delete the PENDING supersedable rows of ``(aggregate_id,
     channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
-    says so): a newer complete state on that channel replaces them before any relay publishes
-    them (seed §3.5 progress coalescing). Rows a relay holds, and every other version's rows, are
-    left alone. Returns the number of rows deleted."""
+    says so), whether due or still held back by the progress window: a newer complete state on
+    that channel replaces them before any relay publishes them (seed §3.5 progress coalescing).
+    Rows a relay holds, and every other version's rows, are left alone. Returns the number of rows
+    deleted."""
     if not items:
         return 0
     res = await conn.execute(

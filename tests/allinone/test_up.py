@@ -126,7 +126,10 @@ def test_taskcast_up_serves_board_runs_demo_publishes_and_stops_on_sigterm(up: U
     board = httpx.get(f"{up.api}/board/?user={USER}", timeout=5.0)
     if (ROOT / "client-js" / "board" / "index.html").exists():
         assert board.status_code == 200 and board.headers["content-type"].startswith("text/html")
-    assert f"{up.api}/board/?user={USER}&gateway={up.gateway}" in up.log()
+    assert f"{up.api}/board/?user={USER}\n" in up.log()
+    # The printed URL needs no gateway parameter: the page learns the gateway from config.js.
+    config_js = httpx.get(f"{up.api}/board/config.js", timeout=5.0).text
+    assert config_js == f'window.TASKCAST_BOARD = {{"gateway": "{up.gateway}"}};\n', config_js
 
     task_id, received = asyncio.run(_succeeded_via_api_and_realtime(up))
     mine = [d["task"] for _, d in received if d["task"]["id"] == task_id]

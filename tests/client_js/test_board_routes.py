@@ -73,3 +73,41 @@ def test_the_status_api_app_mounts_the_board() -> None:
     paths = {getattr(r, "path", "") for r in create_app(cfg).routes}
     assert {"/", "/favicon.ico", "/board", "/board/dist"} <= paths
     assert (board.CLIENT_JS / "board" / "index.html").is_file()
+
+
+def test_board_config_script_names_the_configured_gateway(tmp_path: Path) -> None:
+    (tmp_path / "board").mkdir()
+    for configured, expected in (
+        (None, "window.TASKCAST_BOARD = {};\n"),
+        ("", 'window.TASKCAST_BOARD = {"gateway": ""};\n'),
+        ("https://rt.example.com/", 'window.TASKCAST_BOARD = {"gateway": "https://rt.example.com"};\n'),
+        (
+            "https://x.example/</script>",
+            'window.TASKCAST_BOARD = {"gateway": "https://x.example/\\u003c/script>"};\n',
+        ),
+    ):
+        with TestClient(Starlette(routes=board.routes(tmp_path, gateway_url=configured))) as client:
+            r = client.get("/board/config.js")
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/javascript")
+            assert r.text == expected
+    # The page loads it before its module, so the module sees window.TASKCAST_BOARD.
+    html = (board.CLIENT_JS / "board" / "index.html").read_text()
+    assert html.index('src="config.js"') < html.index('src="dist/board.js"')
+
+
+def test_board_gateway_url_is_validated_where_it_enters() -> None:
+    import pytest
+
+    from status_api.config import ConfigError, build_config
+
+    base = {
+        "internal_auth": {"jwt_secret": "s" * 40},
+        "execution_token": {"secret": "e" * 40},
+        "user_auth": {"mode": "dev"},
+        "realtime": {"secret": "r" * 40},
+    }
+    for good in ("", "http://127.0.0.1:8000", "https://rt.example.com/realtime"):
+        assert build_config({**base, "board": {"gateway_url": good}}).board.gateway_url == good
+    for bad in ("ws://x", "javascript:alert(1)", "//x", "http://x/?a=1"):
+        with pytest.raises(ConfigError, match=r"board\.gateway_url"):
+            build_config({**base, "board": {"gateway_url": bad}})

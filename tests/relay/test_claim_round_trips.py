@@ -109,12 +109,14 @@ async def test_a_transaction_left_open_is_rolled_back_when_its_connection_return
 
 @pytest.mark.parametrize("takeover", [False, True], ids=["hint", "poll"])
 async def test_a_claim_with_room_is_one_select(one_conn: AsyncEngine, takeover: bool) -> None:
+    """Plus the next-due read (``outbox_claims.next_due``, one index seek) of a claim with room."""
     leases = OutboxLeases(one_conn, "r-rt", lease_seconds=30)
     before = await session_counters(one_conn)
     assert await leases.claim(10, takeover=takeover) == []
     d = await delta(one_conn, before)
-    # Empty: the due SELECT (+ the takeover scan for a poll) and the COMMIT; no tiers, no ROLLBACK.
-    assert d == {"Com_select": 1 + takeover, "Com_update": 0, "Com_commit": 1, "Com_rollback": 0}, d
+    # Empty: the due SELECT, the next-due read (+ the takeover scan for a poll) and the COMMIT;
+    # no tiers, no ROLLBACK.
+    assert d == {"Com_select": 2 + takeover, "Com_update": 0, "Com_commit": 1, "Com_rollback": 0}, d
 
     for i in range(3):
         await add(one_conn, f"rt-{i}", 0)
@@ -122,7 +124,7 @@ async def test_a_claim_with_room_is_one_select(one_conn: AsyncEngine, takeover: 
     rows = await leases.claim(10, takeover=takeover)
     d = await delta(one_conn, before)
     assert len(rows) == 3
-    assert d == {"Com_select": 1 + takeover, "Com_update": 1, "Com_commit": 1, "Com_rollback": 0}, d
+    assert d == {"Com_select": 2 + takeover, "Com_update": 1, "Com_commit": 1, "Com_rollback": 0}, d
 
 
 async def test_both_claim_paths_return_tier_order(one_conn: AsyncEngine) -> None:
@@ -205,7 +207,7 @@ async def test_a_backlog_beyond_the_probe_is_claimed_in_tier_order(one_conn: Asy
     rows = await leases.claim(n + 10, takeover=False)
     d = await delta(one_conn, before)
     assert [r.aggregate_id for r in rows] == ["urgent"] + [f"bulk-{i:03d}" for i in range(n)]
-    assert d["Com_select"] == 4  # the bounded probe, then the three tiers
+    assert d["Com_select"] == 4 + 1  # the bounded probe, the three tiers, the next-due read
 
 
 async def test_a_claim_marked_backlog_skips_the_probe(one_conn: AsyncEngine) -> None:
@@ -216,7 +218,7 @@ async def test_a_claim_marked_backlog_skips_the_probe(one_conn: AsyncEngine) -> 
     rows = await leases.claim(10, takeover=False, backlog=True)
     d = await delta(one_conn, before)
     assert len(rows) == 3
-    assert d["Com_select"] == 3  # the tiers only
+    assert d["Com_select"] == 3 + 1  # the tiers only, then the next-due read (the claim had room)
 
 
 class _Flags(OutboxLeases):

@@ -21,6 +21,7 @@ from tests.status_api.harness import ADMIN, COORDINATOR, TEST_CONFIG
 from tests.support import ROOT, GatewayProcess, StatusApiProcess, mint_token, scaled
 
 HMAC = "listeners-hmac-secret-0123456789abcdef"
+ADMIN_PASSWORD = "listeners-admin-password"
 
 
 @dataclass
@@ -36,6 +37,7 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
     cfg = json.loads((ROOT / "deploy/gateway.json").read_text())
     cfg.pop("engine")
     cfg["client"]["token"]["hmac_secret_key"] = HMAC
+    cfg["admin"].update(password=ADMIN_PASSWORD, secret="listeners-admin-secret-0123456789abcdef")
     gateway = GatewayProcess(cfg, workdir / "gw")
     api = StatusApiProcess(
         {**TEST_CONFIG, "database": {"url": f"sqlite+aiosqlite:///{workdir / 'api.db'}"}}, workdir / "api"
@@ -69,6 +71,9 @@ REFUSED_IN_PUBLIC = [
     ("POST", "/proxy/v1/subscribe"),
     ("POST", "/api/publish"),
     ("POST", "/api/info"),
+    ("GET", "/gateway-admin"),
+    ("GET", "/gateway-admin/admin/init"),
+    ("POST", "/gateway-admin/admin/auth"),
 ]
 
 
@@ -128,3 +133,22 @@ async def test_the_internal_listener_serves_metrics_internal_admin_proxy_and_the
         info = await http.post("/api/info", json={}, headers={"X-API-Key": front.gateway.api_key})
         assert info.status_code == 200 and "nodes" in info.json()["result"], info.text
         assert (await http.get("/board")).status_code == 404
+
+
+async def test_the_internal_listener_serves_the_gateway_admin_ui(front: Front):
+    async with httpx.AsyncClient(base_url=front.internal, timeout=scaled(10)) as http:
+        page = await http.get("/gateway-admin")
+        assert page.status_code == 200, page.text[:300]
+        assert "/gateway-admin/admin/static/admin.js" in page.text, page.text[:300]
+        assert (await http.get("/gateway-admin/admin/static/admin.js")).status_code == 200
+        refused = await http.post("/gateway-admin/admin/auth", json={"password": "wrong"})
+        assert refused.status_code == 401, refused.text
+        login = await http.post("/gateway-admin/admin/auth", json={"password": ADMIN_PASSWORD})
+        assert login.status_code == 200, login.text
+        token = login.json()["token"]
+        info = await http.post(
+            "/gateway-admin/admin/api",
+            json={"method": "info", "params": {}},
+            headers={"Authorization": f"token {token}"},
+        )
+        assert info.status_code == 200 and info.json()["result"]["nodes"], info.text

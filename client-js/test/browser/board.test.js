@@ -246,7 +246,8 @@ describe('task board', () => {
 
   test('without a user the board asks who you are instead of showing an empty live board', async () => {
     const page = await newPage(browser);
-    await page.goto(`${stack.api.url}/board/?gateway=${encodeURIComponent(stack.gateway.url)}`);
+    // No gateway parameter: the Status API's board.gateway_url (config.js) names the gateway.
+    await page.goto(`${stack.api.url}/board/`);
     await page.waitForSelector('[data-field="choose-user"]');
     await page.screenshot({ path: join(tmpdir(), 'taskcast-board-choose-user.png') });
     assert.equal(await page.getAttribute('#connection-badge', 'data-status'), 'IDLE');

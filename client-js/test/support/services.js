@@ -208,6 +208,7 @@ export class StatusApiProcess {
         user_auth: this.options.user_auth || { mode: 'dev' },
         realtime: { secret: GATEWAY_SECRET, ...(this.options.realtime || {}) },
         reconciler: { enabled: false },
+        ...(this.options.board ? { board: this.options.board } : {}),
       }),
     );
     const init = new Proc('init-db', ['-m', 'taskcast', 'status-api', 'init-db', '--config', cfg], join(this.dir, 'init-db.log')).start();
@@ -256,7 +257,12 @@ export class Relay {
 /** Gateway + Status API + relay in a fresh temp dir. */
 export async function startStack(options = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'taskcast-client-js-'));
-  const [gateway, api] = await Promise.all([new Gateway(dir, options.gateway).start(), new StatusApiProcess(dir, options.statusApi).start()]);
+  // The gateway's port is known before either starts: the Status API serves it to the board
+  // (board.gateway_url), so a board URL needs no gateway parameter.
+  const gw = new Gateway(dir, options.gateway);
+  gw.port = await freePort();
+  const statusApi = { board: { gateway_url: `http://127.0.0.1:${gw.port}` }, ...(options.statusApi || {}) };
+  const [gateway, api] = await Promise.all([gw.start(), new StatusApiProcess(dir, statusApi).start()]);
   const relay = new Relay(dir, api.dbUrl, gateway).start();
   return {
     dir,
