@@ -34,6 +34,10 @@ from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
 from gateway.engine.base import Broker, PresenceManager
+from gateway.engine.map_base import MapBroker
+from gateway.engine.map_memory import MemoryMapBroker
+from gateway.engine.map_redis import RedisMapBroker
+from gateway.engine.map_shared import SharedMemoryMapBroker
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
@@ -108,6 +112,18 @@ def build_engine(
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
 
+def build_map_broker(broker: Broker, node: Node) -> MapBroker | None:
+    """The map engine that goes with ``broker`` (None: an engine that keeps no maps; map
+    subscriptions and the map API methods are then refused with 108)."""
+    if isinstance(broker, SharedMemoryBroker):  # --workers N: the supervisor's one map engine
+        return SharedMemoryMapBroker(broker)
+    if isinstance(broker, RedisBroker):
+        return RedisMapBroker(broker.shards, prefix=broker.keys.prefix, watched=lambda: node.hub.channels)
+    if isinstance(broker, MemoryBroker):
+        return MemoryMapBroker()
+    return None
+
+
 def build_webhooks(settings: Settings, node: str, metrics: Metrics) -> Webhooks | None:
     """The lifecycle webhooks (docs/webhooks.md), None when none is configured; occupancy is
     decided in Redis on the Redis engine, in this process otherwise (``--workers N`` on the
@@ -154,6 +170,9 @@ class Runtime:
         self.node = Node(settings, broker, presence, self.metrics, name=name)
         if isinstance(broker, RedisBroker | SharedMemoryBroker):
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
+        maps = build_map_broker(broker, self.node)
+        if maps is not None:
+            self.node.attach_maps(maps)
         self.webhooks = build_webhooks(settings, self.node.uid, self.metrics)
         if self.webhooks is not None:
             self.node.lifecycle = self.webhooks
@@ -349,6 +368,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             tasks = [
                 tg.create_task(rt.node.broker.run()),
                 tg.create_task(rt.node.presence.run()),
+                *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),

@@ -57,7 +57,7 @@ IO_MODULES = {
     "asyncmy",
     "aiosqlite",
 }
-PURE = ["gateway/protocol", "status_api/domain"]
+PURE = ["gateway/protocol", "gateway/maps", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
 CLIENT_IMPORTERS = {"gateway/app.py"}
@@ -71,6 +71,7 @@ CONNECTION_PARTS = {
         "gateway.connection.authorization",
         "gateway.connection.delivery",
         "gateway.connection.personal",
+        "gateway.connection.presence",
         "gateway.connection.refresh",
         "gateway.connection.sendqueue",
         "gateway.engine.base",
@@ -83,6 +84,7 @@ CONNECTION_PARTS = {
     "gateway/connection/channel_commands.py": {
         "gateway.config.schema",
         "gateway.connection.authorization",
+        "gateway.connection.map_writes",
         "gateway.connection.subscriptions",
         "gateway.errors",
         "gateway.node",
@@ -109,7 +111,8 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "conflation": {"hub"},
     "channels": {"config", "protocol"},
     "api.requests": {"protocol"},
-    "engine": {"config", "protocol"},
+    "maps": {"config", "protocol"},
+    "engine": {"config", "maps", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "engine", "hub", "protocol"},
     "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
@@ -119,6 +122,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "config",
         "conflation",
         "engine",
+        "maps",
         "hub",
         "metrics",
         "protocol",
@@ -126,7 +130,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "webhooks",
     },
     "http": {"config", "logging_setup"},
-    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
+    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "maps", "node", "protocol"},
     "connection": {
         "api.requests",
         "channels",
@@ -136,6 +140,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "errors",
         "hub",
         "log_limit",
+        "maps",
         "node",
         "protocol",
         "proxy",
@@ -173,6 +178,7 @@ GATEWAY_PACKAGES = {
     "consumers",
     "engine",
     "http",
+    "maps",
     "protocol",
     "proxy",
     "sharedpoll",

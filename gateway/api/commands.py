@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from gateway.api.maps import MAP_METHODS, MapRequest
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
@@ -48,6 +49,7 @@ Request: TypeAlias = (
     | InfoRequest
     | RpcRequest
     | SharedPollPublishRequest
+    | MapRequest  # map methods (gateway/api/maps.py)
 )
 """One server API method's typed request: its type names the method (``METHODS``)."""
 
@@ -67,6 +69,8 @@ METHODS: dict[str, type[Any]] = {
     "rpc": RpcRequest,
     # shared poll (gateway/sharedpoll/)
     "shared_poll_publish": SharedPollPublishRequest,
+    # --- map methods (gateway/api/maps.py) ---
+    **MAP_METHODS,
 }
 """Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
 names methods by these keys."""

@@ -25,6 +25,7 @@ from time import perf_counter
 from typing import Any
 
 from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
+from gateway.api.maps import MapApi
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
@@ -115,6 +116,7 @@ class ServerApi:
             InfoRequest: self.info,
             RpcRequest: self.rpc,
             SharedPollPublishRequest: self.shared_poll_publish,
+            **MapApi(node, self.channel_options, self._data).handlers(),  # map methods (api/maps.py)
         }
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
         whether the publication is alone in its tick), by request type."""
@@ -345,6 +347,8 @@ class ServerApi:
         """The prepared publish of ``data`` to ``channel`` with the request's options (raises the
         channel's 102/107)."""
         opts = self.channel_options(channel)
+        if opts.subscription_type != "stream":  # a map channel takes map_publish (Centrifugo: 107)
+            raise bad_request("channel: not a stream namespace")
         plain = not (req.tags or req.skip_history or req.idempotency_key or req.version or req.delta)
         if plain and not req.version_epoch:  # the common case: no option lookups
             return self.node.publish_item(channel, opts, data, write_now=write_now)

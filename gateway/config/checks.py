@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
+from gateway.config.map_checks import check_map, check_presence_prefixes
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -76,7 +77,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_admin(settings, warnings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
-    channel = check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
+    check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)
@@ -363,6 +364,8 @@ def _check_channel(channel: ChannelSettings) -> ChannelSettings:
         checked = _check_options(ns, path, channel.history_meta_ttl)
         namespaces.append(checked)
         by_name[ns.name] = checked
+    for ns in (without, *namespaces):
+        check_presence_prefixes(ns, by_name, channel.namespace_boundary)
     return dataclasses.replace(
         channel, without_namespace=without, namespaces=tuple(namespaces), by_name=MappingProxyType(by_name)
     )
@@ -388,6 +391,9 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
         raise ConfigError(
             f"{path}.history_ttl", f"must not exceed {source} ({meta_ttl:g}s), got {opts.history_ttl:g}s"
         )
+    if not opts.subscription_type:  # Centrifugo's "" means the default, stream
+        opts = dataclasses.replace(opts, subscription_type="stream")
+    check_map(opts, path)
     pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
 

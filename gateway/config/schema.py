@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
 from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
 
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
@@ -328,12 +329,20 @@ class ChannelOptions:
     """``stream`` (or ""): stream subscriptions; ``shared_poll``: shared-poll subscriptions
     (``shared_poll`` options; gateway/sharedpoll/)."""
     shared_poll: SharedPollChannelSettings = field(default_factory=SharedPollChannelSettings)
+    map: MapSettings = field(default_factory=MapSettings)
+    map_clients_presence_channel_prefix: str = ""
+    map_users_presence_channel_prefix: str = ""
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 
     @property
     def history_enabled(self) -> bool:
         return self.history_size > 0 and self.history_ttl > 0
+
+    @property
+    def is_map(self) -> bool:
+        """Channels of this namespace are maps (``subscription_type`` map, map_clients, map_users)."""
+        return self.subscription_type in MAP_SUBSCRIPTION_TYPES
 
 
 @dataclass(frozen=True, slots=True)

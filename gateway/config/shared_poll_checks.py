@@ -2,13 +2,12 @@
 the top-level ``shared_poll``, ``channel.proxy.shared_poll_refresh``) as Centrifugo v6.9 checks
 them at startup: a shared-poll namespace needs ``shared_poll.hmac_secret_key`` and a proxy with
 an endpoint, ``mode`` is ``versionless`` (or "") or ``versioned``, and ``publish_enabled`` needs
-versioned mode. Map subscription types are not served on this branch: such a namespace warns and
-serves stream subscriptions (the map subscriptions' own checks replace that rule). Pure: no I/O.
+versioned mode. Which ``subscription_type`` values exist is map_checks.py's rule (it runs first).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 from gateway.config.schema import (
@@ -20,11 +19,9 @@ from gateway.config.schema import (
     named_proxy,
 )
 
-SUBSCRIPTION_TYPES = ("", "stream", "shared_poll")
-MAP_TYPES = ("map", "map_clients", "map_users")
 MODES = ("", "versionless", "versioned")
 
-__all__ = ["MAP_TYPES", "MODES", "SUBSCRIPTION_TYPES", "check_shared_poll"]
+__all__ = ["MODES", "check_shared_poll"]
 
 
 def check_shared_poll(
@@ -32,9 +29,9 @@ def check_shared_poll(
     channel: ChannelSettings,
     warnings: list[str],
     check_endpoint: Callable[[ProxySettings, str, list[str]], None],
-) -> ChannelSettings:
-    """``channel`` with map subscription types dropped (warned); ``check_endpoint`` checks the
-    default ``shared_poll_refresh`` proxy when a namespace uses it.
+) -> None:
+    """Check every shared-poll namespace of ``channel``; ``check_endpoint`` checks the default
+    ``shared_poll_refresh`` proxy when a namespace uses it.
 
     Raises:
         ConfigError: the first invalid shared-poll option.
@@ -44,26 +41,10 @@ def check_shared_poll(
         raise ConfigError(
             "shared_poll.concurrency_limit", f"must not be negative, got {sp.concurrency_limit}"
         )
-    checked: list[ChannelOptions] = []
     for opts in (channel.without_namespace, *channel.namespaces):
         where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
-        if opts.subscription_type in MAP_TYPES:
-            warnings.append(
-                f"{where}.subscription_type: {opts.subscription_type!r} (map subscriptions) is not "
-                "supported by Taskcast, ignored (stream subscriptions)"
-            )
-            opts = dataclasses.replace(opts, subscription_type="stream")
-        elif opts.subscription_type not in SUBSCRIPTION_TYPES:
-            raise ConfigError(f"{where}.subscription_type", f"unknown type {opts.subscription_type!r}")
         if opts.subscription_type == "shared_poll":
             _check_namespace(settings, channel, opts, where, warnings, check_endpoint)
-        checked.append(opts)
-    return dataclasses.replace(
-        channel,
-        without_namespace=checked[0],
-        namespaces=tuple(checked[1:]),
-        by_name={ns.name: ns for ns in checked[1:]},
-    )
 
 
 def _check_namespace(

@@ -34,7 +34,10 @@ _CONSUMER_REDIS_OPTIONS = (
     "replica_client",
 )
 
-_NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
+_NO_MAP = (
+    "the map publish / remove proxies are not implemented: allow client map writes with the "
+    "namespace's map.allow_publish_for_* / map.allow_remove_for_*, or write through the server API"
+)
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
@@ -73,7 +76,10 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
-        "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
+        "map_broker": (
+            "maps live in the engine (engine.type memory or redis, beside history); the "
+            "postgresql map broker is not available"
+        ),
         "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
         "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
         "enable_unreleased_features": "there are no unreleased features: drop the option",
@@ -136,9 +142,6 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "auto_cache_recover": "use force_recovery with force_recovery_mode",
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
-        "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
-        "map_clients_presence_channel_prefix": _NO_MAP,
-        "map_users_presence_channel_prefix": _NO_MAP,
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)

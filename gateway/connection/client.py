@@ -36,6 +36,7 @@ from typing import Protocol
 
 from gateway.connection import channel_commands
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
@@ -213,6 +214,7 @@ class Client:
             streams=self.streams,
         )
         self.fanout = self.subscriptions.fanout
+        self.maps = MapSubscriptions(self, node, self.session, self.subscriptions, self.authorizer, clock)
         node.connecting.add(self)
         self._rearm()
 
@@ -355,8 +357,8 @@ class Client:
             return await self._connect(req)
         if self.shared_poll.handles(req):
             return await self.shared_poll.handle(req)
-        if isinstance(req, SubscribeRequest):
-            return await self.subscriptions.subscribe(req)
+        if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
+            return await (self.maps if 1 <= req.type <= 3 else self.subscriptions).subscribe(req)
         if isinstance(req, UnsubscribeRequest):
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()

@@ -266,11 +266,21 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             type=_int(p, "type", -(2**31), 2**31 - 1),
             tf=p.get("tf"),
             delta=_str(p, "delta"),
+            phase=_int(p, "phase", -(2**31), 2**31 - 1),
+            cursor=_str(p, "cursor"),
+            limit=_int(p, "limit", -(2**31), 2**31 - 1),
+            asc=_bool(p, "asc"),
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(_str(p, "channel"))
     if method is Method.PUBLISH:
-        return PublishRequest(_str(p, "channel"), _raw(p, "data") or b"null")
+        return PublishRequest(
+            _str(p, "channel"),
+            _raw(p, "data") or b"null",
+            _int(p, "type", -(2**31), 2**31 - 1),
+            _str(p, "key"),
+            _bool(p, "removed"),
+        )
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(_str(p, "channel"))
     if method is Method.HISTORY:
@@ -356,6 +366,17 @@ def encode_pub_push(
     return encode_push(channel, "pub", publication_obj(data, offset, info, tags))
 
 
+def map_publication_obj(pub: Publication) -> dict[str, Any]:
+    """A map change or state entry: a publication with ``key`` (and ``removed``, without data)."""
+    obj = publication_obj(pub.data, pub.offset, pub.info, pub.tags)
+    obj["key"] = pub.key
+    if pub.removed:
+        obj["removed"] = True
+    if pub.removed or not pub.data:  # a removal, a map presence entry: no data
+        del obj["data"]
+    return obj
+
+
 PING = b"{}"
 """A server ping is an empty reply (§1.4)."""
 
@@ -369,7 +390,40 @@ def history_result_obj(pubs: list[Publication], position: StreamPosition) -> dic
     }
 
 
+def map_subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
+    """A map subscribe reply (every phase): type echoed, position, state page and changes."""
+    obj: dict[str, Any] = {"type": r.type}
+    if r.phase:
+        obj["phase"] = r.phase
+    if r.cursor:
+        obj["cursor"] = r.cursor
+    if r.expires:
+        obj["expires"] = True
+        obj["ttl"] = r.ttl
+    if r.recoverable:
+        obj["recoverable"] = True
+    if r.positioned:
+        obj["positioned"] = True
+    if r.recovered:
+        obj["recovered"] = True
+    if r.was_recovering:
+        obj["was_recovering"] = True
+    if r.epoch:
+        obj["epoch"] = r.epoch
+    if r.offset:
+        obj["offset"] = r.offset
+    if r.state:
+        obj["state"] = [map_publication_obj(p) for p in r.state]
+    if r.publications:
+        obj["publications"] = [map_publication_obj(p) for p in r.publications]
+    if r.data is not None:
+        obj["data"] = raw(r.data)
+    return obj
+
+
 def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
+    if r.type:
+        return map_subscribe_result_obj(r)
     obj: dict[str, Any] = {}
     if r.expires:
         obj["expires"] = True
@@ -532,6 +586,8 @@ class JsonCodec:
         return PING
 
     def encode_publication(self, channel: str, pub: Publication) -> bytes:
+        if pub.key:
+            return encode_push(channel, "pub", map_publication_obj(pub))
         return encode_pub_push(channel, pub.data, pub.offset, pub.info, pub.tags)
 
     def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:

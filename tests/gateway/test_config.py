@@ -493,7 +493,7 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
         {
             "client": {"concurrency": 4},
             "admin": {"web_path": "/srv/admin"},
-            "channel": {"without_namespace": {"map": True}},
+            "channel": {"without_namespace": {"auto_cache_recover": True}},
         }
     )
     assert warnings == [
@@ -501,8 +501,8 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
         "one connection's commands run in order; nothing to tune)",
         'unsupported option "admin.web_path" (a Centrifugo option Taskcast ignores: the admin '
         "UI's files are part of the gateway (gateway/admin/static/))",
-        'unsupported option "channel.without_namespace.map" (a Centrifugo option Taskcast '
-        "ignores: no map subscriptions: keep state in the Status API (task.detail snapshots))",
+        'unsupported option "channel.without_namespace.auto_cache_recover" (a Centrifugo option '
+        "Taskcast ignores: use force_recovery with force_recovery_mode)",
     ]
 
 

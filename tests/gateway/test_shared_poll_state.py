@@ -203,12 +203,3 @@ def test_invalid_shared_poll_configs_refuse_to_start(
     with pytest.raises(ConfigError) as info:
         _load(tmp_path, config)
     assert path in str(info.value)
-
-
-def test_map_subscription_types_warn_and_serve_streams(tmp_path: Path) -> None:
-    settings, warnings = _load(
-        tmp_path, {"channel": {"namespaces": [{"name": "mp", "subscription_type": "map"}]}}
-    )
-    assert len(warnings) == 1 and "map subscriptions" in warnings[0]
-    opts = settings.channel_options("mp:x")
-    assert opts is not None and opts.subscription_type == "stream"

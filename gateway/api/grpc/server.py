@@ -53,6 +53,13 @@ METHODS: dict[str, tuple[str, type[Message]]] = {
     "Refresh": ("refresh", api_pb2.RefreshResponse),
     "Channels": ("channels", api_pb2.ChannelsResponse),
     "SharedPollPublish": ("shared_poll_publish", api_pb2.SharedPollPublishResponse),
+    # map subscriptions (gateway/api/maps.py)
+    "MapPublish": ("map_publish", api_pb2.MapPublishResponse),
+    "MapRemove": ("map_remove", api_pb2.MapRemoveResponse),
+    "MapReadState": ("map_read_state", api_pb2.MapReadStateResponse),
+    "MapReadStream": ("map_read_stream", api_pb2.MapReadStreamResponse),
+    "MapStats": ("map_stats", api_pb2.MapStatsResponse),
+    "MapClear": ("map_clear", api_pb2.MapClearResponse),
 }
 """gRPC method -> (API method, response type). ``Batch`` is handled on its own."""
 

@@ -223,11 +223,15 @@ def _decode_request(method: Method, r: Any) -> Request:
             type=r.type,
             tf=_filter_tree(r.tf) if r.HasField("tf") else None,
             delta=r.delta,
+            phase=r.phase,
+            cursor=r.cursor,
+            limit=r.limit,
+            asc=r.asc,
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(r.channel)
     if method is Method.PUBLISH:
-        return PublishRequest(r.channel, bytes(r.data))
+        return PublishRequest(r.channel, bytes(r.data), r.type, r.key, r.removed)
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(r.channel)
     if method is Method.HISTORY:
@@ -265,10 +269,38 @@ def publication_pb(pub: Publication) -> Any:
         msg.info.CopyFrom(client_info_pb(pub.info))
     if pub.tags:
         msg.tags.update(pub.tags)
+    if pub.key:
+        msg.key = pub.key
+        msg.removed = pub.removed
+    return msg
+
+
+def _map_subscribe_result_pb(r: SubscribeResult) -> Any:
+    msg = pb.SubscribeResult(
+        type=r.type,
+        phase=r.phase,
+        cursor=r.cursor,
+        expires=r.expires,
+        ttl=r.ttl if r.expires else 0,
+        recoverable=r.recoverable,
+        positioned=r.positioned,
+        recovered=r.recovered,
+        was_recovering=r.was_recovering,
+        epoch=r.epoch,
+        offset=r.offset,
+    )
+    if r.state:
+        msg.state.extend(publication_pb(p) for p in r.state)
+    if r.publications:
+        msg.publications.extend(publication_pb(p) for p in r.publications)
+    if r.data is not None:
+        msg.data = r.data
     return msg
 
 
 def _subscribe_result_pb(r: SubscribeResult) -> Any:
+    if r.type:
+        return _map_subscribe_result_pb(r)
     msg = pb.SubscribeResult(
         expires=r.expires,
         ttl=r.ttl if r.expires else 0,
