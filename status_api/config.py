@@ -167,6 +167,15 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenTelemetryConfig:
+    """OpenTelemetry tracing (httpwire/tracing.py), off by default: the event route, the ingest
+    transaction and the outbox rows' trace context. The exporter is configured by the standard
+    ``OTEL_*`` environment variables (docs/operations.md *Tracing*)."""
+
+    enabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SubscribeProxyConfig:
     """The Centrifugo subscribe proxy for ``task_detail:`` channels (status_api/subscribe_proxy.py),
     authenticated by ``secret`` in the ``header`` request header; off unless ``enabled``."""
@@ -207,6 +216,7 @@ class Config:
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     cors: CorsConfig = field(default_factory=CorsConfig)
+    opentelemetry: OpenTelemetryConfig = field(default_factory=OpenTelemetryConfig)
     schema_dir: str | None = None
 
 

@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from httpwire.tracing import EVENT_ID, OFF, TASK_ID, TRACEPARENT, VERSION, Tracing
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
@@ -61,6 +62,8 @@ class Api:
     limiter: RateLimiter
     openapi: dict[str, Any]
     max_json_depth: int = DEFAULT_MAX_DEPTH
+    #: The process's tracer (OFF: the event route checks one attribute and traces nothing).
+    tracing: Tracing = OFF
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -204,7 +207,34 @@ async def event_answer(
 ) -> tuple[int, bytes]:
     """``POST /internal/v1/task-events`` without a framework: (status, JSON body) for the headers
     and the body ``read_body`` gives. The one implementation behind the Starlette route and the
-    ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them."""
+    ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them.
+    When the Status API traces, the request is a server span (a child of the request's
+    ``traceparent``) named ``POST /internal/v1/task-events``."""
+    if api.tracing.enabled:
+        return await _traced_event_answer(api, headers, read_body, metrics)
+    return await _event_answer(api, headers, read_body, metrics)
+
+
+async def _traced_event_answer(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> tuple[int, bytes]:
+    tracing = api.tracing
+    with tracing.span(
+        "POST /internal/v1/task-events",
+        parent=headers.get(TRACEPARENT),
+        kind="server",
+        attributes={"http.request.method": "POST", "http.route": "/internal/v1/task-events"},
+    ) as span:
+        status, body = await _event_answer(api, headers, read_body, metrics)
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            tracing.mark_error(span, f"HTTP {status}")
+        return status, body
+
+
+async def _event_answer(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> tuple[int, bytes]:
     try:
         return 200, dumps(await _task_event(api, headers, read_body, metrics))
     except DomainError as err:
@@ -259,7 +289,8 @@ async def _task_event(
     # operationCode as a label would let any client grow the metric without bound.
     label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
     try:
-        out = await api.service.ingest_event(body, caller, headers.get("idempotency-key"), token)
+        traceparent = api.tracing.traceparent() if api.tracing.enabled else None
+        out = await api.service.ingest_event(body, caller, headers.get("idempotency-key"), token, traceparent)
     except DomainError as err:
         if metrics is not None:
             metrics.event(label, "rejected", err.code)
@@ -267,6 +298,11 @@ async def _task_event(
     if metrics is not None:
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
         metrics.event(label, outcome, str(out.get("staleReason") or ""))
+    if api.tracing.enabled:
+        span = api.tracing.current_span()
+        span.set_attribute(EVENT_ID, str(out["eventId"]))
+        span.set_attribute(TASK_ID, str(out["taskId"]))
+        span.set_attribute(VERSION, int(str(out["taskVersion"])))
     audit.info(
         "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
         caller.producer_id,

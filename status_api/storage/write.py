@@ -65,7 +65,8 @@ class Change:
     ``coalesce`` (a STEP_PROGRESS version, seed §3.5 "throttled, overwritable"): the version's
     messages replace the task's older supersedable *progress* messages still waiting for a relay,
     in this batch and in the outbox (complete state: only intermediate progress is dropped; every
-    other version keeps its rows).
+    other version keeps its rows). ``traceparent``: the W3C trace context stored on the version's
+    outbox rows (set only when the Status API traces; httpwire/tracing.py).
     """
 
     at: datetime
@@ -80,6 +81,7 @@ class Change:
     #: ``execution_token_renewal`` audit rows (a renewal writes only these).
     renewals: tuple[Mapping[str, Any], ...] = ()
     coalesce: bool = False
+    traceparent: str | None = None
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -129,6 +131,8 @@ class _Rows:
     renewals: list[dict[str, Any]] = field(default_factory=list)
     #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
     coalesce: list[tuple[str, int]] = field(default_factory=list)
+    #: (task_id, version) -> traceparent of the traced versions (:attr:`Change.traceparent`).
+    traces: dict[tuple[str, int], str] = field(default_factory=dict)
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -142,6 +146,8 @@ class _Rows:
                 self.messages.append((t.id, t.version, c.outbox, c.at))
                 if c.coalesce:
                     self.coalesce.append((t.id, t.version))
+                if c.traceparent:
+                    self.traces[(t.id, t.version)] = c.traceparent
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
         for s in c.steps:
@@ -204,7 +210,8 @@ async def write(
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
-    await append_outbox(conn, entries)  # last: its commit clock is read just before COMMIT
+    # last: its commit clock is read just before COMMIT
+    await append_outbox(conn, entries, traces=rows.traces)
     return sum(len(messages) for _, _, messages, _ in entries)
 
 
@@ -213,12 +220,18 @@ OutboxEntry = tuple[str, int, Sequence[OutboxMessage], datetime]
 
 
 async def append_outbox(
-    conn: AsyncConnection, entries: Sequence[OutboxEntry], *, aggregate_type: str = "task"
+    conn: AsyncConnection,
+    entries: Sequence[OutboxEntry],
+    *,
+    aggregate_type: str = "task",
+    traces: Mapping[tuple[str, int], str] | None = None,
 ) -> None:
     """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
     the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
     the priority is :func:`~status_api.storage.outbox.effective_priority`. ``aggregate_type``:
-    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6)."""
+    ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6). ``traces``: ``(aggregate_id,
+    version) -> traceparent`` for the rows' ``traceparent`` column (empty or None: the column is
+    left out of the statement and stays NULL)."""
     rows = [
         {
             "aggregate_type": aggregate_type,
@@ -236,6 +249,10 @@ async def append_outbox(
         for aggregate_id, version, messages, now in entries
         for m in messages
     ]
+    if traces:
+        contexts = [traces.get((a, v)) for a, v, messages, _ in entries for _ in messages]
+        for row, traceparent in zip(rows, contexts, strict=True):
+            row["traceparent"] = traceparent
     if rows:
         await conn.execute(_INSERT["task_outbox"], rows)
 
