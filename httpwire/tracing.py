@@ -38,7 +38,7 @@ CHANNEL = "centrifugo.channel"  # Centrifugo's own attribute name on its server 
 log = logging.getLogger("taskcast.tracing")
 
 
-class TracingUnavailable(RuntimeError):
+class TracingUnavailable(ValueError):
     """Tracing was asked for but the OpenTelemetry SDK or its OTLP exporter is not installed."""
 
 
