@@ -18,8 +18,9 @@ connection keep only each task's newest state and never drop a notice or termina
 Tracing (``opentelemetry_enabled``, httpwire/tracing.py): a publish is one ``relay.publish``
 producer span per distinct trace context among its rows (a child of the context the Status API
 stored on the row; a root for rows without one), and the request to the gateway carries the
-first row's span as its ``traceparent`` header. Rows of other traces in the same batch reach the
-gateway's spans through their own span's ``taskcast.outbox.ids``, not by parenthood.
+span of the first row that has a stored context (of the first row when none has) as its
+``traceparent`` header: the gateway's spans join that trace. Rows of other traces in the same batch
+keep their own ``relay.publish`` span (with its ``taskcast.outbox.ids``) but not the gateway's.
 """
 
 from __future__ import annotations
@@ -201,11 +202,12 @@ class HttpGatewayPublisher:
         if log.isEnabledFor(logging.DEBUG):
             for row, res in zip(rows, results, strict=True):
                 log.debug(
-                    "outbox row %d channel=%s task=%s version=%d: %s",
+                    "outbox row %d channel=%s task=%s version=%d trace_id=%s: %s",
                     row.id,
                     row.channel,
                     row.aggregate_id,
                     row.aggregate_version,
+                    (row.traceparent or "")[3:35] or "-",
                     res.outcome.value,
                 )
         return results
@@ -215,9 +217,12 @@ class HttpGatewayPublisher:
         groups: dict[str, list[OutboxRow]] = {}
         for row in rows:
             groups.setdefault(row.traceparent or "", []).append(row)
+        untraced = groups.pop("", None)
+        if untraced is not None:
+            groups[""] = untraced  # last: a traced row's span is the request's parent if any
         with ExitStack() as stack:
             spans = []
-            # Entered last to first: the first row's span is current while the request is sent.
+            # Entered last to first: the first group's span is current while the request is sent.
             for traceparent, members in reversed(groups.items()):
                 first = members[0]
                 attributes = {
