@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,14 +23,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import grpc
+import httpx
 import pytest
 import sqlalchemy as sa
 from taskcast_worker import AsyncTaskcast, StepSpec
 
+from gateway.api.grpc import api_pb2, api_pb2_grpc
 from status_api.storage.database import create_engine
 from status_api.storage.tables import task_outbox
 from tests.status_api.harness import COORDINATOR, TEST_CONFIG
-from tests.support import ROOT, GatewayProcess, RelayProcess, StatusApiProcess, merge, scaled, wait_until
+from tests.support import (
+    ROOT,
+    GatewayProcess,
+    RelayProcess,
+    StatusApiProcess,
+    free_port,
+    merge,
+    scaled,
+    wait_until,
+)
 
 trace_pb = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
@@ -122,6 +135,7 @@ class Pipeline:
     api: StatusApiProcess
     relay: RelayProcess
     gateway: GatewayProcess
+    grpc_port: int
     db_url: str
     receiver: Receiver
     procs: list[Any] = field(default_factory=list)
@@ -141,6 +155,8 @@ def _pipeline(workdir: Path, receiver: Receiver, traced: bool) -> Iterator[Pipel
     cfg.pop("engine")
     cfg["client"]["token"]["hmac_secret_key"] = "tracing-test-hmac-secret-0123456789"
     cfg["http_api"]["key"] = API_KEY
+    grpc_port = free_port()
+    cfg["grpc_api"] = {"enabled": True, "port": grpc_port, "key": API_KEY}
     if traced:
         cfg["opentelemetry"] = {"enabled": True, "api": True}
     api_cfg = merge(TEST_CONFIG, {"database": {"url": db_url}, "opentelemetry": {"enabled": traced}})
@@ -161,7 +177,7 @@ def _pipeline(workdir: Path, receiver: Receiver, traced: bool) -> Iterator[Pipel
         }
         relay = RelayProcess(relay_cfg, workdir, env)
         started.append(relay.start())
-        yield Pipeline(api, relay, gateway, db_url, receiver, started)
+        yield Pipeline(api, relay, gateway, grpc_port, db_url, receiver, started)
     finally:
         for proc in reversed(started):
             proc.terminate()
@@ -256,6 +272,46 @@ async def test_log_lines_carry_the_trace_and_the_ids(traced: Pipeline) -> None:
     assert any(
         "outbox row" in line and "channel=task_" in line and "version=" in line for line in relay_lines
     )
+
+
+async def test_server_api_callers_join_their_trace(traced: Pipeline) -> None:
+    """Any caller of the server API, as with Centrifugo: a ``traceparent`` HTTP header or gRPC
+    metadata makes the request span its child, and the publish a child of that."""
+    callers = {
+        "http": (os.urandom(16).hex(), os.urandom(8).hex()),
+        "grpc": (os.urandom(16).hex(), os.urandom(8).hex()),
+    }
+    trace, parent = callers["http"]
+    async with httpx.AsyncClient(timeout=scaled(10)) as http:
+        r = await http.post(
+            f"{traced.gateway.api_url}/publish",
+            json={"channel": "task_system:public", "data": {"n": 1}},
+            headers={"X-API-Key": API_KEY, "traceparent": f"00-{trace}-{parent}-01"},
+        )
+        assert r.status_code == 200 and "result" in r.json()
+    trace, parent = callers["grpc"]
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{traced.grpc_port}") as channel:
+        stub = api_pb2_grpc.CentrifugoApiStub(channel)
+        metadata = (("authorization", f"apikey {API_KEY}"), ("traceparent", f"00-{trace}-{parent}-01"))
+        reply = await stub.Publish(
+            api_pb2.PublishRequest(channel="task_system:public", data=b'{"n":2}'), metadata=metadata
+        )
+        assert not reply.HasField("error")
+
+    names = {"http": "/api/publish", "grpc": "centrifugal.centrifugo.api.CentrifugoApi/Publish"}
+    for door, (trace, parent) in callers.items():
+
+        def spans(trace: str = trace) -> list[Span] | None:
+            found = [sp for sp in traced.receiver.spans if sp.trace_id == trace]
+            return found if len(found) >= 2 else None
+
+        request, publish = sorted(
+            await wait_until(spans, 30, f"the {door} caller's spans"), key=lambda sp: sp.name == "publish"
+        )
+        assert (request.name, request.parent_id, request.service) == (names[door], parent, "centrifugo")
+        assert (publish.name, publish.parent_id) == ("publish", request.span_id)
+        assert publish.attributes["centrifugo.channel"] == "task_system:public"
+        assert publish.attributes["centrifugo.offset"] >= 1
 
 
 async def test_off_exports_nothing_and_stores_no_context(untraced: Pipeline) -> None:
