@@ -208,33 +208,7 @@ async def event_answer(
     """``POST /internal/v1/task-events`` without a framework: (status, JSON body) for the headers
     and the body ``read_body`` gives. The one implementation behind the Starlette route and the
     ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them.
-    When the Status API traces, the request is a server span (a child of the request's
-    ``traceparent``) named ``POST /internal/v1/task-events``."""
-    if api.tracing.enabled:
-        return await _traced_event_answer(api, headers, read_body, metrics)
-    return await _event_answer(api, headers, read_body, metrics)
-
-
-async def _traced_event_answer(
-    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
-) -> tuple[int, bytes]:
-    tracing = api.tracing
-    with tracing.span(
-        "POST /internal/v1/task-events",
-        parent=headers.get(TRACEPARENT),
-        kind="server",
-        attributes={"http.request.method": "POST", "http.route": "/internal/v1/task-events"},
-    ) as span:
-        status, body = await _event_answer(api, headers, read_body, metrics)
-        span.set_attribute("http.response.status_code", status)
-        if status >= 500:
-            tracing.mark_error(span, f"HTTP {status}")
-        return status, body
-
-
-async def _event_answer(
-    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
-) -> tuple[int, bytes]:
+    Untraced: a caller picks :func:`traced_event_answer` when ``api.tracing`` is on."""
     try:
         return 200, dumps(await _task_event(api, headers, read_body, metrics))
     except DomainError as err:
@@ -246,6 +220,25 @@ async def _event_answer(
         return 503, error_body(storage_unavailable())
 
 
+async def traced_event_answer(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> tuple[int, bytes]:
+    """:func:`event_answer` as a server span named ``POST /internal/v1/task-events``, a child of
+    the request's ``traceparent`` (``opentelemetry.enabled``)."""
+    tracing = api.tracing
+    with tracing.span(
+        "POST /internal/v1/task-events",
+        parent=headers.get(TRACEPARENT),
+        kind="server",
+        attributes={"http.request.method": "POST", "http.route": "/internal/v1/task-events"},
+    ) as span:
+        status, body = await event_answer(api, headers, read_body, metrics)
+        span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            tracing.mark_error(span, f"HTTP {status}")
+        return status, body
+
+
 def error_body(err: DomainError) -> bytes:
     """The bytes of :func:`error_response`'s body."""
     body: dict[str, Any] = {"code": err.code, "message": err.message, "retryable": err.retryable}
@@ -255,8 +248,10 @@ def error_body(err: DomainError) -> bytes:
 
 
 async def task_events(request: Request) -> Response:
-    status, body = await event_answer(
-        _api(request), request.headers, request.body, getattr(request.app.state, "metrics", None)
+    api = _api(request)
+    answer = traced_event_answer if api.tracing.enabled else event_answer
+    status, body = await answer(
+        api, request.headers, request.body, getattr(request.app.state, "metrics", None)
     )
     return Response(body, status_code=status, media_type=None if status == 400 and not body else JSON_TYPE)
 

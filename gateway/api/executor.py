@@ -122,11 +122,13 @@ class ServerApi:
         #: ``opentelemetry.api`` (:meth:`trace`): every publish is a ``publish`` span (and a
         #: ``batch`` runs its commands one by one, each publish its own span); OFF: nothing.
         self.tracing: Tracing = OFF
+        self._traced = False
 
     def trace(self, tracing: Tracing) -> None:
         """Trace the server API with ``tracing`` (``opentelemetry.api``). A traced request runs in
         a task of its own (a span is a context variable: never driven outside a task)."""
         self.tracing = tracing
+        self._traced = tracing.enabled
         if tracing.enabled:
             self._inline = False
 
@@ -213,7 +215,7 @@ class ServerApi:
                 req: PublishRequest = cmd  # type: ignore[assignment]
                 data = self._data(req.data, req.b64data)
                 item = self._item(req.channel, data, req, alone)
-                if self.tracing.enabled:
+                if self._traced:
                     return await self._traced_publish(item, req.channel)
                 return publish_reply(await self.node.publish_prepared(item))
             if kind is BroadcastRequest:
@@ -241,7 +243,7 @@ class ServerApi:
         """
         if parallel:
             return await self._parallel(commands, protocol)
-        if self.tracing.enabled:
+        if self._traced:
             return [await self._reply(cmd, protocol) for cmd in commands]
         replies: list[Result] = []
         run = self.node.publish_run()

@@ -131,8 +131,9 @@ class _Rows:
     renewals: list[dict[str, Any]] = field(default_factory=list)
     #: (task_id, version) of coalescing progress versions (:attr:`Change.coalesce`).
     coalesce: list[tuple[str, int]] = field(default_factory=list)
-    #: (task_id, version) -> traceparent of the traced versions (:attr:`Change.traceparent`).
-    traces: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: (task_id, version) -> traceparent of the traced versions (:attr:`Change.traceparent`);
+    #: None until one is (an untraced batch allocates nothing for it).
+    traces: dict[tuple[str, int], str] | None = None
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -147,6 +148,8 @@ class _Rows:
                 if c.coalesce:
                     self.coalesce.append((t.id, t.version))
                 if c.traceparent:
+                    if self.traces is None:
+                        self.traces = {}
                     self.traces[(t.id, t.version)] = c.traceparent
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
