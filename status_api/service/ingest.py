@@ -169,6 +169,8 @@ class EventIngestor:
             and event.event_type is EventType.STEP_HEARTBEAT
         ):
             due = core.tokens.due_on_heartbeat(token, now)
+        if traceparent is not None and not core.tracing.enabled:
+            traceparent = None  # untraced: no row carries a context
         item = PendingEvent(event, caller, canonical_hash(body), now, due, traceparent)
         if self.group is None:
             if traceparent is not None and self.core.tracing.enabled:
