@@ -224,13 +224,11 @@ class EventIngestor:
                 dataclasses.replace(i, traceparent=own) if (i.traceparent or "")[3:35] == trace_id else i
                 for i in items
             ]
-            if len(items) == 1:
-                try:
-                    return [await self._one(items[0])]
-                except Exception as exc:
-                    tracing.mark_error(span, type(exc).__name__)
-                    return [exc]
-            return await self._run_untraced(items)
+            results = await self._run_untraced(items)
+            failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, DomainError)]
+            if failed:  # a refusal (DomainError) is an answer, not a failure of the transaction
+                tracing.mark_error(span, type(failed[0]).__name__)
+            return results
 
     async def _run_untraced(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
         try:
