@@ -16,7 +16,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from httpwire.tracing import EVENT_ID, OFF, TASK_ID, TRACEPARENT, VERSION, Tracing
+from httpwire.tracing import OFF, Tracing
+from status_api import spans
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
@@ -223,20 +224,8 @@ async def event_answer(
 async def traced_event_answer(
     api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
 ) -> tuple[int, bytes]:
-    """:func:`event_answer` as a server span named ``POST /internal/v1/task-events``, a child of
-    the request's ``traceparent`` (``opentelemetry.enabled``)."""
-    tracing = api.tracing
-    with tracing.span(
-        "POST /internal/v1/task-events",
-        parent=headers.get(TRACEPARENT),
-        kind="server",
-        attributes={"http.request.method": "POST", "http.route": "/internal/v1/task-events"},
-    ) as span:
-        status, body = await event_answer(api, headers, read_body, metrics)
-        span.set_attribute("http.response.status_code", status)
-        if status >= 500:
-            tracing.mark_error(span, f"HTTP {status}")
-        return status, body
+    """:func:`event_answer` as its server span (``opentelemetry.enabled``; status_api/spans.py)."""
+    return await spans.event_span(api.tracing, headers, event_answer(api, headers, read_body, metrics))
 
 
 def error_body(err: DomainError) -> bytes:
@@ -294,10 +283,7 @@ async def _task_event(
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
         metrics.event(label, outcome, str(out.get("staleReason") or ""))
     if api.tracing.enabled:
-        span = api.tracing.current_span()
-        span.set_attribute(EVENT_ID, str(out["eventId"]))
-        span.set_attribute(TASK_ID, str(out["taskId"]))
-        span.set_attribute(VERSION, int(str(out["taskVersion"])))
+        spans.annotate_event(api.tracing, out)
     audit.info(
         "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
         caller.producer_id,

@@ -173,7 +173,7 @@ class EventIngestor:
             traceparent = None  # untraced: no row carries a context
         item = PendingEvent(event, caller, canonical_hash(body), now, due, traceparent)
         if self.group is None:
-            if traceparent is not None and self.core.tracing.enabled:
+            if traceparent is not None:
                 result = (await self._traced_batch([item]))[0]
                 if isinstance(result, Exception):
                     raise result
@@ -201,17 +201,18 @@ class EventIngestor:
         return {**row["result"], "duplicate": True}
 
     async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
-        if self.core.tracing.enabled and items[0].traceparent is not None:
+        if self.core.tracing.enabled:
             return await self._traced_batch(items)
         return await self._run_untraced(items)
 
     async def _traced_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
-        """The batch's transaction as one span: a child of the first event's request span, linked
-        to the others'. The outbox rows of the events of that first trace carry this span's
-        context; the others carry their own request's (their traces still reach the relay)."""
+        """The batch's transaction as one span: a child of the first traced event's request span
+        (a root when none is), linked to the others'. The outbox rows of the events of that first
+        trace carry this span's context; the others carry their own request's (their traces still
+        reach the relay)."""
         tracing = self.core.tracing
-        first = items[0].traceparent
-        links = [i.traceparent for i in items[1:] if i.traceparent and i.traceparent != first]
+        first = next((i.traceparent for i in items if i.traceparent), None)
+        links = sorted({i.traceparent for i in items if i.traceparent and i.traceparent != first})
         with tracing.span(
             "status_api.transaction",
             parent=first,
