@@ -2,8 +2,9 @@
 "Tracing with OpenTelemetry"), with the OpenTelemetry SDK's in-memory exporter: the batch's
 transaction is one span, a child of the first event's request span and linked to the others'; the
 outbox rows of the first event carry the transaction span's context, every other event's rows their
-own request's. Off, no row carries a context even when the caller passed one. Also: the tracer's
-refusals when the SDK is missing or the protocol unknown, and that off imports nothing of it.
+own request's; a batch with no caller context is a root span its rows carry. Off, no row carries a
+context even when the caller passed one. Also: the tracer's refusals when the SDK is missing or the
+protocol unknown, and that off imports nothing of it.
 """
 
 from __future__ import annotations
@@ -57,9 +58,10 @@ async def test_a_batch_is_one_transaction_span_and_each_row_keeps_its_trace(h: H
     h.service.tracing = setup(True, "test", exporter=exporter)
     parents = [_traceparent() for _ in range(3)]
     task_ids = await _ingest_in_one_batch(h, parents)
+    (lone,) = await _ingest_in_one_batch(h, [None])  # a direct call of the use case: no caller span
     h.service.tracing.shutdown()  # flushes the batch span processor
 
-    (tx,) = [s for s in exporter.get_finished_spans() if s.name == "status_api.transaction"]
+    tx, root = [s for s in exporter.get_finished_spans() if s.name == "status_api.transaction"]
     ctx = tx.get_span_context()
     assert tx.parent is not None and f"{tx.parent.span_id:016x}" == parents[0][36:52]
     assert f"{ctx.trace_id:032x}" == parents[0][3:35] and tx.attributes["taskcast.batch_size"] == 3
@@ -70,7 +72,10 @@ async def test_a_batch_is_one_transaction_span_and_each_row_keeps_its_trace(h: H
     assert await _row_contexts(h, task_ids[0]) == {own}
     for task_id, parent in zip(task_ids[1:], parents[1:], strict=True):
         assert await _row_contexts(h, task_id) == {parent}
-    assert await _row_contexts(h, (await _ingest_in_one_batch(h, [None]))[0]) == {None}
+    assert root.parent is None and not root.links
+    root_ctx = root.get_span_context()
+    (stored,) = await _row_contexts(h, lone)
+    assert stored[:52] == f"00-{root_ctx.trace_id:032x}-{root_ctx.span_id:016x}"
 
 
 async def test_off_stores_no_context(h: Harness) -> None:
