@@ -390,6 +390,8 @@ class ServerApi:
         )
 
     async def broadcast(self, req: BroadcastRequest, protocol: str = "http") -> Result:
+        if self._traced:  # Centrifugo's attribute of a broadcast's request span
+            self.tracing.current_span().set_attribute("centrifugo.num_channels", len(req.channels))
         data = self._data(req.data, req.b64data)
         node = self.node
         responses: list[Result] = []
