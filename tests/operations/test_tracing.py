@@ -13,9 +13,12 @@ even for a request that carried a ``traceparent``.
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -254,6 +257,13 @@ async def test_one_trace_from_the_worker_to_the_gateway_publish(traced: Pipeline
     rows = await _outbox(traced.db_url, task_id)
     stored = {tp for _, tp in rows if tp is not None}
     assert stored and all(tp[3:35] == trace_id for tp in stored)
+    # The one-command trace of the event names the trace of each of its rows.
+    argv = [sys.executable, "-m", "taskcast", "trace", post.attributes["taskcast.event_id"]]
+    argv += ["--no-gateway", "--config", str(traced.relay.config_path)]
+    shown = await asyncio.to_thread(
+        subprocess.run, argv, cwd=ROOT, capture_output=True, text=True, timeout=scaled(60), check=False
+    )
+    assert shown.returncode == 0 and f"trace {trace_id}" in shown.stdout, shown.stdout + shown.stderr
 
 
 async def test_log_lines_carry_the_trace_and_the_ids(traced: Pipeline) -> None:
