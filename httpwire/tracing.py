@@ -114,7 +114,8 @@ class Tracing:
 
     def correlate_logs(self, handlers: Iterable[logging.Handler] | None = None) -> None:
         """Make the lines of ``handlers`` (default: the root logger's) end with the current span's
-        ``trace_id=<32 hex> span_id=<16 hex>`` when one is recording. No-op when off."""
+        ``trace_id=<32 hex> span_id=<16 hex>`` while a span is current (sampled or not). No-op
+        when off."""
         if not self.enabled:
             return
         for handler in handlers if handlers is not None else logging.getLogger().handlers:

@@ -215,7 +215,9 @@ class EventIngestor:
         links = sorted({i.traceparent for i in items if i.traceparent and i.traceparent != first})
         with tracing.span(
             "status_api.transaction",
-            parent=first,
+            # "" = a root: the group-commit runner task still holds the context of the request
+            # that started it, which is not this batch's parent.
+            parent=first or "",
             links=links,
             attributes={"taskcast.batch_size": len(items)},
         ) as span:
