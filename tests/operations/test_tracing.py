@@ -14,15 +14,12 @@ even for a request that carried a ``traceparent``.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,7 @@ from taskcast_worker import AsyncTaskcast, StepSpec
 from gateway.api.grpc import api_pb2, api_pb2_grpc
 from status_api.storage.database import create_engine
 from status_api.storage.tables import task_outbox
+from tests.helpers.otlp import Receiver, Span
 from tests.status_api.harness import COORDINATOR, TEST_CONFIG
 from tests.support import (
     ROOT,
@@ -47,7 +45,7 @@ from tests.support import (
     wait_until,
 )
 
-trace_pb = pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
@@ -65,72 +63,6 @@ TASK = {
     "status_definition_version": 1,
     "operation_definition_version": 1,
 }
-
-
-@dataclass(frozen=True)
-class Span:
-    service: str
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    attributes: dict[str, Any]
-
-
-def _value(v: Any) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [_value(x) for x in v.array_value.values]
-    return getattr(v, kind) if kind else None
-
-
-class Receiver:
-    """An OTLP/HTTP traces endpoint (``POST /v1/traces``, protobuf, optionally gzipped)."""
-
-    def __init__(self) -> None:
-        self.spans: list[Span] = []
-        lock = threading.Lock()
-        spans = self.spans
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-                if self.headers.get("content-encoding") == "gzip":
-                    raw = gzip.decompress(raw)
-                request = trace_pb.ExportTraceServiceRequest.FromString(raw)
-                with lock:
-                    for rs in request.resource_spans:
-                        resource = {a.key: _value(a.value) for a in rs.resource.attributes}
-                        for ss in rs.scope_spans:
-                            for s in ss.spans:
-                                spans.append(
-                                    Span(
-                                        str(resource.get("service.name")),
-                                        s.trace_id.hex(),
-                                        s.span_id.hex(),
-                                        s.parent_span_id.hex(),
-                                        s.name,
-                                        {a.key: _value(a.value) for a in s.attributes},
-                                    )
-                                )
-                body = trace_pb.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @dataclass
