@@ -170,7 +170,7 @@ class TelemetryConfig:
 class OpenTelemetryConfig:
     """OpenTelemetry tracing (httpwire/tracing.py), off by default: the event route, the ingest
     transaction and the outbox rows' trace context. The exporter is configured by the standard
-    ``OTEL_*`` environment variables (docs/operations.md *Tracing*)."""
+    ``OTEL_*`` environment variables (docs/operations.md "Tracing with OpenTelemetry")."""
 
     enabled: bool = False
 

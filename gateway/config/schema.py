@@ -490,9 +490,10 @@ class PrometheusSettings:
 @dataclass(frozen=True, slots=True)
 class OpenTelemetrySettings:
     """OpenTelemetry tracing, exported over OTLP as configured by the standard ``OTEL_*``
-    environment variables (docs/operations.md "Tracing"). ``api``: a server span per server API
-    request (HTTP and gRPC; a child of the request's ``traceparent``) and a ``publish`` span per
-    publication; ``consuming``: a span per command of the async consumers. Both need ``enabled``."""
+    environment variables (docs/operations.md "Tracing with OpenTelemetry"). ``api``: a server
+    span per server API request (HTTP and gRPC; a child of the request's ``traceparent``) and a
+    ``publish`` span per publication; ``consuming``: a span per command of the async consumers.
+    Both need ``enabled``."""
 
     enabled: bool = False
     api: bool = False
