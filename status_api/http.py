@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from httpwire.tracing import OFF, Tracing
-from status_api import spans
+from status_api import correlation
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
@@ -224,8 +224,8 @@ async def event_answer(
 async def traced_event_answer(
     api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
 ) -> tuple[int, bytes]:
-    """:func:`event_answer` as its server span (``opentelemetry.enabled``; status_api/spans.py)."""
-    return await spans.event_span(api.tracing, headers, event_answer(api, headers, read_body, metrics))
+    """:func:`event_answer` as its server span (``opentelemetry.enabled``; status_api/correlation.py)."""
+    return await correlation.event_span(api.tracing, headers, event_answer(api, headers, read_body, metrics))
 
 
 def error_body(err: DomainError) -> bytes:
@@ -283,17 +283,8 @@ async def _task_event(
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
         metrics.event(label, outcome, str(out.get("staleReason") or ""))
     if api.tracing.enabled:
-        spans.annotate_event(api.tracing, out)
-    audit.info(
-        "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
-        caller.producer_id,
-        out["eventId"],
-        out["taskId"],
-        out["accepted"],
-        out["duplicate"],
-        out["stale"],
-        out["taskVersion"],
-    )
+        correlation.annotate_event(api.tracing, out)
+    correlation.log_event(caller.producer_id, body, out)  # seed §14.2
     if "executionToken" in out and isinstance(caller, ExecutionGrant):
         _audit_renewal(caller, out, "heartbeat")
     return out

@@ -209,7 +209,8 @@ async def test_log_lines_carry_the_trace_and_the_ids(traced: Pipeline) -> None:
         ]
 
     api_lines = await wait_until(lambda: lines(traced.api.log_text()), 30, "the Status API's event lines")
-    assert any("event=evt-" in line and "version=" in line for line in api_lines), api_lines
+    fields = ("event=evt-", "step=02_parse", "op=DOCUMENT.PARSE", "attempt=1/1", "seq=", "version=")
+    assert any(all(f in line for f in fields) for line in api_lines), api_lines
     relay_lines = await wait_until(lambda: lines(traced.relay.log_text()), 30, "the relay's row lines")
     assert any(
         "outbox row" in line and "channel=task_" in line and "version=" in line for line in relay_lines
