@@ -61,10 +61,11 @@ def retry_after_seconds(value: str | None, now: Callable[[], float] = time.time)
 
 def _trace_injector() -> Callable[..., None] | None:
     try:
-        from opentelemetry import propagate
+        from opentelemetry.propagate import inject
     except ImportError:
         return None
-    return propagate.inject
+    typed: Callable[..., None] = inject
+    return typed
 
 
 #: Writes the current span's context into a headers dict (None without OpenTelemetry).
