@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -33,6 +34,7 @@ from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
+from gateway.consumers.dispatch import Execute
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.map_base import MapBroker
 from gateway.engine.map_memory import MemoryMapBroker
@@ -59,6 +61,7 @@ from gateway.webhooks.lifecycle import Webhooks
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.redis_occupancy import RedisOccupancy
 from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
+from httpwire.tracing import Tracing, setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 DOCS = "docs/gateway.md"
@@ -160,6 +163,10 @@ class Runtime:
         shared_engine: Path | None = None,
     ) -> None:
         self.settings = settings
+        otel = settings.opentelemetry
+        # Centrifugo's default service.name (OTEL_SERVICE_NAME overrides): its dashboards match.
+        self.tracing = setup(otel.enabled, "centrifugo")
+        self.tracing.correlate_logs()
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
             engine_errors = self.metrics.engine_errors
@@ -218,7 +225,11 @@ class Runtime:
         held = self.clients.flusher.stats
         self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
-        execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        if otel.api:
+            self.api.trace(self.tracing)
+        execute: Execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        if otel.consuming and self.tracing.enabled:
+            execute = _traced_consuming(self.tracing, execute)
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
@@ -267,6 +278,18 @@ class Runtime:
         await self.node.presence.close()
         await self.proxies.close()
         await self.http.aclose()
+        self.tracing.shutdown()
+
+
+def _traced_consuming(tracing: Tracing, execute: Execute) -> Execute:
+    """``opentelemetry.consuming``: each command an async consumer runs is a consumer span
+    (``consuming.<method>``; a refused command marks it as an error)."""
+
+    async def traced(method: str, params: object) -> dict[str, Any]:
+        with tracing.span(f"consuming.{method}", kind="consumer", attributes={"rpc.method": method}):
+            return await execute(method, params)
+
+    return traced
 
 
 def _routes(settings: Settings, rt: Runtime) -> list[Route]:

@@ -51,6 +51,7 @@ from gateway.node import Node, PublishRun
 from gateway.protocol import codec, codes
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
+from httpwire.tracing import CHANNEL, OFF, Tracing
 
 log = logging.getLogger("taskcast.gateway.api")
 
@@ -122,6 +123,18 @@ class ServerApi:
         whether the publication is alone in its tick), by request type."""
         self._resolved: dict[str, ChannelOptions | codes.Error] = {}
         self._inline = node.publishes_inline
+        #: ``opentelemetry.api`` (:meth:`trace`): every publish is a ``publish`` span (and a
+        #: ``batch`` runs its commands one by one, each publish its own span); OFF: nothing.
+        self.tracing: Tracing = OFF
+        self._traced = False
+
+    def trace(self, tracing: Tracing) -> None:
+        """Trace the server API with ``tracing`` (``opentelemetry.api``). A traced request runs in
+        a task of its own (a span is a context variable: never driven outside a task)."""
+        self.tracing = tracing
+        self._traced = tracing.enabled
+        if tracing.enabled:
+            self._inline = False
 
     # --- what a front door may ask -----------------------------------------------------------
 
@@ -206,6 +219,8 @@ class ServerApi:
                 req: PublishRequest = cmd  # type: ignore[assignment]
                 data = self._data(req.data, req.b64data)
                 item = self._item(req.channel, data, req, alone)
+                if self._traced:
+                    return await self._traced_publish(item, req.channel)
                 return publish_reply(await self.node.publish_prepared(item))
             if kind is BroadcastRequest:
                 return await self.broadcast(cmd, protocol)  # type: ignore[arg-type]
@@ -232,6 +247,8 @@ class ServerApi:
         """
         if parallel:
             return await self._parallel(commands, protocol)
+        if self._traced:
+            return [await self._reply(cmd, protocol) for cmd in commands]
         replies: list[Result] = []
         run = self.node.publish_run()
         waiting: list[tuple[int, str, float]] = []
@@ -298,6 +315,19 @@ class ServerApi:
             for task in tasks:
                 task.cancel()
             raise
+
+    async def _traced_publish(self, item: PublishItem, channel: str) -> Result:
+        """One publication as the ``publish`` span: the engine's publish and this node's fan-out
+        (attributes: ``centrifugo.channel``, the stream position, ``suppressed`` by an idempotency key)."""
+        tracing = self.tracing
+        tracing.current_span().set_attribute(CHANNEL, channel)  # Centrifugo's, on the request span
+        with tracing.span("publish", attributes={CHANNEL: channel}) as span:
+            result = await self.node.publish_prepared(item)
+            if result.position is not None:
+                span.set_attribute("centrifugo.offset", result.position.offset)
+                span.set_attribute("centrifugo.epoch", result.position.epoch)
+            span.set_attribute("centrifugo.suppressed", result.suppressed)
+            return publish_reply(result)
 
     async def _reply(self, cmd: Command, protocol: str) -> Result:
         """One ``batch`` command's reply: ``{"<method>": result}`` or ``{"error": ...}``."""
@@ -366,6 +396,8 @@ class ServerApi:
         )
 
     async def broadcast(self, req: BroadcastRequest, protocol: str = "http") -> Result:
+        if self._traced:  # Centrifugo's attribute of a broadcast's request span
+            self.tracing.current_span().set_attribute("centrifugo.num_channels", len(req.channels))
         data = self._data(req.data, req.b64data)
         node = self.node
         responses: list[Result] = []

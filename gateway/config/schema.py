@@ -548,6 +548,19 @@ class PrometheusSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenTelemetrySettings:
+    """OpenTelemetry tracing, exported over OTLP as configured by the standard ``OTEL_*``
+    environment variables (docs/operations.md "Tracing with OpenTelemetry"). ``api``: a server
+    span per server API request (HTTP and gRPC; a child of the request's ``traceparent``) and a
+    ``publish`` span per publication; ``consuming``: a span per command of the async consumers.
+    Both need ``enabled``."""
+
+    enabled: bool = False
+    api: bool = False
+    consuming: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class HealthSettings:
     """``/health`` answers 200 while the engine can publish, else 503."""
 
@@ -649,6 +662,7 @@ class Settings:
     admin: AdminSettings = field(default_factory=AdminSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    opentelemetry: OpenTelemetrySettings = field(default_factory=OpenTelemetrySettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     shutdown: ShutdownSettings = field(default_factory=ShutdownSettings)
     node: NodeSettings = field(default_factory=NodeSettings)

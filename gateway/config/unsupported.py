@@ -91,7 +91,9 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         **{f"consumers[].redis_stream.{option}": _CONSUMER_REDIS for option in _CONSUMER_REDIS_OPTIONS},
         "uni_grpc": "use uni_websocket, uni_sse or uni_http_stream",
         "webtransport": "use websocket",
-        "opentelemetry": "use the Prometheus metrics (prometheus.enabled)",
+        "opentelemetry.google_cloud_adc_auth": (
+            "export to a collector (OTEL_EXPORTER_OTLP_ENDPOINT) that authenticates to Google Cloud"
+        ),
         "graphite": "scrape the Prometheus endpoint (prometheus.enabled) instead",
         "debug": "profile with py-spy; health and metrics are in health and prometheus",
         "usage_stats": "Taskcast sends no usage statistics: nothing to disable",
