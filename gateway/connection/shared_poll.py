@@ -87,6 +87,11 @@ class _Sub:
     expire_at: float | None = None
     """When the subscription token expires (None: never); a ``sub_refresh`` type 0 extends it."""
 
+    def extend(self, expire_at: float | None) -> None:
+        """A refreshed subscription token's expiry (a shared-poll subscription's own state: it is
+        not one of the Session's stream subscriptions)."""
+        self.expire_at = expire_at
+
 
 class SharedPollSubscriptions:
     """The shared-poll subscriptions of one connection; a ``gateway.sharedpoll.manager.Tracker``."""
@@ -183,7 +188,7 @@ class SharedPollSubscriptions:
         if req.type == 0:  # a new subscription token
             grant = await self.conn.authorizer.sub_refresh(self.conn.caller(), req)
             if grant is not None and not grant.expired:
-                sub.expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+                sub.extend(float(grant.expire_at) if grant.expire_at is not None else None)
             if sub.expire_at is None:
                 return SubRefreshResult()
             return SubRefreshResult(expires=True, ttl=policy.expiry_ttl(sub.expire_at, self.clock()))
