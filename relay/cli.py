@@ -25,7 +25,7 @@ from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
 from status_api.storage.database import create_engine
-from status_api.storage.outbox import DeadRow
+from status_api.storage.outbox import DeadRow, relay_wake_channel
 
 log = logging.getLogger("taskcast.relay")
 
@@ -105,6 +105,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
                 lambda: relay.wake("redis"),
                 metrics,
                 on_state=relay.hints_up,
+                own_channel=relay_wake_channel(cfg.wake_channel, cfg.relay_id),
             )
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(listener.run(stop), name="wake-listener")
