@@ -19,6 +19,8 @@ import signal
 import sys
 from collections.abc import Callable
 
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from relay.claim import OutboxLeases
 from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
@@ -52,13 +54,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _leases(cfg: RelayConfig) -> OutboxLeases:
-    engine = create_engine(
-        cfg.database_url,
-        pool_size=cfg.db_pool_size,
-        max_overflow=cfg.db_pool_size,
-        lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
-    )
-    return OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds)
+    def engine(autocommit: bool) -> AsyncEngine:
+        return create_engine(
+            cfg.database_url,
+            pool_size=cfg.db_pool_size,
+            max_overflow=cfg.db_pool_size,
+            lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
+            autocommit=autocommit,
+        )
+
+    claims = engine(autocommit=False)
+    # MySQL/MariaDB: marks run without a transaction (one round trip each, no COMMIT).
+    settle = engine(autocommit=True) if claims.dialect.name == "mysql" else None
+    return OutboxLeases(claims, cfg.relay_id, lease_seconds=cfg.lease_seconds, settle_engine=settle)
 
 
 async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = None) -> int:
@@ -114,7 +122,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         if udp is not None:
             udp.close()
         await publisher.aclose()
-        await leases.engine.dispose()
+        await leases.dispose()
         if server is not None:
             server.close()
     return 0
@@ -125,7 +133,7 @@ async def _dead_list(cfg: RelayConfig, limit: int, as_json: bool) -> int:
     try:
         rows = await leases.list_dead(limit)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     if as_json:
         # One document, always valid JSON: ``[]`` when there is nothing dead.
         print(json.dumps([_dead_item(r) for r in rows]))
@@ -157,7 +165,7 @@ async def _dead_requeue(cfg: RelayConfig, ids: list[int] | None) -> int:
     try:
         n = await leases.requeue_dead(ids)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     print(f"requeued {n} rows")
     return 0
 
@@ -167,7 +175,7 @@ async def _purge(cfg: RelayConfig) -> int:
     try:
         n = await leases.purge(cfg.retention_seconds)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     print(f"purged {n} published rows older than {cfg.retention_seconds:g}s")
     return 0
 
