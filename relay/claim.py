@@ -63,6 +63,27 @@ class OutboxLeases:
         self.lease_seconds = lease_seconds
         self.now = now
 
+    @classmethod
+    def open(
+        cls, url: str, relay_id: str, *, lease_seconds: float, pool_size: int, lock_wait_timeout_seconds: int
+    ) -> OutboxLeases:
+        """Leases on the database at ``url``: a claims engine and, on MySQL/MariaDB, an autocommit
+        engine for the marks (one round trip each, no COMMIT); pools of ``pool_size`` (+ as much
+        overflow) each. Close with :meth:`dispose`."""
+
+        def engine(autocommit: bool) -> AsyncEngine:
+            return create_engine(
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                lock_wait_timeout_seconds=lock_wait_timeout_seconds,
+                autocommit=autocommit,
+            )
+
+        claims = engine(autocommit=False)
+        settle = engine(autocommit=True) if claims.dialect.name == "mysql" else None
+        return cls(claims, relay_id, lease_seconds=lease_seconds, settle_engine=settle)
+
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name

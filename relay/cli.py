@@ -19,14 +19,11 @@ import signal
 import sys
 from collections.abc import Callable
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from relay.claim import OutboxLeases
 from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
-from status_api.storage.database import create_engine
 from status_api.storage.outbox import DeadRow, relay_wake_channel
 
 log = logging.getLogger("taskcast.relay")
@@ -54,19 +51,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _leases(cfg: RelayConfig) -> OutboxLeases:
-    def engine(autocommit: bool) -> AsyncEngine:
-        return create_engine(
-            cfg.database_url,
-            pool_size=cfg.db_pool_size,
-            max_overflow=cfg.db_pool_size,
-            lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
-            autocommit=autocommit,
-        )
-
-    claims = engine(autocommit=False)
-    # MySQL/MariaDB: marks run without a transaction (one round trip each, no COMMIT).
-    settle = engine(autocommit=True) if claims.dialect.name == "mysql" else None
-    return OutboxLeases(claims, cfg.relay_id, lease_seconds=cfg.lease_seconds, settle_engine=settle)
+    return OutboxLeases.open(
+        cfg.database_url,
+        cfg.relay_id,
+        lease_seconds=cfg.lease_seconds,
+        pool_size=cfg.db_pool_size,
+        lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
+    )
 
 
 async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = None) -> int:
