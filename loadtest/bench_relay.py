@@ -108,6 +108,7 @@ def profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
         "-o",
         str(out),
         "--nonblocking",
+        *(["--gil"] if os.environ.get("PYSPY_GIL") else []),
     ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
