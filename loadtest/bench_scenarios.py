@@ -40,22 +40,34 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from websockets.exceptions import InvalidHandshake
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from taskcast.demo.runner import run_demo  # noqa: E402
 from taskcast.dev.topology import Topology  # noqa: E402
-from tests.helpers.follower import Endpoints, Follower, user_token  # noqa: E402
+from tests.helpers.follower import RECONNECT_PAUSE_SECONDS, Endpoints, Follower, user_token  # noqa: E402
 
 
 class TimedFollower(Follower):
-    """A :class:`Follower` that times each snapshot read and counts the failed ones."""
+    """A :class:`Follower` that times each snapshot read and counts the failed ones, and that
+    starts over after a refused handshake too (nginx answers 502 while no gateway is live for it),
+    as a browser's client does."""
 
     def __init__(self, endpoints: Endpoints, user: str) -> None:
         self.reads: list[float] = []
         self.read_errors = 0
+        self.refused = 0
         super().__init__(endpoints, user)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await super()._run()
+            except InvalidHandshake:
+                self.refused += 1
+                await asyncio.sleep(RECONNECT_PAUSE_SECONDS)
 
     async def snapshot(self) -> None:
         started = time.perf_counter()
@@ -100,6 +112,10 @@ async def gateway_restart(topo: Topology, args: argparse.Namespace, ctx: dict[st
 
         await wait_for(restarted, 60, f"{name} restarted")
         await wait_for(up, 120, f"{name} up")
+        # nginx marks a gateway that refused connections failed for its fail_timeout (5 s in
+        # deploy/nginx): the next gateway may go only once nginx routes to this one again, or
+        # nginx has no live upstream and answers 502 to everyone meanwhile.
+        await asyncio.sleep(args.gateway_pause)
 
 
 async def redis_failover(topo: Topology, args: argparse.Namespace, ctx: dict[str, Any]) -> None:
@@ -176,6 +192,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.monotonic()
         await ACTIONS[args.scenario](topo, args, ctx)
         out["action_s"] = round(time.monotonic() - t0, 1)
+        out["load_still_running_after_action"] = not demo.done()
         result = await demo
         acked = time.monotonic()
         followers = ctx["followers"]
@@ -209,6 +226,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             lost=lost[:5],
             since_ack_s=round(time.monotonic() - acked, 2),
             restarts=dict(topo.supervisor.restarts) if topo.supervisor else {},
+            refused_handshakes=sum(f.refused for f in followers),
             load_end=round(os.getloadavg()[0], 1),
             **{k: v for k, v in ctx.items() if k not in ("followers", "endpoints")},
         )
@@ -228,6 +246,9 @@ def main() -> None:
     p.add_argument("--speed", type=float, default=10.0, help="the demo's pace multiplier")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between task starts (/ speed)")
     p.add_argument("--storm-share", type=float, default=0.3)
+    p.add_argument(
+        "--gateway-pause", type=float, default=6.0, help="gateway-restart: seconds between gateways (nginx)"
+    )
     p.add_argument("--converge-timeout", type=float, default=120.0)
     p.add_argument("--quick", action="store_true", help="4 users, 8 tasks: a short run on a shared machine")
     args = p.parse_args()
