@@ -113,7 +113,7 @@ async def gateway() -> AsyncIterator[ScriptedGateway]:
 def publisher(
     gateway: ScriptedGateway,
 ) -> Callable[[Handler], tuple[HttpGatewayPublisher, list[httpx.Request]]]:
-    def make(handler: Handler) -> tuple[HttpGatewayPublisher, list[httpx.Request]]:
+    def make(handler: Handler, timeout: float = 1.0) -> tuple[HttpGatewayPublisher, list[httpx.Request]]:
         seen: list[httpx.Request] = []
 
         def record(request: httpx.Request) -> httpx.Response:
@@ -121,12 +121,12 @@ def publisher(
             return handler(request)
 
         gateway.handler = record
-        return HttpGatewayPublisher(f"http://127.0.0.1:{gateway.port}/api", KEY, 1.0), seen
+        return HttpGatewayPublisher(f"http://127.0.0.1:{gateway.port}/api", KEY, timeout), seen
 
     return make
 
 
-Make = Callable[[Handler], tuple[HttpGatewayPublisher, list[httpx.Request]]]
+Make = Callable[..., tuple[HttpGatewayPublisher, list[httpx.Request]]]
 
 
 async def test_batch_replies_map_to_rows_in_order(publisher: Make) -> None:
@@ -212,7 +212,7 @@ async def test_timeout_and_malformed_replies_are_transient(publisher: Make) -> N
     def slow(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
 
-    pub, _ = publisher(slow)
+    pub, _ = publisher(slow, timeout=0.2)
     [res] = await pub.publish([row(1)])
     assert (res.outcome, res.failure_class, res.gateway_unavailable) == (Outcome.RETRY, "timeout", True)
     await pub.aclose()

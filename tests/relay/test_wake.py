@@ -219,9 +219,9 @@ async def test_each_hint_wakes_one_relay_and_a_relay_gone_or_an_older_one_is_han
         await received(7 + 2)
         assert (len(woken["b"]), len(woken["old"])) == (6, 1)  # every relay: an older one is there
     finally:
-        for name, stop in stops.items():
+        for stop in stops.values():
             stop.set()
-            await asyncio.wait_for(tasks[name], scaled(30))
+        await asyncio.wait_for(asyncio.gather(*tasks.values()), scaled(30))
         await publisher.aclose()
 
 
