@@ -179,7 +179,6 @@ def configure(config_path: str) -> RelayConfig:
     """
     cfg = load_config(config_path)
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     return cfg
 
 
