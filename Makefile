@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 CONFIG ?= examples/gateway.json
 
-.PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-claim bench-gc bench-capacity
+.PHONY: up run topology bootstrap test test-quick test-fast lint fmt type bench bench-fanout bench-ingest bench-relay bench-relay-rate bench-claim bench-gc bench-capacity
 
 up: bootstrap  ## make up ARGS="--allowed-origin http://localhost:5173 --port-gateway 8001"
 	$(PY) -m taskcast up $(ARGS)
@@ -44,6 +44,9 @@ bench-ingest: bootstrap
 
 bench-relay: bootstrap
 	$(PY) loadtest/bench_relay.py --out docs/PERFORMANCE.md
+
+bench-relay-rate: bootstrap  ## the relays' CPU per row at 50, 200 and 667 events/s
+	$(PY) loadtest/bench_relay_rate.py
 
 bench-claim: bootstrap
 	$(PY) loadtest/bench_claim.py --out docs/PERFORMANCE.md

@@ -95,7 +95,7 @@ def spawn(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
 
 def profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """``py-spy record`` of ``pid`` into ``out`` (raw collapsed stacks) until SIGINT."""
-    py_spy = Path(sys.executable).with_name("py-spy")
+    py_spy = shutil.which("py-spy") or Path(sys.executable).with_name("py-spy")
     argv = [
         str(py_spy),
         "record",
@@ -108,6 +108,7 @@ def profile(pid: int, out: Path) -> subprocess.Popen[bytes]:
         "-o",
         str(out),
         "--nonblocking",
+        *(["--gil"] if os.environ.get("PYSPY_GIL") else []),
     ]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

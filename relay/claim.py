@@ -46,8 +46,19 @@ TRANSACTION_ATTEMPTS = 4
 class OutboxLeases:
     """Leased access to ``task_outbox`` for one relay identity (``relay_id`` = ``locked_by``)."""
 
-    def __init__(self, engine: AsyncEngine, relay_id: str, *, lease_seconds: float, now: Clock = utc_now):
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        relay_id: str,
+        *,
+        lease_seconds: float,
+        now: Clock = utc_now,
+        settle_engine: AsyncEngine | None = None,
+    ):
         self.engine = engine
+        #: Where :meth:`settle` runs its statements without a transaction (an autocommit engine,
+        #: MySQL/MariaDB): each is one round trip with no COMMIT. None: in a transaction on ``engine``.
+        self.settle_engine = settle_engine
         self.relay_id = relay_id
         self.lease_seconds = lease_seconds
         self.now = now
@@ -55,6 +66,27 @@ class OutboxLeases:
         #: that was not yet due becomes due (``outbox_claims.next_due``), None when none waits.
         #: After a full claim: None (the relay claims again at once anyway).
         self.next_due: datetime | None = None
+
+    @classmethod
+    def open(
+        cls, url: str, relay_id: str, *, lease_seconds: float, pool_size: int, lock_wait_timeout_seconds: int
+    ) -> OutboxLeases:
+        """Leases on the database at ``url``: a claims engine and, on MySQL/MariaDB, an autocommit
+        engine for the marks (one round trip each, no COMMIT); pools of ``pool_size`` (+ as much
+        overflow) each. Close with :meth:`dispose`."""
+
+        def engine(autocommit: bool) -> AsyncEngine:
+            return create_engine(
+                url,
+                pool_size=pool_size,
+                max_overflow=pool_size,
+                lock_wait_timeout_seconds=lock_wait_timeout_seconds,
+                autocommit=autocommit,
+            )
+
+        claims = engine(autocommit=False)
+        settle = engine(autocommit=True) if claims.dialect.name == "mysql" else None
+        return cls(claims, relay_id, lease_seconds=lease_seconds, settle_engine=settle)
 
     @property
     def dialect(self) -> str:
@@ -103,6 +135,10 @@ class OutboxLeases:
         ``released`` are due again at once with the claim's attempt refunded (the gateway as a whole
         failed, nothing wrong with them: an outage never counts toward ``max_attempts``).
         Returns the numbers of rows actually marked (published, back to PENDING, dead).
+
+        With ``settle_engine`` the statements run without a transaction around them: each one is
+        guarded by the lease on its own (``status = PROCESSING AND locked_by = me``), so nothing
+        needs them to commit together, and a retry after a conflict marks only what is still ours.
         """
         now = self.now()
 
@@ -115,7 +151,27 @@ class OutboxLeases:
                 n_dead += await outbox_claims.mark_dead(conn, row_id, self.relay_id, error)
             return n_pub, n_back, n_dead
 
+        if self.settle_engine is not None:
+            return await self._autocommit(self.settle_engine, body)
         return await self._tx(body)
+
+    async def dispose(self) -> None:
+        """Close the pools of both engines."""
+        await self.engine.dispose()
+        if self.settle_engine is not None:
+            await self.settle_engine.dispose()
+
+    async def _autocommit(self, engine: AsyncEngine, body: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            try:
+                async with engine.connect() as conn:
+                    return await body(conn)
+            except sa.exc.DBAPIError as exc:
+                if attempt == TRANSACTION_ATTEMPTS or not is_retryable(exc):
+                    raise
+                log.info("outbox statement conflict (attempt %d), retrying", attempt)
+                await asyncio.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")
 
     async def release(self, ids: Sequence[int]) -> int:
         """Give back leases we hold (shutdown): the rows are due again at once for any replica."""

@@ -25,8 +25,7 @@ from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
-from status_api.storage.database import create_engine
-from status_api.storage.outbox import DeadRow
+from status_api.storage.outbox import DeadRow, relay_wake_channel
 
 log = logging.getLogger("taskcast.relay")
 
@@ -53,13 +52,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _leases(cfg: RelayConfig) -> OutboxLeases:
-    engine = create_engine(
+    return OutboxLeases.open(
         cfg.database_url,
+        cfg.relay_id,
+        lease_seconds=cfg.lease_seconds,
         pool_size=cfg.db_pool_size,
-        max_overflow=cfg.db_pool_size,
         lock_wait_timeout_seconds=cfg.db_lock_wait_timeout_seconds,
     )
-    return OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds)
 
 
 async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = None) -> int:
@@ -114,6 +113,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
                 lambda: relay.wake("redis"),
                 metrics,
                 on_state=relay.hints_up,
+                own_channel=relay_wake_channel(cfg.wake_channel, cfg.relay_id),
             )
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(listener.run(stop), name="wake-listener")
@@ -122,7 +122,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         if udp is not None:
             udp.close()
         await publisher.aclose()
-        await leases.engine.dispose()
+        await leases.dispose()
         if server is not None:
             server.close()
         tracing.shutdown()
@@ -134,7 +134,7 @@ async def _dead_list(cfg: RelayConfig, limit: int, as_json: bool) -> int:
     try:
         rows = await leases.list_dead(limit)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     if as_json:
         # One document, always valid JSON: ``[]`` when there is nothing dead.
         print(json.dumps([_dead_item(r) for r in rows]))
@@ -166,7 +166,7 @@ async def _dead_requeue(cfg: RelayConfig, ids: list[int] | None) -> int:
     try:
         n = await leases.requeue_dead(ids)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     print(f"requeued {n} rows")
     return 0
 
@@ -176,7 +176,7 @@ async def _purge(cfg: RelayConfig) -> int:
     try:
         n = await leases.purge(cfg.retention_seconds)
     finally:
-        await leases.engine.dispose()
+        await leases.dispose()
     print(f"purged {n} published rows older than {cfg.retention_seconds:g}s")
     return 0
 
@@ -189,7 +189,6 @@ def configure(config_path: str) -> RelayConfig:
     """
     cfg = load_config(config_path)
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     return cfg
 
 

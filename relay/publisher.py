@@ -29,17 +29,17 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-import httpx
 import orjson
 
 from httpwire.tracing import CHANNEL, OFF, OUTBOX_IDS, TASK_ID, TRACEPARENT, VERSION, Tracing
+from relay.http_client import HttpReply, KeepAliveClient
 from status_api.storage.outbox import OutboxRow, publication_tags
 
 log = logging.getLogger("taskcast.relay.publisher")
@@ -151,7 +151,7 @@ def classify_api_error(code: int) -> tuple[Outcome, str]:
 
 def classify_exception(exc: BaseException) -> tuple[str, bool]:
     """``(class, gateway_unavailable)`` for a transport exception; every such failure is retried."""
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
+    if isinstance(exc, TimeoutError):
         return "timeout", True
     return "connect", True
 
@@ -169,26 +169,21 @@ class HttpGatewayPublisher:
     """:class:`Publisher` over the gateway server API (``X-API-Key``), one request per batch.
 
     A batch refused as a whole with a 4xx (or a top-level API error) is re-sent row by row, so a
-    single poison row ends DEAD alone. Each request is bounded by ``timeout_seconds``.
+    single poison row ends DEAD alone. Each request is bounded by ``timeout_seconds`` (connecting
+    by min(``timeout_seconds``, 2 s)); connections are kept alive (``relay/http_client.py``).
+    The batch body is encoded in one ``orjson.dumps`` (payloads are spliced in as stored); only a
+    batch holding a payload that cannot be encoded is encoded row by row, to dead-letter that row.
     """
 
-    def __init__(
-        self,
-        api_url: str,
-        api_key: str,
-        timeout_seconds: float,
-        *,
-        client: httpx.AsyncClient | None = None,
-        tracing: Tracing = OFF,
-    ) -> None:
+    def __init__(self, api_url: str, api_key: str, timeout_seconds: float, *, tracing: Tracing = OFF) -> None:
         self._tracing = tracing
-        self._api_url = api_url.rstrip("/")
         self._secrets = (api_key,) if api_key else ()
         self._timeout = timeout_seconds
-        self._client = client or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_seconds, connect=min(timeout_seconds, 2.0)),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
-            headers={"X-API-Key": api_key, "Content-Type": "application/json"},
+        self._client = KeepAliveClient(
+            api_url,
+            {"X-API-Key": api_key, "Content-Type": "application/json"},
+            timeout=timeout_seconds,
+            connect_timeout=min(timeout_seconds, 2.0),
         )
 
     async def aclose(self) -> None:
@@ -245,9 +240,27 @@ class HttpGatewayPublisher:
         return results
 
     async def _publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+        if not rows:
+            return []
+        sent_ms = int(time.time() * 1000)
+        if len(rows) == 1:
+            try:
+                body = orjson.dumps(publish_params(rows[0], sent_ms))
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                return [PublishResult(Outcome.DEAD, "encode", sanitize(f"payload not JSON: {exc}"))]
+            return [await self._single(body)]
+        try:
+            payload = orjson.dumps({"commands": [{"publish": publish_params(r, sent_ms)} for r in rows]})
+        except (TypeError, orjson.JSONEncodeError):
+            return await self._publish_encodable(rows, sent_ms)
+        return await self._batch(
+            payload, len(rows), lambda: [orjson.dumps(publish_params(r, sent_ms)) for r in rows]
+        )
+
+    async def _publish_encodable(self, rows: Sequence[OutboxRow], sent_ms: int) -> list[PublishResult]:
+        """Encode row by row: a row that cannot be encoded is DEAD, the others are published."""
         results: list[PublishResult | None] = [None] * len(rows)
         bodies: list[tuple[int, bytes]] = []
-        sent_ms = int(time.time() * 1000)
         for i, row in enumerate(rows):
             try:
                 bodies.append((i, orjson.dumps(publish_params(row, sent_ms))))
@@ -257,40 +270,40 @@ class HttpGatewayPublisher:
             i, body = bodies[0]
             results[i] = await self._single(body)
         elif bodies:
-            for (i, _), res in zip(bodies, await self._batch([b for _, b in bodies]), strict=True):
+            each = [b for _, b in bodies]
+            payload = b'{"commands":[' + b",".join(b'{"publish":' + b + b"}" for b in each) + b"]}"
+            for (i, _), res in zip(bodies, await self._batch(payload, len(each), lambda: each), strict=True):
                 results[i] = res
         return [r if r is not None else PUBLISHED for r in results]
 
-    async def _post(self, method: str, body: bytes) -> httpx.Response | PublishResult:
+    async def _post(self, method: str, body: bytes) -> HttpReply | PublishResult:
         try:
             headers = None
             if self._tracing.enabled:
                 traceparent = self._tracing.traceparent()
                 headers = {TRACEPARENT: traceparent} if traceparent else None
             async with asyncio.timeout(self._timeout + 1.0):
-                return await self._client.post(f"{self._api_url}/{method}", content=body, headers=headers)
-        except (httpx.HTTPError, TimeoutError, OSError) as exc:
+                return await self._client.post(method, body, headers=headers)
+        except (TimeoutError, OSError) as exc:
             klass, unavailable = classify_exception(exc)
             text = sanitize(f"{klass}: {type(exc).__name__}: {exc}", self._secrets)
             return PublishResult(Outcome.RETRY, klass, text, unavailable)
 
-    def _status_result(self, resp: httpx.Response) -> PublishResult:
-        outcome, klass, unavailable = classify_status(resp.status_code)
+    def _status_result(self, resp: HttpReply) -> PublishResult:
+        outcome, klass, unavailable = classify_status(resp.status)
         if klass == "http_auth":
-            log.error(
-                "gateway refused the relay's API key (HTTP %s); check gateway_api_key", resp.status_code
-            )
-        text = sanitize(f"HTTP {resp.status_code}: {resp.text[:200]}", self._secrets)
+            log.error("gateway refused the relay's API key (HTTP %s); check gateway_api_key", resp.status)
+        text = sanitize(f"HTTP {resp.status}: {resp.text[:200]}", self._secrets)
         return PublishResult(outcome, klass, text, unavailable)
 
     async def _single(self, body: bytes) -> PublishResult:
         resp = await self._post("publish", body)
         if isinstance(resp, PublishResult):
             return resp
-        if resp.status_code != 200:
+        if resp.status != 200:
             return self._status_result(resp)
         try:
-            reply = orjson.loads(resp.content)
+            reply = orjson.loads(resp.body)
         except orjson.JSONDecodeError:
             return PublishResult(Outcome.RETRY, "bad_response", "reply is not JSON", True)
         if isinstance(reply, dict) and "error" in reply:
@@ -302,24 +315,27 @@ class HttpGatewayPublisher:
     async def _one_by_one(self, bodies: Sequence[bytes]) -> list[PublishResult]:
         return [await self._single(b) for b in bodies]
 
-    async def _batch(self, bodies: Sequence[bytes]) -> list[PublishResult]:
-        payload = b'{"commands":[' + b",".join(b'{"publish":' + b + b"}" for b in bodies) + b"]}"
+    async def _batch(
+        self, payload: bytes, n: int, singles: Callable[[], Sequence[bytes]]
+    ) -> list[PublishResult]:
+        """Publish ``n`` commands in one ``/batch`` request; ``singles()`` gives each command's
+        ``/publish`` body when the batch must be re-sent row by row to isolate a poison row."""
         resp = await self._post("batch", payload)
         if isinstance(resp, PublishResult):
-            return [resp] * len(bodies)
-        if resp.status_code != 200:
+            return [resp] * n
+        if resp.status != 200:
             res = self._status_result(resp)
-            return await self._one_by_one(bodies) if res.outcome is Outcome.DEAD else [res] * len(bodies)
+            return await self._one_by_one(singles()) if res.outcome is Outcome.DEAD else [res] * n
         try:
-            reply = orjson.loads(resp.content)
+            reply = orjson.loads(resp.body)
         except orjson.JSONDecodeError:
             reply = None
         if isinstance(reply, dict) and "error" in reply:
-            return await self._one_by_one(bodies)  # the batch as such was refused: isolate the culprit
+            return await self._one_by_one(singles())  # the batch as such was refused: isolate the culprit
         replies = reply.get("replies") if isinstance(reply, dict) else None
-        if not isinstance(replies, list) or len(replies) != len(bodies):
+        if not isinstance(replies, list) or len(replies) != n:
             bad = PublishResult(Outcome.RETRY, "bad_response", "batch reply does not match the request", True)
-            return [bad] * len(bodies)
+            return [bad] * n
         out: list[PublishResult] = []
         for item in replies:
             if isinstance(item, dict) and "publish" in item:

@@ -7,6 +7,9 @@ Redis is unreachable it reconnects with full-jitter backoff (capped at 5 s) and 
 publishes; after every (re)subscription it wakes the relay once, because hints sent while it was
 not subscribed are lost (PUB/SUB keeps nothing). ``on_state(True)`` / ``on_state(False)`` report
 each subscription and its loss (``Relay.hints_up``: the relay polls slower only while subscribed).
+With ``own_channel`` (``outbox.relay_wake_channel``: the relay's own channel) it subscribes to that
+channel too, where the Status API sends the hints meant for this relay alone (docs/relay.md "One
+relay per hint"); hints on either channel call ``on_wake``.
 The Redis URL (``redis://`` or, with Sentinel, ``redis+sentinel://``: status_api/redis_client.py)
 may hold a password and is never logged.
 """
@@ -45,9 +48,11 @@ class RedisWakeListener:
         metrics: RelayMetrics | None = None,
         rand: Callable[[], float] = random.random,
         on_state: Callable[[bool], None] | None = None,
+        own_channel: str | None = None,
     ) -> None:
         self.url = url
         self.channel = channel
+        self.channels = (channel,) if own_channel is None else (channel, own_channel)
         self.on_wake = on_wake
         self.on_state = on_state
         self.metrics = metrics or RelayMetrics()
@@ -89,7 +94,7 @@ class RedisWakeListener:
         )
         try:
             async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
-                await pubsub.subscribe(self.channel)
+                await pubsub.subscribe(*self.channels)
                 self.subscribed.set()
                 self.metrics.wake_listener_up.set(1)
                 if self.on_state is not None:

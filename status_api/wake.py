@@ -3,7 +3,10 @@ transaction that wrote outbox rows commits, tell the relays so they claim at onc
 their next poll.
 
 :class:`RedisWakePublisher` is the ``ServiceContext.on_commit`` hook when ``wake.redis_url`` is
-set: ``PUBLISH <wake.channel> <rows>`` on Redis, which every subscribed relay receives. Contract:
+set: ``PUBLISH <rows>`` on Redis to ONE relay's own channel (``outbox.relay_wake_channel``), round-robin
+over the relays subscribed (found by pattern, refreshed every second), or on ``wake.channel`` for
+every relay when there is no relay channel or a relay listens on ``wake.channel`` alone (an older
+relay). Contract:
 
 * a hint, never the truth: the outbox rows are already committed when it is sent; a hint that is
   lost (Redis down, no relay subscribed, a relay busy) costs at most the relays' safety-net poll;
@@ -12,7 +15,10 @@ set: ``PUBLISH <wake.channel> <rows>`` on Redis, which every subscribed relay re
   next one (at most one in flight, so a burst of 1,000 commits/s is a few hundred PUBLISHes at
   most, each a few bytes);
 * never fails a request: Redis errors are logged once per outage (no traceback per request, no
-  URL in the log: it may carry a password) and retried with the next commit.
+  URL in the log: it may carry a password) and retried with the next commit;
+* a hint reaches a relay that is subscribed when it is sent: ``PUBLISH`` answers how many
+  subscribers got it, and a relay channel nobody listens on any more (the relay stopped or lost
+  its connection) is dropped at once and the hint goes to the next relay, then to ``wake.channel``.
 
 :class:`UdpWakeSender` is the hook when ``wake.udp_targets`` is set instead: a datagram to one
 relay per commit burst, no Redis (docs/relay.md "Wake-up without Redis").
@@ -32,19 +38,34 @@ from collections.abc import Callable
 import redis.asyncio as redis
 
 from status_api import redis_client
-from status_api.storage.outbox import WAKE_CHANNEL, WAKE_UDP_HINT
+from status_api.storage.outbox import RELAY_WAKE_INFIX, WAKE_CHANNEL, WAKE_UDP_HINT
 
 log = logging.getLogger("status_api.wake")
 
 #: Bound on one PUBLISH (connect included): a slow Redis must not pile up wake-ups.
 PUBLISH_TIMEOUT_SECONDS = 1.0
+#: How often the list of relay channels is read again (``PUBSUB CHANNELS``, ``PUBSUB NUMSUB``): a new
+#: relay gets hints within this; a relay gone is noticed by the first hint sent to it.
+RELAYS_REFRESH_SECONDS = 1.0
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally by a Redis glob pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 class RedisWakePublisher:
     """Coalescing ``PUBLISH`` of wake-up hints; :meth:`notify` is the post-commit hook."""
 
-    def __init__(self, url: str, channel: str = WAKE_CHANNEL) -> None:
+    def __init__(
+        self, url: str, channel: str = WAKE_CHANNEL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.channel = channel
+        self._pattern = _glob_escape(channel + RELAY_WAKE_INFIX) + "*"
+        self._relays: list[str] = []
+        self._next = 0
+        self._refresh_at = 0.0
+        self._clock = clock
         self._redis = redis_client.client(
             url, socket_timeout=PUBLISH_TIMEOUT_SECONDS, socket_connect_timeout=PUBLISH_TIMEOUT_SECONDS
         )
@@ -66,7 +87,7 @@ class RedisWakePublisher:
         while self._pending:
             rows, self._pending = self._pending, 0
             try:
-                await self._redis.publish(self.channel, str(rows))
+                await self._deliver(str(rows))
             except (redis.RedisError, OSError, TimeoutError) as exc:
                 self.failed += 1
                 if not self._failing:
@@ -80,6 +101,30 @@ class RedisWakePublisher:
             if self._failing:
                 self._failing = False
                 log.info("wake-up hints flowing again")
+
+    async def _deliver(self, hint: str) -> None:
+        """PUBLISH ``hint`` to one subscribed relay channel, else on the shared channel."""
+        if self._clock() >= self._refresh_at:
+            await self._refresh()
+        while self._relays:
+            i = self._next % len(self._relays)
+            self._next = i + 1
+            if await self._redis.publish(self._relays[i], hint):
+                return
+            del self._relays[i]  # nobody listens there any more
+        await self._redis.publish(self.channel, hint)
+
+    async def _refresh(self) -> None:
+        """Read the relay channels; none when a subscriber of the shared channel has none (an
+        older relay, which must get every hint)."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.pubsub_channels(self._pattern)
+            pipe.pubsub_numsub(self.channel)
+            channels, numsub = await pipe.execute()
+        relays = sorted(c.decode() if isinstance(c, bytes) else str(c) for c in channels)
+        shared = int(numsub[0][1]) if numsub else 0
+        self._relays = relays if shared <= len(relays) else []
+        self._refresh_at = self._clock() + RELAYS_REFRESH_SECONDS
 
     async def aclose(self) -> None:
         """Let an in-flight hint finish (bounded by the publish timeout), then close the client."""

@@ -74,9 +74,12 @@ def create_engine(
     max_overflow: int = 20,
     echo: bool = False,
     lock_wait_timeout_seconds: int = LOCK_WAIT_TIMEOUT_SECONDS,
+    autocommit: bool = False,
 ) -> AsyncEngine:
     """Create the async engine for ``url`` (``sqlite+aiosqlite:///file.db`` or ``mysql+asyncmy://…``)
-    with every wait bounded (module docstring).
+    with every wait bounded (module docstring). ``autocommit`` (MySQL/MariaDB; ignored for
+    SQLite): every statement commits on its own, so a one-statement write is one round trip with
+    no COMMIT; for writes that need no transaction around them.
 
     Raises:
         ValueError: ``lock_wait_timeout_seconds`` is not below :data:`READ_TIMEOUT_SECONDS`.
@@ -115,7 +118,7 @@ def create_engine(
         max_overflow=max_overflow,
         pool_recycle=3600,
         pool_reset_on_return=None,
-        isolation_level="READ COMMITTED",
+        isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
         json_serializer=_dumps,
         json_deserializer=orjson.loads,
         connect_args=(
@@ -130,7 +133,23 @@ def create_engine(
         ),
     )
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_idle)
+    if autocommit:
+        _rollback_only_when_open(engine)
     return engine
+
+
+def _rollback_only_when_open(engine: AsyncEngine) -> None:
+    """An autocommit engine's ``Connection.close()`` still ends its implicit SQLAlchemy
+    transaction with a DBAPI ROLLBACK: one wasted round trip per use. This engine's dialect sends
+    it only when the server reports a transaction open (as the pool's reset does)."""
+    dialect = engine.sync_engine.dialect
+    rollback = dialect.do_rollback
+
+    def do_rollback(dbapi_conn: Any) -> None:
+        if _in_transaction(getattr(dbapi_conn, "dbapi_connection", dbapi_conn)):
+            rollback(dbapi_conn)
+
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign,assignment]
 
 
 def _in_transaction(dbapi_conn: Any) -> bool:

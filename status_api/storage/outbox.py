@@ -19,7 +19,8 @@ nothing of ``status_api.domain`` or the service: the relay imports it.
   statuses (:data:`PENDING`, :data:`PROCESSING`, :data:`PUBLISHED`, :data:`DEAD`) are a row's life.
 * :func:`publication_tags` is what the relay tags a row's gateway publication with (the
   gateway's conflation key and never-conflate marker, seed §13.3).
-* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth);
+* :data:`WAKE_CHANNEL`: where a commit that wrote rows tells the relays so (a hint, never the truth),
+  and :func:`relay_wake_channel` the channel of one relay (a hint for that relay alone);
   :data:`WAKE_UDP_HINT` the same hint as a datagram, without Redis.
 """
 
@@ -38,6 +39,17 @@ DEAD = "DEAD"
 #: API publishes to it after a commit that wrote outbox rows, relays subscribe. A hint only: the
 #: rows are the truth, and a lost hint costs one safety-net poll interval.
 WAKE_CHANNEL = "taskcast:outbox:wake"
+#: What joins the wake channel and a relay's id in :func:`relay_wake_channel`.
+RELAY_WAKE_INFIX = ":relay:"
+
+
+def relay_wake_channel(channel: str, relay_id: str) -> str:
+    """The PUB/SUB channel of relay ``relay_id``'s own hints (docs/relay.md "One relay per hint"):
+    each relay subscribes to it beside ``channel``; the Status API finds the relays by the
+    ``{channel}:relay:*`` pattern and sends each hint to one of them."""
+    return f"{channel}{RELAY_WAKE_INFIX}{relay_id}"
+
+
 #: The datagram of a UDP wake-up hint (``wake.udp_targets`` → the relays' ``wake_udp_listen``).
 WAKE_UDP_HINT = b"taskcast-wake"
 

@@ -8,7 +8,9 @@ on an engine of one pooled connection, so every transaction runs on the session 
   (before: COMMIT + ROLLBACK per transaction), and a transaction left open is still rolled back;
 * a claim with fewer due rows than its limit is one SELECT (+ the lease UPDATE + COMMIT), where
   the three priority tiers were three SELECTs;
-* both paths (few rows, backlog) return rows in tier order: priority first, then due time, then id.
+* both paths (few rows, backlog) return rows in tier order: priority first, then due time, then id;
+* the mark of a published batch on the relay's autocommit engine is one UPDATE: no COMMIT, no
+  ROLLBACK (it was UPDATE + COMMIT in a transaction).
 """
 
 from __future__ import annotations
@@ -52,10 +54,11 @@ async def session_counters(eng: AsyncEngine) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in rows if r[0] in COUNTERS}
 
 
-async def delta(eng: AsyncEngine, before: dict[str, int]) -> dict[str, int]:
+async def delta(eng: AsyncEngine, before: dict[str, int], *, autocommit: bool = False) -> dict[str, int]:
     after = await session_counters(eng)
     out = {k: after[k] - before[k] for k in COUNTERS}
-    out["Com_rollback"] -= 1  # the read of ``before`` ended with its own rollback
+    if not autocommit:  # no transaction to end on an autocommit engine
+        out["Com_rollback"] -= 1  # the read of ``before`` ended with its own rollback
     return out
 
 
@@ -267,3 +270,25 @@ class _Published:
 
     async def aclose(self) -> None:
         return None
+
+
+async def test_the_mark_of_a_published_batch_is_one_statement(
+    relay_db_url: str, one_conn: AsyncEngine
+) -> None:
+    settle = create_engine(relay_db_url, pool_size=1, max_overflow=0, autocommit=True)
+    try:
+        leases = OutboxLeases(one_conn, "r-mark", lease_seconds=30, settle_engine=settle)
+        for i in range(3):
+            await add(one_conn, f"mk-{i}", 0)
+        rows = await leases.claim(10, takeover=False)
+        before = await session_counters(settle)
+        assert await leases.settle([r.id for r in rows], [], []) == (3, 0, 0)
+        d = await delta(settle, before, autocommit=True)
+        assert d == {"Com_select": 0, "Com_update": 1, "Com_commit": 0, "Com_rollback": 0}, d
+        async with one_conn.connect() as conn:  # committed: another session sees it
+            q = sa.select(sa.func.count()).where(task_outbox.c.status == "PUBLISHED")
+            assert (await conn.execute(q)).scalar_one() == 3
+        # Rows no longer ours are left alone, as in a transaction.
+        assert await leases.settle([r.id for r in rows], [], []) == (0, 0, 0)
+    finally:
+        await settle.dispose()

@@ -1,16 +1,21 @@
-"""HttpGatewayPublisher against scripted gateway replies (httpx.MockTransport) and a closed port:
-per-row results from /api/batch, whole-request failures, poison isolation, secrets in errors."""
+"""HttpGatewayPublisher against scripted gateway replies (a real HTTP/1.1 server on loopback that
+answers each request with a handler's ``httpx.Response``) and a closed port: per-row results from
+/api/batch, whole-request failures, poison isolation, secrets in errors; the keep-alive client's
+connection reuse, a server-closed idle connection, chunked replies."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 
 import httpx
 import orjson
 import pytest
+import pytest_asyncio
 
+from relay.http_client import KeepAliveClient
 from relay.publisher import PUBLISHED, HttpGatewayPublisher, Outcome, PublishResult
 from status_api.storage.outbox import OutboxRow
 from tests.support import free_port
@@ -33,20 +38,98 @@ def row(rid: int, channel: str = "task_user:t1/u1", payload: object = None) -> O
     )
 
 
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+class ScriptedGateway:
+    """Answers every request with ``handler(request)``; a handler raising ``httpx.ReadTimeout``
+    never answers. ``connections`` counts accepted connections; ``close_after_reply`` closes each
+    connection right after its first reply (without ``Connection: close``: a server timing out an
+    idle keep-alive connection)."""
+
+    def __init__(self) -> None:
+        self.handler: Handler = lambda r: httpx.Response(500)
+        self.connections = 0
+        self.close_after_reply = False
+        self.raw_reply: bytes | None = None
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self.writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ")
+                headers = dict(line.split(": ", 1) for line in lines[1:] if line)
+                body = await reader.readexactly(int(headers.get("Content-Length", "0")))
+                request = httpx.Request(method, f"http://gw{path}", headers=headers, content=body)
+                if self.raw_reply is not None:
+                    writer.write(self.raw_reply)
+                else:
+                    try:
+                        resp = self.handler(request)
+                    except httpx.ReadTimeout:
+                        await asyncio.Event().wait()  # never answers; ends with the connection
+                        return
+                    content = resp.content
+                    writer.write(
+                        f"HTTP/1.1 {resp.status_code} X\r\nContent-Length: {len(content)}\r\n\r\n".encode()
+                        + content
+                    )
+                await writer.drain()
+                if self.close_after_reply:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.writers.discard(writer)
+            writer.close()
+
+    async def stop(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for writer in list(self.writers):
+            writer.close()
+        await self.server.wait_closed()
+
+
+@pytest_asyncio.fixture
+async def gateway() -> AsyncIterator[ScriptedGateway]:
+    gw = ScriptedGateway()
+    await gw.start()
+    yield gw
+    await gw.stop()
+
+
+@pytest.fixture
 def publisher(
-    handler: Callable[[httpx.Request], httpx.Response],
-) -> tuple[HttpGatewayPublisher, list[httpx.Request]]:
-    seen: list[httpx.Request] = []
+    gateway: ScriptedGateway,
+) -> Callable[[Handler], tuple[HttpGatewayPublisher, list[httpx.Request]]]:
+    def make(handler: Handler, timeout: float = 1.0) -> tuple[HttpGatewayPublisher, list[httpx.Request]]:
+        seen: list[httpx.Request] = []
 
-    def record(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return handler(request)
+        def record(request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return handler(request)
 
-    client = httpx.AsyncClient(transport=httpx.MockTransport(record), headers={"X-API-Key": KEY})
-    return HttpGatewayPublisher("http://gw/api", KEY, 1.0, client=client), seen
+        gateway.handler = record
+        return HttpGatewayPublisher(f"http://127.0.0.1:{gateway.port}/api", KEY, timeout), seen
+
+    return make
 
 
-async def test_batch_replies_map_to_rows_in_order() -> None:
+Make = Callable[..., tuple[HttpGatewayPublisher, list[httpx.Request]]]
+
+
+async def test_batch_replies_map_to_rows_in_order(publisher: Make) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/api/batch"
         assert request.headers["X-API-Key"] == KEY
@@ -84,7 +167,9 @@ async def test_batch_replies_map_to_rows_in_order() -> None:
 
 
 @pytest.mark.parametrize(("status", "klass"), [(503, "http_5xx"), (429, "http_429"), (401, "http_auth")])
-async def test_whole_request_failures_retry_every_row_as_unavailability(status: int, klass: str) -> None:
+async def test_whole_request_failures_retry_every_row_as_unavailability(
+    publisher: Make, status: int, klass: str
+) -> None:
     pub, _ = publisher(lambda r: httpx.Response(status, text=f"nope {KEY}"))
     results = await pub.publish([row(1), row(2)])
     assert all(
@@ -94,7 +179,7 @@ async def test_whole_request_failures_retry_every_row_as_unavailability(status: 
     await pub.aclose()
 
 
-async def test_batch_refused_as_a_whole_is_retried_row_by_row_to_isolate_the_poison() -> None:
+async def test_batch_refused_as_a_whole_is_retried_row_by_row_to_isolate_the_poison(publisher: Make) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/batch":
             return httpx.Response(413, text="request entity too large")
@@ -110,7 +195,7 @@ async def test_batch_refused_as_a_whole_is_retried_row_by_row_to_isolate_the_poi
     await pub.aclose()
 
 
-async def test_unserializable_payload_is_dead_and_the_rest_still_publish() -> None:
+async def test_unserializable_payload_is_dead_and_the_rest_still_publish(publisher: Make) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         n = len(json.loads(request.content)["commands"])
         return httpx.Response(200, json={"replies": [{"publish": {}}] * n})
@@ -123,11 +208,11 @@ async def test_unserializable_payload_is_dead_and_the_rest_still_publish() -> No
     await pub.aclose()
 
 
-async def test_timeout_and_malformed_replies_are_transient() -> None:
+async def test_timeout_and_malformed_replies_are_transient(publisher: Make) -> None:
     def slow(request: httpx.Request) -> httpx.Response:
         raise httpx.ReadTimeout("timed out", request=request)
 
-    pub, _ = publisher(slow)
+    pub, _ = publisher(slow, timeout=0.2)
     [res] = await pub.publish([row(1)])
     assert (res.outcome, res.failure_class, res.gateway_unavailable) == (Outcome.RETRY, "timeout", True)
     await pub.aclose()
@@ -146,7 +231,7 @@ async def test_connection_refused_is_transient() -> None:
     await pub.aclose()
 
 
-async def test_single_row_uses_publish_and_api_error_message_is_kept_sanitized() -> None:
+async def test_single_row_uses_publish_and_api_error_message_is_kept_sanitized(publisher: Make) -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/api/publish"
         return httpx.Response(200, json={"error": {"code": 107, "message": f"bad request api_key={KEY}"}})
@@ -158,7 +243,7 @@ async def test_single_row_uses_publish_and_api_error_message_is_kept_sanitized()
     await pub.aclose()
 
 
-async def test_a_claimed_payload_is_spliced_into_the_request_as_stored() -> None:
+async def test_a_claimed_payload_is_spliced_into_the_request_as_stored(publisher: Make) -> None:
     """``outbox_claims.claim`` hands payloads on as ``orjson.Fragment`` of the stored text: the batch
     request carries those bytes unchanged (no decode, no re-encode) next to the rows' tags."""
 
@@ -172,3 +257,39 @@ async def test_a_claimed_payload_is_spliced_into_the_request_as_stored() -> None
     pub, seen = publisher(handler)
     assert await pub.publish([row(1, payload=orjson.Fragment(stored)), row(2)]) == [PUBLISHED, PUBLISHED]
     assert len(seen) == 1
+    await pub.aclose()
+
+
+async def test_connections_are_kept_alive_and_a_closed_idle_one_is_replaced(
+    publisher: Make, gateway: ScriptedGateway
+) -> None:
+    pub, seen = publisher(lambda r: httpx.Response(200, json={"result": {}}))
+    for i in range(3):
+        assert await pub.publish([row(i)]) == [PUBLISHED]
+    assert gateway.connections == 1
+    gateway.close_after_reply = True  # the server drops each connection once it has answered
+    for i in range(3):
+        assert await pub.publish([row(i)]) == [PUBLISHED]
+    assert len(seen) == 6
+    await pub.aclose()
+
+
+async def test_chunked_and_connection_close_replies_are_read(gateway: ScriptedGateway) -> None:
+    client = KeepAliveClient(
+        f"http://127.0.0.1:{gateway.port}/api", {"X-API-Key": KEY}, timeout=1.0, connect_timeout=1.0
+    )
+    gateway.raw_reply = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'5;ext=1\r\n{"rep\r\n8\r\nlies":[]\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n'
+    )
+    reply = await client.post("batch", b"{}")
+    assert (reply.status, reply.body) == (200, b'{"replies":[]}')
+    assert await client.post("batch", b"{}") == reply and gateway.connections == 1
+    gateway.raw_reply = b"HTTP/1.1 503 Unavailable\r\nConnection: close\r\n\r\nbusy"
+    gateway.close_after_reply = True  # no length: the body ends with the connection
+    reply = await client.post("batch", b"{}")
+    assert (reply.status, reply.text) == (503, "busy")
+    gateway.raw_reply = b"SMTP ready\r\n\r\n"
+    with pytest.raises(OSError):
+        await client.post("batch", b"{}")
+    await client.aclose()

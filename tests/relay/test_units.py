@@ -114,11 +114,11 @@ def test_api_error_classification(code: int, outcome: Outcome) -> None:
 
 
 def test_transport_exceptions_are_transient() -> None:
-    import httpx
+    from relay.http_client import ProtocolError
 
-    assert classify_exception(httpx.ReadTimeout("slow")) == ("timeout", True)
     assert classify_exception(TimeoutError()) == ("timeout", True)
-    assert classify_exception(httpx.ConnectError("refused")) == ("connect", True)
+    assert classify_exception(ConnectionRefusedError("refused")) == ("connect", True)
+    assert classify_exception(ProtocolError("not HTTP")) == ("connect", True)
     assert classify_exception(OSError("reset")) == ("connect", True)
 
 

@@ -27,7 +27,7 @@ from relay.relay import Relay
 from relay.wake import RedisWakeListener
 from status_api.storage.database import create_engine as status_engine
 from status_api.storage.database import init_db
-from status_api.storage.outbox import OutboxRow
+from status_api.storage.outbox import OutboxRow, relay_wake_channel
 from status_api.wake import RedisWakePublisher
 from tests.relay.harness import (
     RelayProcess,
@@ -166,6 +166,63 @@ async def test_redis_hints_reach_the_listener_and_coalesce(redis_url: str) -> No
         await asyncio.wait_for(listening, scaled(30))
         await publisher.aclose()
     assert metrics.wake_listener_up._value.get() == 0
+
+
+async def test_each_hint_wakes_one_relay_and_a_relay_gone_or_an_older_one_is_handled(redis_url: str) -> None:
+    """With relay channels, a hint reaches exactly one relay, round-robin; a relay that stopped
+    listening is skipped by the very next hint; a listener of the shared channel alone (an older
+    relay) makes every hint go to every relay again."""
+    channel, now = _channel(), [0.0]
+    woken: dict[str, list[int]] = {"a": [], "b": [], "old": []}
+    stops: dict[str, asyncio.Event] = {}
+    tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def listen(name: str, own: bool) -> RedisWakeListener:
+        own_channel = relay_wake_channel(channel, name) if own else None
+        listener = RedisWakeListener(
+            redis_url, channel, lambda: woken[name].append(1), RelayMetrics(), own_channel=own_channel
+        )
+        stops[name] = asyncio.Event()
+        tasks[name] = asyncio.create_task(listener.run(stops[name]))
+        await wait_until(listener.subscribed.is_set, within=WITHIN, what=f"{name} subscribed")
+        woken[name].clear()  # the wake-up on subscribing
+        return listener
+
+    publisher = RedisWakePublisher(redis_url, channel, clock=lambda: now[0])
+
+    async def hint() -> None:
+        sent = publisher.sent
+        publisher.notify(1)
+        await wait_until(lambda: publisher.sent > sent, within=WITHIN, what="hint sent")
+
+    async def received(n: int) -> None:
+        await wait_until(lambda: sum(map(len, woken.values())) >= n, within=WITHIN, what=f"{n} wake-ups")
+
+    try:
+        await listen("a", own=True)
+        await listen("b", own=True)
+        for i in range(1, 7):
+            await hint()
+            await received(i)
+        assert (len(woken["a"]), len(woken["b"])) == (3, 3)  # one relay per hint, in turn
+
+        stops["a"].set()
+        await asyncio.wait_for(tasks["a"], scaled(30))
+        for i in range(1, 3):  # the refresh (clock frozen) still lists a: PUBLISH says nobody got it
+            await hint()
+            await received(6 + i)
+        assert (len(woken["a"]), len(woken["b"])) == (3, 5)
+
+        await listen("old", own=False)
+        now[0] += 60  # the next hint reads the subscribers again
+        await hint()
+        await received(7 + 2)
+        assert (len(woken["b"]), len(woken["old"])) == (6, 1)  # every relay: an older one is there
+    finally:
+        for stop in stops.values():
+            stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks.values()), scaled(30))
+        await publisher.aclose()
 
 
 async def test_an_unreachable_wake_channel_fails_nothing(caplog: pytest.LogCaptureFixture) -> None:
