@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.cluster import Cluster
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.conflation import conflation_key
@@ -258,6 +259,7 @@ class Node:
             try:
                 top = (await self.history(channel, opts, limit=0)).position
             except Exception as exc:
+                raise_if_cancelling(exc)
                 log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
                 continue
