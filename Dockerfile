@@ -28,6 +28,7 @@ COPY deploy ./deploy
 COPY client-js/board ./client-js/board
 COPY --from=client /src/client-js/dist ./client-js/dist
 # /app/var: `taskcast up`'s default --data-dir, writable by the unprivileged user.
-RUN pip install --no-cache-dir -e . && useradd --system taskcast && install -d -o taskcast /app/var
+# The tracing extra: OpenTelemetry, imported only when a service's opentelemetry option is on.
+RUN pip install --no-cache-dir -e '.[tracing]' && useradd --system taskcast && install -d -o taskcast /app/var
 USER taskcast
 ENTRYPOINT ["taskcast"]

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -28,12 +29,17 @@ from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
 from gateway.config.checks import admin_paths
-from gateway.config.schema import Settings, WebSocketSettings
+from gateway.config.schema import Settings, UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
+from gateway.consumers.dispatch import Execute
 from gateway.engine.base import Broker, PresenceManager
+from gateway.engine.map_base import MapBroker
+from gateway.engine.map_memory import MemoryMapBroker
+from gateway.engine.map_redis import RedisMapBroker
+from gateway.engine.map_shared import SharedMemoryMapBroker
 from gateway.engine.memory import MemoryBroker, MemoryPresence
 from gateway.engine.redis import build_shards
 from gateway.engine.redis_broker import RedisBroker
@@ -44,6 +50,7 @@ from gateway.http.server import Served
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
+from gateway.sharedpoll.manager import SharedPollManager
 from gateway.transports import websocket
 from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
@@ -54,6 +61,7 @@ from gateway.webhooks.lifecycle import Webhooks
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.redis_occupancy import RedisOccupancy
 from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
+from httpwire.tracing import Tracing, setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 DOCS = "docs/gateway.md"
@@ -107,6 +115,18 @@ def build_engine(
     raise ValueError(f'engine.type "{settings.engine.type}" is not available in this build')
 
 
+def build_map_broker(broker: Broker, node: Node) -> MapBroker | None:
+    """The map engine that goes with ``broker`` (None: an engine that keeps no maps; map
+    subscriptions and the map API methods are then refused with 108)."""
+    if isinstance(broker, SharedMemoryBroker):  # --workers N: the supervisor's one map engine
+        return SharedMemoryMapBroker(broker)
+    if isinstance(broker, RedisBroker):
+        return RedisMapBroker(broker.shards, prefix=broker.keys.prefix, watched=lambda: node.hub.channels)
+    if isinstance(broker, MemoryBroker):
+        return MemoryMapBroker()
+    return None
+
+
 def build_webhooks(settings: Settings, node: str, metrics: Metrics) -> Webhooks | None:
     """The lifecycle webhooks (docs/webhooks.md), None when none is configured; occupancy is
     decided in Redis on the Redis engine, in this process otherwise (``--workers N`` on the
@@ -143,6 +163,10 @@ class Runtime:
         shared_engine: Path | None = None,
     ) -> None:
         self.settings = settings
+        otel = settings.opentelemetry
+        # Centrifugo's default service.name (OTEL_SERVICE_NAME overrides): its dashboards match.
+        self.tracing = setup(otel.enabled, "centrifugo")
+        self.tracing.correlate_logs()
         self.metrics = Metrics(VERSION)
         if broker is None or presence is None:
             engine_errors = self.metrics.engine_errors
@@ -153,6 +177,9 @@ class Runtime:
         self.node = Node(settings, broker, presence, self.metrics, name=name)
         if isinstance(broker, RedisBroker | SharedMemoryBroker):
             broker.set_node_id(self.node.uid)  # targeted control messages reach this node
+        maps = build_map_broker(broker, self.node)
+        if maps is not None:
+            self.node.attach_maps(maps)
         self.webhooks = build_webhooks(settings, self.node.uid, self.metrics)
         if self.webhooks is not None:
             self.node.lifecycle = self.webhooks
@@ -185,6 +212,11 @@ class Runtime:
         )
         # Proxies to the application backend, when configured (gateway/connection/authorization.py).
         self.proxies = Proxies(settings, self.metrics)
+        cluster = self.node.cluster
+        self.node.shared_poll = SharedPollManager(
+            settings, self.proxies, self.metrics, send=cluster.shared_poll
+        )
+        cluster.on_shared_poll = self.node.shared_poll.on_control
         tokens = TokenAuthorizer(settings, verifier, sub_verifier)
         authorizer = ProxyAuthorizer(tokens, self.proxies) if self.proxies.any else tokens
         self.clients = ClientFactory(
@@ -193,7 +225,11 @@ class Runtime:
         held = self.clients.flusher.stats
         self.metrics.register_node_gauges(HoldGauges(lambda: (held.bytes, held.connections, held.conflated)))
         self.api = ServerApi(self.node, settings)
-        execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        if otel.api:
+            self.api.trace(self.tracing)
+        execute: Execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
+        if otel.consuming and self.tracing.enabled:
+            execute = _traced_consuming(self.tracing, execute)
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
@@ -233,6 +269,8 @@ class Runtime:
                 conn.presence_tick()
 
     async def close(self) -> None:
+        if self.node.shared_poll is not None:
+            self.node.shared_poll.close()
         await self.node.drain()
         if self.webhooks is not None:
             await self.webhooks.close()
@@ -240,6 +278,18 @@ class Runtime:
         await self.node.presence.close()
         await self.proxies.close()
         await self.http.aclose()
+        self.tracing.shutdown()
+
+
+def _traced_consuming(tracing: Tracing, execute: Execute) -> Execute:
+    """``opentelemetry.consuming``: each command an async consumer runs is a consumer span
+    (``consuming.<method>``; a refused command marks it as an error)."""
+
+    async def traced(method: str, params: object) -> dict[str, Any]:
+        with tracing.span(f"consuming.{method}", kind="consumer", attributes={"rpc.method": method}):
+            return await execute(method, params)
+
+    return traced
 
 
 def _routes(settings: Settings, rt: Runtime) -> list[Route]:
@@ -341,6 +391,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             tasks = [
                 tg.create_task(rt.node.broker.run()),
                 tg.create_task(rt.node.presence.run()),
+                *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
                 tg.create_task(rt.node.position_check_loop()),
@@ -388,6 +439,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 connect=rt.clients.connect,
                 disable_closing_handshake=uni_ws.disable_closing_handshake,
                 disable_disconnect_push=uni_ws.disable_disconnect_push,
+                compression=websocket_compression(uni_ws),
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
@@ -410,8 +462,8 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
     )
 
 
-def websocket_compression(ws: WebSocketSettings) -> DeflateSettings | None:
-    """permessage-deflate for the bidirectional endpoint (None: ``websocket.compression`` off).
+def websocket_compression(ws: WebSocketSettings | UniWebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for a WebSocket endpoint (None: its ``compression`` off).
     The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
     if not ws.compression:
         return None

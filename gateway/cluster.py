@@ -10,6 +10,8 @@ Messages travel over the Broker's control channel (``publish_control``) as small
   refresh), carried as the API's own typed request (gateway/api/requests.py) and re-parsed on
   arrival, so a malformed message from another node is dropped, never half-applied;
 * ``emulation``    commands of an SSE / HTTP-streaming session living on the targeted node;
+* ``shared_poll``  a server API ``shared_poll_publish`` every node applies to the keys its
+  connections track (gateway/sharedpoll/manager.py);
 * ``survey`` / ``survey_reply``  a question every live node answers (``channels``; ``connections``
   of one user, for the admin web UI).
 
@@ -185,6 +187,8 @@ class Cluster:
         self._surveys: dict[str, Survey] = {}
         self._send_queue: asyncio.Queue[tuple[bytes, str]] = asyncio.Queue(SEND_QUEUE_SIZE)
         self._failures = 0
+        self.on_shared_poll: Callable[[dict[str, Any]], None] | None = None
+        """Applies a ``shared_poll`` message (a ``shared_poll_publish``; gateway/sharedpoll/)."""
 
     # --- receiving ---------------------------------------------------------------------------
 
@@ -212,6 +216,8 @@ class Cluster:
                     commands = None
             if isinstance(session, str) and isinstance(commands, str | bytes):
                 self.deliver_emulation(session, commands)
+        elif op == "shared_poll" and self.on_shared_poll is not None:
+            self.on_shared_poll(msg)
         elif op == "survey" and isinstance(sender, str):
             self._answer_survey(sender, msg)
         elif op == "survey_reply":
@@ -298,6 +304,15 @@ class Cluster:
         """
         message = encode("user_op", self.uid, method=USER_OP_NAMES[type(op)], params=to_params(op))
         await self.broker.publish_control(message)
+
+    async def shared_poll(self, message: bytes) -> None:
+        """Send a ``shared_poll_publish`` (its JSON fields) to every node, this one included.
+
+        Raises:
+            EngineError: the control channel is unavailable.
+        """
+        fields = orjson.loads(message)
+        await self.broker.publish_control(encode("shared_poll", self.uid, **fields))
 
     async def route_emulation(self, node: str, session: str, commands: str | bytes) -> bool:
         """Send emulation commands to the session's node (this one or another live node);

@@ -23,14 +23,25 @@ from gateway.protocol.policy import ServerSub
 class SharedPush:
     """One encoded push shared by every subscriber of a publication. ``frame`` is a slot for
     the transport's wire frame of exactly ``payload`` (built once, by the first writer), and
-    ``deflated`` the same for its permessage-deflate frame (gateway/transports/deflate.py).
+    ``deflated`` the same for its permessage-deflate frame (gateway/transports/deflate.py), and
+    ``uni_deflated`` for the unidirectional WebSocket's compressed frame of the unwrapped push.
     A publication push also carries its channel, epoch and the channel's previous publication
     on this node (``prev``: offset, epoch, data), from which gateway/connection/delivery.py builds the
     delta-compressed forms once, in ``variants``, for the subscriptions that negotiated it.
     ``conflation`` is the publication's conflation key (gateway/conflation.py; None: never
     dropped by a backed-up connection)."""
 
-    __slots__ = ("channel", "conflation", "deflated", "epoch", "frame", "payload", "prev", "variants")
+    __slots__ = (
+        "channel",
+        "conflation",
+        "deflated",
+        "epoch",
+        "frame",
+        "payload",
+        "prev",
+        "uni_deflated",
+        "variants",
+    )
 
     def __init__(
         self,
@@ -43,6 +54,7 @@ class SharedPush:
         self.payload = payload
         self.frame: bytes | None = None
         self.deflated: bytes | None = None
+        self.uni_deflated: bytes | None = None
         self.channel = channel
         self.epoch = epoch
         self.prev = prev

@@ -39,6 +39,18 @@ class Metrics:
             f"{NS}_node_action_count", "Number of node actions.", ("action", "channel_namespace")
         )
         r.register(self.action_count)
+        self.map_publish_suppressed = LoopCounters(
+            f"{NS}_map_broker_publish_suppressed_count",
+            "Number of suppressed map publish operations.",
+            ("reason", "channel_namespace"),
+        )
+        r.register(self.map_publish_suppressed)
+        self.map_remove_suppressed = LoopCounters(
+            f"{NS}_map_broker_remove_suppressed_count",
+            "Number of suppressed map remove operations.",
+            ("reason", "channel_namespace"),
+        )
+        r.register(self.map_remove_suppressed)
         self.messages_sent_count = LoopCounters(
             f"{NS}_node_messages_sent_count",
             "Number of messages sent to clients.",
@@ -168,6 +180,15 @@ class Metrics:
 
     def action(self, action: str, channel: str) -> None:
         self.action_count.inc((action, ""))
+
+    def map_write(self, channel: str, *, remove: bool, reason: str) -> None:
+        """A map publish or remove (``action_count``), or its suppression (``reason``)."""
+        if not reason:
+            self.action_count.inc(("map_remove" if remove else "map_publish", ""))
+        elif remove:
+            self.map_remove_suppressed.inc((reason, ""))
+        else:
+            self.map_publish_suppressed.inc((reason, ""))
 
     def api_timer(self, protocol: str, method: str) -> LoopHistogram:
         """The ``api_command_duration`` child of (protocol, method)."""

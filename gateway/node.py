@@ -39,11 +39,14 @@ from gateway.engine.base import (
     PublishItem,
     PublishResult,
 )
+from gateway.engine.map_base import MapBroker
 from gateway.hub import Connection, Hub
+from gateway.maps.options import resolve as map_options
 from gateway.metrics import Metrics
 from gateway.protocol import recovery
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.sharedpoll.manager import SharedPollManager
 from gateway.webhooks.hooks import NO_HOOKS, LifecycleHooks
 
 VERSION = "0.1.0"
@@ -156,11 +159,20 @@ class Node:
         )
         """The broker, when it publishes inline (``InlineBroker``); publishes then take its
         synchronous ``publish_now``."""
+        self.maps: MapBroker | None = None
+        """Map channels' state and streams (``attach_maps``); None: map subscriptions refused (108)."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
         """The control channel: node registry, surveys, user-ops and routed emulation commands."""
+        self.shared_poll: SharedPollManager | None = None
+        """Shared-poll channels (gateway/sharedpoll/), set by the composition root."""
         self.lifecycle: LifecycleHooks = NO_HOOKS
         """Told of connections, subscriptions and this node's channels as they come and go."""
         broker.set_handler(self)
+
+    def attach_maps(self, maps: MapBroker) -> None:
+        """Keep map channels in ``maps``; their changes reach this node's subscribers here."""
+        self.maps = maps
+        maps.set_handler(self)
 
     def background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
@@ -254,14 +266,16 @@ class Node:
             if idle_for and now - self.last_pub_at.get(channel, 0.0) < idle_for:
                 continue
             opts = self.settings.channel_options(channel)
-            if opts is None or not (opts.history_size > 0 and opts.history_ttl > 0):
+            if opts is None:
                 continue
             try:
-                top = (await self.history(channel, opts, limit=0)).position
+                top = await self._stream_top(channel, opts)
             except Exception as exc:
                 raise_if_cancelling(exc)
                 log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
+                continue
+            if top is None:
                 continue
             checked += 1
             for client in list(self.hub.subscribers(channel)):
@@ -269,6 +283,18 @@ class Node:
         for channel in [ch for ch in self.last_pub_at if ch not in self.hub.channels]:
             del self.last_pub_at[channel]
         return -1 if failed else checked
+
+    async def _stream_top(self, channel: str, opts: ChannelOptions) -> StreamPosition | None:
+        """The top of the channel's stream: its history, or its map's change stream; None when
+        it keeps none."""
+        if opts.is_map:
+            mopts = map_options(opts.map)
+            if self.maps is None or not mopts.has_stream:
+                return None
+            return (await self.maps.read_stream(channel, mopts, limit=0)).position
+        if not (opts.history_size > 0 and opts.history_ttl > 0):
+            return None
+        return (await self.history(channel, opts, limit=0)).position
 
     async def position_check_loop(self) -> None:
         delay = self.settings.client.channel_position_check_delay

@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from httpwire.tracing import TracingUnavailable, setup
 from relay.claim import OutboxLeases
 from relay.config import ConfigError, RelayConfig, load_config
 from relay.metrics import RelayMetrics, serve
@@ -64,13 +65,21 @@ def _leases(cfg: RelayConfig) -> OutboxLeases:
 async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = None) -> int:
     """Run a relay until SIGTERM/SIGINT; returns the exit code. ``crash_hook``: tests only
     (:class:`~relay.relay.Relay`)."""
+    try:
+        tracing = setup(cfg.opentelemetry_enabled, "taskcast-relay")
+    except TracingUnavailable as exc:
+        print(f"taskcast relay: configuration error: opentelemetry_enabled: {exc}", file=sys.stderr)
+        return 2
+    tracing.correlate_logs()
     metrics = RelayMetrics()
     server = None
     if cfg.metrics_port is not None:
         server = serve(metrics, cfg.metrics_host, cfg.metrics_port)
         log.info("metrics on http://%s:%d/metrics", cfg.metrics_host, server.port)
     leases = _leases(cfg)
-    publisher = HttpGatewayPublisher(cfg.gateway_api_url, cfg.gateway_api_key, cfg.publish_timeout_seconds)
+    publisher = HttpGatewayPublisher(
+        cfg.gateway_api_url, cfg.gateway_api_key, cfg.publish_timeout_seconds, tracing=tracing
+    )
     relay = Relay(leases, publisher, cfg, metrics=metrics, crash_hook=crash_hook)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -116,6 +125,7 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         await leases.engine.dispose()
         if server is not None:
             server.close()
+        tracing.shutdown()
     return 0
 
 

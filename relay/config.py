@@ -70,6 +70,9 @@ class RelayConfig:
     #: where the Status API sends hints (its ``wake.udp_targets``); null = none. While bound, the
     #: safety-net poll runs at ``wake_poll_interval_seconds``, as while subscribed to Redis.
     wake_udp_listen: str | None = None
+    #: OpenTelemetry tracing of the publishes (docs/operations.md "Tracing with OpenTelemetry");
+    #: the exporter is configured by the standard ``OTEL_*`` environment variables.
+    opentelemetry_enabled: bool = False
 
 
 _POSITIVE = (

@@ -14,6 +14,13 @@ first result and not delivered twice. ``tags.committed_at_ms`` carries the row's
 ``tags.published_at_ms`` the relay's send time) to clients (the task.summary/detail schemas forbid
 extra envelope fields); ``tags.task`` and ``tags.conflate`` (``publication_tags``) let a backed-up
 connection keep only each task's newest state and never drop a notice or terminal state (seed §13.3).
+
+Tracing (``opentelemetry_enabled``, httpwire/tracing.py): a publish is one ``relay.publish``
+producer span per distinct trace context among its rows (a child of the context the Status API
+stored on the row; a root for rows without one), and the request to the gateway carries the
+span of the first row that has a stored context (of the first row when none has) as its
+``traceparent`` header: the gateway's spans join that trace. Rows of other traces in the same batch
+keep their own ``relay.publish`` span (with its ``taskcast.outbox.ids``) but not the gateway's.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -31,6 +39,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
+from httpwire.tracing import CHANNEL, OFF, OUTBOX_IDS, TASK_ID, TRACEPARENT, VERSION, Tracing
 from status_api.storage.outbox import OutboxRow, publication_tags
 
 log = logging.getLogger("taskcast.relay.publisher")
@@ -170,7 +179,9 @@ class HttpGatewayPublisher:
         timeout_seconds: float,
         *,
         client: httpx.AsyncClient | None = None,
+        tracing: Tracing = OFF,
     ) -> None:
+        self._tracing = tracing
         self._api_url = api_url.rstrip("/")
         self._secrets = (api_key,) if api_key else ()
         self._timeout = timeout_seconds
@@ -184,6 +195,56 @@ class HttpGatewayPublisher:
         await self._client.aclose()
 
     async def publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+        if self._tracing.enabled:
+            results = await self._traced_publish(rows)
+        else:
+            results = await self._publish(rows)
+        if log.isEnabledFor(logging.DEBUG):
+            for row, res in zip(rows, results, strict=True):
+                log.debug(
+                    "outbox row %d channel=%s task=%s version=%d trace_id=%s: %s",
+                    row.id,
+                    row.channel,
+                    row.aggregate_id,
+                    row.aggregate_version,
+                    (row.traceparent or "")[3:35] or "-",
+                    res.outcome.value,
+                )
+        return results
+
+    async def _traced_publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+        tracing = self._tracing
+        groups: dict[str, list[OutboxRow]] = {}
+        for row in rows:
+            groups.setdefault(row.traceparent or "", []).append(row)
+        untraced = groups.pop("", None)
+        if untraced is not None:
+            groups[""] = untraced  # last: a traced row's span is the request's parent if any
+        with ExitStack() as stack:
+            spans = []
+            # Entered last to first: the first group's span is current while the request is sent.
+            for traceparent, members in reversed(groups.items()):
+                first = members[0]
+                attributes = {
+                    OUTBOX_IDS: [r.id for r in members],
+                    CHANNEL: first.channel,
+                    TASK_ID: first.aggregate_id,
+                    VERSION: first.aggregate_version,
+                    "taskcast.batch_size": len(rows),
+                }
+                span = stack.enter_context(
+                    tracing.span("relay.publish", parent=traceparent, kind="producer", attributes=attributes)
+                )
+                spans.append((span, members))
+            results = await self._publish(rows)
+            outcome = {row.id: res for row, res in zip(rows, results, strict=True)}
+            for span, members in spans:
+                failed = [outcome[r.id] for r in members if outcome[r.id].outcome is not Outcome.PUBLISHED]
+                if failed:
+                    tracing.mark_error(span, failed[0].failure_class)
+        return results
+
+    async def _publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
         results: list[PublishResult | None] = [None] * len(rows)
         bodies: list[tuple[int, bytes]] = []
         sent_ms = int(time.time() * 1000)
@@ -202,8 +263,12 @@ class HttpGatewayPublisher:
 
     async def _post(self, method: str, body: bytes) -> httpx.Response | PublishResult:
         try:
+            headers = None
+            if self._tracing.enabled:
+                traceparent = self._tracing.traceparent()
+                headers = {TRACEPARENT: traceparent} if traceparent else None
             async with asyncio.timeout(self._timeout + 1.0):
-                return await self._client.post(f"{self._api_url}/{method}", content=body)
+                return await self._client.post(f"{self._api_url}/{method}", content=body, headers=headers)
         except (httpx.HTTPError, TimeoutError, OSError) as exc:
             klass, unavailable = classify_exception(exc)
             text = sanitize(f"{klass}: {type(exc).__name__}: {exc}", self._secrets)

@@ -264,7 +264,15 @@ class Relay:
                     error = f"gave up after {row.attempts} attempts: {error}"
                 dead.append((row.id, error))
                 m.failures.labels(res.failure_class, "dead").inc()
-                log.error("outbox row %d (%s) is DEAD: %s", row.id, row.channel, error)
+                log.error(
+                    "outbox row %d channel=%s task=%s version=%d trace_id=%s is DEAD: %s",
+                    row.id,
+                    row.channel,
+                    row.aggregate_id,
+                    row.aggregate_version,
+                    (row.traceparent or "")[3:35] or "-",
+                    error,
+                )
             else:
                 delay = full_jitter(
                     row.attempts, cfg.backoff_base_seconds, cfg.backoff_max_seconds, self.rand

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from httpwire.tracing import OFF, Tracing, setup
 from status_api import board, operator_ui, subscribe_proxy, telemetry
 from status_api.auth import (
     ServiceAuthenticator,
@@ -51,6 +52,8 @@ class Components:
     api: Api
     #: The wake-up hint sender (``wake.redis_url`` or ``wake.udp_targets``), closed with the app.
     waker: RedisWakePublisher | UdpWakeSender | None = None
+    #: OpenTelemetry (``opentelemetry.enabled``), shut down (flushed) with the app.
+    tracing: Tracing = OFF
 
 
 def build_components(
@@ -169,7 +172,9 @@ def build_components(
         waker = UdpWakeSender(list(cfg.wake.udp_targets))
         on_commit = waker.notify
     service.on_commit = on_commit
-    return Components(engine, service, queries, reconciler, api, waker)
+    tracing = setup(cfg.opentelemetry.enabled, "taskcast-status-api")
+    service.tracing = api.tracing = tracing
+    return Components(engine, service, queries, reconciler, api, waker, tracing)
 
 
 def create_app(
@@ -181,6 +186,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        comp.tracing.correlate_logs()
         if cfg.database.auto_init:
             await init_db(comp.engine)
         await comp.service.load_registry_files()
@@ -198,6 +204,7 @@ def create_app(
                 if comp.waker is not None:
                     await comp.waker.aclose()
                 await comp.engine.dispose()
+                comp.tracing.shutdown()
 
     metrics = StatusMetrics()
 

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 
+from httpwire.tracing import TracingUnavailable
 from status_api.config import Config, ConfigError, load_config
 
 
@@ -129,7 +130,12 @@ def main(argv: list[str]) -> int:
     )
     if args.workers != 1:
         return _serve_workers(args, cfg)
-    server.run(create_app(cfg), cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port)
+    try:
+        app = create_app(cfg)
+    except TracingUnavailable as exc:
+        print(f"taskcast status-api: configuration error: opentelemetry.enabled: {exc}", file=sys.stderr)
+        return 2
+    server.run(app, cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port)
     return 0
 
 

@@ -177,6 +177,15 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class OpenTelemetryConfig:
+    """OpenTelemetry tracing (httpwire/tracing.py), off by default: the event route, the ingest
+    transaction and the outbox rows' trace context. The exporter is configured by the standard
+    ``OTEL_*`` environment variables (docs/operations.md "Tracing with OpenTelemetry")."""
+
+    enabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class SubscribeProxyConfig:
     """The Centrifugo subscribe proxy for ``task_detail:`` channels (status_api/subscribe_proxy.py),
     authenticated by ``secret`` in the ``header`` request header; off unless ``enabled``."""
@@ -230,6 +239,7 @@ class Config:
     subscribe_proxy: SubscribeProxyConfig = field(default_factory=SubscribeProxyConfig)
     cors: CorsConfig = field(default_factory=CorsConfig)
     board: BoardConfig = field(default_factory=BoardConfig)
+    opentelemetry: OpenTelemetryConfig = field(default_factory=OpenTelemetryConfig)
     schema_dir: str | None = None
 
 

@@ -16,6 +16,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from httpwire.tracing import OFF, Tracing
+from status_api import correlation
 from status_api.auth import ServiceAuthenticator, UserAuthenticator, bearer
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import ExecutionGrant, ServiceIdentity
@@ -61,6 +63,8 @@ class Api:
     limiter: RateLimiter
     openapi: dict[str, Any]
     max_json_depth: int = DEFAULT_MAX_DEPTH
+    #: The process's tracer (OFF: the event route checks one attribute and traces nothing).
+    tracing: Tracing = OFF
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -204,7 +208,8 @@ async def event_answer(
 ) -> tuple[int, bytes]:
     """``POST /internal/v1/task-events`` without a framework: (status, JSON body) for the headers
     and the body ``read_body`` gives. The one implementation behind the Starlette route and the
-    ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them."""
+    ASGI fast path (``status_api/event_route.py``); errors are mapped as ``guard`` maps them.
+    Untraced: a caller picks :func:`traced_event_answer` when ``api.tracing`` is on."""
     try:
         return 200, dumps(await _task_event(api, headers, read_body, metrics))
     except DomainError as err:
@@ -216,6 +221,13 @@ async def event_answer(
         return 503, error_body(storage_unavailable())
 
 
+async def traced_event_answer(
+    api: Api, headers: Mapping[str, str], read_body: BodyReader, metrics: StatusMetrics | None
+) -> tuple[int, bytes]:
+    """:func:`event_answer` as its server span (``opentelemetry.enabled``; status_api/correlation.py)."""
+    return await correlation.event_span(api.tracing, headers, event_answer(api, headers, read_body, metrics))
+
+
 def error_body(err: DomainError) -> bytes:
     """The bytes of :func:`error_response`'s body."""
     body: dict[str, Any] = {"code": err.code, "message": err.message, "retryable": err.retryable}
@@ -225,8 +237,10 @@ def error_body(err: DomainError) -> bytes:
 
 
 async def task_events(request: Request) -> Response:
-    status, body = await event_answer(
-        _api(request), request.headers, request.body, getattr(request.app.state, "metrics", None)
+    api = _api(request)
+    answer = traced_event_answer if api.tracing.enabled else event_answer
+    status, body = await answer(
+        api, request.headers, request.body, getattr(request.app.state, "metrics", None)
     )
     return Response(body, status_code=status, media_type=None if status == 400 and not body else JSON_TYPE)
 
@@ -259,7 +273,8 @@ async def _task_event(
     # operationCode as a label would let any client grow the metric without bound.
     label = caller.operation_code if isinstance(caller, ExecutionGrant) else ""
     try:
-        out = await api.service.ingest_event(body, caller, headers.get("idempotency-key"), token)
+        traceparent = api.tracing.traceparent() if api.tracing.enabled else None
+        out = await api.service.ingest_event(body, caller, headers.get("idempotency-key"), token, traceparent)
     except DomainError as err:
         if metrics is not None:
             metrics.event(label, "rejected", err.code)
@@ -267,16 +282,9 @@ async def _task_event(
     if metrics is not None:
         outcome = "duplicate" if out["duplicate"] else "stale" if out["stale"] else "accepted"
         metrics.event(label, outcome, str(out.get("staleReason") or ""))
-    audit.info(
-        "event producer=%s event=%s task=%s accepted=%s duplicate=%s stale=%s version=%s",
-        caller.producer_id,
-        out["eventId"],
-        out["taskId"],
-        out["accepted"],
-        out["duplicate"],
-        out["stale"],
-        out["taskVersion"],
-    )
+    if api.tracing.enabled:
+        correlation.annotate_event(api.tracing, out)
+    correlation.log_event(caller.producer_id, body, out)  # seed §14.2
     if "executionToken" in out and isinstance(caller, ExecutionGrant):
         _audit_renewal(caller, out, "heartbeat")
     return out

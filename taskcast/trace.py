@@ -81,7 +81,9 @@ def _text(trace: Trace, found: dict[int, Any]) -> str:
             latency = f" {(r.published_at - r.created_at).total_seconds() * 1000:.0f} ms after commit"
         lines.append(
             f"  outbox #{r.id} {r.projection} → {r.channel}: {r.status}{latency}, attempts {r.attempts},"
-            f" priority {r.priority}" + (f", last error: {r.last_error}" if r.last_error else "")
+            f" priority {r.priority}"
+            + (f", last error: {r.last_error}" if r.last_error else "")
+            + (f", trace {r.traceparent[3:35]}" if r.traceparent else "")
         )
         pub = found.get(r.id)
         if isinstance(pub, dict):

@@ -118,6 +118,14 @@ def _copy(stage: Stage, args: str, stages: dict[str, Stage], patterns: list[str]
                 _copy_tree(match, target, rel or match.name, patterns if rel else None)
 
 
+PIP_OPTIONS = {"--no-cache-dir", "-e"}
+
+
+def _this_project(spec: str) -> bool:
+    """``.`` or ``.[extra,…]``: the extras add dependencies, not files of the tree."""
+    return re.fullmatch(r"\.(\[[a-z0-9_,-]+\])?", spec) is not None
+
+
 def _pip_install(stage: Stage, cwd: Path, editable: bool) -> None:
     if editable:
         stage.import_root = cwd
@@ -144,7 +152,11 @@ def _run(stage: Stage, command: str) -> None:
             (cwd / "node_modules").symlink_to(ROOT / "client-js" / "node_modules")
         elif words[:2] == ["npm", "run"]:
             subprocess.run(["npm", *words[1:]], cwd=cwd, check=True, capture_output=True, timeout=scaled(120))
-        elif words[:2] == ["pip", "install"] and words[-1] == "." and set(opts) <= {"--no-cache-dir", "-e"}:
+        elif (
+            words[:2] == ["pip", "install"]
+            and _this_project(words[-1])
+            and set(opts) <= {"--no-cache-dir", "-e"}
+        ):
             _pip_install(stage, cwd, editable="-e" in opts)
         elif words[0] == "useradd":
             pass  # no file of the tree depends on it

@@ -57,7 +57,7 @@ IO_MODULES = {
     "asyncmy",
     "aiosqlite",
 }
-PURE = ["gateway/protocol", "status_api/domain"]
+PURE = ["gateway/protocol", "gateway/maps", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
 CLIENT_IMPORTERS = {"gateway/app.py"}
@@ -71,6 +71,7 @@ CONNECTION_PARTS = {
         "gateway.connection.authorization",
         "gateway.connection.delivery",
         "gateway.connection.personal",
+        "gateway.connection.presence",
         "gateway.connection.refresh",
         "gateway.connection.sendqueue",
         "gateway.engine.base",
@@ -83,6 +84,7 @@ CONNECTION_PARTS = {
     "gateway/connection/channel_commands.py": {
         "gateway.config.schema",
         "gateway.connection.authorization",
+        "gateway.connection.map_writes",
         "gateway.connection.subscriptions",
         "gateway.errors",
         "gateway.node",
@@ -110,9 +112,11 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "conflation": {"hub"},
     "channels": {"config", "protocol"},
     "api.requests": {"protocol"},
-    "engine": {"cancellation", "config", "protocol"},
+    "maps": {"config", "protocol"},
+    "engine": {"cancellation", "config", "maps", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "cancellation", "engine", "hub", "protocol"},
+    "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
     "webhooks": {"cancellation", "config", "engine", "protocol"},
     "node": {
         "cancellation",
@@ -120,13 +124,15 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "config",
         "conflation",
         "engine",
+        "maps",
         "hub",
         "metrics",
         "protocol",
+        "sharedpoll",
         "webhooks",
     },
     "http": {"config", "logging_setup"},
-    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "node", "protocol"},
+    "api": {"api.requests", "channels", "config", "engine", "http", "log_limit", "maps", "node", "protocol"},
     "connection": {
         "api.requests",
         "channels",
@@ -136,9 +142,11 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "errors",
         "hub",
         "log_limit",
+        "maps",
         "node",
         "protocol",
         "proxy",
+        "sharedpoll",
     },
     "transports": {"connection", "engine", "http", "hub", "protocol"},
     "consumers": {"api.requests", "cancellation", "config", "log_limit", "protocol"},
@@ -156,6 +164,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "metrics",
         "node",
         "proxy",
+        "sharedpoll",
         "transports",
         "webhooks",
     },
@@ -171,8 +180,10 @@ GATEWAY_PACKAGES = {
     "consumers",
     "engine",
     "http",
+    "maps",
     "protocol",
     "proxy",
+    "sharedpoll",
     "transports",
     "webhooks",
 }

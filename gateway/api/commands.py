@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from gateway.api.maps import MAP_METHODS, MapRequest
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
@@ -24,6 +25,7 @@ from gateway.api.requests import (
     PublishRequest,
     RefreshRequest,
     RpcRequest,
+    SharedPollPublishRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
@@ -46,6 +48,8 @@ Request: TypeAlias = (
     | ChannelsRequest
     | InfoRequest
     | RpcRequest
+    | SharedPollPublishRequest
+    | MapRequest  # map methods (gateway/api/maps.py)
 )
 """One server API method's typed request: its type names the method (``METHODS``)."""
 
@@ -63,6 +67,10 @@ METHODS: dict[str, type[Any]] = {
     "channels": ChannelsRequest,
     "info": InfoRequest,
     "rpc": RpcRequest,
+    # shared poll (gateway/sharedpoll/)
+    "shared_poll_publish": SharedPollPublishRequest,
+    # --- map methods (gateway/api/maps.py) ---
+    **MAP_METHODS,
 }
 """Method name -> request type: every front door (HTTP, ``batch``, the legacy ``/api``, gRPC)
 names methods by these keys."""

@@ -25,6 +25,7 @@ from time import perf_counter
 from typing import Any
 
 from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
+from gateway.api.maps import MapApi
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
@@ -38,6 +39,7 @@ from gateway.api.requests import (
     PublishRequest,
     RefreshRequest,
     RpcRequest,
+    SharedPollPublishRequest,
     SubscribeRequest,
     UnsubscribeRequest,
     bad_request,
@@ -49,6 +51,7 @@ from gateway.node import Node, PublishRun
 from gateway.protocol import codec, codes
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
+from httpwire.tracing import CHANNEL, OFF, Tracing
 
 log = logging.getLogger("taskcast.gateway.api")
 
@@ -113,11 +116,25 @@ class ServerApi:
             ChannelsRequest: self.channels,
             InfoRequest: self.info,
             RpcRequest: self.rpc,
+            SharedPollPublishRequest: self.shared_poll_publish,
+            **MapApi(node, self.channel_options, self._data).handlers(),  # map methods (api/maps.py)
         }
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
         whether the publication is alone in its tick), by request type."""
         self._resolved: dict[str, ChannelOptions | codes.Error] = {}
         self._inline = node.publishes_inline
+        #: ``opentelemetry.api`` (:meth:`trace`): every publish is a ``publish`` span (and a
+        #: ``batch`` runs its commands one by one, each publish its own span); OFF: nothing.
+        self.tracing: Tracing = OFF
+        self._traced = False
+
+    def trace(self, tracing: Tracing) -> None:
+        """Trace the server API with ``tracing`` (``opentelemetry.api``). A traced request runs in
+        a task of its own (a span is a context variable: never driven outside a task)."""
+        self.tracing = tracing
+        self._traced = tracing.enabled
+        if tracing.enabled:
+            self._inline = False
 
     # --- what a front door may ask -----------------------------------------------------------
 
@@ -202,6 +219,8 @@ class ServerApi:
                 req: PublishRequest = cmd  # type: ignore[assignment]
                 data = self._data(req.data, req.b64data)
                 item = self._item(req.channel, data, req, alone)
+                if self._traced:
+                    return await self._traced_publish(item, req.channel)
                 return publish_reply(await self.node.publish_prepared(item))
             if kind is BroadcastRequest:
                 return await self.broadcast(cmd, protocol)  # type: ignore[arg-type]
@@ -228,6 +247,8 @@ class ServerApi:
         """
         if parallel:
             return await self._parallel(commands, protocol)
+        if self._traced:
+            return [await self._reply(cmd, protocol) for cmd in commands]
         replies: list[Result] = []
         run = self.node.publish_run()
         waiting: list[tuple[int, str, float]] = []
@@ -295,6 +316,19 @@ class ServerApi:
                 task.cancel()
             raise
 
+    async def _traced_publish(self, item: PublishItem, channel: str) -> Result:
+        """One publication as the ``publish`` span: the engine's publish and this node's fan-out
+        (attributes: ``centrifugo.channel``, the stream position, ``suppressed`` by an idempotency key)."""
+        tracing = self.tracing
+        tracing.current_span().set_attribute(CHANNEL, channel)  # Centrifugo's, on the request span
+        with tracing.span("publish", attributes={CHANNEL: channel}) as span:
+            result = await self.node.publish_prepared(item)
+            if result.position is not None:
+                span.set_attribute("centrifugo.offset", result.position.offset)
+                span.set_attribute("centrifugo.epoch", result.position.epoch)
+            span.set_attribute("centrifugo.suppressed", result.suppressed)
+            return publish_reply(result)
+
     async def _reply(self, cmd: Command, protocol: str) -> Result:
         """One ``batch`` command's reply: ``{"<method>": result}`` or ``{"error": ...}``."""
         try:
@@ -343,6 +377,8 @@ class ServerApi:
         """The prepared publish of ``data`` to ``channel`` with the request's options (raises the
         channel's 102/107)."""
         opts = self.channel_options(channel)
+        if opts.subscription_type != "stream":  # a map channel takes map_publish (Centrifugo: 107)
+            raise bad_request("channel: not a stream namespace")
         plain = not (req.tags or req.skip_history or req.idempotency_key or req.version or req.delta)
         if plain and not req.version_epoch:  # the common case: no option lookups
             return self.node.publish_item(channel, opts, data, write_now=write_now)
@@ -360,6 +396,8 @@ class ServerApi:
         )
 
     async def broadcast(self, req: BroadcastRequest, protocol: str = "http") -> Result:
+        if self._traced:  # Centrifugo's attribute of a broadcast's request span
+            self.tracing.current_span().set_attribute("centrifugo.num_channels", len(req.channels))
         data = self._data(req.data, req.b64data)
         node = self.node
         responses: list[Result] = []
@@ -446,3 +484,20 @@ class ServerApi:
 
     async def rpc(self, req: RpcRequest) -> Result:
         raise ApiError(codes.ERROR_NOT_FOUND)
+
+    # --- shared poll (gateway/sharedpoll/) ---------------------------------------------------
+
+    async def shared_poll_publish(self, req: SharedPollPublishRequest) -> Result:
+        """A key's new state to the connections of every node tracking it: 107 without a key or
+        a version above 0, or outside a shared-poll namespace; 108 unless ``publish_enabled``."""
+        if not req.key or req.version < 1:
+            raise bad_request("key and version are required")
+        opts = self.channel_options(req.channel)
+        if opts.subscription_type != "shared_poll":
+            raise bad_request("channel: not a shared_poll namespace")
+        manager = self.node.shared_poll
+        if manager is None or not opts.shared_poll.publish_enabled:
+            raise ApiError(codes.ERROR_NOT_AVAILABLE)
+        data = self._data(req.data, req.b64data)
+        await manager.publish(req.channel, req.key, req.version, req.epoch, data)
+        return {}

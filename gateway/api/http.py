@@ -14,6 +14,10 @@ as HTTP 200 ``{"error": ...}`` or, in ``transport`` error mode, as the HTTP stat
 Executes nothing itself: each request is parsed into the typed requests of gateway/api/requests.py
 (per method, per ``batch`` command, per legacy line) and run by ``ServerApi``
 (gateway/api/executor.py), the executor every front door shares.
+
+With ``opentelemetry.api`` each request that passed the key check is a server span named by its
+path (``/api/publish``, as Centrifugo's otelhttp handler names it), a child of the request's
+``traceparent`` header; an ``{"error": …}`` reply marks it as an error.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import hmac
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -33,6 +37,7 @@ from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error
 from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import HttpApiSettings
 from httpwire.inline import Deferred
+from httpwire.tracing import TRACEPARENT
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 PAUSE_GC_ABOVE = 1024 * 1024
@@ -49,6 +54,7 @@ _TEXT = b"text/plain; charset=utf-8"
 _BAD_REQUEST = (400, b"bad request", _TEXT)
 _TOO_LARGE = (413, b"request entity too large", _TEXT)
 _EMPTY_400 = (400, b"", None)
+_TRACEPARENT = TRACEPARENT.encode()
 _OVERSIZED = b"<over max_body>"
 """Returned by ``ApiEndpoint._body`` (by identity) for a body past the bound."""
 
@@ -65,6 +71,7 @@ class ApiEndpoint:
         self.prefix = settings.handler_prefix.rstrip("/")
         """The API's path ("" with ``handler_prefix: "/"``: then only Starlette routes it)."""
         self._methods_prefix = self.prefix + "/"
+        self._tracing = api.tracing.enabled
 
     def route(self, path: str) -> str | None:
         """The method ``path`` names ("" = the legacy ``<prefix>``), None when it is not an API
@@ -101,12 +108,17 @@ class ApiEndpoint:
                 api.check_batch(len(commands), "http")
             except ApiError as exc:
                 return 200, orjson.dumps({"error": error_obj(exc)}), _JSON
+            if self._tracing:
+                work = self._replies(map(batch_command, commands), parallel)
+                return Deferred(self._traced(method, headers, work), False)
             if parallel or len(commands) > YIELD_EVERY:
                 return Deferred(self._replies(map(batch_command, commands), parallel), False)
             small = list(map(batch_command, commands))  # parsed once: its types decide
             return Deferred(self._replies(small, False), api.completes_inline_batch(small, parallel=False))
-        inline = bool(method) and api.completes_inline(method)
-        return Deferred(self._execute(method, parsed, body, _transport_mode(self.settings, headers)), inline)
+        work = self._execute(method, parsed, body, _transport_mode(self.settings, headers))
+        if self._tracing:
+            return Deferred(self._traced(method, headers, work), False)
+        return Deferred(work, bool(method) and api.completes_inline(method))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.handle(scope, receive, send, scope.get("path_params", {}).get("method", ""))
@@ -133,7 +145,25 @@ class ApiEndpoint:
         parsed = self._parse(method, body)
         if isinstance(parsed, tuple):
             return parsed
-        return await self._execute(method, parsed, body, _transport_mode(self.settings, headers))
+        work = self._execute(method, parsed, body, _transport_mode(self.settings, headers))
+        if self._tracing:
+            return await self._traced(method, headers, work)
+        return await work
+
+    async def _traced(
+        self, method: str, headers: list[tuple[bytes, bytes]], work: Coroutine[Any, Any, Response]
+    ) -> Response:
+        """``work`` as the request's server span (module docstring)."""
+        tracing = self.api.tracing
+        parent = next((v.decode("latin-1") for k, v in headers if k.lower() == _TRACEPARENT), "")
+        path = f"{self._methods_prefix}{method}" if method else self.prefix
+        attributes = {"http.request.method": "POST", "http.route": path, "rpc.method": method or "legacy"}
+        with tracing.span(path, parent=parent, kind="server", attributes=attributes) as span:
+            status, body, content_type = await work
+            span.set_attribute("http.response.status_code", status)
+            if status >= 400 or body.startswith(b'{"error"'):
+                tracing.mark_error(span, body[:200].decode("utf-8", "replace") or f"HTTP {status}")
+            return status, body, content_type
 
     def _refuse(self, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes) -> Response | None:
         """405 for a method other than POST, 401 without the key; None: go on."""

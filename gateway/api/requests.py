@@ -223,6 +223,22 @@ class RpcRequest:
     params: Json | None = None
 
 
+# --- shared poll (gateway/sharedpoll/) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPollPublishRequest:
+    """``shared_poll_publish``: a key's new state at ``version`` (above 0) in a shared-poll
+    channel whose namespace has ``publish_enabled``; ``epoch`` is the publisher's."""
+
+    channel: str = field(default="", metadata=REQUIRED)
+    key: str = field(default="", metadata=REQUIRED)
+    data: Json | None = None
+    b64data: str = ""
+    version: int = field(default=0, metadata=UINT64)
+    epoch: str = ""
+
+
 # --- the parser --------------------------------------------------------------------------------
 
 T = TypeVar("T")

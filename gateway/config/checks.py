@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
+from gateway.config.map_checks import check_map, check_presence_prefixes
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -31,9 +32,11 @@ from gateway.config.schema import (
     ProxySettings,
     Settings,
     TokenSettings,
+    UniWebSocketSettings,
     WebSocketSettings,
     named_proxy,
 )
+from gateway.config.shared_poll_checks import check_shared_poll
 from gateway.config.tls import check_client, check_listener
 from gateway.config.webhook_checks import check_webhooks
 from gateway.protocol import codes
@@ -51,13 +54,14 @@ RECOVERY_MODES = ("stream", "cache")
 _T = TypeVar("_T", bound=TokenSettings)
 
 
-def _check_compression(websocket: WebSocketSettings) -> None:
+def _check_compression(websocket: WebSocketSettings | UniWebSocketSettings, section: str) -> None:
     # Checked whether or not compression is on, as Centrifugo parses them.
     if not 1 <= websocket.compression_level <= 9:
-        raise ConfigError("websocket.compression_level", f"must be in 1-9, got {websocket.compression_level}")
+        level = websocket.compression_level
+        raise ConfigError(f"{section}.compression_level", f"must be in 1-9, got {level}")
     for name in ("compression_min_size", "decompressed_message_size_limit"):
         if getattr(websocket, name) < 0:
-            raise ConfigError(f"websocket.{name}", f"must not be negative, got {getattr(websocket, name)}")
+            raise ConfigError(f"{section}.{name}", f"must not be negative, got {getattr(websocket, name)}")
 
 
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
@@ -73,6 +77,7 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     _check_admin(settings, warnings)
     _check_engine(settings)
     _check_proxies(settings, channel, warnings)
+    check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
     _check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)
@@ -116,13 +121,9 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    _check_compression(websocket)
+    _check_compression(websocket, "websocket")
     uni_websocket = settings.uni_websocket
-    if uni_websocket.compression:
-        warnings.append(
-            "uni_websocket.compression: not supported by Taskcast, ignored (messages are sent uncompressed)"
-        )
-        uni_websocket = dataclasses.replace(uni_websocket, compression=False)
+    _check_compression(uni_websocket, "uni_websocket")
     return dataclasses.replace(
         settings,
         client=client,
@@ -363,6 +364,8 @@ def _check_channel(channel: ChannelSettings) -> ChannelSettings:
         checked = _check_options(ns, path, channel.history_meta_ttl)
         namespaces.append(checked)
         by_name[ns.name] = checked
+    for ns in (without, *namespaces):
+        check_presence_prefixes(ns, by_name, channel.namespace_boundary)
     return dataclasses.replace(
         channel, without_namespace=without, namespaces=tuple(namespaces), by_name=MappingProxyType(by_name)
     )
@@ -388,6 +391,9 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
         raise ConfigError(
             f"{path}.history_ttl", f"must not exceed {source} ({meta_ttl:g}s), got {opts.history_ttl:g}s"
         )
+    if not opts.subscription_type:  # Centrifugo's "" means the default, stream
+        opts = dataclasses.replace(opts, subscription_type="stream")
+    check_map(opts, path)
     pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
 

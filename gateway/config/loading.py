@@ -276,10 +276,10 @@ def _apply_namespaces_env(raw: dict[str, object], env: Mapping[str, str], seen: 
         if not isinstance(ns, dict) or not isinstance(ns.get("name"), str):
             continue
         for env_name in {ns["name"].upper(), ns["name"].upper().replace("-", "_")}:
-            for (option,) in options:
-                found = _env_lookup(env, f"{_NAMESPACES_ENV}_{env_name}_{option.upper()}", seen)
+            for option in options:  # nested sections (map) too: ..._<NS>_MAP_MODE
+                found = _env_lookup(env, f"{_NAMESPACES_ENV}_{env_name}_{'_'.join(option).upper()}", seen)
                 if found is not None:
-                    ns[option] = _EnvValue(found)
+                    _set_path(ns, option, _EnvValue(found))
 
 
 def _namespaces_from_env(value: str, from_file: object) -> list[object]:

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
 from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
 
 DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
@@ -185,6 +186,9 @@ class ProxyGrpcSettings:
 @dataclass(frozen=True, slots=True)
 class ProxySettings:
     """One proxy (Centrifugo's ``Proxy``): ``endpoint`` is ``http(s)://…`` or ``grpc://host:port``.
+    ``emulated_headers`` names the entries of the connect command's headers map (headers
+    emulation, gateway/protocol/headers.py) forwarded as headers of the proxy's requests; a
+    name also in ``http_headers`` takes the real header's value when the request has one.
     ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64).
     ``max_response_size`` is a Taskcast extension: the largest answer read from it, in bytes
     (0 = 4 MiB, grpc-go's default receive limit, which bounds a Centrifugo gRPC proxy too)."""
@@ -193,6 +197,7 @@ class ProxySettings:
     timeout: float = 1.0
     http_headers: tuple[str, ...] = ()
     grpc_metadata: tuple[str, ...] = ()
+    emulated_headers: tuple[str, ...] = ()
     binary_encoding: bool = False
     include_connection_meta: bool = False
     http: ProxyHttpSettings = field(default_factory=ProxyHttpSettings)
@@ -229,6 +234,44 @@ class ChannelProxySettings:
     publish: ProxySettings = field(default_factory=ProxySettings)
     sub_refresh: ProxySettings = field(default_factory=ProxySettings)
     subscribe_stream: ProxySettings = field(default_factory=ProxySettings)
+    shared_poll_refresh: ProxySettings = field(default_factory=ProxySettings)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPollChannelSettings:
+    """A namespace's ``shared_poll`` (with ``subscription_type: shared_poll``): the node asks
+    the ``shared_poll_refresh`` proxy (``proxy_name``, else ``channel.proxy.shared_poll_refresh``)
+    every ``refresh_interval`` seconds (0: 10) for the keys its connections track, at most
+    ``refresh_batch_size`` keys per call (0: 1000), and pushes what changed to the connections
+    tracking each key. ``mode`` ``versionless`` (or ""): the backend answers data only and
+    changes are found by content; ``versioned``: items carry versions and the request the
+    versions held. ``max_keys_per_connection`` (0: 5000) bounds one connection's keys;
+    ``channel_shutdown_delay`` (0: 1 s; negative: at once) is how long a channel without keys
+    keeps its state; ``track_expired_extra_delay`` (0: 25 s) is the grace after a track
+    signature expires before its keys are dropped; ``publish_enabled`` allows the server API's
+    ``shared_poll_publish`` (versioned mode only)."""
+
+    proxy_name: str = ""
+    refresh_interval: float = 0.0
+    refresh_batch_size: int = 0
+    max_keys_per_connection: int = 0
+    mode: str = ""
+    channel_shutdown_delay: float = 0.0
+    track_expired_extra_delay: float = 0.0
+    publish_enabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SharedPollSettings:
+    """``shared_poll``: the HMAC key that signs tracked keys (``hmac_secret_key``; during a
+    rotation ``hmac_previous_secret_key`` is accepted too, for signatures issued up to
+    ``hmac_previous_secret_key_valid_until``, unix seconds, 0: no bound) and
+    ``concurrency_limit``, the backend calls in flight at once on a node (0: 64)."""
+
+    hmac_secret_key: str = ""
+    hmac_previous_secret_key: str = ""
+    hmac_previous_secret_key_valid_until: int = 0
+    concurrency_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,12 +325,24 @@ class ChannelOptions:
     subscribe_stream_proxy_enabled: bool = False
     subscribe_stream_proxy_name: str = ""
     subscribe_stream_proxy_bidirectional: bool = False
+    subscription_type: str = "stream"
+    """``stream`` (or ""): stream subscriptions; ``shared_poll``: shared-poll subscriptions
+    (``shared_poll`` options; gateway/sharedpoll/)."""
+    shared_poll: SharedPollChannelSettings = field(default_factory=SharedPollChannelSettings)
+    map: MapSettings = field(default_factory=MapSettings)
+    map_clients_presence_channel_prefix: str = ""
+    map_users_presence_channel_prefix: str = ""
     history_meta_ttl_resolved: float = field(default=0.0, metadata=DERIVED)
     channel_pattern: re.Pattern[str] | None = field(default=None, metadata=DERIVED, compare=False)
 
     @property
     def history_enabled(self) -> bool:
         return self.history_size > 0 and self.history_ttl > 0
+
+    @property
+    def is_map(self) -> bool:
+        """Channels of this namespace are maps (``subscription_type`` map, map_clients, map_users)."""
+        return self.subscription_type in MAP_SUBSCRIPTION_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,7 +446,8 @@ class WebSocketSettings:
 class UniWebSocketSettings:
     """``uni_websocket``: Centrifugo's unidirectional WebSocket (the connect request is the
     ``cf_connect`` URL parameter or the first client message, then the server only pushes).
-    ``compression`` is accepted and ignored, as for ``websocket``; ``join_push_messages`` sends
+    ``compression`` offers permessage-deflate as ``websocket.compression`` does (same options,
+    same once-per-publication compression: gateway/transports/deflate.py); ``join_push_messages`` sends
     the pushes of one write as one frame (newline-delimited); ``disable_disconnect_push`` closes
     without the disconnect push that precedes the close frame; ``disable_closing_handshake``
     ends the TCP connection without a close frame (Centrifugo before v6.5.1)."""
@@ -400,6 +456,9 @@ class UniWebSocketSettings:
     handler_prefix: str = "/connection/uni_websocket"
     message_size_limit: int = 65536
     compression: bool = False
+    compression_level: int = 1
+    compression_min_size: int = 0
+    decompressed_message_size_limit: int = 0
     join_push_messages: bool = False
     disable_closing_handshake: bool = False
     disable_disconnect_push: bool = False
@@ -486,6 +545,19 @@ class EngineSettings:
 class PrometheusSettings:
     enabled: bool = False
     handler_prefix: str = "/metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenTelemetrySettings:
+    """OpenTelemetry tracing, exported over OTLP as configured by the standard ``OTEL_*``
+    environment variables (docs/operations.md "Tracing with OpenTelemetry"). ``api``: a server
+    span per server API request (HTTP and gRPC; a child of the request's ``traceparent``) and a
+    ``publish`` span per publication; ``consuming``: a span per command of the async consumers.
+    Both need ``enabled``."""
+
+    enabled: bool = False
+    api: bool = False
+    consuming: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,6 +662,7 @@ class Settings:
     admin: AdminSettings = field(default_factory=AdminSettings)
     engine: EngineSettings = field(default_factory=EngineSettings)
     prometheus: PrometheusSettings = field(default_factory=PrometheusSettings)
+    opentelemetry: OpenTelemetrySettings = field(default_factory=OpenTelemetrySettings)
     health: HealthSettings = field(default_factory=HealthSettings)
     shutdown: ShutdownSettings = field(default_factory=ShutdownSettings)
     node: NodeSettings = field(default_factory=NodeSettings)
@@ -597,6 +670,7 @@ class Settings:
     rpc: RpcSettings = field(default_factory=RpcSettings)
     proxies: tuple[NamedProxySettings, ...] = ()
     consumers: tuple[ConsumerSettings, ...] = ()
+    shared_poll: SharedPollSettings = field(default_factory=SharedPollSettings)
     webhooks: tuple[WebhookSettings, ...] = field(default=(), metadata=EXTENSION)
     occupancy: OccupancySettings = field(default_factory=OccupancySettings, metadata=EXTENSION)
 

@@ -17,10 +17,6 @@ _PROXY = "use client.proxy.connect / client.proxy.refresh (Centrifugo v6 names) 
 _BUFFERS = "buffers are managed by the server; drop the option"
 _WRITES = "writes never block; a client behind by client.queue_max_size bytes is disconnected (3008)"
 
-_EMULATED = (
-    "headers emulation (the connect frame's headers map) is not read: send the value as a real "
-    "HTTP header of the connection request and list it in http_headers"
-)
 _CONSUMER_TYPE = (
     "not supported (no such broker runs in Taskcast's tests): use a postgresql, redis_stream or "
     "nats_jetstream consumer, or the server API"
@@ -37,27 +33,16 @@ _CONSUMER_REDIS_OPTIONS = (
     "force_resp2",
     "replica_client",
 )
-_PROXY_PATHS = (
-    "client.proxy.connect",
-    "client.proxy.refresh",
-    "channel.proxy.subscribe",
-    "channel.proxy.publish",
-    "channel.proxy.sub_refresh",
-    "channel.proxy.subscribe_stream",
-    "rpc.proxy",
-    "proxies[]",
-)
 
-_NO_MAP = "no map subscriptions (subscribe with type map answers 103): keep keyed state in the Status API"
-_NO_SHARED_POLL = "no shared polling: publish changes through the server API"
-_NO_COMPRESSION = "uni_websocket never negotiates permessage-deflate: drop the option"
+_NO_MAP = (
+    "the map publish / remove proxies are not implemented: allow client map writes with the "
+    "namespace's map.allow_publish_for_* / map.allow_remove_for_*, or write through the server API"
+)
 
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
-        "shared_poll": _NO_SHARED_POLL,
         "channel.proxy.map_publish": _NO_MAP,
         "channel.proxy.map_remove": _NO_MAP,
-        "channel.proxy.shared_poll_refresh": _NO_SHARED_POLL,
         "channel.publication_data_format": (
             "publication data is not validated by format: validate it before publishing"
         ),
@@ -80,7 +65,6 @@ V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
             "recoveries are counted by centrifugo_client_recover (recovered, "
             "has_recovered_publications) without a histogram of how many were recovered"
         ),
-        "uni_websocket.decompressed_message_size_limit": _NO_COMPRESSION,
     }
 )
 """The options Centrifugo v6.8 and v6.9 added that Taskcast does not implement."""
@@ -92,7 +76,10 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "admin.web_proxy_address": "the admin UI's files are part of the gateway (gateway/admin/static/)",
         "broker": "use engine.type (memory or redis); NATS and Redis+NATS brokers are not available",
         "presence_manager": "use engine.type: presence always lives in the engine",
-        "map_broker": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
+        "map_broker": (
+            "maps live in the engine (engine.type memory or redis, beside history); the "
+            "postgresql map broker is not available"
+        ),
         "controller": "nodes talk over the engine's Redis (cluster control channel); nothing to set",
         "pid_file": "run under a supervisor (systemd, Docker) that tracks the process",
         "enable_unreleased_features": "there are no unreleased features: drop the option",
@@ -104,7 +91,9 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         **{f"consumers[].redis_stream.{option}": _CONSUMER_REDIS for option in _CONSUMER_REDIS_OPTIONS},
         "uni_grpc": "use uni_websocket, uni_sse or uni_http_stream",
         "webtransport": "use websocket",
-        "opentelemetry": "use the Prometheus metrics (prometheus.enabled)",
+        "opentelemetry.google_cloud_adc_auth": (
+            "export to a collector (OTEL_EXPORTER_OTLP_ENDPOINT) that authenticates to Google Cloud"
+        ),
         "graphite": "scrape the Prometheus endpoint (prometheus.enabled) instead",
         "debug": "profile with py-spy; health and metrics are in health and prometheus",
         "usage_stats": "Taskcast sends no usage statistics: nothing to disable",
@@ -127,8 +116,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "client.connect_code_to_unidirectional_disconnect": (
             "unidirectional transports close with the connect error's disconnect code"
         ),
-        # channel / rpc / proxies: each proxy's emulated_headers (any proxy path, proxies[] too)
-        **{f"{where}.emulated_headers": _EMULATED for where in _PROXY_PATHS},
         # engine
         "engine.redis.history_use_lists": "history always uses Redis Streams: drop the option",
         "engine.redis.force_resp2": "Taskcast always speaks RESP2 to Redis: drop the option",
@@ -141,8 +128,6 @@ UNSUPPORTED: Mapping[str, str] = MappingProxyType(
         "websocket.read_buffer_size": _BUFFERS,
         "websocket.write_buffer_size": _BUFFERS,
         "websocket.use_write_buffer_pool": _BUFFERS,
-        "uni_websocket.compression_min_size": "uni_websocket.compression is not supported",
-        "uni_websocket.compression_level": "uni_websocket.compression is not supported",
         "uni_websocket.read_buffer_size": _BUFFERS,
         "uni_websocket.write_buffer_size": _BUFFERS,
         "uni_websocket.use_write_buffer_pool": _BUFFERS,
@@ -159,11 +144,6 @@ UNSUPPORTED_CHANNEL_OPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "auto_cache_recover": "use force_recovery with force_recovery_mode",
         "publication_data_format": "publication data is JSON; send binary as base64 inside JSON",
-        "subscription_type": "no map subscriptions: stream subscriptions only",
-        "map": "no map subscriptions: keep state in the Status API (task.detail snapshots)",
-        "shared_poll": _NO_SHARED_POLL,
-        "map_clients_presence_channel_prefix": _NO_MAP,
-        "map_users_presence_channel_prefix": _NO_MAP,
     }
 )
 """Namespace option name (``channel.without_namespace.<name>``, ``channel.namespaces[].<name>``)

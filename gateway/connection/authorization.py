@@ -84,6 +84,9 @@ class Caller:
     """The HTTP request headers of the connection (lower-case names)."""
     meta: bytes | None = None
     """Connection meta from the connect proxy (raw JSON)."""
+    emulated: Mapping[str, str] = field(default_factory=dict)
+    """The connect command's headers map (lower-case names), kept only when some proxy
+    forwards ``emulated_headers`` (``Proxies.uses_emulated_headers``)."""
 
 
 class Authorizer(Protocol):
@@ -261,7 +264,7 @@ class ProxyAuthorizer:
         if kind != "connect" and proxy.settings.include_connection_meta and who.meta is not None:
             request["meta"] = who.meta
         try:
-            return await proxy.call(kind, request, who.headers)
+            return await proxy.call(kind, request, who.headers, who.emulated)
         except ProxyFailure:
             raise CommandError(codes.ERROR_INTERNAL) from None
 

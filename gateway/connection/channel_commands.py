@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from gateway.config.schema import ChannelOptions, Settings
+from gateway.connection import map_writes
 from gateway.connection.authorization import Authorizer, Caller
 from gateway.connection.subscriptions import channel_rules
 from gateway.errors import CommandError
@@ -64,6 +65,10 @@ async def publish(conn: Requester, node: Node, req: PublishRequest) -> EmptyResu
     """``publish``: the authorizer decides (and may replace the data); the publication carries
     the connection's info (with the channel info when subscribed)."""
     opts = options(node.settings, req.channel)
+    if req.type == 1:  # a map write (gateway/connection/map_writes.py)
+        return await map_writes.write(conn, node, req, opts)
+    if opts.subscription_type != "stream":  # maps take map writes (type 1)
+        raise CommandError(codes.ERROR_PERMISSION_DENIED)
     sub = conn.subscription(req.channel)
     grant = await conn.authorizer.publish(conn.caller(), req, opts, subscribed=sub is not None)
     data = grant.data if grant.data is not None else req.data

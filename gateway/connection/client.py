@@ -31,14 +31,16 @@ import random
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from gateway.connection import channel_commands
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.shared_poll import SharedPollSubscriptions
 from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import EngineError
@@ -198,6 +200,9 @@ class Client:
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
             self, proxies if isinstance(proxies, Proxies) else None
         )
+        self.keeps_headers = isinstance(proxies, Proxies) and proxies.uses_emulated_headers
+        self.shared_poll = SharedPollSubscriptions(self, node.shared_poll, clock)  # subscribe type 4
+        self.emulated_headers: Mapping[str, str] = {}  # the connect's headers map, when a proxy forwards it
         self.subscriptions = Subscriptions(
             self,
             node,
@@ -209,6 +214,7 @@ class Client:
             streams=self.streams,
         )
         self.fanout = self.subscriptions.fanout
+        self.maps = MapSubscriptions(self, node, self.session, self.subscriptions, self.authorizer, clock)
         node.connecting.add(self)
         self._rearm()
 
@@ -349,8 +355,10 @@ class Client:
         req = cmd.request
         if isinstance(req, ConnectRequest):
             return await self._connect(req)
-        if isinstance(req, SubscribeRequest):
-            return await self.subscriptions.subscribe(req)
+        if self.shared_poll.handles(req):
+            return await self.shared_poll.handle(req)
+        if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
+            return await (self.maps if 1 <= req.type <= 3 else self.subscriptions).subscribe(req)
         if isinstance(req, UnsubscribeRequest):
             await self.subscriptions.unsubscribe(req.channel)
             return EmptyResult()
@@ -388,6 +396,7 @@ class Client:
             self.session.codec.name,
             getattr(self.transport, "request_headers", {}),
             self.conn_meta,
+            self.emulated_headers,
         )
 
     def client_info(self, sub: Subscription | None = None) -> ClientInfo:
@@ -412,6 +421,7 @@ class Client:
 
     async def _connect(self, req: ConnectRequest) -> Result:
         cfg = self.settings.client
+        self.emulated_headers = req.headers if self.keeps_headers else {}
         grant = await self.authorizer.connect(self.caller(), req)
         hub = self.node.hub
         if grant is not None:
@@ -481,6 +491,7 @@ class Client:
         self.subscriptions.subscribe_server_side(channel, sub, recovery)
 
     def unsubscribe_server_side(self, channel: str) -> None:
+        self.shared_poll.drop_channel(channel, codes.UNSUBSCRIBE_SERVER)
         self.subscriptions.unsubscribe_server_side(channel)
 
     def presence_tick(self) -> None:
@@ -565,3 +576,4 @@ class Client:
             self.node.hub.remove_client(self)
             self.node.lifecycle.disconnected(self.client_info(), disconnect)
         self.subscriptions.close()
+        self.shared_poll.close()

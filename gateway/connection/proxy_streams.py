@@ -139,7 +139,7 @@ class StreamSubscriptions:
         inflight = metrics.proxy_inflight.labels(*labels)
         inflight.inc()
         try:
-            call, first = await self._open(proxy, request, who.headers, bidi)
+            call, first = await self._open(proxy, request, proxy.headers(who.headers, who.emulated), bidi)
         except ProxyFailure as exc:
             metrics.proxy_errors.labels(*labels).inc()
             log.warning("subscribe_stream proxy %s: %s", proxy.name, exc)
@@ -164,13 +164,14 @@ class StreamSubscriptions:
         return _Stream(self, call, grant, bidi)
 
     async def _open(
-        self, proxy: Proxy, request: dict[str, Any], headers: Any, bidi: bool
+        self, proxy: Proxy, request: dict[str, Any], headers: dict[str, str], bidi: bool
     ) -> tuple[Any, pb.StreamSubscribeResponse]:
-        """The open call and its first message (a ``subscribe_response``), within ``timeout``."""
+        """The open call and its first message (a ``subscribe_response``), within ``timeout``;
+        ``headers``: the forwarded ones (``Proxy.headers``)."""
         transport = proxy.transport
         assert isinstance(transport, GrpcProxyTransport)
         message = request_message(KIND, request)
-        metadata = transport.metadata(proxy.headers(headers))
+        metadata = transport.metadata(headers)
         call: Any = None
         try:
             async with asyncio.timeout(proxy.settings.timeout):

@@ -39,6 +39,7 @@ from gateway.config.schema import ChannelOptions, Settings
 from gateway.connection.authorization import Authorizer, Caller
 from gateway.connection.delivery import Fanout, negotiate_delta, recovered_for, subscription_filter
 from gateway.connection.personal import evict_other_connections, personal_channel
+from gateway.connection.presence import ChannelPresence
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import SendQueue
 from gateway.engine.base import EngineError
@@ -156,6 +157,7 @@ class Subscriptions:
         "_settings",
         "_streams",
         "fanout",
+        "presence",
     )
 
     def __init__(
@@ -181,6 +183,8 @@ class Subscriptions:
         self._closed = False
         self.fanout = Fanout(driver, session, send_queue, self.unsubscribe)
         """The hub's delivery callbacks for these subscriptions (gateway.hub.Connection)."""
+        self.presence = ChannelPresence(driver, node)
+        """The connection's presence entries of its subscriptions (engine and map presence)."""
 
     def get(self, channel: str) -> Subscription | None:
         return self._session.subscriptions.get(channel)
@@ -209,7 +213,7 @@ class Subscriptions:
             raise DisconnectError(codes.DISCONNECT_BAD_REQUEST)
         rules = channel_rules(self._settings, channel)
         opts = rules.options
-        error = policy.subscription_type(req.type)
+        error = policy.subscription_type(req.type, opts.subscription_type)
         if error is not None:
             raise CommandError(error)
         self._check_limits(channel, rules)
@@ -274,8 +278,7 @@ class Subscriptions:
                 expire_at=float(grant.expire_at) if grant.expire_at is not None else None,
                 chan_info=grant.info,
             )
-            if sub.presence:
-                await self._node.presence.add(channel, driver.client_id, driver.client_info(sub))
+            await self.presence.join(sub)
         except BaseException:  # an engine failure too: answered by the driver, no stream left open
             opened.cancel()
             raise
@@ -386,8 +389,7 @@ class Subscriptions:
             if self._session.remove_subscription(channel) is not None:
                 await node.remove_subscriber(channel, driver)
             raise
-        if sub.presence:
-            await node.presence.add(channel, driver.client_id, driver.client_info(sub))
+        await self.presence.join(sub)
         if opts.join_leave and not sub.server_side:
             await node.broker.publish_join(channel, driver.client_info(sub))
         node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
@@ -466,13 +468,11 @@ class Subscriptions:
         driver = self._driver
         node.lifecycle.unsubscribed(sub.channel, driver.client_info(sub), sub.presence)
         if self._streams is not None and self._streams.release(sub):  # not in the hub
-            if sub.presence:
-                await node.presence.remove(sub.channel, driver.client_id)
+            await self.presence.leave(sub)
             return
         await node.remove_subscriber(sub.channel, driver)
         opts = self._settings.channel_options(sub.channel)
-        if sub.presence:
-            await node.presence.remove(sub.channel, driver.client_id)
+        await self.presence.leave(sub)
         if opts is not None and opts.join_leave:
             await node.broker.publish_leave(sub.channel, driver.client_info(sub))
 
@@ -521,14 +521,9 @@ class Subscriptions:
     def presence_tick(self) -> None:
         """Re-add the connection to the presence of its live channels (every
         ``presence_update_interval``)."""
-        driver = self._driver
         for sub in self._session.subscriptions.values():
-            if sub.presence and sub.state is SubState.SUBSCRIBED:
-                driver.spawn(
-                    functools.partial(
-                        self._node.presence.add, sub.channel, driver.client_id, driver.client_info(sub)
-                    )
-                )
+            if sub.state is SubState.SUBSCRIBED and self.presence.kept(sub):  # connection/presence.py
+                self._driver.spawn(functools.partial(self.presence.refresh, sub))
 
 
 def _new_subscription(

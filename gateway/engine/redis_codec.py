@@ -1,7 +1,8 @@
 """Bytes of the Redis engine: msgpack ``Publication``/``ClientInfo`` and the PUB/SUB envelopes.
 
 A publication is stored in its stream entry (field ``d``) and published as msgpack
-``[data, info, tags, time(, delta)]`` (the offset is the entry id, or in the envelope). PUB/SUB messages
+``[data, info, tags, time(, delta(, key, removed))]`` (the map fields only on map changes; the
+offset is the entry id, or in the envelope). PUB/SUB messages
 on ``<prefix>.client.{ch}`` are, as in Centrifugo (PROTOCOL.md §3.5): ``__p1:<offset>:<epoch>__``
 + publication (written by publish.lua), ``__p0__`` + publication (no history), ``__j__`` / ``__l__``
 + info (join / leave). Pure: imports no redis or asyncio.
@@ -36,9 +37,11 @@ def _info(fields: Any) -> ClientInfo | None:
 
 
 def encode_publication(pub: Publication) -> bytes:
-    fields = [pub.data, _info_fields(pub.info), pub.tags, pub.time]
-    if pub.delta:
-        fields.append(True)  # older entries have four fields: delta defaults to False
+    fields: list[Any] = [pub.data, _info_fields(pub.info), pub.tags, pub.time]
+    if pub.delta or pub.key:
+        fields.append(pub.delta)  # older entries have four fields: delta defaults to False
+    if pub.key:
+        fields += [pub.key, pub.removed]
     packed: bytes = msgpack.packb(fields, use_bin_type=True)
     return packed
 
@@ -46,6 +49,8 @@ def encode_publication(pub: Publication) -> bytes:
 def decode_publication(payload: bytes, offset: int) -> Publication:
     data, info, tags, time, *rest = msgpack.unpackb(payload, raw=False)
     delta = bool(rest[0]) if rest else False
+    if len(rest) >= 3:
+        return Publication(data, offset, _info(info), tags, time, delta, str(rest[1]), bool(rest[2]))
     return Publication(data=data, offset=offset, info=_info(info), tags=tags, time=time, delta=delta)
 
 

@@ -58,6 +58,19 @@ class RedisKeys:
     def presence_expire(self, channel: str) -> str:
         return f"{self.prefix}.presence.expire.{{{channel}}}"
 
+    def map_keys(self, channel: str) -> list[str]:
+        """The keys of a map channel, in gateway/engine/lua/map.lua's KEYS order (without the
+        idempotency result, ``map_result``): state, key index, key expiry, stream, meta,
+        removal payloads, per-key versions."""
+        base, tag = f"{self.prefix}.map", f"{{{channel}}}"
+        return [
+            f"{base}.{part}.{tag}"
+            for part in ("state", "index", "expire", "stream", "meta", "removal", "version")
+        ]
+
+    def map_result(self, channel: str, idempotency_key: str) -> str:
+        return f"{self.prefix}.map.result.{{{channel}}}.{idempotency_key}"
+
     @property
     def control(self) -> str:
         """PUB/SUB channel every node listens to."""

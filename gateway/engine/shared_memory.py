@@ -169,6 +169,15 @@ class SharedMemoryBroker:
         """Use the node's uid for targeted control messages. Call before ``run``."""
         self.node_id = node_id
 
+    async def call(self, op: str, *args: Any) -> Any:
+        """One request to the supervisor's engine over this link (the map engine's,
+        gateway/engine/map_shared.py); its reply value.
+
+        Raises:
+            EngineError: as every call on the link.
+        """
+        return await self._link.call(op, *args)
+
     def set_handler(self, handler: BrokerEventHandler) -> None:
         self._handler = handler
 

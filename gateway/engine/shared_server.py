@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from gateway.engine import shared_wire as wire
+from gateway.engine.map_memory import MemoryMapBroker
+from gateway.engine.map_shared import POSITION_LOST
 from gateway.engine.memory import MemoryBroker, MemoryPresence
+from gateway.maps.state import PositionLost
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 log = logging.getLogger("taskcast.gateway.workers.broker")
@@ -73,6 +76,8 @@ class BrokerServer:
     ) -> None:
         self.path = path
         self.broker = MemoryBroker(now=now)
+        self.maps = MemoryMapBroker(now=now)
+        self.maps.set_handler(self)  # map changes fan out to the workers like publications
         self.presence = MemoryPresence(ttl_seconds=presence_ttl_seconds, now=now)
         self.broker.set_handler(self)
         self._subs: dict[str, set[_Peer]] = {}
@@ -112,6 +117,7 @@ class BrokerServer:
         try:
             async with server, asyncio.TaskGroup() as tg:
                 tg.create_task(self.broker.run())
+                tg.create_task(self.maps.run())
                 tg.create_task(self.presence.run())
                 self.ready.set()
                 await server.serve_forever()
@@ -219,4 +225,33 @@ class BrokerServer:
             return dict(found)
         if op == "presence_stats":
             return await presence.stats(*args)
+        if op.startswith("map_"):
+            return await self._map(op, args)
+        raise ValueError(f"unknown operation {op!r}")
+
+    async def _map(self, op: str, args: list[Any]) -> Any:
+        """A map engine operation (gateway/engine/map_shared.py); ``POSITION_LOST`` answers a
+        read at a lost position."""
+        maps = self.maps
+        try:
+            if op == "map_publish":
+                return await maps.publish(*args)
+            if op == "map_remove":
+                channel, key, opts, idempotency_key = args
+                return await maps.remove(channel, key, opts, idempotency_key=idempotency_key)
+            if op == "map_state":
+                channel, opts, cursor, limit, revision, key = args
+                return await maps.read_state(
+                    channel, opts, cursor=cursor, limit=limit, revision=revision, key=key
+                )
+            if op == "map_stream":
+                channel, opts, since, limit, reverse = args
+                return await maps.read_stream(channel, opts, since=since, limit=limit, reverse=reverse)
+            if op == "map_stats":
+                return await maps.stats(*args)
+            if op == "map_clear":
+                await maps.clear(*args)
+                return None
+        except PositionLost:
+            return POSITION_LOST
         raise ValueError(f"unknown operation {op!r}")

@@ -8,7 +8,7 @@ pickle). Messages are lists:
 
 * request  ``[id, op, *args]`` (worker → broker);
 * reply    ``["r", id, value]`` or ``["e", id, message]`` (broker → worker, in request order);
-* event    ``["p", channel, publication, position]``, ``["j"|"l", channel, info]``,
+* event    ``["p", channel, publication, position]`` (map changes too), ``["j"|"l", channel, info]``,
   ``["c", data]`` (broker → worker, interleaved with replies in the order they happened).
 
 Pure: imports no asyncio.
@@ -22,6 +22,9 @@ from typing import Any
 import msgpack
 
 from gateway.engine.base import HistoryOptions, HistoryResult, PresenceStats, PublishResult
+from gateway.engine.map_base import MapStateResult, MapStreamResult
+from gateway.maps.options import MapOptions
+from gateway.maps.state import MapChange, UpdateResult
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 MAX_FRAME_BYTES = 64 << 20
@@ -37,6 +40,12 @@ _TYPES: tuple[type[Any], ...] = (
     PublishResult,
     HistoryResult,
     PresenceStats,
+    # map channels (gateway/engine/map_shared.py)
+    MapChange,
+    MapOptions,
+    UpdateResult,
+    MapStateResult,
+    MapStreamResult,
 )
 _CODES = {cls: code for code, cls in enumerate(_TYPES, start=1)}
 _FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _TYPES}

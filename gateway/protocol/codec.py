@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.protocol import codes
+from gateway.protocol.headers import emulated_headers
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import (
     ChannelRequest,
@@ -30,6 +31,7 @@ from gateway.protocol.messages import (
     EmptyResult,
     HistoryPage,
     HistoryRequest,
+    KeyedPublication,
     Method,
     PresenceResult,
     PresenceStatsResult,
@@ -47,6 +49,7 @@ from gateway.protocol.messages import (
     SubscribeRecovery,
     SubscribeRequest,
     SubscribeResult,
+    TrackBatch,
     UnsubscribeRequest,
 )
 
@@ -184,6 +187,52 @@ def _raw(params: dict[str, Any], key: str) -> bytes | None:
     return dumps_kept(params[key])  # publication data and info are kept (jsonbytes.py)
 
 
+def _headers(params: dict[str, Any]) -> dict[str, str]:
+    raw = params.get("headers")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ProtocolError("headers must be an object")
+    try:
+        return emulated_headers(raw)
+    except ValueError as exc:
+        raise ProtocolError(str(exc)) from None
+
+
+def _sub_refresh(p: dict[str, Any]) -> SubRefreshRequest:
+    """``sub_refresh``, with a shared-poll track (``type`` 1: ``track`` batches of signed
+    ``items``) or untrack (``type`` 2: ``untrack`` keys)."""
+    batches: list[TrackBatch] = []
+    for batch in _list(p, "track"):
+        if not isinstance(batch, dict):
+            raise ProtocolError("track entries must be objects")
+        items = []
+        for item in _list(batch, "items"):
+            if not isinstance(item, dict):
+                raise ProtocolError("track items must be objects")
+            items.append((_str(item, "key"), _int(item, "version")))
+        batches.append(TrackBatch(_str(batch, "signature"), tuple(items)))
+    untrack = _list(p, "untrack")
+    if not all(isinstance(key, str) for key in untrack):
+        raise ProtocolError("untrack must be a list of strings")
+    return SubRefreshRequest(
+        _str(p, "channel"),
+        _str(p, "token"),
+        type=_int(p, "type", -(2**31), 2**31 - 1),
+        track=tuple(batches),
+        untrack=tuple(untrack),
+    )
+
+
+def _list(params: dict[str, Any], key: str) -> list[Any]:
+    value = params.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProtocolError(f"{key} must be a list")
+    return value
+
+
 def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901 - one branch per method
     if method is Method.CONNECT:
         subs_raw = p.get("subs") or {}
@@ -200,6 +249,7 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             subs=subs,
             name=_str(p, "name"),
             version=_str(p, "version"),
+            headers=_headers(p),
         )
     if method is Method.SUBSCRIBE:
         return SubscribeRequest(
@@ -216,11 +266,21 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
             type=_int(p, "type", -(2**31), 2**31 - 1),
             tf=p.get("tf"),
             delta=_str(p, "delta"),
+            phase=_int(p, "phase", -(2**31), 2**31 - 1),
+            cursor=_str(p, "cursor"),
+            limit=_int(p, "limit", -(2**31), 2**31 - 1),
+            asc=_bool(p, "asc"),
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(_str(p, "channel"))
     if method is Method.PUBLISH:
-        return PublishRequest(_str(p, "channel"), _raw(p, "data") or b"null")
+        return PublishRequest(
+            _str(p, "channel"),
+            _raw(p, "data") or b"null",
+            _int(p, "type", -(2**31), 2**31 - 1),
+            _str(p, "key"),
+            _bool(p, "removed"),
+        )
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(_str(p, "channel"))
     if method is Method.HISTORY:
@@ -240,7 +300,7 @@ def _decode_request(method: Method, p: dict[str, Any]) -> Request:  # noqa: C901
     if method is Method.REFRESH:
         return RefreshRequest(_str(p, "token"))
     if method is Method.SUB_REFRESH:
-        return SubRefreshRequest(_str(p, "channel"), _str(p, "token"))
+        return _sub_refresh(p)
     return EmptyRequest()
 
 
@@ -306,6 +366,17 @@ def encode_pub_push(
     return encode_push(channel, "pub", publication_obj(data, offset, info, tags))
 
 
+def map_publication_obj(pub: Publication) -> dict[str, Any]:
+    """A map change or state entry: a publication with ``key`` (and ``removed``, without data)."""
+    obj = publication_obj(pub.data, pub.offset, pub.info, pub.tags)
+    obj["key"] = pub.key
+    if pub.removed:
+        obj["removed"] = True
+    if pub.removed or not pub.data:  # a removal, a map presence entry: no data
+        del obj["data"]
+    return obj
+
+
 PING = b"{}"
 """A server ping is an empty reply (§1.4)."""
 
@@ -319,7 +390,40 @@ def history_result_obj(pubs: list[Publication], position: StreamPosition) -> dic
     }
 
 
+def map_subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
+    """A map subscribe reply (every phase): type echoed, position, state page and changes."""
+    obj: dict[str, Any] = {"type": r.type}
+    if r.phase:
+        obj["phase"] = r.phase
+    if r.cursor:
+        obj["cursor"] = r.cursor
+    if r.expires:
+        obj["expires"] = True
+        obj["ttl"] = r.ttl
+    if r.recoverable:
+        obj["recoverable"] = True
+    if r.positioned:
+        obj["positioned"] = True
+    if r.recovered:
+        obj["recovered"] = True
+    if r.was_recovering:
+        obj["was_recovering"] = True
+    if r.epoch:
+        obj["epoch"] = r.epoch
+    if r.offset:
+        obj["offset"] = r.offset
+    if r.state:
+        obj["state"] = [map_publication_obj(p) for p in r.state]
+    if r.publications:
+        obj["publications"] = [map_publication_obj(p) for p in r.publications]
+    if r.data is not None:
+        obj["data"] = raw(r.data)
+    return obj
+
+
 def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
+    if r.type:
+        return map_subscribe_result_obj(r)
     obj: dict[str, Any] = {}
     if r.expires:
         obj["expires"] = True
@@ -340,6 +444,20 @@ def subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
         obj["data"] = raw(r.data)
     if r.delta:
         obj["delta"] = True
+    if r.type:
+        obj["type"] = r.type
+        if not r.positioned and r.epoch:
+            obj["epoch"] = r.epoch
+    return obj
+
+
+def keyed_publication_obj(item: KeyedPublication) -> dict[str, Any]:
+    """A shared-poll key's publication: ``key`` with ``data`` and ``version``, or ``removed``."""
+    if item.removed:
+        return {"key": item.key, "removed": True}
+    obj: dict[str, Any] = {"data": raw(item.data if item.data is not None else b"null"), "key": item.key}
+    if item.version:
+        obj["version"] = item.version
     return obj
 
 
@@ -387,7 +505,10 @@ def result_obj(result: Result) -> dict[str, Any]:
         return {"num_clients": result.num_clients, "num_users": result.num_users}
     if isinstance(result, RefreshResult):
         return _expiry({"client": "", "version": ""}, result.expires, result.ttl)
-    return _expiry({}, result.expires, result.ttl)  # SubRefreshResult
+    obj = _expiry({}, result.expires, result.ttl)  # SubRefreshResult
+    if result.items:
+        obj["items"] = [keyed_publication_obj(item) for item in result.items]
+    return obj
 
 
 class Codec(Protocol):
@@ -437,6 +558,10 @@ class Codec(Protocol):
 
     def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes: ...
 
+    def encode_keyed_publication(self, channel: str, item: KeyedPublication) -> bytes:
+        """A shared-poll key's publication push (built once per key update and codec)."""
+        ...
+
 
 class JsonCodec:
     """The JSON protocol (``centrifuge-json``): newline-delimited commands and replies."""
@@ -461,6 +586,8 @@ class JsonCodec:
         return PING
 
     def encode_publication(self, channel: str, pub: Publication) -> bytes:
+        if pub.key:
+            return encode_push(channel, "pub", map_publication_obj(pub))
         return encode_pub_push(channel, pub.data, pub.offset, pub.info, pub.tags)
 
     def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:
@@ -471,6 +598,9 @@ class JsonCodec:
 
     def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes:
         return encode_push(channel, "unsubscribe", {"code": unsubscribe.code, "reason": unsubscribe.reason})
+
+    def encode_keyed_publication(self, channel: str, item: KeyedPublication) -> bytes:
+        return encode_push(channel, "pub", keyed_publication_obj(item))
 
 
 JSON: Codec = JsonCodec()

@@ -48,6 +48,10 @@ class Publication:
     delta: bool = False
     """Published with delta compression allowed (API ``delta`` / namespace ``delta_publish``):
     delta subscribers may get it as a fossil delta against the previous publication."""
+    key: str = ""
+    """The map key this publication writes or removes (map channels; "" elsewhere)."""
+    removed: bool = False
+    """A map key's removal (``data`` is empty)."""
 
 
 class Method(StrEnum):
@@ -81,6 +85,8 @@ class ConnectRequest:
     subs: dict[str, SubscribeRecovery] = field(default_factory=dict)
     name: str = ""
     version: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The headers emulation map, checked and lower-cased (gateway/protocol/headers.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +102,23 @@ class SubscribeRequest:
     join_leave: bool = False
     flag: int = 0
     type: int = 0
-    """0 = stream; map / shared-poll types are not supported (answered 103)."""
+    """0 = stream, 1 = map (2, 3: its presence, ``map_*_presence_channel_prefix``), 4 = shared
+    poll (``SHARED_POLL``); other types are refused (103)."""
     tf: object | None = None
     """The publication tags filter tree as sent (gateway/protocol/tags_filter.py parses it)."""
     delta: str = ""
     """Requested delta compression type ("fossil")."""
+    phase: int = 0
+    """Map subscriptions: 2 = a state page, 1 = a stream page, 0 = go live."""
+    cursor: str = ""
+    """Map subscriptions: the state page to read ("" = the first)."""
+    limit: int = 0
+    """Map subscriptions: the page size asked for (0 = the namespace's default)."""
+    asc: bool = False
+    """Map subscriptions: ascending order of an ordered state (ignored: state is in key order)."""
 
     FLAG_REJECT_UNRECOVERED = 2
+    SHARED_POLL = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +130,10 @@ class UnsubscribeRequest:
 class PublishRequest:
     channel: str
     data: bytes
+    type: int = 0
+    """1: a map write (``key``, and ``removed`` for a removal)."""
+    key: str = ""
+    removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +171,33 @@ class RefreshRequest:
 class SubRefreshRequest:
     channel: str
     token: str
+    type: int = 0
+    """0: refresh the subscription token; 1: track keys (``track``), 2: untrack keys
+    (``untrack``) of a shared-poll subscription."""
+    track: tuple[TrackBatch, ...] = ()
+    untrack: tuple[str, ...] = ()
+
+    TRACK = 1
+    UNTRACK = 2
+
+
+@dataclass(frozen=True, slots=True)
+class TrackBatch:
+    """Keys to track with the signature that authorises exactly them (shared poll): each item
+    is ``(key, version the client holds)``, version 0 for none."""
+
+    signature: str
+    items: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedPublication:
+    """One key's state in a shared-poll channel: its data at ``version``, or its removal."""
+
+    key: str
+    version: int = 0
+    data: bytes | None = None
+    removed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +250,13 @@ class SubscribeResult:
     data: bytes | None = None
     delta: bool = False
     """Fossil delta compression negotiated for this subscription."""
+    type: int = 0
+    """The subscription type echoed: 1 on every map subscribe reply (the map fields below are
+    written only then); 4 for shared poll (whose ``epoch`` is written unpositioned)."""
+    phase: int = 0
+    cursor: str = ""
+    state: list[Publication] | None = None
+    """Map state entries of this page."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +288,8 @@ class RefreshResult:
 class SubRefreshResult:
     expires: bool = False
     ttl: int = 0
+    items: tuple[KeyedPublication, ...] = ()
+    """A shared-poll track: the tracked keys' newer state this node already has."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,9 +178,13 @@ def presence_request(opts: NamespaceOptions, who: Who, *, subscribed: bool) -> c
     return None
 
 
-def subscription_type(sub_type: int) -> codes.Error | None:
-    """Only stream subscriptions (type 0) exist here; map / shared-poll types are refused."""
-    return None if sub_type == 0 else codes.ERROR_PERMISSION_DENIED
+def subscription_type(sub_type: int, namespace_type: str = "stream") -> codes.Error | None:
+    """A stream subscribe (type 0): refused with 107 in a namespace of another
+    ``subscription_type`` (a map takes type 1); other types are not stream subscribes (maps are
+    gateway/connection/map_subscribe.py's), refused with 103."""
+    if sub_type != 0:
+        return codes.ERROR_PERMISSION_DENIED
+    return None if namespace_type == "stream" else codes.ERROR_BAD_REQUEST
 
 
 def subscribe_permission(

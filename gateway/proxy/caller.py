@@ -16,13 +16,15 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.config.schema import ProxySettings, Settings, named_proxy
+from gateway.config.schema import ChannelOptions, ProxySettings, Settings, named_proxy
+from gateway.log_limit import LogLimiter
 from gateway.metrics import Metrics
 from gateway.proxy.grpc import GrpcProxyTransport
 from gateway.proxy.http import HttpProxyTransport
 from gateway.proxy.replies import ProxyFailure, ProxyReply, parse_reply
 
 log = logging.getLogger("taskcast.gateway.proxy")
+_hints = LogLimiter(log)
 
 DEFAULT_MAX_CONCURRENCY = 64
 KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc", "subscribe_stream")
@@ -51,6 +53,7 @@ class Proxy:
         self.slots = asyncio.Semaphore(self.limit)
         self.metrics = metrics
         self.forwarded = tuple(h.lower() for h in (*settings.http_headers, *settings.grpc_metadata))
+        self.emulated = tuple(h.lower() for h in settings.emulated_headers)
 
     @property
     def protocol(self) -> str:
@@ -90,12 +93,33 @@ class Proxy:
         else:
             request[key] = data
 
-    def headers(self, request_headers: Mapping[str, str]) -> dict[str, str]:
-        """The allow-listed headers of the client's HTTP request (``http_headers``/``grpc_metadata``)."""
-        return {k: v for k, v in request_headers.items() if k.lower() in self.forwarded}
+    def headers(
+        self, request_headers: Mapping[str, str], emulated: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The headers forwarded to the backend: the ``emulated_headers`` entries of the
+        connect's headers map (``emulated``, lower-case names), under the allow-listed headers
+        of the client's HTTP request (``http_headers``/``grpc_metadata``), which win."""
+        sent = {k: v for k, v in emulated.items() if k in self.emulated} if emulated and self.emulated else {}
+        if emulated and any(k in self.forwarded and k not in self.emulated for k in emulated):
+            # Centrifugo's migration hint (v6.9): these names reach the backend as real headers
+            # only. Names only: the values are the client's and may be credentials.
+            dropped = sorted(k for k in emulated if k in self.forwarded and k not in self.emulated)
+            _hints.log(
+                logging.INFO,
+                self.name,
+                "emulated headers %s match http_headers but not emulated_headers of proxy %s: not forwarded",
+                dropped,
+                self.name,
+            )
+        sent.update((k.lower(), v) for k, v in request_headers.items() if k.lower() in self.forwarded)
+        return sent
 
     async def call(
-        self, kind: str, request: Mapping[str, Any], request_headers: Mapping[str, str]
+        self,
+        kind: str,
+        request: Mapping[str, Any],
+        request_headers: Mapping[str, str],
+        emulated: Mapping[str, str] | None = None,
     ) -> ProxyReply:
         """Ask the backend. Raises ProxyFailure (timeout, unavailable, status, malformed)."""
         protocol = self.protocol
@@ -106,7 +130,8 @@ class Proxy:
         try:
             async with asyncio.timeout(self.settings.timeout):
                 async with self.slots:
-                    answer = await self.transport.call(kind, request, self.headers(request_headers))
+                    headers = self.headers(request_headers, emulated)
+                    answer = await self.transport.call(kind, request, headers)
             return parse_reply(answer)
         except TimeoutError:
             self.metrics.proxy_errors.labels(*labels).inc()
@@ -148,6 +173,15 @@ class Proxies:
         return found
 
     @property
+    def uses_emulated_headers(self) -> bool:
+        """True when some configured proxy forwards headers of the connect's headers map
+        (``emulated_headers``): only then does a connection keep that map."""
+        s = self.settings
+        cp, ch = s.client.proxy, s.channel.proxy
+        every = (cp.connect, cp.refresh, ch.subscribe, ch.publish, ch.sub_refresh, ch.subscribe_stream)
+        return any(p.emulated_headers for p in (*every, s.rpc.proxy, *s.proxies))
+
+    @property
     def any(self) -> bool:
         """True when some proxy is configured (the app builds ``ProxyAuthorizer`` then)."""
         s = self.settings
@@ -172,6 +206,14 @@ class Proxies:
         name = getattr(opts, f"{kind}_proxy_name") or "default"
         proxy = named_proxy(self.settings.proxies, getattr(self.settings.channel.proxy, kind), name)
         return None if proxy is None else self._proxy(kind, name, proxy)
+
+    def for_shared_poll(self, opts: ChannelOptions) -> Proxy:
+        """The ``shared_poll_refresh`` proxy of a shared-poll namespace (``shared_poll.proxy_name``,
+        else ``channel.proxy.shared_poll_refresh``; the config checks made sure it exists)."""
+        name = opts.shared_poll.proxy_name or "default"
+        proxy = named_proxy(self.settings.proxies, self.settings.channel.proxy.shared_poll_refresh, name)
+        assert proxy is not None
+        return self._proxy("shared_poll_refresh", name, proxy)
 
     def for_rpc(self, method: str) -> Proxy | None:
         rpc = self.settings.rpc

@@ -34,6 +34,7 @@ _METHODS: dict[str, tuple[str, type[Message]]] = {
     "rpc": ("RPC", pb.RPCRequest),
     "sub_refresh": ("SubRefresh", pb.SubRefreshRequest),
     "subscribe_stream": ("SubscribeUnidirectional", pb.SubscribeRequest),
+    "shared_poll_refresh": ("SharedPollRefresh", pb.SharedPollRefreshRequest),
 }
 _RESULT_BYTES = ("data", "info", "meta")
 _METADATA_KEY = re.compile(r"^[0-9a-z_.-]+$")

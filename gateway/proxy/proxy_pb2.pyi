@@ -385,3 +385,49 @@ class StreamSubscribeResponse(_message.Message):
     subscribe_response: SubscribeResponse
     publication: Publication
     def __init__(self, subscribe_response: _Optional[_Union[SubscribeResponse, _Mapping]] = ..., publication: _Optional[_Union[Publication, _Mapping]] = ...) -> None: ...
+
+class SharedPollRefreshRequest(_message.Message):
+    __slots__ = ("channel", "items")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    items: _containers.RepeatedCompositeFieldContainer[SharedPollRefreshItem]
+    def __init__(self, channel: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SharedPollRefreshItem, _Mapping]]] = ...) -> None: ...
+
+class SharedPollRefreshItem(_message.Message):
+    __slots__ = ("key", "version")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    version: int
+    def __init__(self, key: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
+
+class SharedPollRefreshResult(_message.Message):
+    __slots__ = ("items", "epoch")
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[SharedPollRefreshResultItem]
+    epoch: str
+    def __init__(self, items: _Optional[_Iterable[_Union[SharedPollRefreshResultItem, _Mapping]]] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class SharedPollRefreshResultItem(_message.Message):
+    __slots__ = ("key", "data", "version", "removed", "prev_data")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    PREV_DATA_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    data: bytes
+    version: int
+    removed: bool
+    prev_data: bytes
+    def __init__(self, key: _Optional[str] = ..., data: _Optional[bytes] = ..., version: _Optional[int] = ..., removed: _Optional[bool] = ..., prev_data: _Optional[bytes] = ...) -> None: ...
+
+class SharedPollRefreshResponse(_message.Message):
+    __slots__ = ("result", "error")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result: SharedPollRefreshResult
+    error: Error
+    def __init__(self, result: _Optional[_Union[SharedPollRefreshResult, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ...) -> None: ...

@@ -74,6 +74,11 @@ class CentrifugoProxyStub:
                 request_serializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.SerializeToString,
                 response_deserializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.FromString,
                 _registered_method=True)
+        self.SharedPollRefresh = channel.unary_unary(
+                '/centrifugal.centrifugo.proxy.CentrifugoProxy/SharedPollRefresh',
+                request_serializer=gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshRequest.SerializeToString,
+                response_deserializer=gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshResponse.FromString,
+                _registered_method=True)
 
 
 class CentrifugoProxyServicer:
@@ -127,6 +132,12 @@ class CentrifugoProxyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SharedPollRefresh(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CentrifugoProxyServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -169,6 +180,11 @@ def add_CentrifugoProxyServicer_to_server(servicer, server):
                     servicer.SubscribeBidirectional,
                     request_deserializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.FromString,
                     response_serializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.SerializeToString,
+            ),
+            'SharedPollRefresh': grpc.unary_unary_rpc_method_handler(
+                    servicer.SharedPollRefresh,
+                    request_deserializer=gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshRequest.FromString,
+                    response_serializer=gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -387,6 +403,33 @@ class CentrifugoProxy:
             '/centrifugal.centrifugo.proxy.CentrifugoProxy/SubscribeBidirectional',
             gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.SerializeToString,
             gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SharedPollRefresh(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.proxy.CentrifugoProxy/SharedPollRefresh',
+            gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshRequest.SerializeToString,
+            gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshResponse.FromString,
             options,
             channel_credentials,
             insecure,

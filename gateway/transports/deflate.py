@@ -1,5 +1,6 @@
-"""permessage-deflate (RFC 7692) for the bidirectional WebSocket transport: the negotiation, the
-bounds on what a client may make the server inflate, and the compressed frames the server writes.
+"""permessage-deflate (RFC 7692) for the WebSocket transports (bidirectional and
+``uni_websocket``): the negotiation, the bounds on what a client may make the server inflate,
+and the compressed frames the server writes.
 
 Negotiation uses websockets' ``ServerPerMessageDeflateFactory`` with ``server_no_context_takeover``
 always in the answer (RFC 7692 §7.1.1.1): the server starts every message from an empty window,
@@ -35,6 +36,7 @@ __all__ = [
     "InflatedTooBig",
     "deflate",
     "negotiated",
+    "uni_ws_frame",
     "ws_frame",
 ]
 
@@ -162,3 +164,22 @@ def ws_frame(
             )
         return frame
     return framing.ws_deflated_frame(deflate(payload, settings.level, window_bits), binary=binary)
+
+
+def uni_ws_frame(
+    push: bytes, shared: SharedPush | None, settings: DeflateSettings, window_bits: int
+) -> bytes:
+    """The text frame of one unidirectional message (a Push without its wrapper, or pushes
+    joined by newlines) for a ``uni_websocket`` connection that negotiated permessage-deflate:
+    compressed (RSV1 set) when ``settings.compresses`` its size. With ``shared`` (the message is
+    exactly that publication's unwrapped push) the compressed frame with the shared window is
+    built by the first such writer and cached on it (``SharedPush.uni_deflated``)."""
+    if not settings.compresses(len(push)):
+        return framing.ws_text_frame(push)
+    if shared is not None and window_bits == SHARED_WINDOW_BITS:
+        frame = shared.uni_deflated
+        if frame is None:
+            frame = framing.ws_deflated_frame(deflate(push, settings.level), binary=False)
+            shared.uni_deflated = frame
+        return frame
+    return framing.ws_deflated_frame(deflate(push, settings.level, window_bits), binary=False)

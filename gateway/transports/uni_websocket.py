@@ -9,7 +9,9 @@ write with ``uni_websocket.join_push_messages``. A disconnect is a disconnect pu
 (``{"disconnect": {"code", "reason"}}``; not with ``disable_disconnect_push``) and then a close
 frame with the same code and reason (with ``disable_closing_handshake``: the TCP connection is
 ended without one). Later client messages are ignored (Centrifugo reads them only to notice the
-close), a few of them: a client that keeps sending is closed with 3501.
+close), a few of them: a client that keeps sending is closed with 3501. With
+``uni_websocket.compression`` a client offering permessage-deflate gets its larger messages
+compressed, each publication compressed once for every such connection (gateway/transports/deflate.py).
 
 The RFC 6455 layer is the WebSocket transport's (gateway/transports/websocket.py): its handshake
 routes ``uni_websocket.handler_prefix`` here, and this module adapts the socket to a
@@ -27,6 +29,7 @@ import orjson
 from gateway.connection.client import Client, Connect
 from gateway.hub import SharedPush
 from gateway.protocol import codes
+from gateway.transports.deflate import DeflateSettings, uni_ws_frame
 from gateway.transports.framing import uni_connect_command, unwrap_push, ws_text_frame
 
 MAX_IGNORED_MESSAGES = 16
@@ -59,6 +62,8 @@ class UniWebSocketEndpoint:
     connect: Connect
     disable_closing_handshake: bool = False
     disable_disconnect_push: bool = False
+    compression: DeflateSettings | None = None
+    """permessage-deflate offered on this endpoint (``uni_websocket.compression``; None: never)."""
 
 
 class UniWebSocketTransport:
@@ -68,9 +73,14 @@ class UniWebSocketTransport:
     emulation = False
     unidirectional = True
 
-    def __init__(self, socket: UniSocket, endpoint: UniWebSocketEndpoint) -> None:
+    def __init__(
+        self, socket: UniSocket, endpoint: UniWebSocketEndpoint, window_bits: int | None = None
+    ) -> None:
+        """``window_bits``: the server window the handshake negotiated for permessage-deflate
+        (None: the connection did not negotiate it)."""
         self.socket = socket
         self.endpoint = endpoint
+        self.window_bits = window_bits if endpoint.compression is not None else None
         self.client: Client = endpoint.connect(self)
         self.connect_received = False
         self.ignored = 0
@@ -102,7 +112,14 @@ class UniWebSocketTransport:
 
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
         pushes = [unwrap_push(payload) for payload in payloads]
-        if self.endpoint.join_push_messages:
+        compression, bits = self.endpoint.compression, self.window_bits
+        if compression is not None and bits is not None:
+            one = shared if len(pushes) == 1 else None
+            if self.endpoint.join_push_messages:
+                self.socket.write_raw(uni_ws_frame(b"\n".join(pushes), one, compression, bits))
+            else:
+                self.socket.write_raw(b"".join(uni_ws_frame(push, one, compression, bits) for push in pushes))
+        elif self.endpoint.join_push_messages:
             self.socket.write_raw(ws_text_frame(b"\n".join(pushes)))
         else:
             self.socket.write_raw(b"".join(ws_text_frame(push) for push in pushes))

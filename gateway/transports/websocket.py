@@ -212,7 +212,11 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
             self._reject(HTTPStatus.SERVICE_UNAVAILABLE, "too many connections", refusal)
             return
         if uni is not None:
-            self.conn.available_extensions = None  # the unidirectional endpoint never compresses
+            # The unidirectional endpoint offers its own compression settings (or none).
+            uni_limit = uni.message_size_limit or None
+            self.conn.available_extensions = (
+                [uni.compression.factory(uni_limit)] if uni.compression is not None else None
+            )
         response: Response = self.conn.accept(request)
         self.conn.send_response(response)
         if response.status_code != 101:
@@ -224,7 +228,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.request_headers = {k.lower(): v for k, v in request.headers.raw_items()}
         if uni is not None:
             self.conn.max_message_size = uni.message_size_limit or None
-            self.uni = UniWebSocketTransport(self, uni)
+            uni_bits = deflate.negotiated(self.conn.extensions)
+            if uni_bits is not None and uni.compression is not None:
+                self.conn.max_message_size = uni.compression.decompressed_limit
+            self.uni = UniWebSocketTransport(self, uni, uni_bits)
             self.client = self.uni.client
             if url_connect is not None:
                 self.uni.connect_from_url(url_connect)

@@ -127,6 +127,7 @@ CREATE TABLE IF NOT EXISTS task_outbox (
 	last_error VARCHAR(1024),
 	created_at DATETIME(3) NOT NULL,
 	published_at DATETIME(3),
+	traceparent VARCHAR(55),
 	PRIMARY KEY (id),
 	CONSTRAINT outbox_aggregate_version_channel_uk UNIQUE (aggregate_id, aggregate_version, channel, projection),
 	KEY outbox_claim_idx (status, available_at, id),

@@ -86,15 +86,17 @@ class StatusService(ServiceContext):
         caller: ExecutionGrant | ServiceIdentity,
         idempotency_key: str | None = None,
         token: str | None = None,
+        traceparent: str | None = None,
     ) -> dict[str, JSON]:
         """``POST /internal/v1/task-events`` (seed §3.5); see :class:`ingest.EventIngestor`
-        (``token``: the credential ``caller`` came from, for a heartbeat's renewal).
+        (``token``: the credential ``caller`` came from, for a heartbeat's renewal; ``traceparent``:
+        the request's span when the Status API traces).
 
         Raises:
             DomainError: see ``ingest.authorize`` / ``check_registered`` / ``apply_*``; CONFLICT
                 ``EVENT_ID_CONFLICT`` for a reused eventId with different content.
         """
-        return await self.ingestor.ingest_event(body, caller, idempotency_key, token)
+        return await self.ingestor.ingest_event(body, caller, idempotency_key, token, traceparent)
 
     async def replay_duplicate(
         self, body: Mapping[str, JSON], producer_id: str, idempotency_key: str | None

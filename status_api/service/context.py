@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from httpwire.tracing import OFF, Tracing
 from status_api.domain import attempts, ingest, progress_window
 from status_api.domain.errors import DomainError, ErrorKind, invalid
 from status_api.domain.model import JSON, ExecutionGrant, StepState, TaskState
@@ -181,6 +182,8 @@ class ServiceContext:
         #: Post-commit hook: called with the number of outbox rows a transaction wrote,
         #: right after it COMMITTED, on the event loop; must not block nor raise (``status_api.wake``).
         self.on_commit: Callable[[int], None] | None = None
+        #: The process's tracer (``status_api.app`` sets it; OFF: the use cases trace nothing).
+        self.tracing: Tracing = OFF
 
     async def retrying(self, fn: Callable[[], Awaitable[T]], retries: int | None = None) -> T:
         """Re-run a whole transaction on deadlock / lock timeout / a lost unique-key race, at most

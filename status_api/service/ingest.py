@@ -115,6 +115,8 @@ class PendingEvent:
     received_at: datetime
     #: A STEP_HEARTBEAT whose execution token is in its renewal window: (grant, chain start).
     renewal: tuple[ExecutionGrant, int] | None = None
+    #: The W3C trace context the event's outbox rows carry (None unless the Status API traces).
+    traceparent: str | None = None
 
 
 @dataclass(slots=True)
@@ -148,10 +150,12 @@ class EventIngestor:
         caller: ExecutionGrant | ServiceIdentity,
         idempotency_key: str | None = None,
         token: str | None = None,
+        traceparent: str | None = None,
     ) -> Response:
         """Ingest one event. ``token``: the execution token ``caller`` was verified from; a
         STEP_HEARTBEAT sent with a token in its renewal window is answered a renewed one
-        (``executionToken``, ``expiresAt``, ``expiresInSeconds``: :meth:`ServiceContext.renewal`)."""
+        (``executionToken``, ``expiresAt``, ``expiresInSeconds``: :meth:`ServiceContext.renewal`).
+        ``traceparent``: the caller's span (the request's), parent of the transaction's span."""
         core = self.core
         core.schemas.require("task-event", body, "INVALID_EVENT")
         if idempotency_key is not None and idempotency_key != body["eventId"]:
@@ -165,8 +169,15 @@ class EventIngestor:
             and event.event_type is EventType.STEP_HEARTBEAT
         ):
             due = core.tokens.due_on_heartbeat(token, now)
-        item = PendingEvent(event, caller, canonical_hash(body), now, due)
+        if traceparent is not None and not core.tracing.enabled:
+            traceparent = None  # untraced: no row carries a context
+        item = PendingEvent(event, caller, canonical_hash(body), now, due, traceparent)
         if self.group is None:
+            if traceparent is not None:
+                result = (await self._traced_batch([item]))[0]
+                if isinstance(result, Exception):
+                    raise result
+                return result
             return await self._one(item)
         return await self.group.submit(item)
 
@@ -190,6 +201,39 @@ class EventIngestor:
         return {**row["result"], "duplicate": True}
 
     async def _run_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
+        if self.core.tracing.enabled:
+            return await self._traced_batch(items)
+        return await self._run_untraced(items)
+
+    async def _traced_batch(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
+        """The batch's transaction as one span: a child of the first traced event's request span
+        (a root when none is), linked to the others'. The outbox rows of the events of that first
+        trace carry this span's context; the others carry their own request's (their traces still
+        reach the relay)."""
+        tracing = self.core.tracing
+        first = next((i.traceparent for i in items if i.traceparent), None)
+        links = sorted({i.traceparent for i in items if i.traceparent and i.traceparent != first})
+        with tracing.span(
+            "status_api.transaction",
+            # "" = a root: the group-commit runner task still holds the context of the request
+            # that started it, which is not this batch's parent.
+            parent=first or "",
+            links=links,
+            attributes={"taskcast.batch_size": len(items)},
+        ) as span:
+            own = tracing.traceparent(span)
+            trace_id = (first or "")[3:35]
+            items = [
+                dataclasses.replace(i, traceparent=own) if (i.traceparent or "")[3:35] == trace_id else i
+                for i in items
+            ]
+            results = await self._run_untraced(items)
+            failed = [r for r in results if isinstance(r, Exception) and not isinstance(r, DomainError)]
+            if failed:  # a refusal (DomainError) is an answer, not a failure of the transaction
+                tracing.mark_error(span, type(failed[0]).__name__)
+            return results
+
+    async def _run_untraced(self, items: Sequence[PendingEvent]) -> list[Response | Exception]:
         try:
             return await self.core.transact(functools.partial(self.decide_batch, items=items), retries=1)
         except Exception as exc:
@@ -312,6 +356,8 @@ class EventIngestor:
             due = progress_window.progress_due(task.progress_due_at, now, timedelta(milliseconds=window))
             after = dataclasses.replace(after, progress_due_at=due)
             change = dataclasses.replace(change, task=after, coalesce=True, due_at=due if due > now else None)
+        if item.traceparent is not None:
+            change = dataclasses.replace(change, traceparent=item.traceparent)
         b.changes.append(change)
         b.tasks[task.id] = after
         if new_step is not None:

@@ -119,6 +119,8 @@ class OutboxRow:
     created_at: datetime
     #: True when this claim took the row over from an expired lease of another (or a crashed) relay.
     taken_over: bool = False
+    #: The W3C trace context of the transaction that wrote the row (None unless it was traced).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

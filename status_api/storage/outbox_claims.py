@@ -44,7 +44,7 @@ LAST_ERROR_LIMIT = 1024
 def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
     """An :class:`OutboxRow` from a row starting with :data:`_CLAIM_COLUMNS` (positional: the
     claim's hot loop)."""
-    rid, agg_type, agg_id, version, channel, projection, payload, priority, attempts, created_at = r[:10]
+    rid, agg_type, agg_id, version, channel, projection, payload, priority, attempts, created_at, tp = r[:11]
     return OutboxRow(
         int(rid),
         agg_type,
@@ -57,6 +57,7 @@ def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
         int(attempts) + attempts_delta,
         created_at,
         int(rid) in taken_over,
+        tp,
     )
 
 
@@ -74,6 +75,7 @@ _CLAIM_COLUMNS = (
     _c.priority,
     _c.attempts,
     _c.created_at,
+    _c.traceparent,
 )
 
 
@@ -187,7 +189,7 @@ async def next_due(conn: AsyncConnection, now: datetime) -> datetime | None:
 def _tier_order(r: Any) -> tuple[int, datetime, int]:
     """The tiers' order as one key of an :data:`_ALL_DUE` row: priority (highest first), then due
     time, then id."""
-    return (-int(r[7]), r[10], int(r[0]))
+    return (-int(r[7]), r[11], int(r[0]))
 
 
 def _leased(ids: Sequence[int], relay_id: str) -> Any:

@@ -17,6 +17,8 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
 * ``realtime_user_quota``: the per-user lock row of the detail-subscription quota (seed §6.5).
 * ``operator_action``: the audit trail of operators' actions on the outbox (who requeued or
   deleted which DEAD rows, when).
+* ``task_outbox.traceparent``: the W3C trace context of the writing transaction when the Status
+  API traces (OpenTelemetry), so the relay's publish joins the worker's trace.
 
 All timestamps are naive UTC ``DATETIME(3)``, written from the service's clock.
 """
@@ -169,6 +171,9 @@ task_outbox = sa.Table(
     sa.Column("last_error", sa.String(1024), nullable=True),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("published_at", TS, nullable=True),
+    # The W3C trace context of the transaction that wrote the row (httpwire/tracing.py); NULL
+    # unless the Status API traces. Added by init-db's additive upgrade to older tables.
+    sa.Column("traceparent", sa.String(55), nullable=True),
     sa.UniqueConstraint(
         "aggregate_id",
         "aggregate_version",

@@ -48,6 +48,8 @@ class TracedRow:
     created_at: datetime
     published_at: datetime | None
     last_error: str | None
+    #: The W3C trace context stored with the row when the Status API traced it (OpenTelemetry).
+    traceparent: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ async def trace_event(engine: AsyncEngine, event_id: str) -> Trace | None:
         rows = await conn.execute(
             sa.select(
                 out.id, out.channel, out.projection, out.status, out.priority, out.attempts,
-                out.created_at, out.published_at, out.last_error,
+                out.created_at, out.published_at, out.last_error, out.traceparent,
             )
             .where(out.aggregate_id == event.task_id, out.aggregate_version == event.task_version)
             .order_by(out.id)

@@ -70,6 +70,8 @@ class Change:
     them (never before the commit clock). Any other new version of a task whose latest progress is
     due after ``at`` (``task.progress_due_at``) replaces those waiting progress rows the same way,
     so a held-back progress is never published after a newer version of its channel.
+    ``traceparent``: the W3C trace context stored on the version's outbox rows (set only when the
+    Status API traces; httpwire/tracing.py).
     """
 
     at: datetime
@@ -85,6 +87,7 @@ class Change:
     renewals: tuple[Mapping[str, Any], ...] = ()
     coalesce: bool = False
     due_at: datetime | None = None
+    traceparent: str | None = None
 
 
 _UPDATE_TASK = sa.update(task).where(
@@ -138,6 +141,9 @@ class _Rows:
     replacing: list[tuple[str, int]] = field(default_factory=list)
     #: (task_id, version) -> the due time of a held-back progress version's rows.
     due: dict[tuple[str, int], datetime] = field(default_factory=dict)
+    #: (task_id, version) -> traceparent of the traced versions (:attr:`Change.traceparent`);
+    #: None until one is (an untraced batch allocates nothing for it).
+    traces: dict[tuple[str, int], str] | None = None
 
     def add(self, c: Change) -> None:
         t = c.task
@@ -155,6 +161,10 @@ class _Rows:
                     self.replacing.append((t.id, t.version))
                 if c.due_at is not None:
                     self.due[(t.id, t.version)] = c.due_at
+                if c.traceparent:
+                    if self.traces is None:
+                        self.traces = {}
+                    self.traces[(t.id, t.version)] = c.traceparent
         for s in c.new_steps:
             self.new_steps[_key(s)] = s
         for s in c.steps:
@@ -218,7 +228,7 @@ async def write(
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
     # last: its commit clock is read just before COMMIT
-    await append_outbox(conn, entries, due=rows.due)
+    await append_outbox(conn, entries, due=rows.due, traces=rows.traces)
     return sum(len(messages) for _, _, messages, _ in entries)
 
 
@@ -232,13 +242,15 @@ async def append_outbox(
     *,
     aggregate_type: str = "task",
     due: Mapping[tuple[str, int], datetime] | None = None,
+    traces: Mapping[tuple[str, int], str] | None = None,
 ) -> None:
     """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
     the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
     the priority is :func:`~status_api.storage.outbox.effective_priority`. ``aggregate_type``:
     ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6). ``due`` maps ``(aggregate_id,
     version)`` to a later ``available_at`` (a progress held back by its window; never earlier than
-    the commit clock)."""
+    the commit clock). ``traces``: ``(aggregate_id, version) -> traceparent`` for the rows'
+    ``traceparent`` column (empty or None: the column is left out of the statement and stays NULL)."""
     due = due or {}
     rows = [
         {
@@ -257,6 +269,10 @@ async def append_outbox(
         for aggregate_id, version, messages, now in entries
         for m in messages
     ]
+    if traces:
+        contexts = [traces.get((a, v)) for a, v, messages, _ in entries for _ in messages]
+        for row, traceparent in zip(rows, contexts, strict=True):
+            row["traceparent"] = traceparent
     if rows:
         await conn.execute(_INSERT["task_outbox"], rows)
 

@@ -11,6 +11,7 @@ compared too. Plus the typed parser itself: a request read from a protobuf messa
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -47,7 +48,8 @@ GRPC: dict[str, tuple[str, type[Message], type[Message]]] = {}
 for _m in SERVICE.methods:
     if _m.name != "Batch":
         _api = {"PresenceStats": "presence_stats", "HistoryRemove": "history_remove", "RPC": "rpc"}.get(
-            _m.name, _m.name.lower()
+            _m.name,
+            re.sub(r"(?<!^)(?=[A-Z])", "_", _m.name).lower(),  # MapReadState: map_read_state
         )
         GRPC[_api] = (_m.name, getattr(pb, _m.input_type.name), getattr(pb, _m.output_type.name))
 

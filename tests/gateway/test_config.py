@@ -493,7 +493,7 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
         {
             "client": {"concurrency": 4},
             "admin": {"web_path": "/srv/admin"},
-            "channel": {"without_namespace": {"shared_poll": True}},
+            "channel": {"without_namespace": {"auto_cache_recover": True}},
         }
     )
     assert warnings == [
@@ -501,15 +501,14 @@ def test_unsupported_centrifugo_options_warn(cfg: Loader) -> None:
         "one connection's commands run in order; nothing to tune)",
         'unsupported option "admin.web_path" (a Centrifugo option Taskcast ignores: the admin '
         "UI's files are part of the gateway (gateway/admin/static/))",
-        'unsupported option "channel.without_namespace.shared_poll" (a Centrifugo option Taskcast '
-        "ignores: no shared polling: publish changes through the server API)",
+        'unsupported option "channel.without_namespace.auto_cache_recover" (a Centrifugo option '
+        "Taskcast ignores: use force_recovery with force_recovery_mode)",
     ]
 
 
 def test_value_warnings(cfg: Loader) -> None:
     s, warnings = cfg(
         {
-            "uni_websocket": {"compression": True},
             "client": {
                 "insecure": True,
                 "token": {"jwks_public_endpoint": "https://idp/jwks", "hmac_secret_key": "x"},
@@ -517,9 +516,7 @@ def test_value_warnings(cfg: Loader) -> None:
             },
         }
     )
-    assert s.uni_websocket.compression is False
     assert s.client.token.algorithms == ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "EdDSA")
-    assert any(w.startswith("uni_websocket.compression") for w in warnings)
     assert any(w.startswith("client.insecure") for w in warnings)
     assert any("static keys are not used" in w for w in warnings)
     assert any(w.startswith("client.subscription_token: keys are set but enabled is false") for w in warnings)

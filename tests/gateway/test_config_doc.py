@@ -160,7 +160,6 @@ def test_v6_env_vars_are_not_unknown(env: str) -> None:
         ("CENTRIFUGO_MAP_BROKER_TYPE", "map_broker"),
         ("CENTRIFUGO_CONTROLLER_TYPE", "controller"),
         ("CENTRIFUGO_PID_FILE", "pid_file"),
-        ("CENTRIFUGO_CHANNEL_NAMESPACES_CHAT_MAP", "channel.namespaces[].map"),
         ("CENTRIFUGO_ENGINE_REDIS_SENTINEL_TLS_ENABLED", "engine.redis.sentinel_tls"),
     ],
 )

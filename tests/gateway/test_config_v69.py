@@ -168,12 +168,9 @@ def test_the_named_v6_9_options_warn_with_advice(every_option_file: Path) -> Non
     _, warnings = load_settings(str(every_option_file), {})
     warned = _unsupported_paths(warnings)
     for path in (
-        "shared_poll",
         "prometheus.native_histograms",
         "prometheus.recovered_publications_histogram",
         "http_server.h2c_external",
-        "channel.namespaces[].map_clients_presence_channel_prefix",
-        "channel.namespaces[].map_users_presence_channel_prefix",
     ):
         assert path in warned, path
 

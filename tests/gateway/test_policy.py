@@ -106,6 +106,8 @@ def test_history_request_limits_and_errors():
 
 def test_subscribe_permission_without_token():
     assert policy.subscription_type(1) == codes.ERROR_PERMISSION_DENIED
+    assert policy.subscription_type(0, "map") == codes.ERROR_BAD_REQUEST  # a map takes type 1
+    assert policy.subscription_type(0, "stream") is None
     opts = ChannelOptions(allow_subscribe_for_client=True)
     assert policy.subscribe_permission(opts, ALICE, private=False, user_listed=False) is None
     assert (

@@ -165,7 +165,14 @@ class GatewayProcess(ServiceProcess):
     (default: ``TASKCAST_TEST_GATEWAY_WORKERS``, else 1); ready means every worker's node is in
     the server API ``info``."""
 
-    def __init__(self, config: dict[str, Any], workdir: Path, *, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        workdir: Path,
+        *,
+        workers: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.workers = default_workers() if workers is None else workers
         self.port = free_port()
         base = {
@@ -190,7 +197,7 @@ class GatewayProcess(ServiceProcess):
         args = ["gateway", "--config", str(self.config_path)]
         if self.workers > 1:
             args += ["--workers", str(self.workers)]
-        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.internal_url}/health")
+        super().__init__(f"gateway-{self.port}", args, workdir, f"{self.internal_url}/health", env)
 
     def wait_healthy(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
         super().wait_healthy(timeout)

@@ -6,7 +6,9 @@ What is proved: publications arrive intact through a real inflating client; mess
 ``compression_min_size`` bytes go out uncompressed (RSV1 clear) and larger ones compressed (RSV1
 set, inflating to the push); a client without the extension is served plain frames; a client
 message that inflates past ``decompressed_message_size_limit`` closes that connection with 1009
-(Centrifugo's code and reason) while the node keeps serving; compression off negotiates nothing."""
+(Centrifugo's code and reason) while the node keeps serving; compression off negotiates nothing.
+The same holds on ``uni_websocket`` with its own ``compression`` options: each publication is
+compressed once for every uni connection."""
 
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.frames import apply_mask
 
-from tests.support import GatewayProcess, scaled
+from tests.support import GatewayProcess, mint_token, scaled
 
+SECRET = "deflate-secret-of-at-least-32-bytes-long"
 MIN_SIZE = 256
 WIRE_LIMIT = 8192
 INFLATED_LIMIT = 65536
@@ -33,7 +36,7 @@ TEXT = 0x1
 TAIL = b"\x00\x00\xff\xff"
 
 CONFIG: dict[str, Any] = {
-    "client": {"insecure": True},
+    "client": {"insecure": True, "token": {"hmac_secret_key": SECRET}},
     "channel": {"without_namespace": {"allow_subscribe_for_client": True}},
     "websocket": {
         "compression": True,
@@ -41,6 +44,7 @@ CONFIG: dict[str, Any] = {
         "message_size_limit": WIRE_LIMIT,
         "decompressed_message_size_limit": INFLATED_LIMIT,
     },
+    "uni_websocket": {"enabled": True, "compression": True, "compression_min_size": MIN_SIZE},
 }
 
 
@@ -100,13 +104,15 @@ class FrameClient:
         FrameClient.opened.append(self)
 
     @classmethod
-    async def open(cls, gw: GatewayProcess, *, offer: str | None) -> FrameClient:
+    async def open(
+        cls, gw: GatewayProcess, *, offer: str | None, path: str = "/connection/websocket"
+    ) -> FrameClient:
         reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
         client = cls(reader, writer, "")  # registered: aborted at teardown even if the handshake fails
         key = base64.b64encode(os.urandom(16)).decode()
         extension = f"Sec-WebSocket-Extensions: {offer}\r\n" if offer else ""
         writer.write(
-            f"GET /connection/websocket HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\nUpgrade: websocket\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{gw.port}\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
             f"{extension}\r\n".encode()
         )
@@ -282,3 +288,28 @@ async def test_compression_off_negotiates_nothing(gw_off: GatewayProcess):
     rsv1, push = await client.message()
     assert not rsv1 and push["push"]["pub"]["data"] == big(100)
     client.abort()
+
+
+async def test_uni_websocket_compresses_large_pushes_once_for_every_connection(gw: GatewayProcess):
+    path = "/connection/uni_websocket"
+    uni = [await FrameClient.open(gw, offer="permessage-deflate", path=path) for _ in range(2)]
+    plain = await FrameClient.open(gw, offer=None, path=path)
+    assert all("permessage-deflate" in c.head for c in uni) and "sec-websocket-extensions" not in plain.head
+    token = mint_token(SECRET, "u-uni", channels=["deflate-uni"])
+    for c in (*uni, plain):
+        await c.send(json.dumps({"token": token}).encode())
+        rsv1, reply = await c.message()
+        assert "deflate-uni" in reply["connect"]["subs"], reply
+    await publish(gw, "deflate-uni", {"n": 1})
+    for c in (*uni, plain):
+        rsv1, push = await c.message()
+        assert not rsv1 and push == {"channel": "deflate-uni", "pub": {"data": {"n": 1}}}
+    await publish(gw, "deflate-uni", big(100))
+    frames = [await c.frame() for c in uni]
+    assert all(rsv1 for _, rsv1, _ in frames)
+    assert len({payload for _, _, payload in frames}) == 1  # compressed once, shared
+    assert json.loads(inflate(frames[0][2])) == {"channel": "deflate-uni", "pub": {"data": big(100)}}
+    rsv1, push = await plain.message()
+    assert not rsv1 and push["pub"]["data"] == big(100)
+    for c in (*uni, plain):
+        c.abort()

@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Command(_message.Message):
-    __slots__ = ("publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels")
+    __slots__ = ("publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels", "shared_poll_publish", "map_publish", "map_remove", "map_read_state", "map_read_stream", "map_stats", "map_clear")
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     BROADCAST_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,13 @@ class Command(_message.Message):
     RPC_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_POLL_PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    MAP_PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    MAP_REMOVE_FIELD_NUMBER: _ClassVar[int]
+    MAP_READ_STATE_FIELD_NUMBER: _ClassVar[int]
+    MAP_READ_STREAM_FIELD_NUMBER: _ClassVar[int]
+    MAP_STATS_FIELD_NUMBER: _ClassVar[int]
+    MAP_CLEAR_FIELD_NUMBER: _ClassVar[int]
     publish: PublishRequest
     broadcast: BroadcastRequest
     subscribe: SubscribeRequest
@@ -34,7 +41,14 @@ class Command(_message.Message):
     rpc: RPCRequest
     refresh: RefreshRequest
     channels: ChannelsRequest
-    def __init__(self, publish: _Optional[_Union[PublishRequest, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastRequest, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeRequest, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectRequest, _Mapping]] = ..., presence: _Optional[_Union[PresenceRequest, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsRequest, _Mapping]] = ..., history: _Optional[_Union[HistoryRequest, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveRequest, _Mapping]] = ..., info: _Optional[_Union[InfoRequest, _Mapping]] = ..., rpc: _Optional[_Union[RPCRequest, _Mapping]] = ..., refresh: _Optional[_Union[RefreshRequest, _Mapping]] = ..., channels: _Optional[_Union[ChannelsRequest, _Mapping]] = ...) -> None: ...
+    shared_poll_publish: SharedPollPublishRequest
+    map_publish: MapPublishRequest
+    map_remove: MapRemoveRequest
+    map_read_state: MapReadStateRequest
+    map_read_stream: MapReadStreamRequest
+    map_stats: MapStatsRequest
+    map_clear: MapClearRequest
+    def __init__(self, publish: _Optional[_Union[PublishRequest, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastRequest, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeRequest, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeRequest, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectRequest, _Mapping]] = ..., presence: _Optional[_Union[PresenceRequest, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsRequest, _Mapping]] = ..., history: _Optional[_Union[HistoryRequest, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveRequest, _Mapping]] = ..., info: _Optional[_Union[InfoRequest, _Mapping]] = ..., rpc: _Optional[_Union[RPCRequest, _Mapping]] = ..., refresh: _Optional[_Union[RefreshRequest, _Mapping]] = ..., channels: _Optional[_Union[ChannelsRequest, _Mapping]] = ..., shared_poll_publish: _Optional[_Union[SharedPollPublishRequest, _Mapping]] = ..., map_publish: _Optional[_Union[MapPublishRequest, _Mapping]] = ..., map_remove: _Optional[_Union[MapRemoveRequest, _Mapping]] = ..., map_read_state: _Optional[_Union[MapReadStateRequest, _Mapping]] = ..., map_read_stream: _Optional[_Union[MapReadStreamRequest, _Mapping]] = ..., map_stats: _Optional[_Union[MapStatsRequest, _Mapping]] = ..., map_clear: _Optional[_Union[MapClearRequest, _Mapping]] = ...) -> None: ...
 
 class Error(_message.Message):
     __slots__ = ("code", "message")
@@ -45,7 +59,7 @@ class Error(_message.Message):
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class Reply(_message.Message):
-    __slots__ = ("error", "publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels")
+    __slots__ = ("error", "publish", "broadcast", "subscribe", "unsubscribe", "disconnect", "presence", "presence_stats", "history", "history_remove", "info", "rpc", "refresh", "channels", "shared_poll_publish", "map_publish", "map_remove", "map_read_state", "map_read_stream", "map_stats", "map_clear")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     BROADCAST_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +74,13 @@ class Reply(_message.Message):
     RPC_FIELD_NUMBER: _ClassVar[int]
     REFRESH_FIELD_NUMBER: _ClassVar[int]
     CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_POLL_PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    MAP_PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    MAP_REMOVE_FIELD_NUMBER: _ClassVar[int]
+    MAP_READ_STATE_FIELD_NUMBER: _ClassVar[int]
+    MAP_READ_STREAM_FIELD_NUMBER: _ClassVar[int]
+    MAP_STATS_FIELD_NUMBER: _ClassVar[int]
+    MAP_CLEAR_FIELD_NUMBER: _ClassVar[int]
     error: Error
     publish: PublishResult
     broadcast: BroadcastResult
@@ -74,7 +95,14 @@ class Reply(_message.Message):
     rpc: RPCResult
     refresh: RefreshResult
     channels: ChannelsResult
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., publish: _Optional[_Union[PublishResult, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastResult, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeResult, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeResult, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectResult, _Mapping]] = ..., presence: _Optional[_Union[PresenceResult, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsResult, _Mapping]] = ..., history: _Optional[_Union[HistoryResult, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveResult, _Mapping]] = ..., info: _Optional[_Union[InfoResult, _Mapping]] = ..., rpc: _Optional[_Union[RPCResult, _Mapping]] = ..., refresh: _Optional[_Union[RefreshResult, _Mapping]] = ..., channels: _Optional[_Union[ChannelsResult, _Mapping]] = ...) -> None: ...
+    shared_poll_publish: SharedPollPublishResult
+    map_publish: MapPublishResult
+    map_remove: MapRemoveResult
+    map_read_state: MapReadStateResult
+    map_read_stream: MapReadStreamResult
+    map_stats: MapStatsResult
+    map_clear: MapClearResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., publish: _Optional[_Union[PublishResult, _Mapping]] = ..., broadcast: _Optional[_Union[BroadcastResult, _Mapping]] = ..., subscribe: _Optional[_Union[SubscribeResult, _Mapping]] = ..., unsubscribe: _Optional[_Union[UnsubscribeResult, _Mapping]] = ..., disconnect: _Optional[_Union[DisconnectResult, _Mapping]] = ..., presence: _Optional[_Union[PresenceResult, _Mapping]] = ..., presence_stats: _Optional[_Union[PresenceStatsResult, _Mapping]] = ..., history: _Optional[_Union[HistoryResult, _Mapping]] = ..., history_remove: _Optional[_Union[HistoryRemoveResult, _Mapping]] = ..., info: _Optional[_Union[InfoResult, _Mapping]] = ..., rpc: _Optional[_Union[RPCResult, _Mapping]] = ..., refresh: _Optional[_Union[RefreshResult, _Mapping]] = ..., channels: _Optional[_Union[ChannelsResult, _Mapping]] = ..., shared_poll_publish: _Optional[_Union[SharedPollPublishResult, _Mapping]] = ..., map_publish: _Optional[_Union[MapPublishResult, _Mapping]] = ..., map_remove: _Optional[_Union[MapRemoveResult, _Mapping]] = ..., map_read_state: _Optional[_Union[MapReadStateResult, _Mapping]] = ..., map_read_stream: _Optional[_Union[MapReadStreamResult, _Mapping]] = ..., map_stats: _Optional[_Union[MapStatsResult, _Mapping]] = ..., map_clear: _Optional[_Union[MapClearResult, _Mapping]] = ...) -> None: ...
 
 class BatchRequest(_message.Message):
     __slots__ = ("commands", "parallel")
@@ -577,3 +605,251 @@ class ChannelInfo(_message.Message):
     NUM_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     num_clients: int
     def __init__(self, num_clients: _Optional[int] = ...) -> None: ...
+
+class SharedPollPublishRequest(_message.Message):
+    __slots__ = ("channel", "key", "data", "b64data", "version", "epoch")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    B64DATA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    key: str
+    data: bytes
+    b64data: str
+    version: int
+    epoch: str
+    def __init__(self, channel: _Optional[str] = ..., key: _Optional[str] = ..., data: _Optional[bytes] = ..., b64data: _Optional[str] = ..., version: _Optional[int] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class SharedPollPublishResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: SharedPollPublishResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[SharedPollPublishResult, _Mapping]] = ...) -> None: ...
+
+class SharedPollPublishResult(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class MapPublishRequest(_message.Message):
+    __slots__ = ("channel", "key", "data", "b64data", "stream_data", "b64stream_data", "tags", "idempotency_key", "delta", "version", "version_epoch", "score", "key_mode")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    B64DATA_FIELD_NUMBER: _ClassVar[int]
+    STREAM_DATA_FIELD_NUMBER: _ClassVar[int]
+    B64STREAM_DATA_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_MODE_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    key: str
+    data: bytes
+    b64data: str
+    stream_data: bytes
+    b64stream_data: str
+    tags: _containers.ScalarMap[str, str]
+    idempotency_key: str
+    delta: bool
+    version: int
+    version_epoch: str
+    score: int
+    key_mode: str
+    def __init__(self, channel: _Optional[str] = ..., key: _Optional[str] = ..., data: _Optional[bytes] = ..., b64data: _Optional[str] = ..., stream_data: _Optional[bytes] = ..., b64stream_data: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ..., delta: _Optional[bool] = ..., version: _Optional[int] = ..., version_epoch: _Optional[str] = ..., score: _Optional[int] = ..., key_mode: _Optional[str] = ...) -> None: ...
+
+class MapPublishResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapPublishResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapPublishResult, _Mapping]] = ...) -> None: ...
+
+class MapPublishResult(_message.Message):
+    __slots__ = ("offset", "epoch", "suppressed", "suppress_reason")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESS_REASON_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    epoch: str
+    suppressed: bool
+    suppress_reason: str
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[str] = ..., suppressed: _Optional[bool] = ..., suppress_reason: _Optional[str] = ...) -> None: ...
+
+class MapRemoveRequest(_message.Message):
+    __slots__ = ("channel", "key", "idempotency_key")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    key: str
+    idempotency_key: str
+    def __init__(self, channel: _Optional[str] = ..., key: _Optional[str] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class MapRemoveResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapRemoveResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapRemoveResult, _Mapping]] = ...) -> None: ...
+
+class MapRemoveResult(_message.Message):
+    __slots__ = ("offset", "epoch", "suppressed", "suppress_reason")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESSED_FIELD_NUMBER: _ClassVar[int]
+    SUPPRESS_REASON_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    epoch: str
+    suppressed: bool
+    suppress_reason: str
+    def __init__(self, offset: _Optional[int] = ..., epoch: _Optional[str] = ..., suppressed: _Optional[bool] = ..., suppress_reason: _Optional[str] = ...) -> None: ...
+
+class MapReadStateRequest(_message.Message):
+    __slots__ = ("channel", "cursor", "limit", "key", "asc", "revision_offset", "revision_epoch")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ASC_FIELD_NUMBER: _ClassVar[int]
+    REVISION_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REVISION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    cursor: str
+    limit: int
+    key: str
+    asc: bool
+    revision_offset: int
+    revision_epoch: str
+    def __init__(self, channel: _Optional[str] = ..., cursor: _Optional[str] = ..., limit: _Optional[int] = ..., key: _Optional[str] = ..., asc: _Optional[bool] = ..., revision_offset: _Optional[int] = ..., revision_epoch: _Optional[str] = ...) -> None: ...
+
+class MapReadStateResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapReadStateResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapReadStateResult, _Mapping]] = ...) -> None: ...
+
+class MapReadStateResult(_message.Message):
+    __slots__ = ("entries", "offset", "epoch", "cursor")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MapEntry]
+    offset: int
+    epoch: str
+    cursor: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[MapEntry, _Mapping]]] = ..., offset: _Optional[int] = ..., epoch: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
+
+class MapEntry(_message.Message):
+    __slots__ = ("key", "data", "tags", "offset", "score", "removed", "time")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    data: bytes
+    tags: _containers.ScalarMap[str, str]
+    offset: int
+    score: int
+    removed: bool
+    time: int
+    def __init__(self, key: _Optional[str] = ..., data: _Optional[bytes] = ..., tags: _Optional[_Mapping[str, str]] = ..., offset: _Optional[int] = ..., score: _Optional[int] = ..., removed: _Optional[bool] = ..., time: _Optional[int] = ...) -> None: ...
+
+class MapReadStreamRequest(_message.Message):
+    __slots__ = ("channel", "since_offset", "since_epoch", "limit", "reverse")
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    SINCE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SINCE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    REVERSE_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    since_offset: int
+    since_epoch: str
+    limit: int
+    reverse: bool
+    def __init__(self, channel: _Optional[str] = ..., since_offset: _Optional[int] = ..., since_epoch: _Optional[str] = ..., limit: _Optional[int] = ..., reverse: _Optional[bool] = ...) -> None: ...
+
+class MapReadStreamResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapReadStreamResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapReadStreamResult, _Mapping]] = ...) -> None: ...
+
+class MapReadStreamResult(_message.Message):
+    __slots__ = ("entries", "offset", "epoch")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[MapEntry]
+    offset: int
+    epoch: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[MapEntry, _Mapping]]] = ..., offset: _Optional[int] = ..., epoch: _Optional[str] = ...) -> None: ...
+
+class MapStatsRequest(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    def __init__(self, channel: _Optional[str] = ...) -> None: ...
+
+class MapStatsResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapStatsResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapStatsResult, _Mapping]] = ...) -> None: ...
+
+class MapStatsResult(_message.Message):
+    __slots__ = ("num_keys",)
+    NUM_KEYS_FIELD_NUMBER: _ClassVar[int]
+    num_keys: int
+    def __init__(self, num_keys: _Optional[int] = ...) -> None: ...
+
+class MapClearRequest(_message.Message):
+    __slots__ = ("channel",)
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    channel: str
+    def __init__(self, channel: _Optional[str] = ...) -> None: ...
+
+class MapClearResponse(_message.Message):
+    __slots__ = ("error", "result")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    result: MapClearResult
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., result: _Optional[_Union[MapClearResult, _Mapping]] = ...) -> None: ...
+
+class MapClearResult(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -104,6 +104,41 @@ class CentrifugoApiStub:
                 request_serializer=api__pb2.ChannelsRequest.SerializeToString,
                 response_deserializer=api__pb2.ChannelsResponse.FromString,
                 _registered_method=True)
+        self.SharedPollPublish = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/SharedPollPublish',
+                request_serializer=api__pb2.SharedPollPublishRequest.SerializeToString,
+                response_deserializer=api__pb2.SharedPollPublishResponse.FromString,
+                _registered_method=True)
+        self.MapPublish = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapPublish',
+                request_serializer=api__pb2.MapPublishRequest.SerializeToString,
+                response_deserializer=api__pb2.MapPublishResponse.FromString,
+                _registered_method=True)
+        self.MapRemove = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapRemove',
+                request_serializer=api__pb2.MapRemoveRequest.SerializeToString,
+                response_deserializer=api__pb2.MapRemoveResponse.FromString,
+                _registered_method=True)
+        self.MapReadState = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapReadState',
+                request_serializer=api__pb2.MapReadStateRequest.SerializeToString,
+                response_deserializer=api__pb2.MapReadStateResponse.FromString,
+                _registered_method=True)
+        self.MapReadStream = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapReadStream',
+                request_serializer=api__pb2.MapReadStreamRequest.SerializeToString,
+                response_deserializer=api__pb2.MapReadStreamResponse.FromString,
+                _registered_method=True)
+        self.MapStats = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapStats',
+                request_serializer=api__pb2.MapStatsRequest.SerializeToString,
+                response_deserializer=api__pb2.MapStatsResponse.FromString,
+                _registered_method=True)
+        self.MapClear = channel.unary_unary(
+                '/centrifugal.centrifugo.api.CentrifugoApi/MapClear',
+                request_serializer=api__pb2.MapClearRequest.SerializeToString,
+                response_deserializer=api__pb2.MapClearResponse.FromString,
+                _registered_method=True)
 
 
 class CentrifugoApiServicer:
@@ -193,6 +228,49 @@ class CentrifugoApiServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SharedPollPublish(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapPublish(self, request, context):
+        """Map subscriptions (Centrifugo v6.8+; gateway/api/maps.py).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapRemove(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapReadState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapReadStream(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapClear(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CentrifugoApiServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +343,41 @@ def add_CentrifugoApiServicer_to_server(servicer, server):
                     servicer.Channels,
                     request_deserializer=api__pb2.ChannelsRequest.FromString,
                     response_serializer=api__pb2.ChannelsResponse.SerializeToString,
+            ),
+            'SharedPollPublish': grpc.unary_unary_rpc_method_handler(
+                    servicer.SharedPollPublish,
+                    request_deserializer=api__pb2.SharedPollPublishRequest.FromString,
+                    response_serializer=api__pb2.SharedPollPublishResponse.SerializeToString,
+            ),
+            'MapPublish': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapPublish,
+                    request_deserializer=api__pb2.MapPublishRequest.FromString,
+                    response_serializer=api__pb2.MapPublishResponse.SerializeToString,
+            ),
+            'MapRemove': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapRemove,
+                    request_deserializer=api__pb2.MapRemoveRequest.FromString,
+                    response_serializer=api__pb2.MapRemoveResponse.SerializeToString,
+            ),
+            'MapReadState': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapReadState,
+                    request_deserializer=api__pb2.MapReadStateRequest.FromString,
+                    response_serializer=api__pb2.MapReadStateResponse.SerializeToString,
+            ),
+            'MapReadStream': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapReadStream,
+                    request_deserializer=api__pb2.MapReadStreamRequest.FromString,
+                    response_serializer=api__pb2.MapReadStreamResponse.SerializeToString,
+            ),
+            'MapStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapStats,
+                    request_deserializer=api__pb2.MapStatsRequest.FromString,
+                    response_serializer=api__pb2.MapStatsResponse.SerializeToString,
+            ),
+            'MapClear': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapClear,
+                    request_deserializer=api__pb2.MapClearRequest.FromString,
+                    response_serializer=api__pb2.MapClearResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +758,195 @@ class CentrifugoApi:
             '/centrifugal.centrifugo.api.CentrifugoApi/Channels',
             api__pb2.ChannelsRequest.SerializeToString,
             api__pb2.ChannelsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SharedPollPublish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/SharedPollPublish',
+            api__pb2.SharedPollPublishRequest.SerializeToString,
+            api__pb2.SharedPollPublishResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapPublish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapPublish',
+            api__pb2.MapPublishRequest.SerializeToString,
+            api__pb2.MapPublishResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapRemove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapRemove',
+            api__pb2.MapRemoveRequest.SerializeToString,
+            api__pb2.MapRemoveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapReadState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapReadState',
+            api__pb2.MapReadStateRequest.SerializeToString,
+            api__pb2.MapReadStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapReadStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapReadStream',
+            api__pb2.MapReadStreamRequest.SerializeToString,
+            api__pb2.MapReadStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapStats',
+            api__pb2.MapStatsRequest.SerializeToString,
+            api__pb2.MapStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapClear(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.api.CentrifugoApi/MapClear',
+            api__pb2.MapClearRequest.SerializeToString,
+            api__pb2.MapClearResponse.FromString,
             options,
             channel_credentials,
             insecure,

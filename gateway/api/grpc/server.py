@@ -31,6 +31,7 @@ from gateway.api.requests import ApiError, bad_request
 from gateway.config.schema import GrpcApiSettings
 from gateway.config.tls import load_pem
 from gateway.log_limit import LogLimiter
+from httpwire.tracing import TRACEPARENT
 
 log = logging.getLogger("taskcast.gateway.grpc_api")
 _refusals = LogLimiter(log)
@@ -52,6 +53,14 @@ METHODS: dict[str, tuple[str, type[Message]]] = {
     "RPC": ("rpc", api_pb2.RPCResponse),
     "Refresh": ("refresh", api_pb2.RefreshResponse),
     "Channels": ("channels", api_pb2.ChannelsResponse),
+    "SharedPollPublish": ("shared_poll_publish", api_pb2.SharedPollPublishResponse),
+    # map subscriptions (gateway/api/maps.py)
+    "MapPublish": ("map_publish", api_pb2.MapPublishResponse),
+    "MapRemove": ("map_remove", api_pb2.MapRemoveResponse),
+    "MapReadState": ("map_read_state", api_pb2.MapReadStateResponse),
+    "MapReadStream": ("map_read_stream", api_pb2.MapReadStreamResponse),
+    "MapStats": ("map_stats", api_pb2.MapStatsResponse),
+    "MapClear": ("map_clear", api_pb2.MapClearResponse),
 }
 """gRPC method -> (API method, response type). ``Batch`` is handled on its own."""
 
@@ -296,6 +305,29 @@ def _guarded(servicer: Servicer, name: str, handler: Handler) -> Callable[..., A
     return handle
 
 
+def _traced(servicer: Servicer, name: str, handler: Handler) -> Handler:
+    """``handler`` as a server span named ``name`` (``<service>/<Method>``, as otelgrpc names it;
+    ``opentelemetry.api``), a child of the ``traceparent`` metadata; a reply carrying an
+    ``error`` marks it as an error, as Centrifugo does."""
+    tracing = servicer.api.tracing
+    service, _, method = name.partition("/")
+    attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
+
+    async def handle(request: Message, context: grpc.aio.ServicerContext) -> Message:
+        parent = ""
+        for key, value in context.invocation_metadata() or ():
+            if key == TRACEPARENT and isinstance(value, str):
+                parent = value
+        with tracing.span(name, parent=parent, kind="server", attributes=attributes) as span:
+            reply = await handler(request, context)
+            error = getattr(reply, "error", None)
+            if error is not None and reply.HasField("error"):
+                tracing.mark_error(span, f"{error.code}: {error.message}")
+            return reply
+
+    return handle
+
+
 def register(servicer: Servicer, server: grpc.aio.Server) -> None:
     """Add ``CentrifugoApi`` to ``server`` (api_pb2_grpc's registration, with ``_lenient``
     request parsing and ``_guarded`` handlers)."""
@@ -304,8 +336,11 @@ def register(servicer: Servicer, server: grpc.aio.Server) -> None:
     for method in service.methods:
         request_type = getattr(api_pb2, method.input_type.name)
         response_type = getattr(api_pb2, method.output_type.name)
+        handler = getattr(servicer, method.name)
+        if servicer.api.tracing.enabled:
+            handler = _traced(servicer, f"{service.full_name}/{method.name}", handler)
         handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-            _guarded(servicer, method.name, getattr(servicer, method.name)),
+            _guarded(servicer, method.name, handler),
             request_deserializer=_lenient(request_type.FromString),
             response_serializer=response_type.SerializeToString,
         )

@@ -421,21 +421,27 @@ class KeyedItem(_message.Message):
     version: int
     def __init__(self, key: _Optional[str] = ..., version: _Optional[int] = ...) -> None: ...
 
+class TrackBatch(_message.Message):
+    __slots__ = ("signature", "items")
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    signature: str
+    items: _containers.RepeatedCompositeFieldContainer[KeyedItem]
+    def __init__(self, signature: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyedItem, _Mapping]]] = ...) -> None: ...
+
 class SubRefreshRequest(_message.Message):
-    __slots__ = ("channel", "token", "items", "untrack_keys", "type", "signature")
+    __slots__ = ("channel", "token", "type", "track", "untrack")
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     TOKEN_FIELD_NUMBER: _ClassVar[int]
-    ITEMS_FIELD_NUMBER: _ClassVar[int]
-    UNTRACK_KEYS_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
-    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    TRACK_FIELD_NUMBER: _ClassVar[int]
+    UNTRACK_FIELD_NUMBER: _ClassVar[int]
     channel: str
     token: str
-    items: _containers.RepeatedCompositeFieldContainer[KeyedItem]
-    untrack_keys: _containers.RepeatedScalarFieldContainer[str]
     type: int
-    signature: str
-    def __init__(self, channel: _Optional[str] = ..., token: _Optional[str] = ..., items: _Optional[_Iterable[_Union[KeyedItem, _Mapping]]] = ..., untrack_keys: _Optional[_Iterable[str]] = ..., type: _Optional[int] = ..., signature: _Optional[str] = ...) -> None: ...
+    track: _containers.RepeatedCompositeFieldContainer[TrackBatch]
+    untrack: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, channel: _Optional[str] = ..., token: _Optional[str] = ..., type: _Optional[int] = ..., track: _Optional[_Iterable[_Union[TrackBatch, _Mapping]]] = ..., untrack: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubRefreshResult(_message.Message):
     __slots__ = ("expires", "ttl", "items")

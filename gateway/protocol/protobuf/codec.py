@@ -28,6 +28,7 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from gateway.protocol import codes
 from gateway.protocol.codec import ProtocolError, bounded
+from gateway.protocol.headers import emulated_headers
 from gateway.protocol.messages import (
     ChannelRequest,
     ClientInfo,
@@ -38,6 +39,7 @@ from gateway.protocol.messages import (
     EmptyResult,
     HistoryPage,
     HistoryRequest,
+    KeyedPublication,
     Method,
     PresenceResult,
     PresenceStatsResult,
@@ -55,6 +57,7 @@ from gateway.protocol.messages import (
     SubscribeRecovery,
     SubscribeRequest,
     SubscribeResult,
+    TrackBatch,
     UnsubscribeRequest,
 )
 from gateway.protocol.protobuf import client_pb2 as pb
@@ -198,7 +201,13 @@ def _decode_request(method: Method, r: Any) -> Request:
             str(ch): SubscribeRecovery(bool(s.recover), int(s.offset), str(s.epoch))
             for ch, s in r.subs.items()
         }
-        return ConnectRequest(token=r.token, data=_data(r.data), subs=subs, name=r.name, version=r.version)
+        try:
+            headers = emulated_headers(r.headers)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        return ConnectRequest(
+            token=r.token, data=_data(r.data), subs=subs, name=r.name, version=r.version, headers=headers
+        )
     if method is Method.SUBSCRIBE:
         return SubscribeRequest(
             channel=r.channel,
@@ -214,11 +223,15 @@ def _decode_request(method: Method, r: Any) -> Request:
             type=r.type,
             tf=_filter_tree(r.tf) if r.HasField("tf") else None,
             delta=r.delta,
+            phase=r.phase,
+            cursor=r.cursor,
+            limit=r.limit,
+            asc=r.asc,
         )
     if method is Method.UNSUBSCRIBE:
         return UnsubscribeRequest(r.channel)
     if method is Method.PUBLISH:
-        return PublishRequest(r.channel, bytes(r.data))
+        return PublishRequest(r.channel, bytes(r.data), r.type, r.key, r.removed)
     if method in (Method.PRESENCE, Method.PRESENCE_STATS):
         return ChannelRequest(r.channel)
     if method is Method.HISTORY:
@@ -231,7 +244,10 @@ def _decode_request(method: Method, r: Any) -> Request:
     if method is Method.REFRESH:
         return RefreshRequest(r.token)
     if method is Method.SUB_REFRESH:
-        return SubRefreshRequest(r.channel, r.token)
+        track = tuple(
+            TrackBatch(b.signature, tuple((i.key, int(i.version)) for i in b.items)) for b in r.track
+        )
+        return SubRefreshRequest(r.channel, r.token, type=r.type, track=track, untrack=tuple(r.untrack))
     return EmptyRequest()
 
 
@@ -253,10 +269,38 @@ def publication_pb(pub: Publication) -> Any:
         msg.info.CopyFrom(client_info_pb(pub.info))
     if pub.tags:
         msg.tags.update(pub.tags)
+    if pub.key:
+        msg.key = pub.key
+        msg.removed = pub.removed
+    return msg
+
+
+def _map_subscribe_result_pb(r: SubscribeResult) -> Any:
+    msg = pb.SubscribeResult(
+        type=r.type,
+        phase=r.phase,
+        cursor=r.cursor,
+        expires=r.expires,
+        ttl=r.ttl if r.expires else 0,
+        recoverable=r.recoverable,
+        positioned=r.positioned,
+        recovered=r.recovered,
+        was_recovering=r.was_recovering,
+        epoch=r.epoch,
+        offset=r.offset,
+    )
+    if r.state:
+        msg.state.extend(publication_pb(p) for p in r.state)
+    if r.publications:
+        msg.publications.extend(publication_pb(p) for p in r.publications)
+    if r.data is not None:
+        msg.data = r.data
     return msg
 
 
 def _subscribe_result_pb(r: SubscribeResult) -> Any:
+    if r.type:
+        return _map_subscribe_result_pb(r)
     msg = pb.SubscribeResult(
         expires=r.expires,
         ttl=r.ttl if r.expires else 0,
@@ -274,7 +318,18 @@ def _subscribe_result_pb(r: SubscribeResult) -> Any:
         msg.data = r.data
     if r.delta:
         msg.delta = True
+    if r.type:
+        msg.type = r.type
+        if not r.positioned and r.epoch:
+            msg.epoch = r.epoch
     return msg
+
+
+def keyed_publication_pb(item: KeyedPublication) -> Any:
+    """A shared-poll key's publication: ``key`` with ``data`` and ``version``, or ``removed``."""
+    if item.removed:
+        return pb.Publication(key=item.key, removed=True)
+    return pb.Publication(key=item.key, data=item.data or b"", version=item.version)
 
 
 def _filter_tree(node: Any) -> dict[str, Any]:
@@ -331,7 +386,9 @@ def _result_pb(result: Result) -> Any:
         return None
     if isinstance(result, RPCResult):
         return pb.RPCResult(data=result.data) if result.data is not None else None
-    return pb.SubRefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
+    msg = pb.SubRefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
+    msg.items.extend(keyed_publication_pb(item) for item in result.items)
+    return msg
 
 
 def _push(channel: str) -> tuple[Any, Any]:
@@ -416,6 +473,11 @@ class ProtobufCodec:
         reply, push = _push(channel)
         push.unsubscribe.code = unsubscribe.code
         push.unsubscribe.reason = unsubscribe.reason
+        return delimited(reply)
+
+    def encode_keyed_publication(self, channel: str, item: KeyedPublication) -> bytes:
+        reply, push = _push(channel)
+        push.pub.CopyFrom(keyed_publication_pb(item))
         return delimited(reply)
 
     def encode_disconnect_push(self, disconnect: codes.Disconnect) -> bytes:

@@ -2,6 +2,11 @@
 5xx and 429 (``Retry-After`` honoured), within a total time budget. Every retry resends exactly
 the same body and ``Idempotency-Key``, so a request whose answer was lost is answered from the
 server's idempotency record (seed §3.5: "请求超时后，生产服务使用相同 eventId 和相同内容重试").
+
+When the application has OpenTelemetry installed, every request carries the context of its
+current span the way the application's propagator writes it (a W3C ``traceparent`` header by
+default), so the Status API's spans join the worker's trace. OpenTelemetry is optional: without
+it nothing is added.
 """
 
 from __future__ import annotations
@@ -54,6 +59,19 @@ def retry_after_seconds(value: str | None, now: Callable[[], float] = time.time)
     return max(0.0, when.timestamp() - now())
 
 
+def _trace_injector() -> Callable[..., None] | None:
+    try:
+        from opentelemetry.propagate import inject
+    except ImportError:
+        return None
+    typed: Callable[..., None] = inject
+    return typed
+
+
+#: Writes the current span's context into a headers dict (None without OpenTelemetry).
+_INJECT = _trace_injector()
+
+
 class Transport:
     """One ``httpx.AsyncClient`` plus the retry loop. ``sleep`` and ``clock`` are injectable."""
 
@@ -103,6 +121,8 @@ class Transport:
             headers = {"Authorization": f"Bearer {token()}"}
             if idempotency_key is not None:
                 headers["Idempotency-Key"] = idempotency_key
+            if _INJECT is not None:
+                _INJECT(headers)
             wait: float | None = None
             failure: Exception
             try:

@@ -15,6 +15,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.gateway.consumers.support import history, running, runtime, sample
+from tests.helpers.otlp import KIND_CONSUMER, STATUS_ERROR, Receiver, Span
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
@@ -171,3 +172,42 @@ async def _len_is(values: Any, n: int) -> bool:
 
 async def _zero(count: Any) -> bool:
     return bool(await count == 0)
+
+
+async def test_opentelemetry_consuming_traces_each_command(
+    tmp_path: Path,
+    redis_url: str,
+    client: aioredis.Redis,
+    names: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``opentelemetry.consuming``: a consumer span per command, exported over OTLP (a receiver in
+    the test); a command the API refuses marks its span as an error."""
+    pytest.importorskip("opentelemetry.sdk.trace")
+    receiver = Receiver()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    stream, group = names
+    otel = {"opentelemetry": {"enabled": True, "consuming": True}}
+    rt = runtime(tmp_path, [consumer(redis_url, stream, group)], **otel)
+    try:
+        async with running(*rt.consumers):
+            await wait_until(lambda: _group_exists(client, stream, group), what="the consumer group")
+            await client.xadd(
+                stream, {"method": "publish", "payload": json.dumps({"channel": "news", "data": 1})}
+            )
+            await client.xadd(
+                stream, {"method": "publish", "payload": json.dumps({"channel": "news"})}
+            )  # 107
+
+            def consumed() -> list[Span] | None:
+                spans = [s for s in receiver.spans if s.name == "consuming.publish"]
+                return spans if len(spans) == 2 else None
+
+            spans = await wait_until(consumed, what="two consumer spans")
+        assert {s.kind for s in spans} == {KIND_CONSUMER} and {s.service for s in spans} == {"centrifugo"}
+        assert sorted(s.status for s in spans) == [0, STATUS_ERROR]
+    finally:
+        await rt.close()
+        receiver.close()
+        await client.delete(stream)

@@ -43,7 +43,7 @@ from gateway.proxy import proxy_pb2_grpc as pb_grpc
 from tests.support.procs import free_port
 from tests.support.waiting import wait_until
 
-KINDS = ("connect", "refresh", "subscribe", "publish", "rpc", "sub_refresh")
+KINDS = ("connect", "refresh", "subscribe", "publish", "rpc", "sub_refresh", "shared_poll_refresh")
 
 
 @dataclass
@@ -81,6 +81,11 @@ class Backend:
     """Channels whose stream ended on the backend side (the gateway cancelled, or it ended)."""
     stream_published: list[tuple[str, Any]] = field(default_factory=list)
     """(channel, data) the gateway wrote into bidirectional streams."""
+    entities: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Shared poll: per key, ``{"version", "data"}`` or ``{"removed": True}`` (answered once,
+    then forgotten); a key absent is left out of the answer."""
+    epoch: str = ""
+    """Shared poll: the epoch of every answer."""
 
     def feed(self, channel: str, cookie: str = "session=sam") -> asyncio.Queue[bytes | None]:
         """The stream of ``channel`` opened by the connection with this Cookie header."""
@@ -140,6 +145,17 @@ class Backend:
     def _ok_publish(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         return {"data": {"modified": True, "original": body.get("data")}, "skip_history": False}
 
+    def _ok_shared_poll_refresh(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        items = []
+        for item in body.get("items", []):
+            entity = self.entities.get(item["key"])
+            if entity is None:
+                continue
+            if entity.get("removed"):
+                del self.entities[item["key"]]
+            items.append({"key": item["key"], **entity})
+        return {"items": items, "epoch": self.epoch}
+
     def _ok_rpc(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         return {"data": {"method": body["method"], "echo": body.get("data")}}
 
@@ -188,7 +204,15 @@ def http_app(backend: Backend) -> Starlette:
             return Response(b"<html>not json", media_type="text/html")
         return Response(orjson.dumps(answer), media_type="application/json")
 
-    return Starlette(routes=[Route("/{kind}", handle, methods=["POST"])])
+    async def set_entity(request: Request) -> Response:
+        """Shared poll: a test (or a script) changes a key's state at the backend."""
+        entity = orjson.loads(await request.body())
+        backend.entities[entity.pop("key")] = entity
+        return Response(b"{}", media_type="application/json")
+
+    return Starlette(
+        routes=[Route("/_set", set_entity, methods=["POST"]), Route("/{kind}", handle, methods=["POST"])]
+    )
 
 
 # --- gRPC ----------------------------------------------------------------------------------
@@ -264,6 +288,14 @@ class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
 
     async def SubRefresh(self, request: Any, context: Any) -> Any:
         return await self._handle("sub_refresh", request, context)
+
+    async def SharedPollRefresh(self, request: Any, context: Any) -> Any:
+        body = _from_grpc(request)
+        headers = {k: v for k, v in context.invocation_metadata()}
+        answer = _answer(self.backend, "shared_poll_refresh", body, headers) or {}
+        for item in (answer.get("result") or {}).get("items", []):
+            _b64_json(item, ("data",))
+        return json_format.ParseDict(answer, pb.SharedPollRefreshResponse())
 
     def _first(self, method: str, request: Any, context: Any) -> pb.StreamSubscribeResponse | None:
         backend = self.backend

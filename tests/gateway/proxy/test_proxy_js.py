@@ -83,3 +83,39 @@ async def test_js_sdk_stream_subscription(
         assert served.backend.stream_published == [(channel, {"from": "js"})]
     assert served.backend.stream_requests[0][1]["protocol"] == protocol
     await wait_until(lambda: served.backend.streams_closed, what="stream cancelled")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "wire", "transport"),
+    [("http", "json", "websocket"), ("grpc", "protobuf", "websocket"), ("http", "json", "sse")],
+    ids=["http-json", "grpc-protobuf", "http-json-sse"],
+)
+async def test_js_sdk_headers_emulation_reaches_the_proxies(
+    protocol: str, wire: str, transport: str, served: Served, start_gateway: GatewayStarter
+) -> None:
+    """centrifuge-js's ``headers`` (and ``setHeaders``) arrive at the connect, subscribe and RPC
+    proxies as request headers for the names in ``emulated_headers``, over WebSocket and over
+    the SSE emulation (the connect travels in the SSE request, the rest as /emulation POSTs);
+    a name only in ``http_headers`` is not forwarded from the emulated map."""
+    config = proxy_config(lambda k: served.endpoint(protocol, k), emulated_headers=["Cookie", "X-Tenant"])
+    config["sse"] = {"enabled": True}
+    gw = start_gateway(config)
+    channel = f"px:{uuid.uuid4().hex[:8]}"
+    headers = {"Cookie": "session=emu", "X-Tenant": "t9", "X-Not-Listed": "no"}
+    payload: dict[str, object] = {"url": gw.ws_url, "protocol": wire, "channel": channel, "headers": headers}
+    if transport == "sse":
+        payload["url"] = [{"transport": "sse", "endpoint": f"{gw.url}/connection/sse"}]
+        payload["emulationEndpoint"] = f"{gw.url}/emulation"
+    events = await _run("emulated_headers.mjs", {**payload, "cookie2": "session=emu2"})
+    by = {e["event"]: e for e in reversed(events)}  # the first of each
+    assert [e["data"] for e in events if e["event"] == "connect_data"] == [
+        {"welcome": "emu"},
+        {"welcome": "emu2"},
+    ]
+    assert by["subscribe_data"]["data"] == {"subscribed": channel}
+    assert by["rpc"]["data"] == {"method": "echo", "echo": {"js": True}}
+    backend = served.backend
+    for call in (backend.of("connect")[0], backend.of("subscribe")[0], backend.of("rpc")[0]):
+        assert call.headers["cookie"] == "session=emu" and call.headers["x-tenant"] == "t9", call
+        assert "x-not-listed" not in call.headers
+    assert [c.headers["cookie"] for c in backend.of("connect")] == ["session=emu", "session=emu2"]

@@ -259,15 +259,17 @@ def test_status_transforms_and_tls_options(tmp_path: Path) -> None:
         )
 
 
-def test_emulated_headers_named_unsupported(tmp_path: Path) -> None:
-    _, warnings = _load(
+def test_emulated_headers_are_options_of_every_proxy(tmp_path: Path) -> None:
+    settings, warnings = _load(
         tmp_path,
         {
             "proxies": [{"name": "p", "endpoint": "http://x", "emulated_headers": ["Authorization"]}],
             "rpc": {"proxy": {"endpoint": "http://x", "emulated_headers": ["X-A"]}},
         },
     )
-    assert len(warnings) == 2 and all("unsupported option" in w and "http_headers" in w for w in warnings)
+    assert warnings == []
+    assert settings.proxies[0].emulated_headers == ("Authorization",)
+    assert settings.rpc.proxy.emulated_headers == ("X-A",)
 
 
 def test_static_header_also_forwarded_warns(tmp_path: Path) -> None:
