@@ -116,7 +116,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "engine": {"cancellation", "config", "maps", "protocol"},
     "proxy": {"config", "log_limit", "metrics", "protocol"},
     "cluster": {"api.requests", "cancellation", "engine", "hub", "protocol"},
-    "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
+    "sharedpoll": {"cancellation", "config", "log_limit", "metrics", "protocol", "proxy"},
     "webhooks": {"cancellation", "config", "engine", "protocol"},
     "node": {
         "cancellation",
