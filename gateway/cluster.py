@@ -43,6 +43,7 @@ from gateway.api.requests import (
     parse,
     to_params,
 )
+from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import Broker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
@@ -381,6 +382,7 @@ class Cluster:
             try:
                 await self.broker.publish_control(encode("node", self.uid, info=self.info()))
             except Exception as exc:  # the engine is down: keep beating, /health reports it
+                raise_if_cancelling(exc)
                 self._failed(exc)
             else:
                 self._sent()
@@ -392,6 +394,7 @@ class Cluster:
             try:
                 await self.broker.publish_control(message, node_id=node)
             except Exception as exc:  # the engine is down: the asking node times out on this one
+                raise_if_cancelling(exc)
                 self._failed(exc)
             else:
                 self._sent()

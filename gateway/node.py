@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.cluster import Cluster
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.conflation import conflation_key
@@ -270,6 +271,7 @@ class Node:
             try:
                 top = await self._stream_top(channel, opts)
             except Exception as exc:
+                raise_if_cancelling(exc)
                 log.debug("position check of %s failed: %s", channel, exc)
                 failed = True
                 continue

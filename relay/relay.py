@@ -47,6 +47,7 @@ from relay.claim import OutboxLeases
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
+from status_api.cancellation import raise_if_cancelling
 from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")
@@ -347,7 +348,8 @@ class Relay:
                 return
             try:
                 report = await self.run_batch(takeover=not woken)
-            except Exception:
+            except Exception as exc:
+                raise_if_cancelling(exc)
                 log.exception("relay iteration failed; backing off")
                 self.metrics.loop_errors.inc()
                 db_failures += 1
@@ -382,7 +384,8 @@ class Relay:
         answered it (or nothing is due). Never raises for a database error: that is a failed probe."""
         try:
             report = await self.run_batch(limit=1)
-        except Exception:
+        except Exception as exc:
+            raise_if_cancelling(exc)
             log.warning("gateway probe could not reach the database", exc_info=True)
             self.metrics.loop_errors.inc()
             self.metrics.probes.labels("error").inc()
@@ -426,7 +429,8 @@ class Relay:
                 if time.monotonic() - last_purge >= cfg.purge_interval_seconds:
                     last_purge = time.monotonic()
                     await self.purge()
-            except Exception:
+            except Exception as exc:
+                raise_if_cancelling(exc)
                 log.exception("relay maintenance failed")
                 self.metrics.loop_errors.inc()
             await _wait(stop, cfg.stats_interval_seconds)

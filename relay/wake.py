@@ -26,6 +26,7 @@ import redis.asyncio as redis
 from relay.backoff import full_jitter
 from relay.metrics import RelayMetrics
 from status_api import redis_client
+from status_api.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.relay.wake")
 
@@ -67,6 +68,7 @@ class RedisWakeListener:
                 await self._listen(stop)
                 failures = 0
             except (redis.RedisError, OSError, TimeoutError) as exc:
+                raise_if_cancelling(exc)
                 failures += 1
                 if failures == 1:
                     log.warning(

@@ -20,6 +20,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
+from status_api.cancellation import raise_if_cancelling
 from status_api.domain.model import Health
 from status_api.service import StatusService
 from status_api.storage import repository as repo
@@ -84,7 +85,8 @@ class HealthReconciler:
                 sessions = await self.purge_sessions_once()
                 if sessions:
                     log.info("purged %d expired realtime sessions", sessions)
-            except Exception:  # a task boundary: log and keep the loop alive
+            except Exception as exc:  # a task boundary: log and keep the loop alive
+                raise_if_cancelling(exc)
                 log.exception("health reconciler pass failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.interval_seconds)

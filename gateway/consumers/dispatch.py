@@ -24,7 +24,6 @@ The executor is any ``Execute`` (the composition root passes ``ServerApi.call`` 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import random
@@ -36,6 +35,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from gateway.api.requests import ApiError
+from gateway.cancellation import raise_if_cancelling
 from gateway.log_limit import LogLimiter
 from gateway.protocol import codes
 
@@ -115,20 +115,6 @@ def backoff(retries: int, rand: Callable[[], float] = random.random) -> float:
     from 10-20 ms, capped at 5 s."""
     delay = (MIN_BACKOFF_SECONDS * (1.0 + rand())) * (2.0 ** min(max(retries, 1), 16))
     return min(delay, MAX_BACKOFF_SECONDS)
-
-
-def stop_if_cancelled(exc: BaseException | None = None) -> None:
-    """Re-raise a cancellation that a client library swallowed or turned into another exception
-    (redis-py can, on a blocked read: it retries the command): every consumer loop calls this at
-    the top of each round and first in its ``except Exception`` boundary, so cancelling the
-    consumer always stops it.
-
-    Raises:
-        asyncio.CancelledError: the running task was asked to stop.
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError from exc
 
 
 def parse_flag(text: str) -> bool:
@@ -250,7 +236,7 @@ class Dispatcher:
             detail = f" ({exc.detail})" if exc.detail else ""
             return self.skip(SkipReason.REJECTED, f"{method} refused: {exc.code} {exc.message}{detail}")
         except Exception as exc:  # an executor fault is not the message's: keep it, retry
-            stop_if_cancelled(exc)
+            raise_if_cancelling(exc)
             raise RetryLater(f"{method}: {type(exc).__name__}: {exc}") from exc
         if method == "broadcast":
             for response in result.get("responses", ()):
@@ -295,5 +281,4 @@ __all__ = [
     "Verdict",
     "backoff",
     "parse_flag",
-    "stop_if_cancelled",
 ]

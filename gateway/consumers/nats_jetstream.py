@@ -27,6 +27,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.client import JetStreamContext
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config.consumer_schema import NatsJetStreamConsumerSettings
 from gateway.consumers.dispatch import (
     Dispatcher,
@@ -35,7 +36,6 @@ from gateway.consumers.dispatch import (
     Verdict,
     backoff,
     parse_flag,
-    stop_if_cancelled,
 )
 
 log = logging.getLogger("taskcast.gateway.consumers")
@@ -66,7 +66,7 @@ class NatsJetStreamConsumer:
                 retries = 0
                 await self._consume(js)
             except Exception as exc:  # the consumer's boundary: logged, counted, retried, never fatal
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 retries += 1
                 self.dispatcher.failed("NATS JetStream consumer failed, recreating", exc)
             finally:
@@ -116,7 +116,7 @@ class NatsJetStreamConsumer:
         s = self.settings
         sub = await js.pull_subscribe_bind(s.durable_consumer_name, s.stream_name)
         while True:
-            stop_if_cancelled()
+            raise_if_cancelling()
             try:
                 messages = await sub.fetch(self.batch, timeout=FETCH_SECONDS)
             except NatsTimeout:

@@ -25,8 +25,9 @@ from typing import Any
 
 import asyncpg
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config.consumer_schema import PostgresConsumerSettings
-from gateway.consumers.dispatch import Dispatcher, RetryLater, backoff, stop_if_cancelled
+from gateway.consumers.dispatch import Dispatcher, RetryLater, backoff
 
 log = logging.getLogger("taskcast.gateway.consumers")
 
@@ -60,7 +61,7 @@ class PostgresConsumer:
                     timeout=CONNECT_TIMEOUT_SECONDS,
                 )
             except Exception as exc:  # unreachable, refused, bad credentials: retried, never fatal
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 retries += 1
                 self.dispatcher.failed("cannot connect to PostgreSQL", exc)
                 await asyncio.sleep(backoff(retries))
@@ -82,7 +83,7 @@ class PostgresConsumer:
         trigger = self.triggers[partition]
         limit = self.settings.partition_select_limit
         while True:
-            stop_if_cancelled()
+            raise_if_cancelling()
             trigger.clear()
             try:
                 count = await self.process_once(pool, partition)
@@ -92,7 +93,7 @@ class PostgresConsumer:
                 await asyncio.sleep(backoff(retries))
                 continue
             except Exception as exc:  # the loop's boundary: logged, counted, retried, never fatal
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 retries += 1
                 self.dispatcher.failed("error processing the outbox", exc)
                 await asyncio.sleep(backoff(retries))
@@ -152,7 +153,7 @@ class PostgresConsumer:
                 await lost.wait()
                 self.dispatcher.failed("notification connection lost", ConnectionError("closed"))
             except Exception as exc:  # the listener's boundary: polling goes on meanwhile
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 self.dispatcher.failed("error listening for outbox notifications", exc)
             finally:
                 if conn is not None:

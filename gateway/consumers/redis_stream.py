@@ -25,6 +25,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config import redis_address
 from gateway.config.consumer_schema import RedisStreamConsumerSettings
 from gateway.consumers.dispatch import (
@@ -34,7 +35,6 @@ from gateway.consumers.dispatch import (
     Verdict,
     backoff,
     parse_flag,
-    stop_if_cancelled,
 )
 
 log = logging.getLogger("taskcast.gateway.consumers")
@@ -91,7 +91,7 @@ class RedisStreamConsumer:
         retries = 0
         ready = False
         while True:
-            stop_if_cancelled()
+            raise_if_cancelling()
             try:
                 if not ready:
                     await self._ensure_group(stream)
@@ -114,7 +114,7 @@ class RedisStreamConsumer:
                 self.dispatcher.failed("command failed, left pending", exc)
                 await asyncio.sleep(backoff(retries))
             except Exception as exc:  # the reader's boundary: logged, counted, retried, never fatal
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 if isinstance(exc, ResponseError) and "NOGROUP" in str(exc):
                     ready = False  # the stream (and its group) was deleted: create them again
                 retries += 1
@@ -129,7 +129,7 @@ class RedisStreamConsumer:
             start = "0-0"
             try:
                 while True:
-                    stop_if_cancelled()
+                    raise_if_cancelling()
                     reply: Any = await self.redis.xautoclaim(
                         stream,
                         self.settings.consumer_group,
@@ -147,7 +147,7 @@ class RedisStreamConsumer:
             except RetryLater as exc:
                 self.dispatcher.failed("reclaimed command failed, left pending", exc)
             except Exception as exc:  # the reclaimer's boundary: tried again next interval
-                stop_if_cancelled(exc)
+                raise_if_cancelling(exc)
                 self.dispatcher.failed(f"error reclaiming stream {stream}", exc)
 
     async def handle(self, stream: str, entry_id: bytes, fields: Fields) -> None:

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import BrokerEventHandler, EngineError
 from gateway.engine.map_base import MapStateResult, MapStreamResult
 from gateway.engine.memory import new_epoch
@@ -77,6 +78,7 @@ class RedisMapBroker:
                 if opts is not None:
                     with contextlib.suppress(EngineError):
                         await self.stats(channel, opts)  # the script removes expired keys first
+                    raise_if_cancelling()  # the suppressed error may have been the cancellation
 
     async def _call(
         self,

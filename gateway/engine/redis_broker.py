@@ -29,6 +29,7 @@ from typing import Any
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import RedisError
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import (
     BrokerEventHandler,
     EngineError,
@@ -131,6 +132,7 @@ class _Listener:
                 attempt = 0
                 await self._read(conn)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
+                raise_if_cancelling(exc)
                 # Logged once per outage, not per reconnect attempt; the metric counts each.
                 self.failures.failed(f"connection lost: {type(exc).__name__}: {exc}")
                 self.shard.count_error("pubsub")
@@ -286,6 +288,7 @@ class RedisBroker:
         while True:
             # Concurrently: a stalled shard must not delay the other shards' keep-alive PUBLISH.
             await asyncio.gather(*(self._probe_shard(shard) for shard in self.shards))
+            raise_if_cancelling()  # a probe suppresses its EngineError, a converted cancel too
             await asyncio.sleep(self.probe_interval_seconds)
 
     async def _probe_shard(self, shard: RedisShard) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.engine import shared_wire as wire
 from gateway.engine.base import (
     BrokerEventHandler,
@@ -74,6 +75,7 @@ class _Link:
             try:
                 reader, writer = await asyncio.open_unix_connection(str(self.path))
             except OSError as exc:
+                raise_if_cancelling(exc)
                 self._failures.failed(f"connect: {exc}")
                 continue
             self._writer = writer
@@ -87,6 +89,7 @@ class _Link:
                     self._failures.succeeded()
                     await reading
             except* (OSError, EngineError, wire.WireError, asyncio.IncompleteReadError) as group:
+                raise_if_cancelling(group)  # a child's error can replace the group's cancellation
                 self._failures.failed(f"link lost: {group.exceptions[0]!r}")
             finally:
                 self.up.clear()

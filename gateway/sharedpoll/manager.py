@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import orjson
 from prometheus_client import Histogram
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.log_limit import LogLimiter
 from gateway.metrics import Metrics
@@ -299,6 +300,7 @@ class SharedPollManager:
             raise
         except Exception as exc:
             _limited.log(logging.ERROR, f"{channel}:bug", "shared poll of %s failed: %r", channel, exc)
+        raise_if_cancelling()  # a transport may report the cancellation as a ProxyFailure
 
     async def _poll_once(self, channel: str, ch: _Channel, keys: list[str]) -> None:
         items = ch.state.request_items(keys)

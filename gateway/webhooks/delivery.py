@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import httpx
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config.webhook_schema import WebhookSettings
 from gateway.engine.failures import FailureRun
 from gateway.webhooks.events import SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_HEADER, batch_body, signature
@@ -41,16 +42,6 @@ class Refused(Exception):
 
 class Retry(Exception):
     """The POST failed in a way a later attempt may not (the batch is retried)."""
-
-
-def raise_if_cancelling() -> None:
-    """Raise ``CancelledError`` when the current task is being cancelled: a loop that keeps
-    going after a failure checks this first, because a cancellation can reach it converted into
-    that failure (a timeout expiring together with the cancel, a client library that catches
-    it) and must still stop the loop."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def backoff(attempt: int, low: float, high: float, rand: Callable[[], float] = random.random) -> float:
@@ -192,4 +183,4 @@ class WebhookSender:
             self._queue.clear()
 
 
-__all__ = ["Refused", "Retry", "WebhookSender", "backoff", "raise_if_cancelling"]
+__all__ = ["Refused", "Retry", "WebhookSender", "backoff"]

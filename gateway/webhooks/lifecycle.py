@@ -20,12 +20,13 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from gateway.cancellation import raise_if_cancelling
 from gateway.config.schema import Settings
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
 from gateway.protocol.codes import Disconnect
 from gateway.protocol.messages import ClientInfo
-from gateway.webhooks.delivery import WebhookSender, raise_if_cancelling
+from gateway.webhooks.delivery import WebhookSender
 from gateway.webhooks.events import Event, EventType, Selection, encode
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.store import OccupancyStore

@@ -1,0 +1,91 @@
+"""SIGTERM stops a service whose dependencies are gone, within its shutdown timeout (never a
+SIGKILL): a gateway whose Redis was killed, a relay whose database hangs and whose gateway is
+unreachable. Their background loops are inside failing calls when the signal arrives
+(docs/architecture.md, Background loops)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from websockets.asyncio.client import connect
+
+from tests.helpers.faultproxy import FaultProxy
+from tests.helpers.raw_client import Raw
+from tests.helpers.redis_engine import RedisServer, unique_prefix
+from tests.support import GatewayProcess, RelayProcess, free_port, mint_token, wait_until
+
+SECRET = "shutdown-secret-0123456789abcdefghijklmn"
+SHUTDOWN_SECONDS = 1.0
+MARGIN_SECONDS = 5.0  # process exit and interpreter teardown after the timeout
+
+
+@pytest.mark.redis
+async def test_a_gateway_whose_redis_is_gone_exits_on_sigterm(tmp_path: Path) -> None:
+    server = await RedisServer().start()
+    config = {
+        "client": {"token": {"hmac_secret_key": SECRET}},
+        "engine": {
+            "type": "redis",
+            "redis": {"address": server.url, "prefix": unique_prefix(), "io_timeout": "1s"},
+        },
+        "channel": {
+            "without_namespace": {
+                "history_size": 10,
+                "history_ttl": "60s",
+                "presence": True,
+                "allow_subscribe_for_client": True,
+            }
+        },
+        "shutdown": {"timeout": f"{SHUTDOWN_SECONDS:g}s"},
+    }
+    gateway = GatewayProcess(config, tmp_path).start()
+    try:
+        async with connect(gateway.ws_url) as ws:
+            raw = Raw(ws)
+            pump = asyncio.create_task(raw.pump())
+            assert "connect" in await raw.call("connect", {"token": mint_token(SECRET)})
+            assert "subscribe" in await raw.call("subscribe", {"channel": "room"})
+            server.kill()
+            await wait_until(lambda: not gateway.health_ok(), within=10.0, what="health down")
+            gateway.send_sigterm()
+            code = await gateway.wait_exit(SHUTDOWN_SECONDS + MARGIN_SECONDS)
+            # uvicorn re-raises the signal once its graceful shutdown is complete
+            assert code in (0, -signal.SIGTERM), gateway.log_text()
+            assert "Application shutdown complete" in gateway.log_text()
+            pump.cancel()
+    finally:
+        gateway.kill()
+        server.stop()
+
+
+@pytest.mark.mysql
+async def test_a_relay_whose_database_hangs_exits_on_sigterm(tmp_path: Path, mysql_url: str) -> None:
+    url = sa.make_url(mysql_url)
+    proxy = await FaultProxy(url.host or "127.0.0.1", url.port or 3306).start()
+    proxy.blackhole()
+    relay = RelayProcess(
+        {
+            "database_url": url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False),
+            "gateway_api_url": f"http://127.0.0.1:{free_port()}/api",
+            "gateway_api_key": "k",
+            "relay_id": f"outage-{uuid.uuid4().hex[:6]}",
+            "poll_interval_seconds": 0.05,
+            "stats_interval_seconds": 0.05,
+            "shutdown_timeout_seconds": SHUTDOWN_SECONDS,
+            "metrics_port": free_port(),
+        },
+        tmp_path,
+    ).start()
+    try:
+        await wait_until(lambda: proxy.accepted >= 2, what="the relay's loops waiting on the database")
+        relay.send_sigterm()
+        assert await relay.wait_exit(SHUTDOWN_SECONDS + MARGIN_SECONDS) == 0, relay.log_text()
+        assert "stopped" in relay.log_text()
+    finally:
+        relay.kill()
+        await proxy.close()
