@@ -12,6 +12,8 @@ from gateway.config.loading import load_settings
 from gateway.config.map_schema import MapSettings
 from gateway.config.schema import ConfigError
 from gateway.maps.options import resolve
+from gateway.metrics import Metrics
+from gateway.proxy.caller import Proxies
 
 
 def load(*namespaces: dict[str, Any]) -> None:
@@ -87,6 +89,13 @@ def test_map_proxies_resolve_to_the_default_or_a_named_proxy() -> None:
     settings, warnings = load_settings(None, env)
     assert settings.channel.proxy.map_publish.endpoint == "http://127.0.0.1:1/map_publish"
     assert not [w for w in warnings if "map" in w]
+    proxies = Proxies(settings, Metrics("test"))
+    assert proxies.any  # a map proxy alone makes the gateway ask the backend
+    opts = settings.channel_options("mm:x")
+    assert opts is not None
+    publish, remove = proxies.for_map("map_publish", opts), proxies.for_map("map_remove", opts)
+    assert publish is not None and publish.name == "default" and publish.protocol == "http"
+    assert remove is not None and remove.name == "be" and remove.protocol == "grpc"
 
 
 def test_the_defaults_a_mode_implies() -> None:
