@@ -38,8 +38,6 @@ KINDS = (
     "map_publish",
     "map_remove",
 )
-MAP_KINDS = ("map_publish", "map_remove")
-"""The map write proxies: enabled by a namespace's ``map.publish_proxy_*`` / ``map.remove_proxy_*``."""
 
 
 class ProxyTransport(Protocol):
