@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
-from gateway.config.map_checks import check_map, check_presence_prefixes
+from gateway.config.map_checks import check_map, check_map_proxies, check_presence_prefixes
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
@@ -207,6 +207,7 @@ def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[
                 _check_proxy_endpoint(proxy, f"channel.proxy.{kind}", warnings)
             if kind == "subscribe_stream":
                 _check_stream_proxy(opts, proxy, where)
+        check_map_proxies(settings, channel, opts, where, warnings, _check_proxy_endpoint)
     rpc = settings.rpc
     for ropts in (rpc.without_namespace, *rpc.namespaces):
         if not ropts.proxy_enabled:

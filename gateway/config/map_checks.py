@@ -2,34 +2,29 @@
 checked at load so a bad map namespace stops startup with the option's name).
 
 Taskcast implements ``subscription_type`` ``stream``, ``map`` and the map presence types
-``map_clients`` and ``map_users``, and client-side map writes by permission; the map
-publish / remove proxies are refused with the reason (``UNSUPPORTED_MAP``). ``shared_poll`` is
-checked where shared polling is implemented.
+``map_clients`` and ``map_users``, and client-side map writes by permission or through the map
+publish / remove proxies (``check_map_proxies``: each enabled proxy names a configured one).
+``shared_poll`` is checked where shared polling is implemented.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gateway.config.map_schema import MAP_MODES, MAP_SUBSCRIPTION_TYPES, MapSettings
-from gateway.config.schema import ChannelOptions, ConfigError
+from gateway.config.schema import (
+    ChannelOptions,
+    ChannelSettings,
+    ConfigError,
+    ProxySettings,
+    Settings,
+    named_proxy,
+)
 
 SUBSCRIPTION_TYPES = ("stream", "map", "map_clients", "map_users", "shared_poll")
 
 CLIENT_KEYS = ("", "client_id", "user_id")
 """``map.client_key``: a client write's key is its own (""), its client ID, or its user ID."""
-
-UNSUPPORTED_MAP = {
-    "publish_proxy_enabled": (
-        "the map publish proxy is not implemented: allow client writes with "
-        "map.allow_publish_for_* or write through the server API map_publish"
-    ),
-    "remove_proxy_enabled": (
-        "the map remove proxy is not implemented: allow client removals with "
-        "map.allow_remove_for_* or remove through the server API map_remove"
-    ),
-}
-"""What a map namespace may not enable, with what to do instead (docs/maps.md)."""
 
 
 def check_map(opts: ChannelOptions, path: str) -> None:
@@ -43,8 +38,6 @@ def check_map(opts: ChannelOptions, path: str) -> None:
         raise ConfigError(
             f"{path}.subscription_type", f"must be one of {', '.join(SUBSCRIPTION_TYPES)}, got {kind!r}"
         )
-    if kind in UNSUPPORTED_MAP:
-        raise ConfigError(f"{path}.subscription_type", UNSUPPORTED_MAP[kind])
     _check_section(opts.map, f"{path}.map", kind)
 
 
@@ -57,9 +50,6 @@ def _check_section(m: MapSettings, where: str, kind: str) -> None:
         raise ConfigError(
             f"{where}.mode", f'"persistent" is not allowed with {kind}: presence entries need a key_ttl'
         )
-    for option, reason in UNSUPPORTED_MAP.items():
-        if getattr(m, option, False):
-            raise ConfigError(f"{where}.{option}", reason)
     if m.client_key not in CLIENT_KEYS:
         raise ConfigError(
             f"{where}.client_key", f'must be "", "client_id" or "user_id", got {m.client_key!r}'
@@ -120,3 +110,32 @@ def check_presence_prefixes(
         target = namespaces.get(name) if sep else None
         if target is None or target.subscription_type not in MAP_SUBSCRIPTION_TYPES:
             raise ConfigError(f"{where}.{option}", f"{prefix!r} must name a map namespace (<name>{boundary})")
+
+
+def check_map_proxies(
+    settings: Settings,
+    channel: ChannelSettings,
+    opts: ChannelOptions,
+    where: str,
+    warnings: list[str],
+    check_endpoint: Callable[[ProxySettings, str, list[str]], None],
+) -> None:
+    """``map.publish_proxy_enabled`` / ``map.remove_proxy_enabled``: the proxy named by
+    ``map.*_proxy_name`` exists in ``proxies`` ("" / ``default``: ``channel.proxy.map_publish`` /
+    ``map_remove``, whose endpoint ``check_endpoint`` checks), as Centrifugo refuses to start
+    otherwise.
+
+    Raises:
+        ConfigError: a proxy name with no such proxy, or a default proxy without an endpoint.
+    """
+    for kind in ("map_publish", "map_remove"):
+        option = kind.removeprefix("map_")
+        if not getattr(opts.map, f"{option}_proxy_enabled"):
+            continue
+        name = getattr(opts.map, f"{option}_proxy_name")
+        default = getattr(channel.proxy, kind)
+        proxy = named_proxy(settings.proxies, default, name)
+        if proxy is None:
+            raise ConfigError(f"{where}.map.{option}_proxy_name", f"no proxy named {name!r} in proxies")
+        if proxy is default:
+            check_endpoint(proxy, f"channel.proxy.{kind}", warnings)

@@ -235,6 +235,10 @@ class ChannelProxySettings:
     sub_refresh: ProxySettings = field(default_factory=ProxySettings)
     subscribe_stream: ProxySettings = field(default_factory=ProxySettings)
     shared_poll_refresh: ProxySettings = field(default_factory=ProxySettings)
+    map_publish: ProxySettings = field(default_factory=ProxySettings)
+    """The map publish proxy (a map namespace's ``map.publish_proxy_enabled``, docs/maps.md)."""
+    map_remove: ProxySettings = field(default_factory=ProxySettings)
+    """The map remove proxy (a map namespace's ``map.remove_proxy_enabled``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,15 +34,8 @@ _CONSUMER_REDIS_OPTIONS = (
     "replica_client",
 )
 
-_NO_MAP = (
-    "the map publish / remove proxies are not implemented: allow client map writes with the "
-    "namespace's map.allow_publish_for_* / map.allow_remove_for_*, or write through the server API"
-)
-
 V6_9_UNSUPPORTED: Mapping[str, str] = MappingProxyType(
     {
-        "channel.proxy.map_publish": _NO_MAP,
-        "channel.proxy.map_remove": _NO_MAP,
         "channel.publication_data_format": (
             "publication data is not validated by format: validate it before publishing"
         ),

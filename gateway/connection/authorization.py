@@ -4,10 +4,11 @@ connection's commands, behind one interface (``Authorizer``) with two implementa
 ``TokenAuthorizer`` decides from JWTs and the namespace options (PROTOCOL.md §5, §7) through the
 pure ``protocol.policy``. ``ProxyAuthorizer`` asks the application backend (``gateway.proxy``)
 where Centrifugo v6 would: the connect proxy for a connect without a token, the subscribe proxy
-for a subscribe without a token in a namespace with ``subscribe_proxy_enabled``, the publish proxy
-and RPC proxy where enabled, the refresh proxy when a connection expires (server-side refresh);
-everything else goes to its ``TokenAuthorizer``. Every method returns a grant or raises a
-``CommandError`` / ``DisconnectError`` carrying the client-visible outcome, translated once here:
+for a subscribe without a token in a namespace with ``subscribe_proxy_enabled``, the publish
+proxy, the map publish / remove proxies and the RPC proxy where enabled, the refresh proxy when a
+connection expires (server-side refresh); everything else goes to its ``TokenAuthorizer``. Every
+method returns a grant or raises a ``CommandError`` / ``DisconnectError`` carrying the
+client-visible outcome, translated once here:
 a proxy that fails (timeout, refused, non-200, garbage) answers error 100 (temporary; the SDKs
 retry), as Centrifugo does for each of these commands.
 
@@ -26,6 +27,7 @@ from gateway.channels import ChannelRules, user_allowed
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.connection.tokens import KeysUnavailable, TokenError, TokenExpired, TokenVerifier
 from gateway.errors import CommandError, DisconnectError, fail
+from gateway.maps.permissions import may_write, write_key
 from gateway.protocol import codes, policy
 from gateway.protocol.messages import (
     ConnectRequest,
@@ -41,12 +43,15 @@ from gateway.protocol.messages import (
 from gateway.proxy.caller import Proxies, Proxy
 from gateway.proxy.replies import (
     ConnectGrant,
+    MapWriteGrant,
     ProxyFailure,
     ProxyReply,
     PublishGrant,
     RefreshGrant,
     SubscribeGrant,
     connect_grant,
+    map_publish_grant,
+    map_remove_grant,
     publish_grant,
     refresh_grant,
     rpc_data,
@@ -65,6 +70,7 @@ __all__ = [
     "Authorizer",
     "Caller",
     "ConnectGrant",
+    "MapWriteGrant",
     "ProxyAuthorizer",
     "PublishGrant",
     "RefreshGrant",
@@ -119,6 +125,15 @@ class Authorizer(Protocol):
     async def publish(
         self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool
     ) -> PublishGrant: ...
+
+    async def map_write(
+        self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool
+    ) -> MapWriteGrant:
+        """A client map write (``req.type`` 1; ``req.removed``: a removal): the key written and
+        how. A namespace with the map publish / remove proxy asks the backend (its permissions
+        and ``map.client_key`` do not apply then, as in Centrifugo); otherwise its
+        ``map.allow_*`` permissions decide and ``map.client_key`` names the key (103 refused)."""
+        ...
 
     async def rpc(self, who: Caller, req: RPCRequest) -> Result: ...
 
@@ -231,6 +246,19 @@ class TokenAuthorizer:
             raise CommandError(codes.ERROR_PERMISSION_DENIED)
         return PublishGrant()
 
+    async def map_write(
+        self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool
+    ) -> MapWriteGrant:
+        m, caller = opts.map, who.who
+        if not may_write(
+            m, user=caller.user, subscribed=subscribed, insecure=caller.insecure, remove=req.removed
+        ):
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        key = write_key(m, key=req.key, client_id=caller.client, user=caller.user)
+        if key is None:
+            raise CommandError(codes.ERROR_PERMISSION_DENIED)
+        return MapWriteGrant(key, delta=opts.delta_publish)
+
     async def rpc(self, who: Caller, req: RPCRequest) -> Result:
         ping = self.settings.rpc.ping
         if not ping.enabled:
@@ -340,6 +368,20 @@ class ProxyAuthorizer:
         fields: dict[str, object] = {"user": who.who.user, "channel": req.channel, "data": req.data}
         reply = _outcome(await self._ask(proxy, "publish", who, fields))
         return self._read(publish_grant, reply.result)  # type: ignore[arg-type]
+
+    async def map_write(
+        self, who: Caller, req: PublishRequest, opts: ChannelOptions, *, subscribed: bool
+    ) -> MapWriteGrant:
+        kind = "map_remove" if req.removed else "map_publish"
+        proxy = self.proxies.for_map(kind, opts)
+        if proxy is None:
+            return await self.tokens.map_write(who, req, opts, subscribed=subscribed)
+        fields: dict[str, object] = {"user": who.who.user, "channel": req.channel, "key": req.key}
+        if not req.removed:
+            fields["data"] = req.data
+        reply = _outcome(await self._ask(proxy, kind, who, fields))
+        read = map_remove_grant if req.removed else map_publish_grant
+        return self._read(lambda result: read(result, req.key), reply.result)  # type: ignore[arg-type]
 
     async def rpc(self, who: Caller, req: RPCRequest) -> Result:
         ping = self.tokens.settings.rpc.ping

@@ -27,7 +27,17 @@ log = logging.getLogger("taskcast.gateway.proxy")
 _hints = LogLimiter(log)
 
 DEFAULT_MAX_CONCURRENCY = 64
-KINDS = ("connect", "refresh", "subscribe", "publish", "sub_refresh", "rpc", "subscribe_stream")
+KINDS = (
+    "connect",
+    "refresh",
+    "subscribe",
+    "publish",
+    "sub_refresh",
+    "rpc",
+    "subscribe_stream",
+    "map_publish",
+    "map_remove",
+)
 
 
 class ProxyTransport(Protocol):
@@ -178,7 +188,16 @@ class Proxies:
         (``emulated_headers``): only then does a connection keep that map."""
         s = self.settings
         cp, ch = s.client.proxy, s.channel.proxy
-        every = (cp.connect, cp.refresh, ch.subscribe, ch.publish, ch.sub_refresh, ch.subscribe_stream)
+        every = (
+            cp.connect,
+            cp.refresh,
+            ch.subscribe,
+            ch.publish,
+            ch.sub_refresh,
+            ch.subscribe_stream,
+            ch.map_publish,
+            ch.map_remove,
+        )
         return any(p.emulated_headers for p in (*every, s.rpc.proxy, *s.proxies))
 
     @property
@@ -194,6 +213,10 @@ class Proxies:
                 for o in (s.channel.without_namespace, *s.channel.namespaces)
                 for k in kinds
             )
+            or any(
+                o.map.publish_proxy_enabled or o.map.remove_proxy_enabled
+                for o in (s.channel.without_namespace, *s.channel.namespaces)
+            )
             or any(o.proxy_enabled for o in (s.rpc.without_namespace, *s.rpc.namespaces))
         )
 
@@ -204,6 +227,17 @@ class Proxies:
         if opts is None or not getattr(opts, f"{kind}_proxy_enabled"):
             return None
         name = getattr(opts, f"{kind}_proxy_name") or "default"
+        proxy = named_proxy(self.settings.proxies, getattr(self.settings.channel.proxy, kind), name)
+        return None if proxy is None else self._proxy(kind, name, proxy)
+
+    def for_map(self, kind: str, opts: ChannelOptions) -> Proxy | None:
+        """The ``map_publish`` / ``map_remove`` proxy of a map namespace (``map.publish_proxy_name``
+        / ``map.remove_proxy_name``, else ``channel.proxy.map_publish`` / ``map_remove``); None
+        when the namespace does not enable it."""
+        option = kind.removeprefix("map_")
+        if not getattr(opts.map, f"{option}_proxy_enabled"):
+            return None
+        name = getattr(opts.map, f"{option}_proxy_name") or "default"
         proxy = named_proxy(self.settings.proxies, getattr(self.settings.channel.proxy, kind), name)
         return None if proxy is None else self._proxy(kind, name, proxy)
 

@@ -35,6 +35,8 @@ _METHODS: dict[str, tuple[str, type[Message]]] = {
     "sub_refresh": ("SubRefresh", pb.SubRefreshRequest),
     "subscribe_stream": ("SubscribeUnidirectional", pb.SubscribeRequest),
     "shared_poll_refresh": ("SharedPollRefresh", pb.SharedPollRefreshRequest),
+    "map_publish": ("MapPublish", pb.MapPublishRequest),
+    "map_remove": ("MapRemove", pb.MapRemoveRequest),
 }
 _RESULT_BYTES = ("data", "info", "meta")
 _METADATA_KEY = re.compile(r"^[0-9a-z_.-]+$")

@@ -275,6 +275,122 @@ class PublishResponse(_message.Message):
     disconnect: Disconnect
     def __init__(self, result: _Optional[_Union[PublishResult, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., disconnect: _Optional[_Union[Disconnect, _Mapping]] = ...) -> None: ...
 
+class MapPublishRequest(_message.Message):
+    __slots__ = ("client", "transport", "protocol", "encoding", "user", "channel", "key", "data", "b64data", "meta")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    B64DATA_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    transport: str
+    protocol: str
+    encoding: str
+    user: str
+    channel: str
+    key: str
+    data: bytes
+    b64data: str
+    meta: bytes
+    def __init__(self, client: _Optional[str] = ..., transport: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[str] = ..., user: _Optional[str] = ..., channel: _Optional[str] = ..., key: _Optional[str] = ..., data: _Optional[bytes] = ..., b64data: _Optional[str] = ..., meta: _Optional[bytes] = ...) -> None: ...
+
+class MapPublishResult(_message.Message):
+    __slots__ = ("key", "data", "b64data", "tags", "score", "key_mode", "stream_data", "b64stream_data", "idempotency_key", "delta", "version", "version_epoch")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    B64DATA_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEY_MODE_FIELD_NUMBER: _ClassVar[int]
+    STREAM_DATA_FIELD_NUMBER: _ClassVar[int]
+    B64STREAM_DATA_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    VERSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    data: bytes
+    b64data: str
+    tags: _containers.ScalarMap[str, str]
+    score: int
+    key_mode: str
+    stream_data: bytes
+    b64stream_data: str
+    idempotency_key: str
+    delta: bool
+    version: int
+    version_epoch: str
+    def __init__(self, key: _Optional[str] = ..., data: _Optional[bytes] = ..., b64data: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., score: _Optional[int] = ..., key_mode: _Optional[str] = ..., stream_data: _Optional[bytes] = ..., b64stream_data: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., delta: _Optional[bool] = ..., version: _Optional[int] = ..., version_epoch: _Optional[str] = ...) -> None: ...
+
+class MapPublishResponse(_message.Message):
+    __slots__ = ("result", "error", "disconnect")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DISCONNECT_FIELD_NUMBER: _ClassVar[int]
+    result: MapPublishResult
+    error: Error
+    disconnect: Disconnect
+    def __init__(self, result: _Optional[_Union[MapPublishResult, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., disconnect: _Optional[_Union[Disconnect, _Mapping]] = ...) -> None: ...
+
+class MapRemoveRequest(_message.Message):
+    __slots__ = ("client", "transport", "protocol", "encoding", "user", "channel", "key", "meta")
+    CLIENT_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    META_FIELD_NUMBER: _ClassVar[int]
+    client: str
+    transport: str
+    protocol: str
+    encoding: str
+    user: str
+    channel: str
+    key: str
+    meta: bytes
+    def __init__(self, client: _Optional[str] = ..., transport: _Optional[str] = ..., protocol: _Optional[str] = ..., encoding: _Optional[str] = ..., user: _Optional[str] = ..., channel: _Optional[str] = ..., key: _Optional[str] = ..., meta: _Optional[bytes] = ...) -> None: ...
+
+class MapRemoveResult(_message.Message):
+    __slots__ = ("key", "tags", "idempotency_key")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    tags: _containers.ScalarMap[str, str]
+    idempotency_key: str
+    def __init__(self, key: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+
+class MapRemoveResponse(_message.Message):
+    __slots__ = ("result", "error", "disconnect")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DISCONNECT_FIELD_NUMBER: _ClassVar[int]
+    result: MapRemoveResult
+    error: Error
+    disconnect: Disconnect
+    def __init__(self, result: _Optional[_Union[MapRemoveResult, _Mapping]] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., disconnect: _Optional[_Union[Disconnect, _Mapping]] = ...) -> None: ...
+
 class RPCRequest(_message.Message):
     __slots__ = ("client", "transport", "protocol", "encoding", "user", "method", "data", "b64data", "meta")
     CLIENT_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,16 @@ class CentrifugoProxyStub:
                 request_serializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.SerializeToString,
                 response_deserializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.FromString,
                 _registered_method=True)
+        self.MapPublish = channel.unary_unary(
+                '/centrifugal.centrifugo.proxy.CentrifugoProxy/MapPublish',
+                request_serializer=gateway_dot_proxy_dot_proxy__pb2.MapPublishRequest.SerializeToString,
+                response_deserializer=gateway_dot_proxy_dot_proxy__pb2.MapPublishResponse.FromString,
+                _registered_method=True)
+        self.MapRemove = channel.unary_unary(
+                '/centrifugal.centrifugo.proxy.CentrifugoProxy/MapRemove',
+                request_serializer=gateway_dot_proxy_dot_proxy__pb2.MapRemoveRequest.SerializeToString,
+                response_deserializer=gateway_dot_proxy_dot_proxy__pb2.MapRemoveResponse.FromString,
+                _registered_method=True)
         self.SharedPollRefresh = channel.unary_unary(
                 '/centrifugal.centrifugo.proxy.CentrifugoProxy/SharedPollRefresh',
                 request_serializer=gateway_dot_proxy_dot_proxy__pb2.SharedPollRefreshRequest.SerializeToString,
@@ -132,6 +142,18 @@ class CentrifugoProxyServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MapPublish(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MapRemove(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SharedPollRefresh(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -180,6 +202,16 @@ def add_CentrifugoProxyServicer_to_server(servicer, server):
                     servicer.SubscribeBidirectional,
                     request_deserializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.FromString,
                     response_serializer=gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.SerializeToString,
+            ),
+            'MapPublish': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapPublish,
+                    request_deserializer=gateway_dot_proxy_dot_proxy__pb2.MapPublishRequest.FromString,
+                    response_serializer=gateway_dot_proxy_dot_proxy__pb2.MapPublishResponse.SerializeToString,
+            ),
+            'MapRemove': grpc.unary_unary_rpc_method_handler(
+                    servicer.MapRemove,
+                    request_deserializer=gateway_dot_proxy_dot_proxy__pb2.MapRemoveRequest.FromString,
+                    response_serializer=gateway_dot_proxy_dot_proxy__pb2.MapRemoveResponse.SerializeToString,
             ),
             'SharedPollRefresh': grpc.unary_unary_rpc_method_handler(
                     servicer.SharedPollRefresh,
@@ -403,6 +435,60 @@ class CentrifugoProxy:
             '/centrifugal.centrifugo.proxy.CentrifugoProxy/SubscribeBidirectional',
             gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeRequest.SerializeToString,
             gateway_dot_proxy_dot_proxy__pb2.StreamSubscribeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapPublish(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.proxy.CentrifugoProxy/MapPublish',
+            gateway_dot_proxy_dot_proxy__pb2.MapPublishRequest.SerializeToString,
+            gateway_dot_proxy_dot_proxy__pb2.MapPublishResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MapRemove(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/centrifugal.centrifugo.proxy.CentrifugoProxy/MapRemove',
+            gateway_dot_proxy_dot_proxy__pb2.MapRemoveRequest.SerializeToString,
+            gateway_dot_proxy_dot_proxy__pb2.MapRemoveResponse.FromString,
             options,
             channel_credentials,
             insecure,

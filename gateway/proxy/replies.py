@@ -75,6 +75,27 @@ class PublishGrant:
     skip_history: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class MapWriteGrant:
+    """How a client map write (publish or removal) goes to the engine: the key, the data
+    (publish; None: the client's), and the write options the server API's ``map_publish`` /
+    ``map_remove`` take. From the namespace's permissions, or from the map publish / remove
+    proxy's result (Centrifugo's ``MapPublishResult`` / ``MapRemoveResult``)."""
+
+    key: str
+    data: bytes | None = None
+    tags: dict[str, str] | None = None
+    key_mode: str = ""
+    idempotency_key: str = ""
+    delta: bool = False
+    version: int = 0
+    version_epoch: str = ""
+
+
+MAP_KEY_MODES = ("", "if_new", "if_exists")
+"""``key_mode`` values a map publish proxy may answer (gateway/maps/state.py ``KEY_MODES``)."""
+
+
 def _malformed(detail: str) -> ProxyFailure:
     return ProxyFailure("malformed", detail)
 
@@ -240,3 +261,42 @@ def publish_grant(result: Mapping[str, Any] | None) -> PublishGrant:
 
 def rpc_data(result: Mapping[str, Any] | None) -> bytes | None:
     return None if result is None else _bytes(result, "data", "b64data")
+
+
+def _tags(obj: Mapping[str, Any]) -> dict[str, str] | None:
+    tags = _obj(obj.get("tags", {}), "tags")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        raise _malformed("tags is not a map of strings")
+    return dict(tags) or None
+
+
+def map_publish_grant(result: Mapping[str, Any] | None, key: str) -> MapWriteGrant:
+    """Map publish: no result = write the client's key and data; a result may replace the key
+    (non-empty ``key``) and the data (``b64data`` over ``data``) and sets the write options
+    (``tags``, ``key_mode``, ``idempotency_key``, ``delta``, ``version`` + ``version_epoch``),
+    as Centrifugo's map publish proxy handler reads them. ``score`` and ``stream_data`` are read
+    by no Centrifugo release and are ignored here too."""
+    if result is None:
+        return MapWriteGrant(key)
+    key_mode = _str(result, "key_mode")
+    if key_mode not in MAP_KEY_MODES:
+        raise _malformed("key_mode is not one of if_new, if_exists")
+    return MapWriteGrant(
+        key=_str(result, "key") or key,
+        data=_bytes(result, "data", "b64data"),
+        tags=_tags(result),
+        key_mode=key_mode,
+        idempotency_key=_str(result, "idempotency_key"),
+        delta=_bool(result, "delta"),
+        version=_int(result, "version", 0, 2**64 - 1),
+        version_epoch=_str(result, "version_epoch"),
+    )
+
+
+def map_remove_grant(result: Mapping[str, Any] | None, key: str) -> MapWriteGrant:
+    """Map remove: no result = remove the client's key; a result may replace the key and sets
+    ``idempotency_key``. Its ``tags`` are ignored: a removal carries the removed entry's tags
+    (the engines keep no tags of their own for a removal, as the server API's ``map_remove``)."""
+    if result is None:
+        return MapWriteGrant(key)
+    return MapWriteGrant(key=_str(result, "key") or key, idempotency_key=_str(result, "idempotency_key"))

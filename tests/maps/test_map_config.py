@@ -12,6 +12,8 @@ from gateway.config.loading import load_settings
 from gateway.config.map_schema import MapSettings
 from gateway.config.schema import ConfigError
 from gateway.maps.options import resolve
+from gateway.metrics import Metrics
+from gateway.proxy.caller import Proxies
 
 
 def load(*namespaces: dict[str, Any]) -> None:
@@ -32,9 +34,11 @@ def ns(name: str = "mm", kind: str = "map", **map_opts: Any) -> dict[str, Any]:
         ([ns(mode="ephemeral", key_ttl="1s", stream_size=5)], "channel.namespaces[mm].map.stream_size"),
         ([ns(mode="recoverable", key_ttl="60s", meta_ttl="10s")], "channel.namespaces[mm].map.meta_ttl"),
         ([ns(kind="map_clients", mode="persistent")], "channel.namespaces[mm].map.mode"),
+        ([ns(mode="persistent", publish_proxy_enabled=True)], "channel.proxy.map_publish.endpoint"),
+        ([ns(mode="persistent", remove_proxy_enabled=True)], "channel.proxy.map_remove.endpoint"),
         (
-            [ns(mode="persistent", publish_proxy_enabled=True)],
-            "channel.namespaces[mm].map.publish_proxy_enabled",
+            [ns(mode="persistent", remove_proxy_enabled=True, remove_proxy_name="nope")],
+            "channel.namespaces[mm].map.remove_proxy_name",
         ),
         ([ns(mode="persistent", client_key="session")], "channel.namespaces[mm].map.client_key"),
         ([ns(kind="lists", mode="persistent")], "channel.namespaces[mm].subscription_type"),
@@ -63,6 +67,35 @@ def test_valid_map_namespaces_load() -> None:
         ns("pres", kind="map_clients", mode="recoverable", key_ttl="60s"),
         {"name": "room", "map_clients_presence_channel_prefix": "pres:"},
     )
+
+
+def test_map_proxies_resolve_to_the_default_or_a_named_proxy() -> None:
+    """``map.*_proxy_name`` "" is ``channel.proxy.map_publish`` / ``map_remove``; another name is
+    a ``proxies`` entry (Centrifugo v6.8 starts with either; it refused nothing here before)."""
+    env = {
+        "TASKCAST_CHANNEL_NAMESPACES": json.dumps(
+            [
+                ns(
+                    mode="persistent",
+                    publish_proxy_enabled=True,
+                    remove_proxy_enabled=True,
+                    remove_proxy_name="be",
+                )
+            ]
+        ),
+        "TASKCAST_CHANNEL_PROXY_MAP_PUBLISH_ENDPOINT": "http://127.0.0.1:1/map_publish",
+        "TASKCAST_PROXIES": json.dumps([{"name": "be", "endpoint": "grpc://127.0.0.1:1"}]),
+    }
+    settings, warnings = load_settings(None, env)
+    assert settings.channel.proxy.map_publish.endpoint == "http://127.0.0.1:1/map_publish"
+    assert not [w for w in warnings if "map" in w]
+    proxies = Proxies(settings, Metrics("test"))
+    assert proxies.any  # a map proxy alone makes the gateway ask the backend
+    opts = settings.channel_options("mm:x")
+    assert opts is not None
+    publish, remove = proxies.for_map("map_publish", opts), proxies.for_map("map_remove", opts)
+    assert publish is not None and publish.name == "default" and publish.protocol == "http"
+    assert remove is not None and remove.name == "be" and remove.protocol == "grpc"
 
 
 def test_the_defaults_a_mode_implies() -> None:

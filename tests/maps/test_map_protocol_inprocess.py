@@ -14,6 +14,7 @@ from gateway.engine.map_memory import MemoryMapBroker
 from gateway.maps.options import resolve
 from gateway.maps.state import MapChange
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport
+from tests.support import mint_token
 
 PAGES = {
     "default_page_size": 2,
@@ -199,3 +200,28 @@ async def test_a_flow_past_its_catch_up_timeout_is_disconnected_and_abandoned_fl
     page = {"type": 1, "channel": "tasks:t", "phase": 2, "cursor": first["cursor"], "limit": 1}
     conn.client.feed(orjson.dumps({"id": 50, "subscribe": page}))
     assert (await conn.transport.closed_with()).code == 3008
+
+
+async def test_a_server_side_subscription_to_a_map_channel_is_a_stream_subscription() -> None:
+    """As in Centrifugo (connect token ``channels`` and the server API ``subscribe`` go through
+    centrifuge's stream subscribe, with no map type): the subscriber gets no state, and each
+    change as a publication with its ``key`` (``removed`` for a removal)."""
+    secret = "map-server-side-secret-of-32-bytes-or-more"
+    h = Harness({**ENV, "TASKCAST_CLIENT_TOKEN_HMAC_SECRET_KEY": secret})
+    h.node.attach_maps(MemoryMapBroker())
+    ch = "tasks:srv"
+    await write(h, ch, "before", 1)
+    token = mint_token(secret, "u1", channels=[ch])
+    _, transport = await h.connected(orjson.dumps({"id": 1, "connect": {"token": token}}))
+    reply = transport.messages()[0]["connect"]
+    assert list(reply["subs"]) == [ch] and "state" not in reply["subs"][ch]
+    await write(h, ch, "k", 2)
+    opts = h.settings.channel_options(ch)
+    assert opts is not None and h.node.maps is not None
+    await h.node.maps.remove(ch, "k", resolve(opts.map))
+    pubs = [await transport.push("pub") for _ in range(2)]
+    assert [(p["channel"], p["pub"].get("key"), p["pub"].get("removed", False)) for p in pubs] == [
+        (ch, "k", False),
+        (ch, "k", True),
+    ]
+    assert json.loads(orjson.dumps(pubs[0]["pub"]["data"])) == {"n": 2}

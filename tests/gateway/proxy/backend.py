@@ -11,7 +11,9 @@ that is not JSON / an unreadable result), ``hang`` (never answers until the test
 
 ``ok``: connect needs a ``session=<user>`` cookie (else disconnect 4501) and answers the user,
 info, data, meta and (for user ``subs``) a server-side subscription; subscribe answers info/data
-and an override; publish replaces data by ``{"modified": true, "original": <data>}``; rpc echoes;
+and an override; publish replaces data by ``{"modified": true, "original": <data>}``; map publish
+does the same, writes the key ``b:<key>`` tagged ``{"via": "proxy"}``, and map remove removes
+``b:<key>`` (the map key ``refuse`` is answered with the ``error`` behaviour); rpc echoes;
 refresh / sub_refresh extend by ``refresh_ttl`` seconds (``expired`` when ``expire`` is set).
 
 Subscribe streams (gRPC ``SubscribeUnidirectional`` / ``SubscribeBidirectional``): the first
@@ -43,7 +45,17 @@ from gateway.proxy import proxy_pb2_grpc as pb_grpc
 from tests.support.procs import free_port
 from tests.support.waiting import wait_until
 
-KINDS = ("connect", "refresh", "subscribe", "publish", "rpc", "sub_refresh", "shared_poll_refresh")
+KINDS = (
+    "connect",
+    "refresh",
+    "subscribe",
+    "publish",
+    "rpc",
+    "sub_refresh",
+    "shared_poll_refresh",
+    "map_publish",
+    "map_remove",
+)
 
 
 @dataclass
@@ -98,6 +110,8 @@ class Backend:
         """The response object (data/info/meta as JSON values); None = answer garbage."""
         self.calls.append(Call(kind, body, headers))
         mode = self.mode[kind]
+        if kind.startswith("map_") and body.get("key") == "refuse":
+            mode = "error"
         if mode == "error":
             return {"error": {"code": 1000, "message": "custom error", "temporary": False}}
         if mode == "disconnect":
@@ -144,6 +158,13 @@ class Backend:
 
     def _ok_publish(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         return {"data": {"modified": True, "original": body.get("data")}, "skip_history": False}
+
+    def _ok_map_publish(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        data = {"modified": True, "original": body.get("data")}
+        return {"key": "b:" + body["key"], "data": data, "tags": {"via": "proxy"}}
+
+    def _ok_map_remove(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        return {"key": "b:" + body["key"]}
 
     def _ok_shared_poll_refresh(self, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
         items = []
@@ -224,6 +245,8 @@ _RESPONSES = {
     "publish": pb.PublishResponse,
     "rpc": pb.RPCResponse,
     "sub_refresh": pb.SubRefreshResponse,
+    "map_publish": pb.MapPublishResponse,
+    "map_remove": pb.MapRemoveResponse,
 }
 
 
@@ -258,11 +281,16 @@ class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
         if backend.mode[kind] == "huge":
             backend.calls.append(Call(kind, body, headers))
             response = _RESPONSES[kind]()
-            response.result.data = b'"' + b"x" * backend.huge_size + b'"'
+            if kind == "map_remove":  # no bytes field: a huge key
+                response.result.key = "x" * backend.huge_size
+            else:
+                response.result.data = b'"' + b"x" * backend.huge_size + b'"'
             return response
         answer = _answer(backend, kind, body, headers)
         if answer is None:  # an unreadable result: base64 that is not base64
-            key = "b64data" if kind in ("publish", "rpc") else "b64info"
+            if kind == "map_remove":  # no field protobuf would not parse: a broken message
+                await context.abort(grpc.StatusCode.DATA_LOSS, "garbage")
+            key = "b64data" if kind in ("publish", "rpc", "map_publish") else "b64info"
             answer = {"result": {key: "***not base64***"}}
         result = answer.get("result")
         if isinstance(result, dict):
@@ -288,6 +316,12 @@ class GrpcServicer(pb_grpc.CentrifugoProxyServicer):
 
     async def SubRefresh(self, request: Any, context: Any) -> Any:
         return await self._handle("sub_refresh", request, context)
+
+    async def MapPublish(self, request: Any, context: Any) -> Any:
+        return await self._handle("map_publish", request, context)
+
+    async def MapRemove(self, request: Any, context: Any) -> Any:
+        return await self._handle("map_remove", request, context)
 
     async def SharedPollRefresh(self, request: Any, context: Any) -> Any:
         body = _from_grpc(request)

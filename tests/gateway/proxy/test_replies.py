@@ -19,8 +19,11 @@ from gateway.protocol.policy import Override, ServerSub
 from gateway.proxy.http import normalise
 from gateway.proxy.replies import (
     ConnectGrant,
+    MapWriteGrant,
     ProxyFailure,
     connect_grant,
+    map_publish_grant,
+    map_remove_grant,
     parse_reply,
     publish_grant,
     refresh_grant,
@@ -105,6 +108,34 @@ def test_other_grants() -> None:
     )
     with pytest.raises(ProxyFailure):
         subscribe_grant({"b64info": "***"})
+
+
+def test_map_write_grants() -> None:
+    """Centrifugo's map publish / remove proxy results: a non-empty key and the data replace the
+    client's; the write options pass through; an unknown key_mode or bad values are malformed."""
+    assert map_publish_grant(None, "k") == MapWriteGrant("k")
+    full = {
+        "key": "other",
+        "b64data": _b64(b'{"a":1}'),
+        "tags": {"t": "v"},
+        "key_mode": "if_new",
+        "idempotency_key": "i1",
+        "delta": True,
+        "version": "9",
+        "version_epoch": "e",
+        "score": 5,
+    }
+    assert map_publish_grant(full, "k") == MapWriteGrant(
+        "other", b'{"a":1}', {"t": "v"}, "if_new", "i1", True, 9, "e"
+    )
+    assert map_publish_grant({"key": "", "data": b"1"}, "k") == MapWriteGrant("k", b"1")
+    for bad in ({"key_mode": "sometimes"}, {"tags": {"t": 1}}, {"version": -1}, {"b64data": "***"}):
+        with pytest.raises(ProxyFailure):
+            map_publish_grant(bad, "k")
+    assert map_remove_grant({"key": "x", "idempotency_key": "i"}, "k") == MapWriteGrant(
+        "x", idempotency_key="i"
+    )
+    assert map_remove_grant({}, "k") == MapWriteGrant("k")
 
 
 def _load(tmp_path: Path, config: dict[str, Any]) -> Any:
