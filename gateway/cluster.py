@@ -43,12 +43,12 @@ from gateway.api.requests import (
     parse,
     to_params,
 )
-from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import Broker
 from gateway.hub import Hub
 from gateway.protocol import codes, policy
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import SubscribeRecovery
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.cluster")
 

@@ -24,7 +24,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.cluster import Cluster
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.conflation import conflation_key
@@ -48,6 +47,7 @@ from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
 from gateway.sharedpoll.manager import SharedPollManager
 from gateway.webhooks.hooks import NO_HOOKS, LifecycleHooks
+from httpwire.cancellation import raise_if_cancelling
 
 VERSION = "0.1.0"
 

@@ -42,12 +42,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from httpwire.cancellation import raise_if_cancelling
 from relay.backoff import full_jitter, staggered_delay
 from relay.claim import OutboxLeases
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
-from status_api.cancellation import raise_if_cancelling
 from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")

@@ -23,10 +23,10 @@ from collections.abc import Callable
 
 import redis.asyncio as redis
 
+from httpwire.cancellation import raise_if_cancelling
 from relay.backoff import full_jitter
 from relay.metrics import RelayMetrics
 from status_api import redis_client
-from status_api.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.relay.wake")
 

@@ -20,7 +20,7 @@ import contextlib
 import logging
 from datetime import datetime, timedelta
 
-from status_api.cancellation import raise_if_cancelling
+from httpwire.cancellation import raise_if_cancelling
 from status_api.domain.model import Health
 from status_api.service import StatusService
 from status_api.storage import repository as repo

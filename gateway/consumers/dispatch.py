@@ -35,9 +35,9 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter
 
 from gateway.api.requests import ApiError
-from gateway.cancellation import raise_if_cancelling
 from gateway.log_limit import LogLimiter
 from gateway.protocol import codes
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.consumers")
 

@@ -27,7 +27,6 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.client import JetStreamContext
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config.consumer_schema import NatsJetStreamConsumerSettings
 from gateway.consumers.dispatch import (
     Dispatcher,
@@ -37,6 +36,7 @@ from gateway.consumers.dispatch import (
     backoff,
     parse_flag,
 )
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.consumers")
 

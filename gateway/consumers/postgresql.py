@@ -25,9 +25,9 @@ from typing import Any
 
 import asyncpg
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config.consumer_schema import PostgresConsumerSettings
 from gateway.consumers.dispatch import Dispatcher, RetryLater, backoff
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.consumers")
 

@@ -25,7 +25,6 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config import redis_address
 from gateway.config.consumer_schema import RedisStreamConsumerSettings
 from gateway.consumers.dispatch import (
@@ -36,6 +35,7 @@ from gateway.consumers.dispatch import (
     backoff,
     parse_flag,
 )
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.consumers")
 

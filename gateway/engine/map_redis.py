@@ -16,7 +16,6 @@ import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import BrokerEventHandler, EngineError
 from gateway.engine.map_base import MapStateResult, MapStreamResult
 from gateway.engine.memory import new_epoch
@@ -26,6 +25,7 @@ from gateway.engine.redis_keys import RedisKeys, shard_index
 from gateway.maps.options import MapOptions
 from gateway.maps.state import MapChange, PositionLost, UpdateResult
 from gateway.protocol.messages import Publication, StreamPosition
+from httpwire.cancellation import raise_if_cancelling
 
 MAP = LuaScript("map.lua")
 

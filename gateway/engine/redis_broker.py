@@ -29,7 +29,6 @@ from typing import Any
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import RedisError
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.engine.base import (
     BrokerEventHandler,
     EngineError,
@@ -56,6 +55,7 @@ from gateway.engine.redis_codec import (
 )
 from gateway.engine.redis_keys import RedisKeys, shard_index
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+from httpwire.cancellation import raise_if_cancelling
 
 logger = logging.getLogger(__name__)
 

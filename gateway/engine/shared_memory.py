@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.engine import shared_wire as wire
 from gateway.engine.base import (
     BrokerEventHandler,
@@ -36,6 +35,7 @@ from gateway.engine.base import (
 )
 from gateway.engine.failures import FailureRun
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.engine.shared")
 

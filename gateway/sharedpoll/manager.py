@@ -35,7 +35,6 @@ from typing import Any, Protocol
 import orjson
 from prometheus_client import Histogram
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.log_limit import LogLimiter
 from gateway.metrics import Metrics
@@ -46,6 +45,7 @@ from gateway.protocol.messages import KeyedPublication
 from gateway.proxy.caller import Proxies, Proxy
 from gateway.proxy.replies import ProxyFailure
 from gateway.sharedpoll.state import Applied, ChannelState, RefreshItem
+from httpwire.cancellation import raise_if_cancelling
 
 __all__ = ["DEFAULTS", "SharedPollManager", "Tracker"]
 

@@ -25,11 +25,11 @@ from collections.abc import Callable
 
 import httpx
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config.webhook_schema import WebhookSettings
 from gateway.engine.failures import FailureRun
 from gateway.webhooks.events import SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_HEADER, batch_body, signature
 from gateway.webhooks.metrics import WebhookMetrics
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.webhooks")
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
-from gateway.cancellation import raise_if_cancelling
 from gateway.config.schema import Settings
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
@@ -30,6 +29,7 @@ from gateway.webhooks.delivery import WebhookSender
 from gateway.webhooks.events import Event, EventType, Selection, encode
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.store import OccupancyStore
+from httpwire.cancellation import raise_if_cancelling
 
 log = logging.getLogger("taskcast.gateway.webhooks")
 

@@ -1,4 +1,4 @@
-"""The rule every background loop of the Status API and the relay follows: a cancelled loop stops.
+"""The rule every background loop of every service follows: a cancelled loop stops.
 
 A loop that catches a failure and goes on (logs, backs off, retries) can receive its own
 cancellation disguised as that failure: a client library that catches ``CancelledError`` and
