@@ -52,6 +52,11 @@ class Publication:
     """The map key this publication writes or removes (map channels; "" elsewhere)."""
     removed: bool = False
     """A map key's removal (``data`` is empty)."""
+    prev: bytes | None = None
+    """A map change published with ``delta``: the key's value before it, handed over by the map
+    engine with the change (None: the key was new, or the write did not allow delta). Never
+    stored nor sent: delta subscriptions get the change as a fossil delta against it
+    (gateway/maps/delta.py)."""
 
 
 class Method(StrEnum):
