@@ -163,8 +163,10 @@ def _map_change_push(pub: Publication, push: SharedPush, wire: Codec) -> SharedP
     if isinstance(cached, SharedPush):
         return cached
     shaped = map_delta.change(pub, wire.binary)
-    if wire.binary:
-        payload = protobuf_codec.encode_delta_publication(push.channel, shaped) if shaped.delta else push.payload
+    if wire.binary:  # whole: the shared push itself (bytes as they are, no delta flag)
+        payload = push.payload
+        if shaped.delta:
+            payload = protobuf_codec.encode_delta_publication(push.channel, shaped)
     else:
         payload = codec.encode_push(push.channel, "pub", codec.map_delta_publication_obj(shaped))
     form = push if payload is push.payload else SharedPush(payload, conflation=push.conflation)
