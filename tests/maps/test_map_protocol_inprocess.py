@@ -272,3 +272,10 @@ async def test_fossil_delta_is_negotiated_by_the_namespace_and_sent_per_key() ->
         "removed": True,
         "data": "",
     }
+    epoch = live["epoch"]
+    late = await connected(h)
+    page = await late.sub(
+        channel="deltas:d", phase=1, recover=True, offset=1, epoch=epoch, limit=1, delta="fossil"
+    )
+    assert page["subscribe"]["phase"] == 1  # a stream page: values as JSON strings too
+    assert orjson.loads(page["subscribe"]["publications"][0]["data"])["n"] == 2
