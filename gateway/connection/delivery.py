@@ -158,18 +158,20 @@ class _Forms:
 def _map_change_push(pub: Publication, push: SharedPush, wire: Codec) -> SharedPush:
     """The push a map subscription with delta gets for a change: by the per-key rule of
     gateway/maps/delta.py (against the key's previous value the engine handed over), built once
-    per publication and codec (cached in ``variants``)."""
+    per publication and codec (cached in ``variants``), and never dropped by conflation."""
     cached = push.variants
     if isinstance(cached, SharedPush):
         return cached
     shaped = map_delta.change(pub, wire.binary)
-    if wire.binary:  # whole: the shared push itself (bytes as they are, no delta flag)
+    if wire.binary:  # whole: the shared push's bytes (data as it is, no delta flag)
         payload = push.payload
         if shaped.delta:
             payload = protobuf_codec.encode_delta_publication(push.channel, shaped)
     else:
         payload = codec.encode_push(push.channel, "pub", codec.map_delta_publication_obj(shaped))
-    form = push if payload is push.payload else SharedPush(payload, conflation=push.conflation)
+    # Never conflated (gateway/conflation.py): a held connection that dropped a key's older
+    # change would apply the next delta of that key to a value it never received.
+    form = SharedPush(payload)
     push.variants = form
     return form
 

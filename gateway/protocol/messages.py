@@ -47,7 +47,8 @@ class Publication:
     """Unix ms when the gateway accepted it (not sent to clients; used for lag metrics)."""
     delta: bool = False
     """Published with delta compression allowed (API ``delta`` / namespace ``delta_publish``):
-    delta subscribers may get it as a fossil delta against the previous publication."""
+    delta subscribers may get it as a fossil delta against the previous publication (a map
+    change: against the key's previous value, ``prev``)."""
     key: str = ""
     """The map key this publication writes or removes (map channels; "" elsewhere)."""
     removed: bool = False
