@@ -13,15 +13,15 @@ Going live (centrifuge's order): the subscription enters the table and the hub f
 changes are buffered on it; then the stream is read from the client's position (at most
 ``live_transition_max_publication_limit`` changes, else 112: re-read the state); the reply
 carries them with the stream top, and once it is queued the buffered changes past that top are
-delivered (``Session.go_live``; each position-checked).
+delivered (``Session.go_live``; each position-checked). Errors: another epoch or a position the
+stream lost ⇒ 112 (the SDK re-reads from scratch), a namespace that is not a map ⇒ 107, no map
+engine ⇒ 108, a continuation without a flow ⇒ 103.
 
 Fossil delta (centrifuge's rule): a command asking ``delta: "fossil"`` in a namespace whose
 ``allowed_delta_types`` lists it (and without a tags filter, which could hide a key's previous
 value from the client) gets the values of every phase in the delta form of gateway/maps/delta.py
 (over JSON, JSON strings), the LIVE reply ``delta: true`` with its changes by the per-key rule,
-and then live changes as deltas against each key's previous value. Errors: another epoch or a position the
-stream lost ⇒ 112 (the SDK re-reads from scratch), a namespace that is not a map ⇒ 107, no map
-engine ⇒ 108, a continuation without a flow ⇒ 103.
+then live changes as deltas against each key's previous value (gateway/connection/delivery.py).
 """
 
 from __future__ import annotations
