@@ -19,7 +19,9 @@ compression (subscribe ``delta: "fossil"``), as Centrifugo v6 does them.
   publication published with delta allowed (API ``delta`` or namespace ``delta_publish``) goes
   as a fossil delta against the channel's previous publication when the subscription received
   exactly that one. The first publication after subscribe (and after recovery) is full. Both
-  forms are computed ONCE per publication, on its ``SharedPush``, not per connection.
+  forms are computed ONCE per publication, on its ``SharedPush``, not per connection. A map
+  change goes by the per-key rule of gateway/maps/delta.py instead: against the key's previous
+  value the engine handed over with it.
 
 Imports the hub's fan-out types and the pure protocol modules only.
 """
@@ -34,6 +36,7 @@ import orjson
 from gateway.config.schema import ChannelOptions
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, Queue, SharedPush
+from gateway.maps import delta as map_delta
 from gateway.protocol import codec, codes, fossil
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import Publication, StreamPosition
@@ -152,10 +155,33 @@ class _Forms:
         return self._delta
 
 
+def _map_change_push(pub: Publication, push: SharedPush, wire: Codec) -> SharedPush:
+    """The push a map subscription with delta gets for a change: by the per-key rule of
+    gateway/maps/delta.py (against the key's previous value the engine handed over), built once
+    per publication and codec (cached in ``variants``), and never dropped by conflation."""
+    cached = push.variants
+    if isinstance(cached, SharedPush):
+        return cached
+    shaped = map_delta.change(pub, wire.binary)
+    if wire.binary:  # whole: the shared push's bytes (data as it is, no delta flag)
+        payload = push.payload
+        if shaped.delta:
+            payload = protobuf_codec.encode_delta_publication(push.channel, shaped)
+    else:
+        payload = codec.encode_push(push.channel, "pub", codec.map_delta_publication_obj(shaped))
+    # Never conflated (gateway/conflation.py): a held connection that dropped a key's older
+    # change would apply the next delta of that key to a value it never received.
+    form = SharedPush(payload)
+    push.variants = form
+    return form
+
+
 def delta_push(sub: Subscription, pub: Publication, push: SharedPush, wire: Codec = JSON) -> SharedPush:
     """The push a delta subscription on a ``wire`` connection gets for ``pub`` (which passed its
     position check; ``push`` is the shared push of that codec), and the subscription's delta
-    base moved to it."""
+    base moved to it. A map change goes by the per-key rule instead (no per-subscription base)."""
+    if pub.key:
+        return _map_change_push(pub, push, wire)
     forms = push.variants
     if not isinstance(forms, _Forms):
         forms = push.variants = _Forms(pub, push, wire)

@@ -16,6 +16,12 @@ carries them with the stream top, and once it is queued the buffered changes pas
 delivered (``Session.go_live``; each position-checked). Errors: another epoch or a position the
 stream lost ⇒ 112 (the SDK re-reads from scratch), a namespace that is not a map ⇒ 107, no map
 engine ⇒ 108, a continuation without a flow ⇒ 103.
+
+Fossil delta (centrifuge's rule): a command asking ``delta: "fossil"`` in a namespace whose
+``allowed_delta_types`` lists it (and without a tags filter, which could hide a key's previous
+value from the client) gets the values of every phase in the delta form of gateway/maps/delta.py
+(over JSON, JSON strings), the LIVE reply ``delta: true`` with its changes by the per-key rule,
+then live changes as deltas against each key's previous value (gateway/connection/delivery.py).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from gateway.connection.delivery import subscription_filter
 from gateway.connection.subscriptions import Driver, Subscriptions, channel_rules
 from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.errors import CommandError, DisconnectError
+from gateway.maps import delta as map_delta
 from gateway.maps import phases
 from gateway.maps.options import MapOptions, resolve
 from gateway.maps.phases import MapPending
@@ -142,6 +149,17 @@ class MapSubscriptions:
         self._pending[req.channel] = pending
         return pending
 
+    def _delta(self, req: SubscribeRequest, opts: ChannelOptions, pending: MapPending) -> bool:
+        """Whether this command gets fossil delta: asked for, allowed by the namespace, and no
+        tags filter (an unknown type is not negotiated, as in centrifuge's map subscribe)."""
+        return bool(req.delta) and req.delta in opts.allowed_delta_types and pending.tags_filter is None
+
+    def _whole(self, pubs: list[Publication], delta: bool) -> list[Publication]:
+        """State entries / stream page changes as sent: for a delta flow over JSON, their data
+        as JSON strings (the exact bytes centrifuge-js keeps as each key's delta base)."""
+        binary = self._driver.codec.binary
+        return [map_delta.whole(p, binary) for p in pubs] if delta and not binary else pubs
+
     async def _state(
         self,
         req: SubscribeRequest,
@@ -170,7 +188,7 @@ class MapSubscriptions:
             cursor=page.cursor,
             epoch=page.position.epoch,
             offset=frozen.offset,
-            state=pubs,
+            state=self._whole(pubs, self._delta(req, opts, pending)),
         )
 
     async def _stream(
@@ -202,7 +220,7 @@ class MapSubscriptions:
             phase=phases.PHASE_STREAM,
             epoch=read.position.epoch,
             offset=offset,
-            publications=pubs,
+            publications=self._whole(pubs, self._delta(req, opts, pending)),
         )
 
     async def _go_live(
@@ -222,6 +240,7 @@ class MapSubscriptions:
         self._pending.pop(channel, None)
         grant: SubscribeGrant = pending.grant
         expire_at = float(grant.expire_at) if grant.expire_at is not None else None
+        delta = self._delta(req, opts, pending)
         sub = Subscription(
             channel,
             namespace,
@@ -231,6 +250,7 @@ class MapSubscriptions:
             expire_at=expire_at,
             chan_info=grant.info,
             tags_filter=pending.tags_filter,
+            delta=delta,
         )
         error = session.check_subscribe(channel, namespace, opts.subscription_limit_per_connection)
         if error is not None:
@@ -268,6 +288,9 @@ class MapSubscriptions:
         if recovering:
             metrics.recover.labels("yes", "", "yes" if replay else "no").inc()
         driver.after_reply(lambda: self._live(sub))
+        if delta:
+            state = self._whole(state, delta) if state is not None else None
+            replay = map_delta.recovered(replay, driver.codec.binary)
         return SubscribeResult(
             type=phases.TYPE_MAP,
             phase=phases.PHASE_LIVE,
@@ -281,6 +304,7 @@ class MapSubscriptions:
             state=state,
             publications=replay,
             data=grant.data,
+            delta=delta,
         )
 
     def _live(self, sub: Subscription) -> None:

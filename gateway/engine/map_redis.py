@@ -137,6 +137,7 @@ class RedisMapBroker:
                 str(change.version),
                 change.version_epoch,
                 "1" if change.refresh_ttl_on_suppress else "0",
+                "1" if change.delta else "0",
             ],
             self.keys.map_result(channel, idem) if idem else "",
         )

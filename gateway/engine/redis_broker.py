@@ -45,10 +45,12 @@ from gateway.engine.redis_codec import (
     JOIN,
     LEAVE,
     POSITIONED,
+    POSITIONED_DELTA,
     PROBE,
     UNPOSITIONED,
     decode_info,
     decode_positioned,
+    decode_positioned_delta,
     decode_publication,
     encode_info,
     encode_publication,
@@ -445,6 +447,9 @@ class RedisBroker:
         try:
             if message.startswith(POSITIONED):
                 pub, position = decode_positioned(message)
+                handler.on_publication(channel, pub, position)
+            elif message.startswith(POSITIONED_DELTA):
+                pub, position = decode_positioned_delta(message)
                 handler.on_publication(channel, pub, position)
             elif message.startswith(UNPOSITIONED):
                 handler.on_publication(channel, decode_publication(message[len(UNPOSITIONED) :], 0), None)

@@ -5,11 +5,15 @@ A publication is stored in its stream entry (field ``d``) and published as msgpa
 offset is the entry id, or in the envelope). PUB/SUB messages
 on ``<prefix>.client.{ch}`` are, as in Centrifugo (PROTOCOL.md §3.5): ``__p1:<offset>:<epoch>__``
 + publication (written by publish.lua), ``__p0__`` + publication (no history), ``__j__`` / ``__l__``
-+ info (join / leave). Pure: imports no redis or asyncio.
++ info (join / leave). A map change written with ``delta`` to an existing key is published by
+map.lua as ``__pd:<offset>:<epoch>:<n>__`` + the key's previous state payload (``n`` bytes) +
+publication, so every node gets the key's previous value with the change (``Publication.prev``).
+Pure: imports no redis or asyncio.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -17,6 +21,7 @@ import msgpack
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 
 POSITIONED = b"__p1:"
+POSITIONED_DELTA = b"__pd:"
 UNPOSITIONED = b"__p0__"
 JOIN = b"__j__"
 LEAVE = b"__l__"
@@ -73,3 +78,14 @@ def decode_positioned(message: bytes) -> tuple[Publication, StreamPosition]:
     offset_text, epoch = message[len(POSITIONED) : end].split(b":", 1)
     offset = int(offset_text)
     return decode_publication(message[end + 2 :], offset), StreamPosition(offset, epoch.decode())
+
+
+def decode_positioned_delta(message: bytes) -> tuple[Publication, StreamPosition]:
+    """Split ``__pd:<offset>:<epoch>:<n>__<previous state payload (n bytes)><publication>``:
+    the publication with ``prev`` = the previous value's data."""
+    end = message.index(b"__", len(POSITIONED_DELTA))
+    offset_text, epoch, size_text = message[len(POSITIONED_DELTA) : end].split(b":", 2)
+    offset, size, body = int(offset_text), int(size_text), end + 2
+    prev = decode_publication(message[body : body + size], 0)
+    pub = decode_publication(message[body + size :], offset)
+    return replace(pub, prev=prev.data), StreamPosition(offset, epoch.decode())

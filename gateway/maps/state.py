@@ -165,7 +165,9 @@ class MapChannel:
     def publish(
         self, change: MapChange, opts: MapOptions, now: float
     ) -> tuple[UpdateResult, Publication | None]:
-        """Write ``change``; returns the result and the change to deliver (None: suppressed)."""
+        """Write ``change``; returns the result and the change to deliver (None: suppressed),
+        which carries the key's previous value (``prev``) when the write allows delta and the
+        key existed."""
         self.touch(opts, now)
         cached = self._cached(change.idempotency_key, now)
         if cached is not None:
@@ -206,6 +208,8 @@ class MapChannel:
         self.next_key_expiry = min(self.next_key_expiry, expire_at)
         result = UpdateResult(self.position)
         self._remember(change.idempotency_key, change.idempotent_result_ttl, result, now)
+        if change.delta and entry is not None:  # the key's previous value, for per-key delta
+            return result, replace(pub, prev=entry.pub.data)
         return result, pub
 
     def remove(

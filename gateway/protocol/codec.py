@@ -377,6 +377,19 @@ def map_publication_obj(pub: Publication) -> dict[str, Any]:
     return obj
 
 
+def map_delta_publication_obj(pub: Publication) -> dict[str, Any]:
+    """A map change for a subscription with fossil delta (gateway/maps/delta.py): ``data`` is
+    always written (a JSON string, ``""`` for a removal, which centrifuge-js parses), ``delta``
+    when it is a fossil delta."""
+    obj = publication_obj(pub.data, pub.offset, pub.info, pub.tags)
+    obj["key"] = pub.key
+    if pub.removed:
+        obj["removed"] = True
+    if pub.delta:
+        obj["delta"] = True
+    return obj
+
+
 PING = b"{}"
 """A server ping is an empty reply (§1.4)."""
 
@@ -415,9 +428,12 @@ def map_subscribe_result_obj(r: SubscribeResult) -> dict[str, Any]:
     if r.state:
         obj["state"] = [map_publication_obj(p) for p in r.state]
     if r.publications:
-        obj["publications"] = [map_publication_obj(p) for p in r.publications]
+        encode = map_delta_publication_obj if r.delta else map_publication_obj
+        obj["publications"] = [encode(p) for p in r.publications]
     if r.data is not None:
         obj["data"] = raw(r.data)
+    if r.delta:
+        obj["delta"] = True
     return obj
 
 

@@ -47,11 +47,17 @@ class Publication:
     """Unix ms when the gateway accepted it (not sent to clients; used for lag metrics)."""
     delta: bool = False
     """Published with delta compression allowed (API ``delta`` / namespace ``delta_publish``):
-    delta subscribers may get it as a fossil delta against the previous publication."""
+    delta subscribers may get it as a fossil delta against the previous publication (a map
+    change: against the key's previous value, ``prev``)."""
     key: str = ""
     """The map key this publication writes or removes (map channels; "" elsewhere)."""
     removed: bool = False
     """A map key's removal (``data`` is empty)."""
+    prev: bytes | None = None
+    """A map change published with ``delta``: the key's value before it, handed over by the map
+    engine with the change (None: the key was new, or the write did not allow delta). Never
+    stored nor sent: delta subscriptions get the change as a fossil delta against it
+    (gateway/maps/delta.py)."""
 
 
 class Method(StrEnum):

@@ -1,8 +1,9 @@
 """Map subscriptions (Centrifugo v6.8+ subscription type ``map``) with the official centrifuge-js
 (>= 5.8 ``newMapSubscription``), over JSON and Protobuf, on both engines: state pages, live
 updates and removals, positioned recovery after a reconnect, the full re-sync of a streamless
-(``ephemeral``) map, and the tags filter of the first subscribe. One gateway per engine serves
-the module (map namespaces need their own config).
+(``ephemeral``) map, the tags filter of the first subscribe, and fossil delta per key
+(``delta: 'fossil'``). One gateway per engine serves the module (map namespaces need their own
+config).
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ MAP_NAMESPACES = [
         "allow_subscribe_for_client": True,
         "map": {"mode": "ephemeral", "key_ttl": "300s", **PAGES},
     },
+    {
+        "name": "deltas",
+        "subscription_type": "map",
+        "allow_subscribe_for_client": True,
+        "allowed_delta_types": ["fossil"],
+        "map": {"mode": "recoverable", "key_ttl": "300s", **PAGES},
+    },
 ]
 
 WIRES = [Wire("json"), Wire("protobuf")]
@@ -89,10 +97,12 @@ def wire(request: pytest.FixtureRequest) -> Wire:
     return value
 
 
-def _run(node_bin: str, gw: GatewayProcess, wire: Wire, channel: str, **args: Any) -> list[dict[str, Any]]:
+def _run(
+    node_bin: str, gw: GatewayProcess, wire: Wire, channel: str, script: str = "map.mjs", **args: Any
+) -> list[dict[str, Any]]:
     user = f"u{uuid.uuid4().hex[:6]}"
     return run_script(
-        node_bin, "map.mjs", gw, wire, channel=channel, user=user, token=mint_token(SECRET, user), **args
+        node_bin, script, gw, wire, channel=channel, user=user, token=mint_token(SECRET, user), **args
     )
 
 
@@ -174,3 +184,25 @@ def test_client_map_writes_by_permission(node_bin, map_gateway, wire):
     ]
     assert of(events, "map_update")[0]["user"] == "writer"
     assert of(events, "denied_write")[0]["code"] == 103
+
+
+def test_map_fossil_delta_per_key(node_bin, map_gateway, wire):
+    """``delta: 'fossil'``: the SDK rebuilds every value from per-key deltas (live, and in the
+    recovered batch after a reconnect) and its stats count the deltas the wire carried: live
+    k001 ×2, k002, the second k001 of the recovered batch (its first change goes whole), and
+    k002 after the resubscribe. A removal goes whole (``data`` ""), a new key whole."""
+    channel = f"deltas:{uuid.uuid4().hex[:8]}"
+    events = _run(node_bin, map_gateway, wire, channel, "map_delta.mjs")
+    state = {e["key"]: e["data"] for e in of(events, "map_sync")[0]["entries"]}
+    assert sorted(state) == ["k001", "k002", "k003", "k004"]
+    for update in of(events, "map_update"):
+        if update["removed"]:
+            del state[update["key"]]
+        else:
+            state[update["key"]] = update["data"]
+    assert state == of(events, "written")[0]["values"]
+    assert [u["data"]["n"] for u in of(events, "map_update", key="k001")] == [101, 201, 301, 401]
+    assert of(events, "subscribed")[1]["recovered"] is True
+    stats = of(events, "delta_stats")[0]
+    assert stats["numDeltaPayloads"] == 5, stats
+    assert stats["bytesDecoded"] - stats["bytesReceived"] > 5 * 250, stats  # ~360-byte values

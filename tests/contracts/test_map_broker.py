@@ -263,3 +263,30 @@ async def test_the_background_sweep_delivers_removals_by_ttl_without_other_traff
             task.cancel()
     events = await engine.events.wait(2)
     assert events[1].pub is not None and (events[1].pub.key, events[1].pub.removed) == ("k", True)
+
+
+async def test_a_delta_write_hands_over_the_keys_previous_value(engine: Engine) -> None:
+    """Per-key fossil delta (gateway/maps/delta.py): a write with ``delta`` to an existing key is
+    delivered with that key's previous value (``prev``), never another key's; a new key, a
+    write without ``delta``, a removal: none. Nothing of it is stored."""
+    maps, ch = engine.maps, await channel_of(engine)
+    await maps.publish(ch, change("a", 1), PERSISTENT)
+    await maps.publish(ch, change("b", 2), PERSISTENT)
+    await maps.publish(ch, change("a", 3, delta=True), PERSISTENT)
+    await maps.publish(ch, change("c", 4, delta=True), PERSISTENT)  # new key
+    await maps.publish(ch, change("b", 5), PERSISTENT)  # no delta
+    await maps.remove(ch, "a", PERSISTENT)
+    await maps.publish(ch, change("b", 6, delta=True), PERSISTENT)
+    events = await engine.events.wait(7)
+    assert [(e.pub.key, e.pub.offset, e.pub.prev) for e in events if e.pub] == [
+        ("a", 1, None),
+        ("b", 2, None),
+        ("a", 3, b'{"n":1}'),
+        ("c", 4, None),
+        ("b", 5, None),
+        ("a", 6, None),
+        ("b", 7, b'{"n":5}'),
+    ]
+    stored = (await maps.read_stream(ch, PERSISTENT, limit=-1)).publications
+    stored += (await maps.read_state(ch, PERSISTENT)).publications
+    assert all(p.prev is None for p in stored)

@@ -1,7 +1,9 @@
 """Map subscriptions at the wire, in-process (a real Node on the memory engine with its map
 engine, recording transports): a state read in pages stays consistent with the stream position
-of its first page while changes land between pages, and malformed or out-of-place map commands
-get Centrifugo's codes, retain nothing and leave the node serving others."""
+of its first page while changes land between pages, fossil delta is negotiated as Centrifugo
+does (namespace ``allowed_delta_types``, no tags filter) and sends per-key deltas, and
+malformed or out-of-place map commands get Centrifugo's codes, retain nothing and leave the node
+serving others."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import orjson
 from gateway.engine.map_memory import MemoryMapBroker
 from gateway.maps.options import resolve
 from gateway.maps.state import MapChange
+from gateway.protocol import fossil
 from tests.gateway.recording import INSECURE, Harness, RecordingTransport
 from tests.support import mint_token
 
@@ -36,6 +39,13 @@ ENV = {
                 "subscription_type": "map",
                 "map": {"mode": "ephemeral", "key_ttl": "60s", **PAGES},
             },
+            {
+                "name": "deltas",
+                "subscription_type": "map",
+                "allowed_delta_types": ["fossil"],
+                "allow_tags_filter": True,
+                "map": {"mode": "persistent", "stream_size": 10, **PAGES},
+            },
             {"name": "plain"},
         ]
     ),
@@ -48,10 +58,12 @@ def harness() -> Harness:
     return h
 
 
-async def write(h: Harness, channel: str, key: str, n: int) -> None:
+async def write(h: Harness, channel: str, key: str, n: int, *, delta: bool = False) -> None:
+    """``{"n": n}``; with ``delta`` (a write allowing delta), padded so a delta is smaller."""
     opts = h.settings.channel_options(channel)
     assert opts is not None and h.node.maps is not None
-    await h.node.maps.publish(channel, MapChange(key, b'{"n":%d}' % n), resolve(opts.map))
+    data = b'{"n":%d,"pad":"%s"}' % (n, b"x" * 60) if delta else b'{"n":%d}' % n
+    await h.node.maps.publish(channel, MapChange(key, data, delta=delta), resolve(opts.map))
 
 
 class Conn:
@@ -225,3 +237,45 @@ async def test_a_server_side_subscription_to_a_map_channel_is_a_stream_subscript
         (ch, "k", True),
     ]
     assert json.loads(orjson.dumps(pubs[0]["pub"]["data"])) == {"n": 2}
+
+
+async def test_fossil_delta_is_negotiated_by_the_namespace_and_sent_per_key() -> None:
+    h = harness()
+    for ch in ("tasks:d", "deltas:d"):
+        await write(h, ch, "a", 1, delta=True)
+        await write(h, ch, "b", 2, delta=True)
+    conn = await connected(h)
+    plain = (await conn.sub(channel="tasks:d", phase=2, limit=5, delta="fossil"))["subscribe"]
+    assert "delta" not in plain and plain["state"][0]["data"]["n"] == 1  # not allowed: as it is
+    filtered = await conn.sub(
+        channel="deltas:d", phase=2, limit=5, delta="fossil", tf={"key": "t", "cmp": "eq", "val": "x"}
+    )
+    assert "delta" not in filtered["subscribe"]  # with a tags filter: none (keys may be hidden)
+    other = await connected(h)
+    assert "delta" not in (await other.sub(channel="deltas:d", phase=2, limit=5, delta="xdelta"))["subscribe"]
+    client = await connected(h)
+    live = (await client.sub(channel="deltas:d", phase=2, limit=5, delta="fossil"))["subscribe"]
+    assert live["delta"] is True
+    held = {e["key"]: e["data"].encode() for e in live["state"]}  # JSON strings: the exact bytes
+    assert orjson.loads(held["a"])["n"] == 1
+    await write(h, "deltas:d", "a", 3, delta=True)  # against a's value, not b's
+    await write(h, "deltas:d", "c", 4, delta=True)  # a new key: whole
+    await write(h, "deltas:d", "b", 5)  # a write without delta: whole
+    pubs = [(await client.transport.push("pub"))["pub"] for _ in range(3)]
+    assert [(p["key"], p.get("delta", False)) for p in pubs] == [("a", True), ("c", False), ("b", False)]
+    assert orjson.loads(fossil.apply(held["a"], pubs[0]["data"].encode()))["n"] == 3
+    assert orjson.loads(pubs[1]["data"])["n"] == 4 and orjson.loads(pubs[2]["data"])["n"] == 5
+    await h.node.maps.remove("deltas:d", "c", resolve(h.settings.channel_options("deltas:d").map))  # type: ignore[union-attr]
+    assert (await client.transport.push("pub"))["pub"] == {
+        "offset": 6,
+        "key": "c",
+        "removed": True,
+        "data": "",
+    }
+    epoch = live["epoch"]
+    late = await connected(h)
+    page = await late.sub(
+        channel="deltas:d", phase=1, recover=True, offset=1, epoch=epoch, limit=1, delta="fossil"
+    )
+    assert page["subscribe"]["phase"] == 1  # a stream page: values as JSON strings too
+    assert orjson.loads(page["subscribe"]["publications"][0]["data"])["n"] == 2

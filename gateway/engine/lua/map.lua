@@ -36,8 +36,10 @@ if not epoch then
   redis.call("HSET", KEYS[5], "e", epoch, "s", 0)
 end
 
-local function append(payload)
-  -- Number a change, append it, publish it; returns its offset (0 without a stream).
+local function append(payload, prev)
+  -- Number a change, append it, publish it; returns its offset (0 without a stream). With
+  -- prev (the key's previous state payload, for per-key fossil delta) a positioned change is
+  -- published as "__pd:<offset>:<epoch>:<#prev>__" .. prev .. payload.
   redis.call("HSET", KEYS[5], "w", 1)
   if not has_stream then
     redis.call("PUBLISH", ARGV[3], "__p0__" .. payload)
@@ -46,7 +48,11 @@ local function append(payload)
   top = redis.call("HINCRBY", KEYS[5], "s", 1)
   redis.call("XADD", KEYS[4], "MAXLEN", stream_size, top .. "-0", "d", payload)
   redis.call("PEXPIRE", KEYS[4], stream_ttl)
-  redis.call("PUBLISH", ARGV[3], "__p1:" .. top .. ":" .. epoch .. "__" .. payload)
+  if prev then
+    redis.call("PUBLISH", ARGV[3], "__pd:" .. top .. ":" .. epoch .. ":" .. #prev .. "__" .. prev .. payload)
+  else
+    redis.call("PUBLISH", ARGV[3], "__p1:" .. top .. ":" .. epoch .. "__" .. payload)
+  end
   return top
 end
 
@@ -91,7 +97,8 @@ end
 if op == "publish" or op == "remove" then
   -- ARGV[9] key, ARGV[10] idempotency result ttl ms (0 = none); publish: ARGV[11] payload,
   -- ARGV[12] removal payload, ARGV[13] key mode, ARGV[14] version, ARGV[15] version epoch,
-  -- ARGV[16] "1" = an if_new write to an existing key refreshes its TTL (nothing else changes).
+  -- ARGV[16] "1" = an if_new write to an existing key refreshes its TTL (nothing else changes),
+  -- ARGV[17] "1" = the write allows delta (its PUBLISH carries the key's previous value).
   -- Returns {offset, epoch, suppressed, reason}.
   local key = ARGV[9]
   local result_ttl = tonumber(ARGV[10])
@@ -133,7 +140,12 @@ if op == "publish" or op == "remove" then
         end
       end
     end
-    local offset = append(ARGV[11])
+    local prev = nil
+    if ARGV[17] == "1" and exists then
+      local value = redis.call("HGET", KEYS[1], key)
+      prev = string.sub(value, string.find(value, ":", 1, true) + 1)
+    end
+    local offset = append(ARGV[11], prev)
     redis.call("HSET", KEYS[1], key, offset .. ":" .. ARGV[11])
     redis.call("ZADD", KEYS[2], 0, key)
     redis.call("HSET", KEYS[6], key, ARGV[12])

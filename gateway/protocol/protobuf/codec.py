@@ -293,8 +293,13 @@ def _map_subscribe_result_pb(r: SubscribeResult) -> Any:
         msg.state.extend(publication_pb(p) for p in r.state)
     if r.publications:
         msg.publications.extend(publication_pb(p) for p in r.publications)
+        if r.delta:  # fossil delta negotiated: the changes' wire flag (gateway/maps/delta.py)
+            for out, pub in zip(msg.publications, r.publications, strict=True):
+                out.delta = pub.delta
     if r.data is not None:
         msg.data = r.data
+    if r.delta:
+        msg.delta = True
     return msg
 
 
