@@ -19,7 +19,9 @@ compression (subscribe ``delta: "fossil"``), as Centrifugo v6 does them.
   publication published with delta allowed (API ``delta`` or namespace ``delta_publish``) goes
   as a fossil delta against the channel's previous publication when the subscription received
   exactly that one. The first publication after subscribe (and after recovery) is full. Both
-  forms are computed ONCE per publication, on its ``SharedPush``, not per connection. A map
+  forms are computed ONCE per publication, on its ``SharedPush``, not per connection, and
+  neither carries a conflation key: a backed-up connection never drops the publication its
+  client's next delta is computed against. A map
   change goes by the per-key rule of gateway/maps/delta.py instead: against the key's previous
   value the engine handed over with it.
 
@@ -124,12 +126,18 @@ class _Forms:
             if delta:
                 obj["delta"] = True
             payload = codec.encode_push(push.channel, "pub", obj)
-        return SharedPush(payload, conflation=push.conflation)
+        # Never conflated: the client's next delta is against this publication, so a backed-up
+        # connection must not drop it for a newer one of its conflation key.
+        return SharedPush(payload)
 
     def full(self) -> SharedPush:
         if self._full is None:
-            # Protobuf: the shared push itself (bytes as they are, no delta flag).
-            self._full = self.push if self.wire.binary else self._encode(_escaped(self.pub.data), False)
+            if not self.wire.binary:
+                self._full = self._encode(_escaped(self.pub.data), False)
+            elif self.push.conflation is None:  # Protobuf: the shared push itself (bytes as they are)
+                self._full = self.push
+            else:  # the same bytes, not conflated (see _encode)
+                self._full = SharedPush(self.push.payload, self.push.channel, self.push.epoch)
         return self._full
 
     def delta(self) -> SharedPush | None:

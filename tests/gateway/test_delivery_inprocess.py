@@ -150,3 +150,29 @@ async def test_delta_falls_back_to_full_when_not_worth_it(data):
     await until(lambda: len(pubs_of(transport)) == 2)
     last = pubs_of(transport)[-1]
     assert "delta" not in last and str(last["data"]).encode() == data
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["json", "protobuf"])
+def test_delta_forms_are_never_conflated(binary: bool) -> None:
+    """A delta subscription's pushes carry no conflation key: a backed-up connection that dropped
+    one for a newer publication of the same key would leave the client applying the next delta
+    to the wrong base."""
+    from gateway.connection.delivery import delta_push
+    from gateway.hub import SharedPush
+    from gateway.protocol.codec import JSON
+    from gateway.protocol.messages import Publication
+    from gateway.protocol.protobuf.codec import PROTOBUF
+    from gateway.protocol.subscription import Subscription
+
+    wire = PROTOBUF if binary else JSON
+    sub = Subscription("progress", "", delta=True)
+    first = Publication(b'{"pct": 10, "label": "parsing page 1 of 40"}', 1, delta=True)
+    second = Publication(b'{"pct": 20, "label": "parsing page 2 of 40"}', 2, delta=True)
+    sent = []
+    for pub, prev in ((first, None), (second, (1, "e", first.data))):
+        push = SharedPush(
+            wire.encode_publication("progress", pub), "progress", "e", prev, conflation="task-1"
+        )
+        sent.append(delta_push(sub, pub, push, wire))
+    assert [p.conflation for p in sent] == [None, None]
+    assert sent[1].payload != sent[0].payload  # the second went as a delta against the first
