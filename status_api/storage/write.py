@@ -329,26 +329,40 @@ async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, st
     channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
     says so), whether due or still held back by the progress window: a newer complete state on
     that channel replaces them before any relay publishes them (seed §3.5 progress coalescing).
-    Rows a relay holds, and every other version's rows, are left alone. Returns the number of rows
-    deleted."""
+    Rows a relay holds, and every other version's rows, are left alone. One statement for all of
+    ``items`` (one round trip per batch, not per item; of several versions of one channel the
+    newest bounds the others). Returns the number of rows deleted."""
     if not items:
         return 0
-    res = await conn.execute(
-        _SUPERSEDE,
-        [{"b_aggregate_id": a, "b_channel": c, "b_version": v} for a, c, v in sorted(set(items))],
+    newest: dict[tuple[str, str], int] = {}
+    for aggregate_id, channel, version in items:
+        key = (aggregate_id, channel)
+        newest[key] = max(version, newest.get(key, 0))
+    pairs = sorted(newest.items())
+    stmt = _SUPERSEDE.where(
+        sa.or_(
+            *(
+                sa.and_(
+                    task_outbox.c.aggregate_id == sa.bindparam(f"a{n}", aggregate_id),
+                    task_outbox.c.channel == sa.bindparam(f"c{n}", channel),
+                    task_outbox.c.aggregate_version < sa.bindparam(f"v{n}", version),
+                )
+                for n, ((aggregate_id, channel), version) in enumerate(pairs)
+            )
+        )
     )
+    res = await conn.execute(stmt)
     return max(res.rowcount, 0)
 
 
+#: The rows :func:`supersede_pending` may delete, whatever the channel: pending, supersedable, and
+#: of a version its task's event log records as a STEP_PROGRESS.
 _SUPERSEDE = sa.delete(task_outbox).where(
-    task_outbox.c.aggregate_id == sa.bindparam("b_aggregate_id"),
-    task_outbox.c.channel == sa.bindparam("b_channel"),
-    task_outbox.c.aggregate_version < sa.bindparam("b_version"),
     task_outbox.c.status == PENDING,
     task_outbox.c.priority <= int(Priority.PROGRESS),
     task_outbox.c.aggregate_version.in_(
         sa.select(task_event_log.c.task_version).where(
-            task_event_log.c.task_id == sa.bindparam("b_aggregate_id"),
+            task_event_log.c.task_id == task_outbox.c.aggregate_id,
             task_event_log.c.event_type == "STEP_PROGRESS",
         )
     ),
