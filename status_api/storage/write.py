@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
+from status_api.storage.driver_sql import insert_rows
 from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
@@ -99,23 +99,6 @@ _UPDATE_STEP = sa.update(task_step).where(
     task_step.c.attempt == sa.bindparam("b_attempt"),
 )
 StepKey = tuple[str, str, int]
-
-
-def _upsert(table: sa.Table) -> sa.Insert:
-    """MariaDB/MySQL: ``INSERT … ON DUPLICATE KEY UPDATE`` every non-key column. Executed with a
-    list of rows, the driver sends it as ONE multi-row statement, where an UPDATE executemany is
-    one statement and one round trip per row (the per-event cost the ingest profile found)."""
-    stmt = mysql.insert(table)
-    return stmt.on_duplicate_key_update({c.name: stmt.inserted[c.name] for c in table.c if not c.primary_key})
-
-
-_UPSERT_TASK = _upsert(task)
-#: INSERT statements built once (a statement object memoizes its compiled-cache key).
-_INSERT = {
-    t.name: sa.insert(t)
-    for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal, task_outbox)
-}
-_UPSERT_STEP = _upsert(task_step)
 
 
 def _key(s: StepState) -> StepKey:
@@ -205,19 +188,19 @@ async def write(
     for task_id, up_to_version in rows.purges:  # retention only: a background batch, never ingest
         await purge_timeline(conn, task_id, up_to_version)
     if rows.new_tasks:
-        await conn.execute(_INSERT["task"], [task_values(t) for t in rows.new_tasks.values()])
+        await insert_rows(conn, task, [task_values(t) for t in rows.new_tasks.values()])
     if rows.updated:
         await _update_tasks(conn, list(rows.updated.values()))
     if rows.new_steps:
-        await conn.execute(_INSERT["task_step"], [step_values(s) for s in rows.new_steps.values()])
+        await insert_rows(conn, task_step, [step_values(s) for s in rows.new_steps.values()])
     if rows.steps:
         await _update_steps(conn, list(rows.steps.values()))
     if rows.log:
-        await conn.execute(_INSERT["task_event_log"], rows.log)
+        await insert_rows(conn, task_event_log, rows.log)
     if rows.dedup:
-        await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
+        await insert_rows(conn, task_event_dedup, rows.dedup)
     if rows.renewals:
-        await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
+        await insert_rows(conn, execution_token_renewal, rows.renewals)
     entries = rows.messages
     if rows.coalesce or rows.replacing:
         entries = _coalesced(entries, rows.coalesce, rows.replacing)
@@ -274,7 +257,7 @@ async def append_outbox(
         for row, traceparent in zip(rows, contexts, strict=True):
             row["traceparent"] = traceparent
     if rows:
-        await conn.execute(_INSERT["task_outbox"], rows)
+        await insert_rows(conn, task_outbox, rows)
 
 
 async def append_outbox_version(
@@ -375,7 +358,7 @@ async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState
     have inserted it, 1) fails the batch as the version check would.
     """
     if _multi_row(conn):
-        res = await conn.execute(_UPSERT_TASK, [task_values(t) for t, _ in changes])
+        res = await insert_rows(conn, task, [task_values(t) for t, _ in changes], upsert=True)
         if res.rowcount not in (-1, 2 * len(changes)):
             raise RuntimeError(f"task rows changed under the lock (upsert rowcount {res.rowcount})")
         return
@@ -394,7 +377,7 @@ async def _update_steps(conn: AsyncConnection, rows_in: Sequence[StepState]) -> 
     """Step-attempt rows of tasks this transaction locked: one multi-row upsert on MariaDB, an
     UPDATE executemany on SQLite."""
     if _multi_row(conn):
-        await conn.execute(_UPSERT_STEP, [step_values(s) for s in rows_in])
+        await insert_rows(conn, task_step, [step_values(s) for s in rows_in], upsert=True)
         return
     rows = []
     for s in rows_in:
