@@ -17,15 +17,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import CursorResult
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.storage.database import json_dumps
 
-#: (table name, columns, upsert) -> (SQL text, a row's values in column order, JSON columns' indexes).
-_Rendered = tuple[str, Callable[[Mapping[str, Any]], tuple[Any, ...]], tuple[int, ...]]
+#: (table name, columns, upsert) -> (SQL before the rows, one row's placeholders, SQL after the
+#: rows, a row's values in column order, JSON columns' indexes).
+_Rendered = tuple[str, str, str, Callable[[Mapping[str, Any]], tuple[Any, ...]], tuple[int, ...]]
 _rendered: dict[tuple[str, tuple[str, ...], bool], _Rendered] = {}
 _inserts: dict[str, sa.Insert] = {}
+
+#: A statement's rows are cut into several statements past about this much text (the server's
+#: ``max_allowed_packet`` is 16 MiB by default; the driver's own multi-row cut is 1 MB).
+MAX_STATEMENT_BYTES = 1_000_000
+#: What a row's non-JSON values may add to the statement (identifiers, codes, short texts, numbers).
+_ROW_ALLOWANCE = 4096
 
 
 def _render(table: sa.Table, columns: tuple[str, ...], upsert: bool) -> _Rendered:
@@ -34,41 +40,58 @@ def _render(table: sa.Table, columns: tuple[str, ...], upsert: bool) -> _Rendere
     if found is not None:
         return found
     names = ", ".join(f"`{c}`" for c in columns)
-    sql = f"INSERT INTO `{table.name}` ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+    head = f"INSERT INTO `{table.name}` ({names}) VALUES "
+    tail = ""
     if upsert:
         keys = {c.name for c in table.primary_key.columns}
-        sql += " ON DUPLICATE KEY UPDATE " + ", ".join(
+        tail = " ON DUPLICATE KEY UPDATE " + ", ".join(
             f"`{c}` = VALUES(`{c}`)" for c in columns if c not in keys
         )
     json_columns = tuple(i for i, c in enumerate(columns) if isinstance(table.c[c].type, sa.JSON))
     values = operator.itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
-    found = _rendered[key] = (sql, values, json_columns)
+    found = _rendered[key] = (head, f"({', '.join(['%s'] * len(columns))})", tail, values, json_columns)
     return found
 
 
 async def insert_rows(
     conn: AsyncConnection, table: sa.Table, rows: Sequence[Mapping[str, Any]], *, upsert: bool = False
-) -> CursorResult[Any]:
-    """Insert ``rows`` (non-empty; every row has the first row's keys) into ``table`` with one statement;
-    ``upsert``: rows whose key exists update every non-key column given instead (MariaDB/MySQL; on
-    other dialects only plain inserts are supported). Returns the driver's result (``rowcount``:
-    MySQL's affected rows, 2 per updated row of an upsert)."""
+) -> int:
+    """Insert ``rows`` (non-empty; every row has the first row's keys) into ``table`` with one
+    statement (several past :data:`MAX_STATEMENT_BYTES`); ``upsert``: rows whose key exists update
+    every non-key column given instead (MariaDB/MySQL; on other dialects only plain inserts are
+    supported). Returns the affected rows as MySQL counts them (2 per updated row of an upsert;
+    -1 when the driver does not say)."""
     if conn.dialect.name not in ("mysql", "mariadb"):
         if upsert:
             raise ValueError("upsert needs MariaDB/MySQL")
         stmt = _inserts.get(table.name)
         if stmt is None:  # built once: a statement object memoizes its compiled-cache key
             stmt = _inserts[table.name] = sa.insert(table)
-        return await conn.execute(stmt, list(rows))
-    columns = tuple(rows[0])
-    sql, values, json_columns = _render(table, columns, upsert)
-    params: list[tuple[Any, ...]] = []
+        return (await conn.execute(stmt, list(rows))).rowcount
+    head, row_marks, tail, values, json_columns = _render(table, columns=tuple(rows[0]), upsert=upsert)
+    affected = 0
+    flat: list[Any] = []
+    n = size = 0
     for row in rows:
         out = values(row)
         if json_columns:
             as_list = list(out)
             for i in json_columns:
-                as_list[i] = json_dumps(as_list[i])
+                text = as_list[i] = json_dumps(as_list[i])
+                size += len(text)
             out = tuple(as_list)
-        params.append(out)
-    return await conn.exec_driver_sql(sql, params)
+        flat += out
+        n += 1
+        size += _ROW_ALLOWANCE
+        if size >= MAX_STATEMENT_BYTES:
+            affected += await _execute(conn, head + ", ".join([row_marks] * n) + tail, flat)
+            flat, n, size = [], 0, 0
+    if n:
+        affected += await _execute(conn, head + ", ".join([row_marks] * n) + tail, flat)
+    return affected
+
+
+async def _execute(conn: AsyncConnection, sql: str, params: list[Any]) -> int:
+    """One statement through the driver (its rows' placeholders filled in by the driver's escaping)."""
+    rowcount: int = (await conn.exec_driver_sql(sql, tuple(params))).rowcount
+    return rowcount

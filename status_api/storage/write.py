@@ -358,9 +358,9 @@ async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState
     have inserted it, 1) fails the batch as the version check would.
     """
     if _multi_row(conn):
-        res = await insert_rows(conn, task, [task_values(t) for t, _ in changes], upsert=True)
-        if res.rowcount not in (-1, 2 * len(changes)):
-            raise RuntimeError(f"task rows changed under the lock (upsert rowcount {res.rowcount})")
+        affected = await insert_rows(conn, task, [task_values(t) for t, _ in changes], upsert=True)
+        if affected not in (-1, 2 * len(changes)):
+            raise RuntimeError(f"task rows changed under the lock (upsert rowcount {affected})")
         return
     rows = []
     for t, expected in changes:
