@@ -95,3 +95,63 @@ async def _execute(conn: AsyncConnection, sql: str, params: list[Any]) -> int:
     """One statement through the driver (its rows' placeholders filled in by the driver's escaping)."""
     rowcount: int = (await conn.exec_driver_sql(sql, tuple(params))).rowcount
     return rowcount
+
+
+#: (table, key column, id count, order, for update) -> (SQL text, column names, result processors
+#: by column index).
+_Select = tuple[str, tuple[str, ...], tuple[tuple[int, Callable[[Any], Any]], ...]]
+_selects: dict[tuple[str, str, int, str, bool], _Select] = {}
+_MAX_SELECTS = 1024
+
+
+def _render_select(
+    conn: AsyncConnection, table: sa.Table, key: str, n: int, order_by: str, for_update: bool
+) -> _Select:
+    cache_key = (table.name, key, n, order_by, for_update)
+    found = _selects.get(cache_key)
+    if found is not None:
+        return found
+    dialect = conn.dialect
+    names = tuple(c.name for c in table.c)
+    columns = ", ".join(f"`{c}`" for c in names)
+    sql = f"SELECT {columns} FROM `{table.name}` WHERE `{key}` IN ({', '.join(['%s'] * n)})"
+    if order_by:
+        sql += f" ORDER BY `{order_by}`"
+    if for_update:
+        sql += " FOR UPDATE"
+    processors = []
+    for i, c in enumerate(table.c):
+        process = c.type.dialect_impl(dialect).result_processor(dialect, None)
+        if process is not None:
+            processors.append((i, process))
+    if len(_selects) >= _MAX_SELECTS:  # one entry per id count: bounded by the batch size in practice
+        _selects.clear()
+    found = _selects[cache_key] = (sql, names, tuple(processors))
+    return found
+
+
+async def select_in(
+    conn: AsyncConnection,
+    table: sa.Table,
+    key: str,
+    ids: Sequence[Any],
+    statement: sa.Select[Any],
+    *,
+    order_by: str = "",
+    for_update: bool = False,
+) -> list[Mapping[str, Any]]:
+    """Every column of ``table``'s rows whose ``key`` is one of ``ids`` (non-empty), ordered by
+    ``order_by`` and locked ``FOR UPDATE`` when asked, as mappings with SQLAlchemy's result
+    processing (JSON decoded by the engine's deserializer, booleans as ``bool``). On MariaDB/MySQL
+    the SQL text is rendered once per id count and handed to the driver; other dialects run
+    ``statement``, the same query with an expanding ``ids`` parameter."""
+    if conn.dialect.name not in ("mysql", "mariadb"):
+        return list((await conn.execute(statement, {"ids": list(ids)})).mappings())
+    sql, names, processors = _render_select(conn, table, key, len(ids), order_by, for_update)
+    out: list[Mapping[str, Any]] = []
+    for row in (await conn.exec_driver_sql(sql, tuple(ids))).all():
+        values = list(row)
+        for i, process in processors:
+            values[i] = process(values[i])
+        out.append(dict(zip(names, values, strict=True)))
+    return out
