@@ -5,6 +5,7 @@ statements, and its upsert counts 2 affected rows per updated row."""
 from __future__ import annotations
 
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from status_api.storage import driver_sql
-from status_api.storage.tables import task_event_dedup, task_outbox
+from status_api.storage.tables import task, task_event_dedup, task_outbox, task_step
+from tests.status_api.harness import Harness
 
 
 def _outbox(n: int) -> dict[str, Any]:
@@ -93,3 +95,31 @@ async def test_sqlite_runs_the_sqlalchemy_insert(engine: AsyncEngine) -> None:
             await driver_sql.insert_rows(conn, task_event_dedup, [_dedup(9)], upsert=True)
     async with engine.connect() as conn:
         assert (await conn.execute(sa.select(sa.func.count()).select_from(task_event_dedup))).scalar() == 3
+
+
+@pytest.mark.mysql
+async def test_select_in_reads_what_the_sqlalchemy_statement_reads(h: Harness) -> None:
+    """Task and step rows of real tasks (JSON, booleans, NULLs, timestamps) read both ways."""
+    ids = []
+    for n in range(3):
+        t = await h.create_task()
+        ids.append(t.id)
+        await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
+        if n == 1:
+            await h.report(t, "02_parse", "STEP_PROGRESS", "PARSING", progress={"current": 3, "total": 9})
+        if n == 2:
+            error = {"category": "DEPENDENCY", "code": "OCR_TIMEOUT", "retryable": True}
+            await h.report(t, "02_parse", "STEP_FAILED", "PARSE_FAILED", error=error)
+    engine = h.comp.engine
+    ids.sort()
+    lock = sa.select(task).where(task.c.id.in_(sa.bindparam("ids", expanding=True))).order_by(task.c.id)
+    steps = sa.select(task_step).where(task_step.c.task_id.in_(sa.bindparam("ids", expanding=True)))
+    async with engine.begin() as conn:
+        expected_tasks = [dict(r) for r in (await conn.execute(lock, {"ids": ids})).mappings()]
+        expected_steps = [dict(r) for r in (await conn.execute(steps, {"ids": ids})).mappings()]
+        got_tasks = await driver_sql.select_in(conn, task, "id", ids, lock, order_by="id", for_update=True)
+        got_steps = await driver_sql.select_in(conn, task_step, "task_id", ids, steps)
+    assert len(expected_tasks) == 3 and len(expected_steps) == 9
+    assert [dict(r) for r in got_tasks] == expected_tasks
+    key = itemgetter("task_id", "step_id", "attempt")
+    assert sorted((dict(r) for r in got_steps), key=key) == sorted(expected_steps, key=key)
