@@ -214,12 +214,12 @@ async def current_steps(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[
     return out
 
 
-async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, RowMapping]:
+async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, Mapping[str, Any]]:
     """event_id -> (task_id, payload_hash, result) of the eventIds already recorded."""
     ids = sorted(set(event_ids))
     if not ids:
         return {}
-    return {r["event_id"]: r for r in (await conn.execute(_GET_DEDUPS, {"ids": ids})).mappings()}
+    return {r["event_id"]: r for r in await select_in(conn, task_event_dedup, "event_id", ids, _GET_DEDUPS)}
 
 
 async def last_task_level_seq(
