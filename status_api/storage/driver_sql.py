@@ -1,4 +1,5 @@
-"""Multi-row INSERTs of the hot write path as SQL text handed to the driver.
+"""The ingest batch's statements as SQL text handed to the driver: multi-row INSERTs and the
+``WHERE key IN (…)`` reads.
 
 On MariaDB/MySQL a batch's rows of one table go to the driver as ONE ``INSERT … VALUES (…), (…)``
 (optionally ``ON DUPLICATE KEY UPDATE`` every non-key column given), whose text is rendered once per
@@ -7,7 +8,11 @@ processing by the compiled statement (a few µs per row each, the larger part of
 SQLAlchemy CPU). The rows are stored exactly as :func:`sqlalchemy.insert` stores them: JSON columns
 are encoded with the engine's JSON serializer (a Python ``None`` in a JSON column is the JSON
 ``null``, SQLAlchemy's ``none_as_null=False`` default), every other value goes to the driver as
-given. Other dialects (SQLite) run the SQLAlchemy statement.
+given. :func:`select_in` reads rows by key the same way (text rendered once per id count) and
+processes them as SQLAlchemy's result does (JSON decoded, booleans). Other dialects (SQLite) run
+the SQLAlchemy statement. Statements still go through :meth:`AsyncConnection.exec_driver_sql`:
+the transaction, error translation (retries on deadlocks, integrity errors) and cursor events
+(``loadtest/bench_capacity.py`` records the floor's statements with them) are unchanged.
 """
 
 from __future__ import annotations
