@@ -9,7 +9,9 @@ time and by cumulative time (``--top``); ``--out FILE`` keeps the pstats for ``s
     .venv/bin/python loadtest/profile_ingest.py --url mysql+asyncmy://… [--tasks 1000 --events 3]
 
 cProfile roughly doubles the CPU of the Python code it sees, so read the shares, not the totals;
-the unprofiled CPU per event is printed first (one run without the profiler).
+the unprofiled CPU per event is printed first (one run without the profiler). ``--spy FILE``
+samples that unprofiled run with py-spy instead (no inflation of Python code; native frames
+charged to their Python caller): ``loadtest/spy_summary.py FILE`` prints its shares.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import io
 import json
 import os
 import pstats
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,6 +70,17 @@ def _generate(port: int, contexts: list[dict[str, Any]], args: argparse.Namespac
     return [json.loads(g.communicate(timeout=900)[0]) for g in gens]
 
 
+def _start_spy(args: argparse.Namespace) -> subprocess.Popen[bytes] | None:
+    """py-spy sampling this process (the server) during the load phase, when ``--spy`` asks."""
+    if not getattr(args, "spy", None):
+        return None
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    argv = [exe, "record", "--pid", str(os.getpid()), "--rate", "250", "--format", "raw"]
+    spy = subprocess.Popen([*argv, "--nonblocking", "--output", args.spy], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached before the first event
+    return spy
+
+
 async def _serve_and_load(args: argparse.Namespace, profiler: cProfile.Profile | None) -> dict[str, Any]:
     import uvicorn
 
@@ -83,11 +98,15 @@ async def _serve_and_load(args: argparse.Namespace, profiler: cProfile.Profile |
     me = psutil.Process()
     loop = asyncio.get_running_loop()
     cpu0 = sum(me.cpu_times()[:2])
+    spy = _start_spy(args) if profiler is None else None
     if profiler is not None:
         profiler.enable()
     outs = await loop.run_in_executor(None, _generate, port, contexts, args)
     if profiler is not None:
         profiler.disable()
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
     cpu = sum(me.cpu_times()[:2]) - cpu0
     server.should_exit = True
     await serving
@@ -118,6 +137,12 @@ def main() -> None:
     p.add_argument("--top", type=int, default=40)
     p.add_argument("--out", help="write the pstats here")
     p.add_argument("--no-plain", action="store_true", help="skip the unprofiled run")
+    p.add_argument(
+        "--spy",
+        metavar="FILE",
+        help="sample the unprofiled run with py-spy (raw stacks to FILE; loadtest/spy_summary.py reads them)",
+    )
+    p.add_argument("--no-cprofile", action="store_true", help="skip the cProfile run")
     args = p.parse_args()
     load = os.getloadavg()[0]
     if not args.no_plain:
@@ -128,6 +153,9 @@ def main() -> None:
             f"{plain['ok'] / plain['wall_s']:.0f}/s, CPU {per:.3f} ms/event, "
             f"batch {plain['batch']:.1f}, load {load:.2f}"
         )
+    if args.no_cprofile:
+        return
+    args.spy = None
     profiler = cProfile.Profile(time.process_time)
     prof = uvloop.run(_serve_and_load(args, profiler))
     per = prof["cpu_s"] / max(1, prof["ok"]) * 1000

@@ -58,7 +58,7 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def _dumps(value: Any) -> str:
+def json_dumps(value: Any) -> str:
     """JSON columns are encoded with orjson (a few µs instead of tens); anything orjson refuses
     (an int beyond 64 bits, say) falls back to the standard library."""
     try:
@@ -92,7 +92,7 @@ def create_engine(
             url,
             echo=echo,
             connect_args={"timeout": 30},
-            json_serializer=_dumps,
+            json_serializer=json_dumps,
             json_deserializer=orjson.loads,
         )
 
@@ -119,7 +119,7 @@ def create_engine(
         pool_recycle=3600,
         pool_reset_on_return=None,
         isolation_level="AUTOCOMMIT" if autocommit else "READ COMMITTED",
-        json_serializer=_dumps,
+        json_serializer=json_dumps,
         json_deserializer=orjson.loads,
         connect_args=(
             {

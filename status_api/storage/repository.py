@@ -9,7 +9,7 @@ task — steps, event log, dedup and outbox — without a global lock (seed §11
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from status_api.domain.model import (
     StepState,
     TaskState,
 )
+from status_api.storage.driver_sql import select_in
 from status_api.storage.tables import (
     task,
     task_event_dedup,
@@ -40,7 +41,7 @@ def _ds(v: str | None) -> DurationSource | None:
     return DurationSource(v) if v else None
 
 
-def task_from_row(r: RowMapping) -> TaskState:
+def task_from_row(r: Mapping[Any, Any]) -> TaskState:
     return TaskState(
         id=r["id"],
         tenant_id=r["tenant_id"],
@@ -105,7 +106,7 @@ def task_values(t: TaskState) -> dict[str, Any]:
     }
 
 
-def step_from_row(r: RowMapping) -> StepState:
+def step_from_row(r: Mapping[Any, Any]) -> StepState:
     progress = r["progress"]
     error = None
     if r["error_code"]:
@@ -190,7 +191,7 @@ async def lock_tasks(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[str
     ids = sorted(set(task_ids))
     if not ids:
         return {}
-    rows = (await conn.execute(_LOCK_TASKS, {"ids": ids})).mappings()
+    rows = await select_in(conn, task, "id", ids, _LOCK_TASKS, order_by="id", for_update=True)
     return {r["id"]: task_from_row(r) for r in rows}
 
 
@@ -208,18 +209,17 @@ async def current_steps(conn: AsyncConnection, task_ids: Iterable[str]) -> dict[
     out: dict[str, dict[str, StepState]] = {tid: {} for tid in ids}
     if not ids:
         return out
-    rows = (await conn.execute(_CURRENT_STEPS, {"ids": ids})).mappings()
-    for r in rows:
+    for r in await select_in(conn, task_step, "task_id", ids, _CURRENT_STEPS, order_by="attempt"):
         out[r["task_id"]][r["step_id"]] = step_from_row(r)
     return out
 
 
-async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, RowMapping]:
+async def get_dedups(conn: AsyncConnection, event_ids: Iterable[str]) -> dict[str, Mapping[str, Any]]:
     """event_id -> (task_id, payload_hash, result) of the eventIds already recorded."""
     ids = sorted(set(event_ids))
     if not ids:
         return {}
-    return {r["event_id"]: r for r in (await conn.execute(_GET_DEDUPS, {"ids": ids})).mappings()}
+    return {r["event_id"]: r for r in await select_in(conn, task_event_dedup, "event_id", ids, _GET_DEDUPS)}
 
 
 async def last_task_level_seq(

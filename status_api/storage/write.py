@@ -25,10 +25,10 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
+from status_api.storage.driver_sql import insert_rows
 from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
@@ -99,23 +99,6 @@ _UPDATE_STEP = sa.update(task_step).where(
     task_step.c.attempt == sa.bindparam("b_attempt"),
 )
 StepKey = tuple[str, str, int]
-
-
-def _upsert(table: sa.Table) -> sa.Insert:
-    """MariaDB/MySQL: ``INSERT … ON DUPLICATE KEY UPDATE`` every non-key column. Executed with a
-    list of rows, the driver sends it as ONE multi-row statement, where an UPDATE executemany is
-    one statement and one round trip per row (the per-event cost the ingest profile found)."""
-    stmt = mysql.insert(table)
-    return stmt.on_duplicate_key_update({c.name: stmt.inserted[c.name] for c in table.c if not c.primary_key})
-
-
-_UPSERT_TASK = _upsert(task)
-#: INSERT statements built once (a statement object memoizes its compiled-cache key).
-_INSERT = {
-    t.name: sa.insert(t)
-    for t in (task, task_step, task_event_log, task_event_dedup, execution_token_renewal, task_outbox)
-}
-_UPSERT_STEP = _upsert(task_step)
 
 
 def _key(s: StepState) -> StepKey:
@@ -205,19 +188,19 @@ async def write(
     for task_id, up_to_version in rows.purges:  # retention only: a background batch, never ingest
         await purge_timeline(conn, task_id, up_to_version)
     if rows.new_tasks:
-        await conn.execute(_INSERT["task"], [task_values(t) for t in rows.new_tasks.values()])
+        await insert_rows(conn, task, [task_values(t) for t in rows.new_tasks.values()])
     if rows.updated:
         await _update_tasks(conn, list(rows.updated.values()))
     if rows.new_steps:
-        await conn.execute(_INSERT["task_step"], [step_values(s) for s in rows.new_steps.values()])
+        await insert_rows(conn, task_step, [step_values(s) for s in rows.new_steps.values()])
     if rows.steps:
         await _update_steps(conn, list(rows.steps.values()))
     if rows.log:
-        await conn.execute(_INSERT["task_event_log"], rows.log)
+        await insert_rows(conn, task_event_log, rows.log)
     if rows.dedup:
-        await conn.execute(_INSERT["task_event_dedup"], rows.dedup)
+        await insert_rows(conn, task_event_dedup, rows.dedup)
     if rows.renewals:
-        await conn.execute(_INSERT["execution_token_renewal"], rows.renewals)
+        await insert_rows(conn, execution_token_renewal, rows.renewals)
     entries = rows.messages
     if rows.coalesce or rows.replacing:
         entries = _coalesced(entries, rows.coalesce, rows.replacing)
@@ -274,7 +257,7 @@ async def append_outbox(
         for row, traceparent in zip(rows, contexts, strict=True):
             row["traceparent"] = traceparent
     if rows:
-        await conn.execute(_INSERT["task_outbox"], rows)
+        await insert_rows(conn, task_outbox, rows)
 
 
 async def append_outbox_version(
@@ -329,29 +312,36 @@ async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, st
     channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
     says so), whether due or still held back by the progress window: a newer complete state on
     that channel replaces them before any relay publishes them (seed §3.5 progress coalescing).
-    Rows a relay holds, and every other version's rows, are left alone. Returns the number of rows
-    deleted."""
+    Rows a relay holds, and every other version's rows, are left alone. One statement for all of
+    ``items`` (one round trip per batch, not per item; of several versions of one channel the
+    newest bounds the others). Returns the number of rows deleted."""
     if not items:
         return 0
-    res = await conn.execute(
-        _SUPERSEDE,
-        [{"b_aggregate_id": a, "b_channel": c, "b_version": v} for a, c, v in sorted(set(items))],
+    newest: dict[tuple[str, str], int] = {}
+    for aggregate_id, channel, version in items:
+        key = (aggregate_id, channel)
+        newest[key] = max(version, newest.get(key, 0))
+    pairs = sorted(newest.items())
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    match = " OR ".join(
+        [f"(aggregate_id = {mark} AND channel = {mark} AND aggregate_version < {mark})"] * len(pairs)
     )
+    params: list[object] = [PENDING, int(Priority.PROGRESS)]
+    for (aggregate_id, channel), version in pairs:
+        params += (aggregate_id, channel, version)
+    # Plain SQL through the driver: a statement object built per batch would cost more CPU in
+    # SQLAlchemy (cache key, a compile per item count) than the round trips it saves.
+    res = await conn.exec_driver_sql(_SUPERSEDE_SQL.format(mark=mark) + f" AND ({match})", tuple(params))
     return max(res.rowcount, 0)
 
 
-_SUPERSEDE = sa.delete(task_outbox).where(
-    task_outbox.c.aggregate_id == sa.bindparam("b_aggregate_id"),
-    task_outbox.c.channel == sa.bindparam("b_channel"),
-    task_outbox.c.aggregate_version < sa.bindparam("b_version"),
-    task_outbox.c.status == PENDING,
-    task_outbox.c.priority <= int(Priority.PROGRESS),
-    task_outbox.c.aggregate_version.in_(
-        sa.select(task_event_log.c.task_version).where(
-            task_event_log.c.task_id == sa.bindparam("b_aggregate_id"),
-            task_event_log.c.event_type == "STEP_PROGRESS",
-        )
-    ),
+#: The rows :func:`supersede_pending` may delete, whatever the channel: pending, supersedable, and
+#: of a version its task's event log records as a STEP_PROGRESS.
+_SUPERSEDE_SQL = (
+    "DELETE FROM task_outbox WHERE status = {mark} AND priority <= {mark}"
+    " AND aggregate_version IN (SELECT task_version FROM task_event_log"
+    " WHERE task_event_log.task_id = task_outbox.aggregate_id"
+    " AND task_event_log.event_type = 'STEP_PROGRESS')"
 )
 
 
@@ -368,9 +358,9 @@ async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState
     have inserted it, 1) fails the batch as the version check would.
     """
     if _multi_row(conn):
-        res = await conn.execute(_UPSERT_TASK, [task_values(t) for t, _ in changes])
-        if res.rowcount not in (-1, 2 * len(changes)):
-            raise RuntimeError(f"task rows changed under the lock (upsert rowcount {res.rowcount})")
+        affected = await insert_rows(conn, task, [task_values(t) for t, _ in changes], upsert=True)
+        if affected not in (-1, 2 * len(changes)):
+            raise RuntimeError(f"task rows changed under the lock (upsert rowcount {affected})")
         return
     rows = []
     for t, expected in changes:
@@ -387,7 +377,7 @@ async def _update_steps(conn: AsyncConnection, rows_in: Sequence[StepState]) -> 
     """Step-attempt rows of tasks this transaction locked: one multi-row upsert on MariaDB, an
     UPDATE executemany on SQLite."""
     if _multi_row(conn):
-        await conn.execute(_UPSERT_STEP, [step_values(s) for s in rows_in])
+        await insert_rows(conn, task_step, [step_values(s) for s in rows_in], upsert=True)
         return
     rows = []
     for s in rows_in:
