@@ -293,3 +293,37 @@ async def test_chunked_and_connection_close_replies_are_read(gateway: ScriptedGa
     with pytest.raises(OSError):
         await client.post("batch", b"{}")
     await client.aclose()
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked", "to-close"])
+async def test_an_oversized_reply_is_refused_as_a_protocol_error_not_read(framing: str, monkeypatch) -> None:
+    """A gateway (or anything at its address) answering more than the bound costs the relay no
+    more than the bound: the request fails as a transient error and the rows are retried."""
+    import relay.http_client as http_client
+
+    monkeypatch.setattr(http_client, "MAX_REPLY_BYTES", 1024)
+    body = b"x" * 4096
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        if framing == "length":
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif framing == "chunked":
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(b"%x\r\n%s\r\n" % (len(body), body) + b"0\r\n\r\n")
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        pub = HttpGatewayPublisher(f"http://127.0.0.1:{port}/api", KEY, 5.0)
+        [res] = await pub.publish([row(1)])
+        assert res.outcome is Outcome.RETRY, res
+        assert "over 1024 bytes" in res.error or "> 1024" in res.error, res
+        await pub.aclose()
+    finally:
+        server.close()
+        await server.wait_closed()
