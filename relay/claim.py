@@ -11,6 +11,12 @@ are re-exported here).
 * **MySQL/MariaDB**: READ COMMITTED (no gap locks on the claim range scan) and a short
   ``innodb_lock_wait_timeout``; claims use ``FOR UPDATE SKIP LOCKED``, so any number of replicas
   take disjoint batches. Deadlocks (1213) and lock-wait timeouts (1205) retry the transaction.
+* **The hot statements on MySQL/MariaDB** (the claim with its next-due read, and the mark of a
+  published batch) run straight on the pooled connection's DBAPI (asyncmy) connection
+  (``outbox_claims.claim_driver``): SQLAlchemy keeps the engine, the pool and every other
+  statement. Driver errors are mapped to ``sqlalchemy.exc.DBAPIError`` as SQLAlchemy would, so
+  retries (deadlock, lock wait) and callers see the same exceptions; a connection that failed
+  any other way is invalidated rather than returned to the pool.
 * **SQLite**: a single claimer. The dialect silently drops ``FOR UPDATE``; instead every
   transaction starts with ``BEGIN IMMEDIATE`` and holds the database write lock, so concurrent
   claimers (tasks or processes) serialise and still never share a row — but there is no
@@ -34,6 +40,25 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from status_api.storage import outbox_admin, outbox_claims
 from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
+
+try:
+    from asyncmy.errors import Error as _AsyncmyError
+
+    _DRIVER_ERRORS: tuple[type[BaseException], ...] = (_AsyncmyError,)
+except ImportError:  # pragma: no cover - SQLite-only installs
+    _DRIVER_ERRORS = ()
+
+
+async def _rollback_or_invalidate(conn: AsyncConnection, driver: Any, transactional: bool) -> None:
+    """End a failed body's transaction on the driver; a connection that cannot even roll back is
+    invalidated (closed, never returned to the pool)."""
+    if not transactional:
+        return
+    try:
+        await driver.rollback()
+    except Exception:
+        await conn.invalidate()
+
 
 __all__ = ["Clock", "OutboxLeases", "create_engine", "utc_now"]
 
@@ -119,7 +144,18 @@ class OutboxLeases:
             due = await outbox_claims.next_due(conn, now) if len(rows) < limit else None
             return rows, due
 
-        rows, self.next_due = await self._tx(body)
+        if self.dialect != "mysql":
+            rows, self.next_due = await self._tx(body)
+            return rows
+
+        async def driver_body(cur: outbox_claims.DriverCursor) -> tuple[list[OutboxRow], datetime | None]:
+            rows = await outbox_claims.claim_driver(
+                cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
+            )
+            due = await outbox_claims.next_due_driver(cur, now) if len(rows) < limit else None
+            return rows, due
+
+        rows, self.next_due = await self._driver(self.engine, driver_body, commit=True)
         return rows
 
     async def settle(
@@ -152,6 +188,16 @@ class OutboxLeases:
             return n_pub, n_back, n_dead
 
         if self.settle_engine is not None:
+            if not (retries or dead or released):  # the common case: one UPDATE on the driver
+                return (
+                    await self._driver(
+                        self.settle_engine,
+                        lambda cur: outbox_claims.mark_published_driver(cur, published, self.relay_id, now),
+                        commit=False,
+                    ),
+                    0,
+                    0,
+                )
             return await self._autocommit(self.settle_engine, body)
         return await self._tx(body)
 
@@ -171,6 +217,41 @@ class OutboxLeases:
                     raise
                 log.info("outbox statement conflict (attempt %d), retrying", attempt)
                 await asyncio.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")
+
+    async def _driver(
+        self,
+        engine: AsyncEngine,
+        body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
+        *,
+        commit: bool,
+    ) -> T:
+        """``body`` on a cursor of a pooled connection's DBAPI connection (MySQL/MariaDB), then
+        COMMIT when ``commit`` (a transactional engine; an autocommit one needs none). A driver
+        error rolls back and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks and lock wait
+        timeouts retry the whole body; any other error invalidates the connection."""
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            async with engine.connect() as conn:
+                raw = await conn.get_raw_connection()
+                driver: Any = raw.driver_connection
+                try:
+                    result = await body(driver.cursor())
+                    if commit:
+                        await driver.commit()
+                    return result
+                except Exception as exc:
+                    if not isinstance(exc, _DRIVER_ERRORS):
+                        await _rollback_or_invalidate(conn, driver, commit)
+                        raise
+                    error = sa.exc.DBAPIError(None, None, exc)
+                    if not is_retryable(error):
+                        await conn.invalidate()
+                        raise error from exc
+                    await _rollback_or_invalidate(conn, driver, commit)
+                    if attempt == TRANSACTION_ATTEMPTS:
+                        raise error from exc
+            log.info("outbox transaction conflict (attempt %d), retrying", attempt)
+            await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
 
     async def release(self, ids: Sequence[int]) -> int:
