@@ -11,6 +11,12 @@ are re-exported here).
 * **MySQL/MariaDB**: READ COMMITTED (no gap locks on the claim range scan) and a short
   ``innodb_lock_wait_timeout``; claims use ``FOR UPDATE SKIP LOCKED``, so any number of replicas
   take disjoint batches. Deadlocks (1213) and lock-wait timeouts (1205) retry the transaction.
+* **The hot statements on MySQL/MariaDB** (the claim with its next-due read, and the mark of a
+  published batch) run straight on the pooled connection's DBAPI (asyncmy) connection
+  (``outbox_claims.claim_driver``): SQLAlchemy keeps the engine, the pool and every other
+  statement. Driver errors are mapped to ``sqlalchemy.exc.DBAPIError`` as SQLAlchemy would, so
+  retries (deadlock, lock wait) and callers see the same exceptions; a connection that failed
+  any other way is invalidated rather than returned to the pool.
 * **SQLite**: a single claimer. The dialect silently drops ``FOR UPDATE``; instead every
   transaction starts with ``BEGIN IMMEDIATE`` and holds the database write lock, so concurrent
   claimers (tasks or processes) serialise and still never share a row — but there is no
@@ -24,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -34,6 +42,55 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from status_api.storage import outbox_admin, outbox_claims
 from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
+
+try:
+    from asyncmy.errors import Error as _AsyncmyError
+
+    _DRIVER_ERRORS: tuple[type[BaseException], ...] = (_AsyncmyError,)
+except ImportError:  # pragma: no cover - SQLite-only installs
+    _DRIVER_ERRORS = ()
+
+
+#: How long :class:`OutboxLeases` keeps one pooled connection checked out for its driver path
+#: (the engines' ``pool_recycle`` is an hour): then it goes back to the pool and a fresh one is taken.
+HELD_RECYCLE_SECONDS = 600.0
+
+
+@dataclass
+class _Held:
+    """A pooled connection kept checked out between claims (one per concurrent loop): a claim or
+    a mark takes no pool checkout, return or reset."""
+
+    conn: AsyncConnection
+    driver: Any
+    since: float
+
+    async def drop(self) -> None:
+        """Close it for good (a failed or cancelled body): invalidated, never reused."""
+        try:
+            await self.conn.invalidate()
+        finally:
+            await self.conn.close()
+
+
+def _within_pool_size(engine: AsyncEngine) -> bool:
+    """True while the connections checked out of ``engine``'s pool do not exceed its size: held
+    connections never keep the overflow, which stays for the statements that check out per call
+    (gauges, retention, releases)."""
+    pool: Any = engine.sync_engine.pool
+    return bool(pool.checkedout() <= pool.size())
+
+
+async def _rolled_back(driver: Any, transactional: bool) -> bool:
+    """End a failed body's transaction on the driver; False when even that failed."""
+    if not transactional:
+        return True
+    try:
+        await driver.rollback()
+    except Exception:
+        return False
+    return True
+
 
 __all__ = ["Clock", "OutboxLeases", "create_engine", "utc_now"]
 
@@ -54,8 +111,13 @@ class OutboxLeases:
         lease_seconds: float,
         now: Clock = utc_now,
         settle_engine: AsyncEngine | None = None,
+        hold_connections: bool = False,
     ):
         self.engine = engine
+        #: MySQL/MariaDB driver path: keep a connection checked out between claims and marks (one
+        #: per concurrent caller) instead of a pool checkout, return and reset per call. It holds
+        #: up to one pooled connection per relay loop and engine: the pools must allow that many.
+        self.hold_connections = hold_connections
         #: Where :meth:`settle` runs its statements without a transaction (an autocommit engine,
         #: MySQL/MariaDB): each is one round trip with no COMMIT. None: in a transaction on ``engine``.
         self.settle_engine = settle_engine
@@ -66,6 +128,8 @@ class OutboxLeases:
         #: that was not yet due becomes due (``outbox_claims.next_due``), None when none waits.
         #: After a full claim: None (the relay claims again at once anyway).
         self.next_due: datetime | None = None
+        #: Idle held connections per engine (MySQL/MariaDB driver path, :meth:`_driver`).
+        self._held: dict[AsyncEngine, list[_Held]] = {}
 
     @classmethod
     def open(
@@ -86,7 +150,7 @@ class OutboxLeases:
 
         claims = engine(autocommit=False)
         settle = engine(autocommit=True) if claims.dialect.name == "mysql" else None
-        return cls(claims, relay_id, lease_seconds=lease_seconds, settle_engine=settle)
+        return cls(claims, relay_id, lease_seconds=lease_seconds, settle_engine=settle, hold_connections=True)
 
     @property
     def dialect(self) -> str:
@@ -119,7 +183,18 @@ class OutboxLeases:
             due = await outbox_claims.next_due(conn, now) if len(rows) < limit else None
             return rows, due
 
-        rows, self.next_due = await self._tx(body)
+        if self.dialect != "mysql":
+            rows, self.next_due = await self._tx(body)
+            return rows
+
+        async def driver_body(cur: outbox_claims.DriverCursor) -> tuple[list[OutboxRow], datetime | None]:
+            rows = await outbox_claims.claim_driver(
+                cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
+            )
+            due = await outbox_claims.next_due_driver(cur, now) if len(rows) < limit else None
+            return rows, due
+
+        rows, self.next_due = await self._driver(self.engine, driver_body, commit=True)
         return rows
 
     async def settle(
@@ -152,11 +227,28 @@ class OutboxLeases:
             return n_pub, n_back, n_dead
 
         if self.settle_engine is not None:
+            if not (retries or dead or released):  # the common case: one UPDATE on the driver
+                return (
+                    await self._driver(
+                        self.settle_engine,
+                        lambda cur: outbox_claims.mark_published_driver(cur, published, self.relay_id, now),
+                        commit=False,
+                    ),
+                    0,
+                    0,
+                )
             return await self._autocommit(self.settle_engine, body)
         return await self._tx(body)
 
+    async def return_connections(self) -> None:
+        """Give the idle held connections back to their pools (``hold_connections``)."""
+        for held_list in self._held.values():
+            while held_list:
+                await held_list.pop().conn.close()
+
     async def dispose(self) -> None:
-        """Close the pools of both engines."""
+        """Close the held connections and the pools of both engines."""
+        await self.return_connections()
         await self.engine.dispose()
         if self.settle_engine is not None:
             await self.settle_engine.dispose()
@@ -172,6 +264,60 @@ class OutboxLeases:
                 log.info("outbox statement conflict (attempt %d), retrying", attempt)
                 await asyncio.sleep(0.005 * attempt)
         raise AssertionError("unreachable")
+
+    async def _driver(
+        self,
+        engine: AsyncEngine,
+        body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
+        *,
+        commit: bool,
+    ) -> T:
+        """``body`` on a cursor of a held connection's DBAPI connection (MySQL/MariaDB), then
+        COMMIT when ``commit`` (a transactional engine; an autocommit one needs none). A driver
+        error rolls back and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks and lock wait
+        timeouts retry the whole body; any other error (or a cancellation) closes the connection
+        instead of keeping it."""
+        for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+            held = await self._take(engine)
+            ok = False
+            try:
+                result = await body(held.driver.cursor())
+                if commit:
+                    await held.driver.commit()
+                ok = True
+                return result
+            except _DRIVER_ERRORS as exc:
+                error = sa.exc.DBAPIError(None, None, exc)
+                if not is_retryable(error) or attempt == TRANSACTION_ATTEMPTS:
+                    raise error from exc
+                ok = await _rolled_back(held.driver, commit)
+            finally:
+                if ok and self.hold_connections and _within_pool_size(engine):
+                    self._held[engine].append(held)
+                elif ok:
+                    await held.conn.close()
+                else:
+                    await held.drop()
+            log.info("outbox transaction conflict (attempt %d), retrying", attempt)
+            await asyncio.sleep(0.005 * attempt)
+        raise AssertionError("unreachable")
+
+    async def _take(self, engine: AsyncEngine) -> _Held:
+        """A held connection of ``engine``: an idle one kept by an earlier call (younger than
+        :data:`HELD_RECYCLE_SECONDS`), else a new checkout from the pool."""
+        idle = self._held.setdefault(engine, [])
+        while idle:
+            held = idle.pop()
+            if time.monotonic() - held.since < HELD_RECYCLE_SECONDS:
+                return held
+            await held.conn.close()
+        conn = await engine.connect()
+        try:
+            raw = await conn.get_raw_connection()
+        except BaseException:
+            await conn.close()
+            raise
+        return _Held(conn, raw.driver_connection, time.monotonic())
 
     async def release(self, ids: Sequence[int]) -> int:
         """Give back leases we hold (shutdown): the rows are due again at once for any replica."""

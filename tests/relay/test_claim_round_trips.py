@@ -10,7 +10,10 @@ on an engine of one pooled connection, so every transaction runs on the session 
   the three priority tiers were three SELECTs;
 * both paths (few rows, backlog) return rows in tier order: priority first, then due time, then id;
 * the mark of a published batch on the relay's autocommit engine is one UPDATE: no COMMIT, no
-  ROLLBACK (it was UPDATE + COMMIT in a transaction).
+  ROLLBACK (it was UPDATE + COMMIT in a transaction);
+* with ``hold_connections`` claims and marks keep one pooled connection each and reuse it (no pool
+  checkout per cycle); a held connection the server dropped fails one claim, is discarded, and
+  the next claim runs on a fresh one.
 """
 
 from __future__ import annotations
@@ -291,4 +294,40 @@ async def test_the_mark_of_a_published_batch_is_one_statement(
         # Rows no longer ours are left alone, as in a transaction.
         assert await leases.settle([r.id for r in rows], [], []) == (0, 0, 0)
     finally:
+        await settle.dispose()
+
+
+async def test_held_connections_are_reused_and_a_dropped_one_is_replaced(
+    relay_db_url: str, one_conn: AsyncEngine
+) -> None:
+    settle = create_engine(relay_db_url, pool_size=1, max_overflow=0, autocommit=True)
+    killer = create_engine(relay_db_url, pool_size=1, max_overflow=0)
+    try:
+        async with one_conn.connect() as conn:  # the one pooled session the leases will hold
+            session = (await conn.exec_driver_sql("SELECT CONNECTION_ID()")).scalar_one()
+        leases = OutboxLeases(
+            one_conn, "r-held", lease_seconds=30, settle_engine=settle, hold_connections=True
+        )
+        for cycle in range(2):
+            await add(one_conn, f"held-{cycle}", 0)
+            rows = await leases.claim(10, takeover=False)
+            assert [r.aggregate_id for r in rows] == [f"held-{cycle}"]
+            assert await leases.settle([r.id for r in rows], [], []) == (1, 0, 0)
+            # Both stay checked out between cycles: the claims and the marks take no checkout.
+            assert one_conn.sync_engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+            assert settle.sync_engine.pool.checkedout() == 1  # type: ignore[attr-defined]
+            await leases.return_connections()  # (``add`` needs the claims engine's one connection)
+
+        await leases.claim(10, takeover=False)  # held again
+        async with killer.connect() as conn:
+            await conn.exec_driver_sql(f"KILL {int(session)}")
+        with pytest.raises(sa.exc.DBAPIError):
+            await leases.claim(10, takeover=False)
+        assert one_conn.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        await add(one_conn, "held-after", 0)
+        rows = await leases.claim(10, takeover=False)
+        assert [r.aggregate_id for r in rows] == ["held-after"]
+        await leases.dispose()
+    finally:
+        await killer.dispose()
         await settle.dispose()

@@ -1,0 +1,76 @@
+"""The relay's CPU per claim → mark cycle, in-process, on MariaDB (no HTTP, no other process).
+
+Each cycle commits one event's 2 outbox rows (~500-byte payloads), then times (``time.process_time``)
+one ``OutboxLeases.claim`` (a poll: expired-lease scan, probe, lease UPDATE, next-due read, COMMIT)
+and the ``settle`` of both rows as published, on leases opened as the relay opens them
+(``OutboxLeases.open``). For an A/B run it once per tree with that tree first on the path::
+
+    PYTHONPATH=/other/tree python loadtest/bench_claim_cycle.py --cycles 400
+
+MariaDB is ``TASKCAST_TEST_MYSQL_URL`` (a throwaway database of its own is created and dropped).
+Prints one JSON line: CPU µs per cycle (mean over the cycles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+import uuid
+
+import sqlalchemy as sa
+
+from relay.claim import OutboxLeases, create_engine, utc_now
+from status_api.storage import write
+from status_api.storage.database import init_db
+from status_api.storage.outbox import OutboxMessage
+
+
+async def run(url: str, cycles: int) -> dict[str, float]:
+    name = f"bench_cycle_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(url)
+    async with admin.begin() as conn:
+        await conn.exec_driver_sql(f"CREATE DATABASE `{name}`")
+    await admin.dispose()
+    db_url = sa.make_url(url).set(database=name).render_as_string(hide_password=False)
+    engine = create_engine(db_url, pool_size=2)
+    await init_db(engine)
+    leases = OutboxLeases.open(db_url, "bench", lease_seconds=30, pool_size=5, lock_wait_timeout_seconds=5)
+    spent = 0.0
+    try:
+        for i in range(cycles):
+            body = {"x": "y" * 500}
+            async with engine.begin() as conn:
+                msgs = [
+                    OutboxMessage(f"a:{i}", "TASK_DETAIL", body, 0),
+                    OutboxMessage(f"b:{i}", "TASK_SUMMARY", body, 0),
+                ]
+                await write.append_outbox_version(conn, f"t{i}", 2, msgs, utc_now())
+            started = time.process_time()
+            rows = await leases.claim(200)
+            await leases.settle([r.id for r in rows], [], [])
+            spent += time.process_time() - started
+            if len(rows) != 2:
+                raise RuntimeError(f"claimed {len(rows)} rows, expected 2")
+    finally:
+        await leases.dispose()
+        async with engine.begin() as conn:
+            await conn.exec_driver_sql(f"DROP DATABASE `{name}`")
+        await engine.dispose()
+    return {"cycles": cycles, "cpu_us_per_cycle": spent / cycles * 1e6, "load": os.getloadavg()[0]}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--cycles", type=int, default=400)
+    p.add_argument("--mysql-url", default=os.environ.get("TASKCAST_TEST_MYSQL_URL"))
+    args = p.parse_args()
+    if not args.mysql_url:
+        raise SystemExit("set TASKCAST_TEST_MYSQL_URL or pass --mysql-url")
+    print(json.dumps(asyncio.run(run(args.mysql_url, args.cycles))))
+
+
+if __name__ == "__main__":
+    main()
