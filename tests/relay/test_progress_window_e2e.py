@@ -12,6 +12,7 @@ tests fail on a relay that does not wake at the due time, and on a Status API wi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -144,12 +145,21 @@ async def test_a_burst_in_one_window_publishes_only_the_last_progress_when_the_w
         first = await _progress(p, t, 1)
         await _seen(sub, t, first, "the first progress, at once (the leading edge)")
         wakeups = _due_wakeups(p.relay)
+        started = time.monotonic()
         burst = [await _progress(p, t, i) for i in range(2, 12)]
+        took = time.monotonic() - started
         last = burst[-1]
         await _seen(sub, t, last, "the last progress", within=WITHIN + p.window_ms / 1000)
+        # At most one progress per window: a burst that a loaded machine stretched over k windows
+        # may publish up to k of its reports (each the newest when its window closed); the last
+        # always arrives, and nothing but progress versions of the burst comes between.
+        windows = 1 + int(took * 1000 // p.window_ms)
         for channel in _channels(t):
-            assert [v for v in _versions(sub, t, channel) if v > 1] == [2, first, last], channel
-        assert _due_wakeups(p.relay) > wakeups  # the due-time wake-up published it, not a hint
+            seen = [v for v in _versions(sub, t, channel) if v > 1]
+            assert seen[:2] == [2, first] and seen[-1] == last, (channel, seen)
+            assert set(seen[2:]) <= set(burst) and len(seen) - 2 <= windows, (channel, seen, took)
+        if windows == 1:
+            assert _due_wakeups(p.relay) > wakeups  # the due-time wake-up published it, not a hint
         eng = p.relay.leases.engine
 
         async def marked() -> list[tuple[datetime, datetime | None]] | None:
