@@ -210,6 +210,7 @@ class Client:
         )
         self._inbox: deque[Command | Job] = deque()
         self._decoded_before = 0
+        self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
         self._wheel = wheel or Wheel(clock)
@@ -254,7 +255,7 @@ class Client:
         session = self.session
         decoded = session.decoded
         if decoded > self._decoded_before:
-            self.node.metrics.commands_decoded.labels(self.transport.name).inc(decoded - self._decoded_before)
+            self._decoded_metric.inc(decoded - self._decoded_before)
         self._decoded_before = decoded
         for action in actions:
             if isinstance(action, codes.Disconnect):
