@@ -213,8 +213,7 @@ class Client:
         self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
-        self._wheel = wheel or Wheel(clock)
-        self._deadline: float | None = None
+        self._wheel = wheel or Wheel(clock)  # it keeps the deadline: no attribute here (RSS per connection)
         proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
             self, proxies if isinstance(proxies, Proxies) else None
@@ -532,14 +531,10 @@ class Client:
         """Put the connection on the wheel for the session's next deadline."""
         if self._closed:
             return
-        at = self.session.next_deadline()
-        if at != self._deadline:
-            self._deadline = at
-            self._wheel.schedule(self, at)
+        self._wheel.schedule(self, self.session.next_deadline())  # unchanged slot: nothing to do
 
     def on_wheel(self) -> None:
         """The deadline wheel's visit (gateway/connection/wheel.py): act on what is due."""
-        self._deadline = None
         if self._closed:
             return
         for action in self.session.on_deadline(self.clock()):
