@@ -213,7 +213,9 @@ class Client:
         self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
-        self._wheel = wheel or Wheel(clock)  # it keeps the deadline: no attribute here (RSS per connection)
+        # The wheel keeps the deadline: no attribute for it here (RSS per connection). An empty
+        # wheel is falsy (``len``): never ``wheel or ...``.
+        self._wheel = wheel if wheel is not None else Wheel(clock)
         proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
             self, proxies if isinstance(proxies, Proxies) else None
