@@ -213,8 +213,7 @@ class Client:
         self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
-        # The wheel keeps the deadline: no attribute for it here (RSS per connection). An empty
-        # wheel is falsy (``len``): never ``wheel or ...``.
+        # The wheel keeps the deadline: no attribute for it here (RSS per connection).
         self._wheel = wheel if wheel is not None else Wheel(clock)
         proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream

@@ -80,8 +80,9 @@ class Wheel:
         self._timer: asyncio.TimerHandle | None = None
         self._running = False
 
-    def __len__(self) -> int:
-        """Entries on the wheel (scheduled or due, not yet visited)."""
+    def entries(self) -> int:
+        """Entries on the wheel (scheduled or due, not yet visited). (Not ``__len__``: a wheel
+        is truthy even when empty.)"""
         return len(self._slots) + len(self._due)
 
     def schedule(self, item: Timed, at: float | None) -> None:
