@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "loadtest"))
 
-from bench_relay import GATEWAY_CONFIG, cpu_seconds, spawn, wait_http  # noqa: E402
+from bench_relay import GATEWAY_CONFIG, TREES, cpu_seconds, spawn, wait_http  # noqa: E402
 from fleet import WSConn, mint, ws_open  # noqa: E402
 
 from taskcast.dev.procs import free_port  # noqa: E402
@@ -74,7 +74,8 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
     cfg = json.loads(json.dumps(GATEWAY_CONFIG))
     cfg["http_server"]["port"] = port
     cfg["client"]["ping_interval"] = f"{args.ping_interval:g}s"
-    cfg["client"]["pong_timeout"] = f"{min(8.0, args.ping_interval / 2):g}s"
+    pong = args.pong_timeout if args.pong_timeout is not None else min(8.0, args.ping_interval / 2)
+    cfg["client"]["pong_timeout"] = f"{pong:g}s"
     (workdir / "gateway.json").write_text(json.dumps(cfg))
     gw = spawn(["gateway", "--config", str(workdir / "gateway.json")], workdir / "gateway.log")
     conns: list[WSConn] = []
@@ -129,9 +130,17 @@ def main() -> None:
         default=5.0,
         help="client.ping_interval seconds (production default: 25)",
     )
+    p.add_argument(
+        "--pong-timeout",
+        type=float,
+        default=None,
+        help="client.pong_timeout seconds (default: half the ping interval, at most 8)",
+    )
     p.add_argument("--window", type=float, default=20.0)
     p.add_argument("--concurrency", type=int, default=200)
+    p.add_argument("--gateway-tree", type=Path, default=ROOT, help="source tree the gateway runs from (A/B)")
     args = p.parse_args()
+    TREES.update(gateway=args.gateway_tree.resolve())
     results = asyncio.run(amain(args))
     print(
         "\n| connections | connect s | RSS KiB per conn | idle gateway CPU | µs per ping | "

@@ -16,7 +16,10 @@ pending. Outgoing replies and pushes are queued and written with ONE transport w
 loop tick (``Flusher``: every connection with output in a tick is flushed by one callback, and
 connections that queued the same shared pushes reuse one joined frame); the queue is bounded in
 bytes (``client.queue_max_size``) and overflow disconnects with 3008 — a slow client never slows
-anyone else. One loop timer per connection is armed for ``Session.next_deadline()``.
+anyone else. A connection's next deadline (``Session.next_deadline()``: pings, pong checks,
+expiry) is an entry on the node's one deadline wheel (gateway/connection/wheel.py), not a loop
+timer of its own. A ping is one prebuilt frame per codec, shared by every connection (its
+WebSocket frame is built once) and written at once when nothing else is queued.
 
 Only the transports and the composition root import this module.
 """
@@ -43,6 +46,7 @@ from gateway.connection.sendqueue import Flusher, SendQueue, Transport
 from gateway.connection.shared_poll import SharedPollSubscriptions
 from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
+from gateway.connection.wheel import Wheel
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, SharedPush
@@ -88,6 +92,17 @@ commands that complete without suspending must not hold the loop for every other
 
 Job = Callable[[], Awaitable[object]]
 
+_PINGS: dict[bytes, SharedPush] = {}
+"""The ping of each codec as one shared push: every connection writes the same object, so a
+transport that caches its wire frame on it (the WebSocket's) builds that frame once."""
+
+
+def _ping_push(frame: bytes) -> SharedPush:
+    push = _PINGS.get(frame)
+    if push is None:
+        push = _PINGS[frame] = SharedPush(frame)
+    return push
+
 
 __all__ = ["Client", "ClientFactory", "Connect", "Flusher", "Transport"]
 
@@ -110,6 +125,7 @@ class ClientFactory:
         self.clock = clock
         self.authorizer = authorizer or TokenAuthorizer(node.settings, verifier, sub_verifier, clock)
         self.flusher = Flusher()
+        self.wheel = Wheel(clock)
 
     def connect(self, transport: Transport, codec: Codec | None = None) -> Client:
         """A new connection on an open transport (the stale-connect deadline starts now),
@@ -123,6 +139,7 @@ class ClientFactory:
             clock=self.clock,
             flusher=self.flusher,
             authorizer=self.authorizer,
+            wheel=self.wheel,
         )
 
 
@@ -149,6 +166,7 @@ class Client:
         flusher: Flusher | None = None,
         authorizer: Authorizer | None = None,
         codec: Codec | None = None,
+        wheel: Wheel | None = None,
     ) -> None:
         self.node = node
         self.codec: Codec = codec or node.hub.codec
@@ -192,10 +210,11 @@ class Client:
         )
         self._inbox: deque[Command | Job] = deque()
         self._decoded_before = 0
+        self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float | None = None
+        # The wheel keeps the deadline: no attribute for it here (RSS per connection).
+        self._wheel = wheel if wheel is not None else Wheel(clock)
         proxies = getattr(self.authorizer, "proxies", None)  # a ProxyAuthorizer's
         self.streams = StreamSubscriptions(  # channel.proxy.subscribe_stream
             self, proxies if isinstance(proxies, Proxies) else None
@@ -236,7 +255,7 @@ class Client:
         session = self.session
         decoded = session.decoded
         if decoded > self._decoded_before:
-            self.node.metrics.commands_decoded.labels(self.transport.name).inc(decoded - self._decoded_before)
+            self._decoded_metric.inc(decoded - self._decoded_before)
         self._decoded_before = decoded
         for action in actions:
             if isinstance(action, codes.Disconnect):
@@ -510,27 +529,21 @@ class Client:
     # --- timers ------------------------------------------------------------------------------
 
     def _rearm(self) -> None:
-        """Arm the connection's one timer for the session's next deadline."""
+        """Put the connection on the wheel for the session's next deadline."""
         if self._closed:
             return
-        at = self.session.next_deadline()
-        if at == self._timer_at and (at is None or self._timer is not None):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = at
-        if at is not None:
-            self._timer = self.loop.call_later(max(0.0, at - self.clock()), self._on_timer)
+        self._wheel.schedule(self, self.session.next_deadline())  # unchanged slot: nothing to do
 
-    def _on_timer(self) -> None:
-        self._timer, self._timer_at = None, None
+    def on_wheel(self) -> None:
+        """The deadline wheel's visit (gateway/connection/wheel.py): act on what is due."""
+        if self._closed:
+            return
         for action in self.session.on_deadline(self.clock()):
             if isinstance(action, codes.Disconnect):
                 self.disconnect(action)
                 return
             if isinstance(action, SendPing):
-                self.send(action.frame)
+                self.send_queue.put_now(action.frame, _ping_push(action.frame))
             elif isinstance(action, ExpireSubscription):
                 self.spawn(functools.partial(self.unsubscribe, action.channel, codes.UNSUBSCRIBE_EXPIRED))
         self._rearm()
@@ -563,9 +576,7 @@ class Client:
         self.send_queue.close()
         self.session.closed()
         self.node.connecting.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._wheel.cancel(self)
         self.refresher.close()
         self.streams.close()
         self._inbox.clear()

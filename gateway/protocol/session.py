@@ -39,6 +39,14 @@ from gateway.protocol.messages import (
 from gateway.protocol.policy import expiry_ttl
 from gateway.protocol.subscription import Buffered, Subscription, SubState, TransitionError
 
+_PONG = Command(0, None, None)
+_PONG_FRAMES: dict[str, frozenset[str | bytes]] = {
+    "json": frozenset(("{}", b"{}")),
+    "protobuf": frozenset((b"\x00",)),  # the empty Command, length-delimited
+}
+"""Per codec: the frames that hold exactly one pong, as every client answers a ping (recognised
+without decoding; any other frame is decoded, pongs in it included)."""
+
 
 class State(IntEnum):
     CONNECTING = 0
@@ -130,6 +138,7 @@ class Session:
 
     def __init__(self, codec: Codec = JSON, config: SessionConfig | None = None, *, now: float = 0.0) -> None:
         self.codec = codec
+        self._pong_frames = _PONG_FRAMES.get(codec.name, frozenset())
         cfg = config or SessionConfig()
         self.config = cfg
         self.channel_limit = cfg.channel_limit
@@ -164,6 +173,11 @@ class Session:
         waits for ``resume``)."""
         if self.state is State.CLOSED or self.connect_failed:
             return []
+        if frame in self._pong_frames and self.state is State.CONNECTED and not self._held:
+            # The pong alone in its frame (every ping's answer): no decoding.
+            self.decoded += 1
+            action = self.receive(_PONG)
+            return [action] if action is not None else []
         commands = self.codec.iter_frame(frame)
         if self._held or (self.connecting and self.state is State.CONNECTING):
             if len(self._held) >= self.config.max_held_frames:
