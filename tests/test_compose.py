@@ -246,3 +246,28 @@ def test_the_schema_is_migrated_once_before_the_status_api_replicas_start() -> N
         condition = SERVICES[name]["depends_on"]["migrate"]["condition"]
         assert condition == "service_completed_successfully", name
         assert "init-db" not in " ".join(SERVICES[name]["command"]), name
+
+
+def _deploy_doc_yaml_after(heading: str) -> list[dict[str, Any]]:
+    text = (ROOT / "docs/deploy.md").read_text()
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+
+
+def test_the_deploy_doc_without_redis_is_a_valid_udp_wake_configuration(tmp_path: Path) -> None:
+    """docs/deploy.md "Without Redis": its two snippets, over deploy/*.yaml, wake over UDP only."""
+    status_doc, relay_doc = _deploy_doc_yaml_after("## Without Redis")
+    status_raw = {**yaml.safe_load((ROOT / "deploy/status-api.yaml").read_text()), **status_doc}
+    relay_raw = {**yaml.safe_load((ROOT / "deploy/relay.yaml").read_text()), **relay_doc}
+    relay_raw.pop("wake_redis_url")
+    (tmp_path / "status-api.yaml").write_text(yaml.safe_dump(status_raw))
+    (tmp_path / "relay.yaml").write_text(yaml.safe_dump(relay_raw))
+    # docker-compose.yml sets the Sentinel wake-up URL in the environment: a deployment without Redis does not.
+    status_env = {k: v for k, v in _env(SERVICES["status-api1"]).items() if "WAKE" not in k}
+    relay_env = {k: v for k, v in _env(SERVICES["relay1"]).items() if "WAKE" not in k}
+    status = load_status_config(tmp_path / "status-api.yaml", status_env)
+    assert status.wake.redis_url is None
+    assert list(status.wake.udp_targets) == ["relay1.internal:7390", "relay2.internal:7390"]
+    relay_cfg = load_relay_config(tmp_path / "relay.yaml", relay_env)
+    assert relay_cfg.wake_redis_url is None
+    assert relay_cfg.wake_udp_listen == "0.0.0.0:7390"
