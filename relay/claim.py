@@ -187,14 +187,14 @@ class OutboxLeases:
             rows, self.next_due = await self._tx(body)
             return rows
 
-        async def driver_body(cur: outbox_claims.DriverCursor) -> tuple[list[OutboxRow], datetime | None]:
-            rows = await outbox_claims.claim_driver(
+        def driver_body(
+            cur: outbox_claims.DriverCursor,
+        ) -> Awaitable[tuple[list[OutboxRow], datetime | None]]:
+            return outbox_claims.claim_driver(
                 cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
             )
-            due = await outbox_claims.next_due_driver(cur, now) if len(rows) < limit else None
-            return rows, due
 
-        rows, self.next_due = await self._driver(self.engine, driver_body, commit=True)
+        rows, self.next_due = await self._driver(self.engine, driver_body, transactional=True)
         return rows
 
     async def settle(
@@ -232,7 +232,7 @@ class OutboxLeases:
                     await self._driver(
                         self.settle_engine,
                         lambda cur: outbox_claims.mark_published_driver(cur, published, self.relay_id, now),
-                        commit=False,
+                        transactional=False,
                     ),
                     0,
                     0,
@@ -270,27 +270,26 @@ class OutboxLeases:
         engine: AsyncEngine,
         body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
         *,
-        commit: bool,
+        transactional: bool,
     ) -> T:
-        """``body`` on a cursor of a held connection's DBAPI connection (MySQL/MariaDB), then
-        COMMIT when ``commit`` (a transactional engine; an autocommit one needs none). A driver
-        error rolls back and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks and lock wait
-        timeouts retry the whole body; any other error (or a cancellation) closes the connection
-        instead of keeping it."""
+        """``body`` on a cursor of a held connection's DBAPI connection (MySQL/MariaDB); on a
+        ``transactional`` engine the body commits its own work (``outbox_claims.claim_driver``
+        sends its COMMIT with its last statements), an autocommit one needs none. A driver error
+        rolls back (``transactional``) and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks
+        and lock wait timeouts retry the whole body; any other error (or a cancellation) closes the
+        connection instead of keeping it."""
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
             held = await self._take(engine)
             ok = False
             try:
                 result = await body(held.driver.cursor())
-                if commit:
-                    await held.driver.commit()
                 ok = True
                 return result
             except _DRIVER_ERRORS as exc:
                 error = sa.exc.DBAPIError(None, None, exc)
                 if not is_retryable(error) or attempt == TRANSACTION_ATTEMPTS:
                     raise error from exc
-                ok = await _rolled_back(held.driver, commit)
+                ok = await _rolled_back(held.driver, transactional)
             finally:
                 if ok and self.hold_connections and _within_pool_size(engine):
                     self._held[engine].append(held)
