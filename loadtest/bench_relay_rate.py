@@ -262,6 +262,8 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "metrics_port": mport,
                 "log_level": "warning",
             }
+            if args.linger_ms:
+                cfg["linger_ms"] = args.linger_ms
             if args.wake == "redis":
                 cfg.update(wake_redis_url=svc.redis_url, wake_channel=channel)
             else:
@@ -311,6 +313,7 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str
     lines = [
         f"{label} — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {len(os.sched_getaffinity(0))} CPUs, "
         f"Python {platform.python_version()}, {args.relays} relays woken through {args.wake}, "
+        f"linger_ms {args.linger_ms}, "
         f"window {args.window:.0f} s after {args.warmup:.0f} s warm-up, "
         f"one commit per {1000 * args.tick:.0f} ms tick.",
         "",
@@ -340,6 +343,7 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--window", type=float, default=15.0)
     p.add_argument("--tick", type=float, default=0.005, help="seconds between the producer's commits")
+    p.add_argument("--linger-ms", type=int, default=0, help="the relays' linger_ms (0: off, the default)")
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
     p.add_argument("--label", default="this tree")
     p.add_argument("--profile", type=Path, help="directory for py-spy raw profiles of the relays")

@@ -139,6 +139,8 @@ class Relay:
         #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
         self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
         self._wakeup_counters: dict[str, Any] = {}
+        #: Loops waiting out ``linger_ms`` before their claim: while one does, wake-ups are absorbed.
+        self._lingering = 0
 
     @property
     def gateway_up(self) -> bool:
@@ -153,6 +155,8 @@ class Relay:
         if counter is None:
             counter = self._wakeup_counters[source] = self.metrics.wakeups.labels(source)
         counter.inc()
+        if self._lingering:
+            return  # a woken loop claims within linger_ms: after this wake-up's rows were committed
         while self._sleepers:
             sleeper = self._sleepers.popleft()
             if not sleeper.done():
@@ -178,7 +182,8 @@ class Relay:
     async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> bool:
         """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop`` (:meth:`run` ends every
         wait when it is set), whichever comes first; True for a wake-up, False for the poll (or
-        ``stop``)."""
+        ``stop``). A loop woken from its sleep then lingers ``linger_ms`` (:meth:`_linger`); one
+        that finds a wake-up pending (it came while every loop was busy) claims at once."""
         if self._wake_pending or stop.is_set():
             woken, self._wake_pending = self._wake_pending, False
             return woken
@@ -187,11 +192,14 @@ class Relay:
         timer = loop.call_later(self.idle_delay(slot, origin, time.monotonic()), _resolve, sleeper, False)
         self._sleepers.append(sleeper)
         try:
-            return await sleeper
+            woken = await sleeper
         finally:
             timer.cancel()
             with contextlib.suppress(ValueError):  # still listed unless a wake-up took it
                 self._sleepers.remove(sleeper)
+        if woken and self.config.linger_ms:
+            await self._linger(stop)
+        return woken
 
     def _end_sleeps(self) -> None:
         """Shutdown: every idle loop returns from its wait (it then sees ``stop``)."""
@@ -390,6 +398,16 @@ class Relay:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
             woken = await self._idle(stop, slot, origin)
+
+    async def _linger(self, stop: asyncio.Event) -> None:
+        """Wait ``linger_ms`` before a woken loop's claim (or until ``stop``), absorbing the wake-ups
+        that arrive meanwhile: each is for rows committed before it, so before the claim that
+        follows; one claim carries them all instead of one claim each."""
+        self._lingering += 1
+        try:
+            await _wait(stop, self.config.linger_ms / 1000)
+        finally:
+            self._lingering -= 1
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():
