@@ -32,7 +32,7 @@ from relay.claim import OutboxLeases, create_engine, utc_now
 from relay.config import build_config
 from relay.publisher import PUBLISHED, PublishResult
 from relay.relay import Relay
-from status_api.storage import outbox_claims, write
+from status_api.storage import database, outbox_claims, write
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 
@@ -434,3 +434,32 @@ async def test_a_two_request_claim_keeps_leases_order_and_the_next_due_time(
     rows = await leases.claim(3, takeover=True)
     assert [r.aggregate_id for r in rows] == ["due-a"]
     assert leases.next_due == held_until
+
+
+async def test_a_held_connection_bounds_each_claim_and_gets_its_read_timeout_back(
+    relay_db_url: str, one_conn: AsyncEngine
+) -> None:
+    """While held, the driver's per-read timeout is replaced by one bound on the whole body: a
+    body that outlives it fails as the driver's lost-connection error (2013) and the connection is
+    dropped; a connection given back to the pool has the driver's read timeout again."""
+    leases = OutboxLeases(one_conn, "r-bound", lease_seconds=30, hold_connections=True)
+    assert await leases.claim(10, takeover=False) == []
+    (held,) = leases._held[one_conn]
+    assert held.driver._read_timeout is None and held.read_timeout == database.READ_TIMEOUT_SECONDS
+    held.read_timeout = 0.2  # (the production bound is 10 s)
+
+    async def stalled(cur: outbox_claims.DriverCursor) -> None:
+        await cur.execute("SELECT SLEEP(5)")
+
+    with pytest.raises(sa.exc.DBAPIError) as failed:
+        await leases._driver(one_conn, stalled, transactional=True)
+    assert failed.value.orig is not None and failed.value.orig.args[0] == 2013
+    assert one_conn.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    await add(one_conn, "after-stall", 0)
+    assert [r.aggregate_id for r in await leases.claim(10, takeover=False)] == ["after-stall"]
+
+    await leases.return_connections()
+    async with one_conn.connect() as conn:
+        raw = await conn.get_raw_connection()
+        assert raw.driver_connection._read_timeout == database.READ_TIMEOUT_SECONDS  # type: ignore[union-attr]
+    await leases.dispose()
