@@ -10,7 +10,9 @@ the Status API's commit does. After ``--warmup`` seconds, a ``--window`` of seco
 
 * relays' CPU (user + sys from /proc, psutil) divided by the rows they published in the window
   (their own ``taskcast_relay_published_rows_total``);
-* claims and hints per relay, rows per claim;
+* claims and hints per relay, rows per claim, and the relays' CPU per claim that leased rows (a
+  cycle, with its share of the empty claims and hints): on a loaded machine the relays fall behind
+  and batch more, which lowers the CPU per row but not per cycle;
 * commit → publish p50 / p99 from the relays' histogram (bucket bounds, so coarse).
 
 MariaDB and Redis are ``TASKCAST_TEST_MYSQL_URL`` / ``TASKCAST_TEST_REDIS_URL`` when set (a database
@@ -209,6 +211,8 @@ async def step(
         "relay_cpu_s": cpu,
         "relay_cpu_share": cpu / elapsed,
         "relay_us_per_row": 1e6 * cpu / max(published, 1),
+        # every claim that leased rows, with its share of the empty claims, hints and polls
+        "relay_us_per_claim": 1e6 * cpu / max(claims, 1),
         "relay_sys_share": sys_cpu / cpu if cpu else 0.0,
         "gateway_us_per_row": 1e6 * gw_cpu / max(published, 1),
         "lag_p50_ms": 1000 * quantile(buckets, 0.5),
@@ -258,6 +262,8 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "metrics_port": mport,
                 "log_level": "warning",
             }
+            if args.linger_ms:
+                cfg["linger_ms"] = args.linger_ms
             if args.wake == "redis":
                 cfg.update(wake_redis_url=svc.redis_url, wake_channel=channel)
             else:
@@ -307,18 +313,21 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str
     lines = [
         f"{label} — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {len(os.sched_getaffinity(0))} CPUs, "
         f"Python {platform.python_version()}, {args.relays} relays woken through {args.wake}, "
+        f"linger_ms {args.linger_ms}, "
         f"window {args.window:.0f} s after {args.warmup:.0f} s warm-up, "
         f"one commit per {1000 * args.tick:.0f} ms tick.",
         "",
-        "| events/s (rows/s) | relay CPU µs per row (kernel share) | rows per claim | hints per relay | "
-        "commit→publish p50 / p99 ms (bucket bound) | gateway µs per row | load |",
-        "|---|---:|---:|---|---:|---:|---|",
+        "| events/s (rows/s) | relay CPU µs per row (kernel share) | rows per claim | "
+        "relay CPU µs per claim | hints per relay | commit→publish p50 / p99 ms (bucket bound) | "
+        "gateway µs per row | load |",
+        "|---|---:|---:|---:|---|---:|---:|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['events_per_s']:.0f} ({r['published'] / args.window:.0f}) | "
             f"**{r['relay_us_per_row']:.0f}** ({100 * r['relay_sys_share']:.0f} %) | "
-            f"{r['rows_per_claim']:.1f} | {' / '.join(str(h) for h in r['hints'])} | "
+            f"{r['rows_per_claim']:.1f} | {r['relay_us_per_claim']:.0f} | "
+            f"{' / '.join(str(h) for h in r['hints'])} | "
             f"{r['lag_p50_ms']:.0f} / {r['lag_p99_ms']:.0f} | {r['gateway_us_per_row']:.0f} | "
             f"{r['load'][0]:.1f} → {r['load'][1]:.1f} |"
         )
@@ -334,6 +343,7 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=3.0)
     p.add_argument("--window", type=float, default=15.0)
     p.add_argument("--tick", type=float, default=0.005, help="seconds between the producer's commits")
+    p.add_argument("--linger-ms", type=int, default=0, help="the relays' linger_ms (0: off, the default)")
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
     p.add_argument("--label", default="this tree")
     p.add_argument("--profile", type=Path, help="directory for py-spy raw profiles of the relays")

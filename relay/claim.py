@@ -16,7 +16,8 @@ are re-exported here).
   (``outbox_claims.claim_driver``): SQLAlchemy keeps the engine, the pool and every other
   statement. Driver errors are mapped to ``sqlalchemy.exc.DBAPIError`` as SQLAlchemy would, so
   retries (deadlock, lock wait) and callers see the same exceptions; a connection that failed
-  any other way is invalidated rather than returned to the pool.
+  any other way is invalidated rather than returned to the pool. On these held connections the
+  read bound (10 s) covers one claim or mark as a whole instead of each read (``_Held``).
 * **SQLite**: a single claimer. The dialect silently drops ``FOR UPDATE``; instead every
   transaction starts with ``BEGIN IMMEDIATE`` and holds the database write lock, so concurrent
   claimers (tasks or processes) serialise and still never share a row — but there is no
@@ -59,11 +60,22 @@ HELD_RECYCLE_SECONDS = 600.0
 @dataclass
 class _Held:
     """A pooled connection kept checked out between claims (one per concurrent loop): a claim or
-    a mark takes no pool checkout, return or reset."""
+    a mark takes no pool checkout, return or reset.
+
+    While held, the driver's own per-read timeout is off (asyncmy wraps every read that waits in
+    ``asyncio.wait_for``: a task and a timer per read) and :meth:`OutboxLeases._driver` bounds each
+    body as a whole by the same ``read_timeout`` instead (one timer per claim or mark). It is put
+    back before the connection returns to the pool."""
 
     conn: AsyncConnection
     driver: Any
     since: float
+    read_timeout: float | None
+
+    async def give_back(self) -> None:
+        """Return it to the pool as it was taken (the driver's read timeout restored)."""
+        self.driver._read_timeout = self.read_timeout
+        await self.conn.close()
 
     async def drop(self) -> None:
         """Close it for good (a failed or cancelled body): invalidated, never reused."""
@@ -79,6 +91,16 @@ def _within_pool_size(engine: AsyncEngine) -> bool:
     (gauges, retention, releases)."""
     pool: Any = engine.sync_engine.pool
     return bool(pool.checkedout() <= pool.size())
+
+
+def _read_timed_out(seconds: float | None) -> Exception:
+    """The driver's own error for a read that exceeded its bound (asyncmy raises it per read)."""
+    message = f"Lost connection to MySQL server during query (read timeout, {seconds} s)"
+    if _DRIVER_ERRORS:
+        from asyncmy.errors import OperationalError
+
+        return OperationalError(2013, message)
+    return TimeoutError(message)  # pragma: no cover - SQLite-only installs have no driver path
 
 
 async def _rolled_back(driver: Any, transactional: bool) -> bool:
@@ -187,14 +209,14 @@ class OutboxLeases:
             rows, self.next_due = await self._tx(body)
             return rows
 
-        async def driver_body(cur: outbox_claims.DriverCursor) -> tuple[list[OutboxRow], datetime | None]:
-            rows = await outbox_claims.claim_driver(
+        def driver_body(
+            cur: outbox_claims.DriverCursor,
+        ) -> Awaitable[tuple[list[OutboxRow], datetime | None]]:
+            return outbox_claims.claim_driver(
                 cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
             )
-            due = await outbox_claims.next_due_driver(cur, now) if len(rows) < limit else None
-            return rows, due
 
-        rows, self.next_due = await self._driver(self.engine, driver_body, commit=True)
+        rows, self.next_due = await self._driver(self.engine, driver_body, transactional=True)
         return rows
 
     async def settle(
@@ -232,7 +254,7 @@ class OutboxLeases:
                     await self._driver(
                         self.settle_engine,
                         lambda cur: outbox_claims.mark_published_driver(cur, published, self.relay_id, now),
-                        commit=False,
+                        transactional=False,
                     ),
                     0,
                     0,
@@ -244,7 +266,7 @@ class OutboxLeases:
         """Give the idle held connections back to their pools (``hold_connections``)."""
         for held_list in self._held.values():
             while held_list:
-                await held_list.pop().conn.close()
+                await held_list.pop().give_back()
 
     async def dispose(self) -> None:
         """Close the held connections and the pools of both engines."""
@@ -270,32 +292,34 @@ class OutboxLeases:
         engine: AsyncEngine,
         body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
         *,
-        commit: bool,
+        transactional: bool,
     ) -> T:
-        """``body`` on a cursor of a held connection's DBAPI connection (MySQL/MariaDB), then
-        COMMIT when ``commit`` (a transactional engine; an autocommit one needs none). A driver
-        error rolls back and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks and lock wait
-        timeouts retry the whole body; any other error (or a cancellation) closes the connection
-        instead of keeping it."""
+        """``body`` on a cursor of a held connection's DBAPI connection (MySQL/MariaDB); on a
+        ``transactional`` engine the body commits its own work (``outbox_claims.claim_driver``
+        sends its COMMIT with its last statements), an autocommit one needs none. A driver error
+        rolls back (``transactional``) and is raised as ``sqlalchemy.exc.DBAPIError``; deadlocks
+        and lock wait timeouts retry the whole body; any other error (or a cancellation) closes the
+        connection instead of keeping it."""
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
             held = await self._take(engine)
             ok = False
             try:
-                result = await body(held.driver.cursor())
-                if commit:
-                    await held.driver.commit()
+                async with asyncio.timeout(held.read_timeout):
+                    result = await body(held.driver.cursor())
                 ok = True
                 return result
+            except TimeoutError as exc:  # the held connection's read bound (see _Held): dropped below
+                raise sa.exc.DBAPIError(None, None, _read_timed_out(held.read_timeout)) from exc
             except _DRIVER_ERRORS as exc:
                 error = sa.exc.DBAPIError(None, None, exc)
                 if not is_retryable(error) or attempt == TRANSACTION_ATTEMPTS:
                     raise error from exc
-                ok = await _rolled_back(held.driver, commit)
+                ok = await _rolled_back(held.driver, transactional)
             finally:
                 if ok and self.hold_connections and _within_pool_size(engine):
                     self._held[engine].append(held)
                 elif ok:
-                    await held.conn.close()
+                    await held.give_back()
                 else:
                     await held.drop()
             log.info("outbox transaction conflict (attempt %d), retrying", attempt)
@@ -310,14 +334,18 @@ class OutboxLeases:
             held = idle.pop()
             if time.monotonic() - held.since < HELD_RECYCLE_SECONDS:
                 return held
-            await held.conn.close()
+            await held.give_back()
         conn = await engine.connect()
         try:
             raw = await conn.get_raw_connection()
         except BaseException:
             await conn.close()
             raise
-        return _Held(conn, raw.driver_connection, time.monotonic())
+        driver: Any = raw.driver_connection
+        read_timeout = getattr(driver, "_read_timeout", None)
+        if read_timeout:
+            driver._read_timeout = None  # bounded per body instead (see _Held)
+        return _Held(conn, driver, time.monotonic(), read_timeout)
 
     async def release(self, ids: Sequence[int]) -> int:
         """Give back leases we hold (shutdown): the rows are due again at once for any replica."""

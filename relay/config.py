@@ -32,6 +32,10 @@ def default_relay_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+#: The longest ``linger_ms``: a wait meant to gather a few events, never a latency of its own.
+MAX_LINGER_MS = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class RelayConfig:
     database_url: str
@@ -70,6 +74,10 @@ class RelayConfig:
     #: where the Status API sends hints (its ``wake.udp_targets``); null = none. While bound, the
     #: safety-net poll runs at ``wake_poll_interval_seconds``, as while subscribed to Redis.
     wake_udp_listen: str | None = None
+    #: After a wake-up, how long the woken loop waits before it claims (docs/relay.md "Linger"),
+    #: so that one claim carries the events committed meanwhile; wake-ups during the wait are
+    #: absorbed by it. 0 = claim at once. Never delays a row by more than this.
+    linger_ms: int = 0
     #: OpenTelemetry tracing of the publishes (docs/operations.md "Tracing with OpenTelemetry");
     #: the exporter is configured by the standard ``OTEL_*`` environment variables.
     opentelemetry_enabled: bool = False
@@ -115,6 +123,8 @@ def _validate(cfg: RelayConfig) -> None:
         raise ConfigError(
             f"db_lock_wait_timeout_seconds: must be < {READ_TIMEOUT_SECONDS:g} (the read timeout)"
         )
+    if not 0 <= cfg.linger_ms <= MAX_LINGER_MS:
+        raise ConfigError(f"linger_ms: must be 0..{MAX_LINGER_MS} (0 = off)")
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
     _validate_wake(cfg)

@@ -35,12 +35,15 @@ releases the leases of any batch it had to cancel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from httpwire.cancellation import raise_if_cancelling
 from relay.backoff import full_jitter, staggered_delay
@@ -124,16 +127,20 @@ class Relay:
         self._gateway_up.set()
         self._gateway_down = asyncio.Event()
         self.metrics.gateway_up.set(1)
-        # Wake-up: ``wake`` sets the flag and fires the current event; an idle loop that
-        # sees the flag clears it and claims at once. The flag outlives a busy moment: a wake-up
-        # that arrives while every loop is claiming makes the next idle loop claim again.
+        # Wake-up: ``wake`` resolves the future of ONE idle loop (it claims at once), or, when
+        # every loop is busy, sets the flag: the next loop to go idle sees it and claims again
+        # right away. A sleeping loop waits on one future resolved by a wake-up (True), its poll
+        # timer or shutdown (False): no task, event or waiter per wait, no wake-up of the others.
         self._wake_pending = False
-        self._wake_event = asyncio.Event()
+        self._sleepers: deque[asyncio.Future[bool]] = deque()
         self._hints_up = False
         #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
         self._backlog = False
         #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
         self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
+        self._wakeup_counters: dict[str, Any] = {}
+        #: Loops waiting out ``linger_ms`` before their claim: while one does, wake-ups are absorbed.
+        self._lingering = 0
 
     @property
     def gateway_up(self) -> bool:
@@ -144,10 +151,18 @@ class Relay:
         """Due rows were just committed: one idle loop claims now instead of at its poll slot.
         Call on the relay's event loop (the Redis listener, or ``taskcast up``'s Status API hook).
         Harmless when nothing is due or when called many times: wake-ups coalesce."""
-        self.metrics.wakeups.labels(source).inc()
+        counter = self._wakeup_counters.get(source)
+        if counter is None:
+            counter = self._wakeup_counters[source] = self.metrics.wakeups.labels(source)
+        counter.inc()
+        if self._lingering:
+            return  # a woken loop claims within linger_ms: after this wake-up's rows were committed
+        while self._sleepers:
+            sleeper = self._sleepers.popleft()
+            if not sleeper.done():
+                sleeper.set_result(True)
+                return
         self._wake_pending = True
-        fired, self._wake_event = self._wake_event, asyncio.Event()
-        fired.set()
 
     def hints_up(self, up: bool) -> None:
         """The hint listener is subscribed (``up``) or not: sets which poll interval applies. Going
@@ -165,14 +180,31 @@ class Relay:
         return cfg.poll_interval_seconds
 
     async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> bool:
-        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop``, whichever comes first;
-        True for a wake-up, False for the poll (or ``stop``)."""
-        while not self._wake_pending and not stop.is_set():
-            delay = self.idle_delay(slot, origin, time.monotonic())
-            if not await _wait_any((stop, self._wake_event), delay):
-                return False  # the safety-net poll's turn
-        woken, self._wake_pending = self._wake_pending, False
+        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop`` (:meth:`run` ends every
+        wait when it is set), whichever comes first; True for a wake-up, False for the poll (or
+        ``stop``). A loop woken from its sleep then lingers ``linger_ms`` (:meth:`_linger`); one
+        that finds a wake-up pending (it came while every loop was busy) claims at once."""
+        if self._wake_pending or stop.is_set():
+            woken, self._wake_pending = self._wake_pending, False
+            return woken
+        loop = asyncio.get_running_loop()
+        sleeper: asyncio.Future[bool] = loop.create_future()
+        timer = loop.call_later(self.idle_delay(slot, origin, time.monotonic()), _resolve, sleeper, False)
+        self._sleepers.append(sleeper)
+        try:
+            woken = await sleeper
+        finally:
+            timer.cancel()
+            with contextlib.suppress(ValueError):  # still listed unless a wake-up took it
+                self._sleepers.remove(sleeper)
+        if woken and self.config.linger_ms:
+            await self._linger(stop)
         return woken
+
+    def _end_sleeps(self) -> None:
+        """Shutdown: every idle loop returns from its wait (it then sees ``stop``)."""
+        while self._sleepers:
+            _resolve(self._sleepers.popleft(), False)
 
     def _wake_when_due(self) -> None:
         """Schedule one wake-up for the earliest held-back row the last claim saw
@@ -324,6 +356,7 @@ class Relay:
             workers.append(tg.create_task(self._maintenance(stop)))
             await stop.wait()
             log.info("relay %s stopping: no new claims, finishing in-flight batches", cfg.relay_id)
+            self._end_sleeps()
             self._gateway_up.set()  # wake paused loops and the prober so they see ``stop``
             self._gateway_down.set()
             _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
@@ -365,6 +398,16 @@ class Relay:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
             woken = await self._idle(stop, slot, origin)
+
+    async def _linger(self, stop: asyncio.Event) -> None:
+        """Wait ``linger_ms`` before a woken loop's claim (or until ``stop``), absorbing the wake-ups
+        that arrive meanwhile: each is for rows committed before it, so before the claim that
+        follows; one claim carries them all instead of one claim each."""
+        self._lingering += 1
+        try:
+            await _wait(stop, self.config.linger_ms / 1000)
+        finally:
+            self._lingering -= 1
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():
@@ -451,15 +494,9 @@ class Relay:
         return n
 
 
-async def _wait_any(events: tuple[asyncio.Event, ...], seconds: float) -> bool:
-    """Sleep up to ``seconds``; True as soon as one of ``events`` is set, False at the timeout."""
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-    return bool(done)
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

@@ -22,13 +22,14 @@ plumbing, nothing else of the Status API.
   each only touches rows still leased by that relay (``status = PROCESSING AND locked_by = me``),
   so a row taken over by another replica is never clobbered; an expired lease is taken over by
   the next :func:`claim`.
-* **Driver path (MySQL/MariaDB)**: :func:`claim_driver`, :func:`next_due_driver` and
-  :func:`mark_published_driver` run the same statements (compiled once from the SQLAlchemy ones
-  above with the MySQL dialect, :class:`DriverSQL`) straight on the DBAPI connection (asyncmy's),
-  with the same semantics and round trips: SQLAlchemy's execute path (compiled-cache lookup,
-  parameter processing, the greenlet bridge, result rows) was about half of a relay's Python per
-  claim → publish → mark cycle. The caller owns the transaction (commit/rollback on the driver
-  connection) and maps driver errors (``relay.claim``).
+* **Driver path (MySQL/MariaDB)**: :func:`claim_driver` and :func:`mark_published_driver` run the
+  same statements (compiled once from the SQLAlchemy ones above with the MySQL dialect,
+  :class:`DriverSQL`) straight on the DBAPI connection (asyncmy's), with the same semantics:
+  SQLAlchemy's execute path (compiled-cache lookup, parameter processing, the greenlet bridge,
+  result rows) was about half of a relay's Python per claim → publish → mark cycle. A claim
+  without a backlog is two requests (multi-statement texts): its locking reads, then the lease
+  ``UPDATE`` + the next-due read + ``COMMIT``; it commits itself, the caller rolls back after an
+  error and maps driver errors (``relay.claim``).
 """
 
 from __future__ import annotations
@@ -52,9 +53,16 @@ LAST_ERROR_LIMIT = 1024
 class DriverCursor(Protocol):
     """What the driver path uses of a DBAPI cursor (asyncmy's)."""
 
-    async def execute(self, query: str, args: Sequence[Any]) -> int: ...
+    async def execute(self, query: str, args: Sequence[Any] | None = None) -> int: ...
 
     async def fetchall(self) -> Sequence[Any]: ...
+
+    async def nextset(self) -> bool | None: ...
+
+    def mogrify(self, query: str, args: Sequence[Any]) -> str: ...
+
+    @property
+    def connection(self) -> Any: ...
 
 
 def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
@@ -382,10 +390,44 @@ _D_NEXT_DUE = DriverSQL(_NEXT_DUE)
 _D_MARK_PUBLISHED = DriverSQL(_MARK_PUBLISHED)
 
 
-async def _fetch(cur: DriverCursor, stmt: DriverSQL, params: dict[str, Any]) -> list[Any]:
-    sql, args = stmt.render(params)
-    await cur.execute(sql, args)
-    return list(await cur.fetchall())
+#: One statement of a request: its SQL text and positional arguments (:meth:`DriverSQL.render`).
+_Part = tuple[str, Sequence[Any]]
+
+
+async def _round_trip(cur: DriverCursor, parts: Sequence[_Part]) -> list[list[Any]]:
+    """Run ``parts`` as ONE request and return every statement's rows, in order (``[]`` for a
+    statement without a result set). One statement goes as it is (the driver may prepare it);
+    several are sent as one multi-statement text (the connection allows them: asyncmy connects
+    with ``CLIENT_MULTI_STATEMENTS``), rendered with the driver's own escaping. The server stops at
+    the first failing statement: later ones (a trailing COMMIT) never run, and the error is raised
+    here."""
+    if len(parts) == 1:
+        await cur.execute(*parts[0])
+    else:
+        await cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in parts))
+    sets = [list(await cur.fetchall())]
+    while await cur.nextset():
+        sets.append(list(await cur.fetchall()))
+    return sets
+
+
+#: ``SERVER_STATUS_IN_TRANS`` of the MySQL protocol's status flags.
+_IN_TRANS = 0x0001
+
+
+def _committed(cur: DriverCursor) -> None:
+    """Record on the driver connection that a request ending in COMMIT left no transaction open.
+    The server's last OK packet says so with status flags of 0, which asyncmy ignores (it keeps the
+    flags of the request's previous statement, IN_TRANS set); the pool's reset reads them
+    (``status_api.storage.database``) and would otherwise send a needless ROLLBACK."""
+    conn = cur.connection
+    status = getattr(conn, "server_status", None)
+    if isinstance(status, int):
+        conn.server_status = status & ~_IN_TRANS
+
+
+_D_TAKEOVER, _D_ALL_DUE, _D_TIERS, _D_LEASE = _DRIVER_STATEMENTS
+_COMMIT: _Part = ("COMMIT", ())
 
 
 async def claim_driver(
@@ -396,30 +438,61 @@ async def claim_driver(
     *,
     lease_seconds: float | None = None,
     probe: bool = True,
-) -> list[OutboxRow]:
-    """:func:`claim` on a DBAPI cursor of MySQL/MariaDB: the same statements, order and leases;
-    the caller commits."""
+) -> tuple[list[OutboxRow], datetime | None]:
+    """:func:`claim` and, for a claim with room, :func:`next_due`, on a DBAPI cursor of
+    MySQL/MariaDB, **committed**: the same statements, the same order, leases and SKIP LOCKED as
+    :func:`claim` in its transaction, in two requests when there is no backlog:
 
-    async def update(stmt: DriverSQL, params: dict[str, Any]) -> None:
-        await cur.execute(*stmt.render(params))
+    1. the reads: the expired-lease scan (with ``lease_seconds``) and the probe of up to
+       :data:`FAST_CLAIM_ROWS` due rows, both ``FOR UPDATE SKIP LOCKED``, in one request (the probe
+       reads as if the scan had found nothing: a scan that fills the batch leaves the probe's rows
+       locked but unleased until the commit, as a backlog claim leaves its probe's rows);
+    2. the lease ``UPDATE`` of the rows found, the next-due read (a claim with room: the rows it
+       sees are PENDING and not yet due, which the lease does not touch) and ``COMMIT``, in one
+       request.
 
-    return await _claim(
-        lambda stmt, params: _fetch(cur, stmt, params),
-        update,
-        _DRIVER_STATEMENTS,
-        relay_id,
-        limit,
-        now,
-        lease_seconds,
-        probe,
-    )
-
-
-async def next_due_driver(cur: DriverCursor, now: datetime) -> datetime | None:
-    """:func:`next_due` on a DBAPI cursor of MySQL/MariaDB."""
-    rows = await _fetch(cur, _D_NEXT_DUE, {"now": now})
-    due = rows[0][0] if rows else None
-    return due if isinstance(due, datetime) else None
+    A backlog (a full probe, or ``probe=False``) reads the tiers one request each in between.
+    Returns the leased rows and the next due time (None after a full claim, or when none waits).
+    The caller rolls back on an error (the server ran nothing after the failing statement).
+    """
+    reads: list[_Part] = []
+    if lease_seconds is not None:
+        reads.append(_D_TAKEOVER.render({"cutoff": now - timedelta(seconds=lease_seconds), "limit": limit}))
+    room = min(limit, FAST_CLAIM_ROWS) if probe else 0
+    if room:
+        reads.append(_D_ALL_DUE.render({"now": now, "limit": room}))
+    sets = await _round_trip(cur, reads) if reads else []
+    found: list[Any] = sets.pop(0) if lease_seconds is not None else []
+    taken = frozenset(int(r[0]) for r in found)
+    due = sets[0] if room else []
+    if room and len(due) < room:
+        # Every due row unlocked by others is here: order it as the tiers would.
+        due.sort(key=_tier_order)
+        found = (found + due)[:limit]
+    elif len(found) < limit:
+        # A backlog: more urgent rows may lie beyond the probe. The tiers re-read (our own row
+        # locks do not skip us); rows of the probe they leave out stay PENDING, unleased.
+        for tier in _D_TIERS:
+            if len(found) >= limit:
+                break
+            (more,) = await _round_trip(cur, [tier.render({"now": now, "limit": limit - len(found)})])
+            found += more
+    settle: list[_Part] = []
+    if found:
+        settle.append(_D_LEASE.render({"ids": [int(r[0]) for r in found], "b_me": relay_id, "b_at": now}))
+    has_room = len(found) < limit
+    if has_room:
+        settle.append(_D_NEXT_DUE.render({"now": now}))
+    settle.append(_COMMIT)
+    results = await _round_trip(cur, settle)
+    _committed(cur)
+    next_at = None
+    if has_room:
+        rows = results[-2]
+        value = rows[0][0] if rows else None
+        next_at = value if isinstance(value, datetime) else None
+    # The rows were read under their row locks just before the update: only attempts changed.
+    return [_row(r, taken, attempts_delta=1) for r in found], next_at
 
 
 async def mark_published_driver(cur: DriverCursor, ids: Sequence[int], relay_id: str, now: datetime) -> int:

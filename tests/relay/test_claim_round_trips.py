@@ -20,9 +20,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.util import greenlet_spawn
 
@@ -30,7 +32,7 @@ from relay.claim import OutboxLeases, create_engine, utc_now
 from relay.config import build_config
 from relay.publisher import PUBLISHED, PublishResult
 from relay.relay import Relay
-from status_api.storage import outbox_claims, write
+from status_api.storage import database, outbox_claims, write
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 
@@ -331,3 +333,133 @@ async def test_held_connections_are_reused_and_a_dropped_one_is_replaced(
     finally:
         await killer.dispose()
         await settle.dispose()
+
+
+class _Requests:
+    """Every request the engine's asyncmy connections send (``execute``: one COM_QUERY or
+    COM_STMT_EXECUTE each, i.e. one round trip), recorded by the driver's own query callback."""
+
+    def __init__(self, eng: AsyncEngine) -> None:
+        self.sent: list[str] = []
+
+        def on_connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.driver_connection._query_callback = lambda _cur, query, _ms: self.sent.append(
+                str(query)
+            )
+
+        event.listen(eng.sync_engine, "connect", on_connect)
+
+    def take(self) -> list[str]:
+        sent, self.sent = self.sent, []
+        return sent
+
+
+@pytest.fixture
+async def counted(relay_db_url: str) -> AsyncIterator[tuple[OutboxLeases, _Requests, _Requests]]:
+    """Leases opened as the relay opens them (held connections, an autocommit settle engine), with
+    the requests of each engine recorded."""
+    claims = create_engine(relay_db_url, pool_size=2, max_overflow=0)
+    settle = create_engine(relay_db_url, pool_size=2, max_overflow=0, autocommit=True)
+    recorded = _Requests(claims), _Requests(settle)
+    async with claims.begin() as conn:
+        await conn.execute(task_outbox.delete())
+    leases = OutboxLeases(claims, "r-req", lease_seconds=30, settle_engine=settle, hold_connections=True)
+    yield leases, *recorded
+    await leases.dispose()
+
+
+@pytest.mark.parametrize("takeover", [False, True], ids=["hint", "poll"])
+async def test_a_claim_is_two_requests_and_a_cycle_three(
+    counted: tuple[OutboxLeases, _Requests, _Requests], takeover: bool
+) -> None:
+    """A claim with room is two round trips whatever it finds: its locking reads (the expired-lease
+    scan of a poll rides along with the due rows' probe), then the lease UPDATE, the next-due read
+    and the COMMIT. With the mark of the published batch, a cycle is three (it was five)."""
+    leases, claim_reqs, settle_reqs = counted
+    claim_reqs.take()
+    assert await leases.claim(10, takeover=takeover) == []
+    sent = claim_reqs.take()
+    assert len(sent) == 2, sent
+    assert sent[0].count("SKIP LOCKED") == 1 + takeover
+    assert "min(" in sent[1] and sent[1].endswith("COMMIT"), sent[1]
+
+    for i in range(3):
+        await add(leases.engine, f"req-{takeover}-{i}", 0)
+    claim_reqs.take()
+    rows = await leases.claim(10, takeover=takeover)
+    assert len(rows) == 3
+    assert await leases.settle([r.id for r in rows], [], []) == (3, 0, 0)
+    sent, marks = claim_reqs.take(), settle_reqs.take()
+    assert len(sent) == 2, sent
+    assert sent[0].count("SKIP LOCKED") == 1 + takeover
+    assert sent[1].startswith("UPDATE") and "min(" in sent[1] and sent[1].endswith("COMMIT"), sent[1]
+    assert len(marks) == 1 and marks[0].startswith("UPDATE"), marks
+
+
+async def test_a_two_request_claim_keeps_leases_order_and_the_next_due_time(
+    counted: tuple[OutboxLeases, _Requests, _Requests],
+) -> None:
+    """A poll whose expired leases and due rows together exceed its limit takes the expired leases
+    first (oldest lease first), then due rows in tier order; the rest stay PENDING and unleased;
+    the due time of a held-back row is read in the same two requests."""
+    leases, claim_reqs, _ = counted
+    eng = leases.engine
+    for task, prio in (("due-a", 0), ("due-b", 10), ("stale-2", 0), ("stale-1", 0), ("held", 0)):
+        await add(eng, task, prio)
+    held_until = utc_now() + timedelta(seconds=30)
+    c = task_outbox.c
+    async with eng.begin() as conn:
+        for task, age in (("stale-1", 90), ("stale-2", 60)):
+            await conn.execute(
+                task_outbox.update()
+                .where(c.aggregate_id == task)
+                .values(status="PROCESSING", locked_by="gone", locked_at=utc_now() - timedelta(seconds=age))
+            )
+        await conn.execute(
+            task_outbox.update().where(c.aggregate_id == "held").values(available_at=held_until)
+        )
+    claim_reqs.take()
+    rows = await leases.claim(3, takeover=True)
+    assert len(claim_reqs.take()) == 2
+    assert [(r.aggregate_id, r.taken_over) for r in rows] == [
+        ("stale-1", True),
+        ("stale-2", True),
+        ("due-b", False),
+    ]
+    assert leases.next_due is None  # a full claim reads no due time
+    async with eng.connect() as conn:  # committed: another session sees the leases
+        states = dict((await conn.execute(sa.select(c.aggregate_id, c.locked_by))).all())
+    assert states == {"stale-1": "r-req", "stale-2": "r-req", "due-b": "r-req", "due-a": None, "held": None}
+
+    rows = await leases.claim(3, takeover=True)
+    assert [r.aggregate_id for r in rows] == ["due-a"]
+    assert leases.next_due == held_until
+
+
+async def test_a_held_connection_bounds_each_claim_and_gets_its_read_timeout_back(
+    relay_db_url: str, one_conn: AsyncEngine
+) -> None:
+    """While held, the driver's per-read timeout is replaced by one bound on the whole body: a
+    body that outlives it fails as the driver's lost-connection error (2013) and the connection is
+    dropped; a connection given back to the pool has the driver's read timeout again."""
+    leases = OutboxLeases(one_conn, "r-bound", lease_seconds=30, hold_connections=True)
+    assert await leases.claim(10, takeover=False) == []
+    (held,) = leases._held[one_conn]
+    assert held.driver._read_timeout is None and held.read_timeout == database.READ_TIMEOUT_SECONDS
+    held.read_timeout = 0.2  # (the production bound is 10 s)
+
+    async def stalled(cur: outbox_claims.DriverCursor) -> None:
+        await cur.execute("SELECT SLEEP(5)")
+
+    with pytest.raises(sa.exc.DBAPIError) as failed:
+        await leases._driver(one_conn, stalled, transactional=True)
+    assert failed.value.orig is not None and failed.value.orig.args[0] == 2013
+    assert one_conn.sync_engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    await add(one_conn, "after-stall", 0)
+    assert [r.aggregate_id for r in await leases.claim(10, takeover=False)] == ["after-stall"]
+
+    await leases.return_connections()
+    async with one_conn.connect() as conn:
+        raw = await conn.get_raw_connection()
+        assert raw.driver_connection._read_timeout == database.READ_TIMEOUT_SECONDS  # type: ignore[union-attr]
+    await leases.dispose()

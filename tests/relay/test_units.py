@@ -201,6 +201,8 @@ def test_config_defaults_and_env_overrides() -> None:
         ({"metrics_port": 70000}, "metrics_port"),
         ({"relay_id": "x" * 200}, "relay_id"),
         ({"collapse_superseded_progress": "yes"}, "collapse_superseded_progress"),
+        ({"linger_ms": -1}, "linger_ms: must be 0..1000"),
+        ({"linger_ms": 5000}, "linger_ms: must be 0..1000"),
     ],
 )
 def test_bad_options_refuse_to_start_naming_the_option(raw: dict[str, object], named: str) -> None:

@@ -125,6 +125,44 @@ async def test_a_wake_up_while_every_loop_is_busy_is_kept(
     sub.assert_exactly_once(first + second)
 
 
+class _CountedClaims(OutboxLeases):
+    """Real leases that count the claims made."""
+
+    claims = 0
+
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
+        self.claims += 1
+        return await super().claim(limit, takeover=takeover, backlog=backlog)
+
+
+async def test_a_lingering_loop_absorbs_the_wake_ups_and_one_claim_carries_their_rows(
+    engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
+) -> None:
+    """``linger_ms``: the woken loop waits before its claim; a wake-up meanwhile neither wakes the
+    other idle loop nor costs a claim of its own, and the one claim publishes every row (without
+    the linger, the second wake-up wakes the second loop: two claims)."""
+    cfg = relay_config(relay_db_url, gateway, poll_interval_seconds=NEVER, concurrency=2, linger_ms=1000)
+    first, second = plan(tasks=2, versions=1), plan(tasks=2, versions=1)
+    leases = _CountedClaims(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds)
+    relay = make_relay(engine, cfg)
+    relay.leases = leases
+    async with Subscriber(gateway, _channels(first + second)) as sub:
+        stop, task = await _running(relay)
+        try:
+            await wait_until(lambda: len(relay._sleepers) == 2, within=WITHIN, what="both loops asleep")
+            await insert(engine, first)
+            await insert(engine, second)
+            relay.wake()
+            await wait_until(lambda: relay._lingering == 1, within=WITHIN, what="the woken loop lingers")
+            relay.wake()  # absorbed: the lingering loop's claim comes after it
+            await wait_until(lambda: sub.has_all(first + second), within=WITHIN, what="every row")
+        finally:
+            await _stopped(stop, task, relay)
+    sub.assert_exactly_once(first + second)
+    assert leases.claims == 1
+    assert relay.metrics.wakeups.labels("local")._value.get() == 2
+
+
 async def test_a_lost_wake_up_still_publishes_by_the_safety_net_poll(
     engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str, redis_url: str
 ) -> None:
