@@ -14,9 +14,11 @@ File descriptors: the benchmark raises its soft RLIMIT_NOFILE to the hard limit 
 and the clients inherit it) and prints both. One process can hold at most that many sockets:
 a target above ``--gateway-workers`` × (hard limit − 200) is lowered to it and the JSON says so
 (``fd_limited``). Clients: ``--per-client`` connections per process (below the same limit).
-Source addresses: connection i binds to 127.0.0.(2 + i mod K) (``--source-addresses K``, by
-default one per 25,000 connections; Linux routes all of 127.0.0.0/8 to lo), so one gateway port
-takes more than the ~28,000 connections of one address's ephemeral port range.
+Source addresses: connection i binds to 127.0.0.(2 + i mod K), port 20000 + i / K
+(``--source-addresses K``, by default one per 25,000 connections; Linux routes all of
+127.0.0.0/8 to lo), so one gateway port takes more than the ~28,000 connections of one
+address's ephemeral port range, and no connect waits for the kernel's port search (6 ms per
+connect at 25,000 connections per address). ``--source-addresses 0``: the kernel's choice.
 
 Per rung:
 
@@ -44,6 +46,7 @@ import signal
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +66,8 @@ SECRET = GATEWAY_CONFIG["client"]["token"]["hmac_secret_key"]
 FD_MARGIN = 200
 """Descriptors a gateway process keeps for itself (listening sockets, logs, the loop)."""
 PORTS_PER_ADDRESS = 25_000
-"""Connections per client source address (the ephemeral range is ~28,000)."""
+"""Connections per client source address (each on its own port from 20,000: no ephemeral-port
+search, loadtest/fanout_client.c ``--source-addresses``)."""
 
 
 def raise_nofile() -> tuple[int, int]:
@@ -102,6 +106,21 @@ def rss_of(procs: list[psutil.Process]) -> int:
     return total
 
 
+def gc_totals(port: int) -> dict[str, list[float]]:
+    """generation → [collections, seconds] so far (``taskcast_gateway_gc_pause_seconds``); with
+    several workers, the one that answered."""
+    out: dict[str, list[float]] = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("taskcast_gateway_gc_pause_seconds_"):
+                name, _, value = line.rpartition(" ")
+                kind = name.split("{")[0].rsplit("_", 1)[-1]
+                gen = name.split('generation="')[1].split('"')[0]
+                if kind in ("count", "sum"):
+                    out.setdefault(gen, [0.0, 0.0])[0 if kind == "count" else 1] = float(value)
+    return out
+
+
 def ladder(args: argparse.Namespace, cap: int) -> list[int]:
     if args.ns:
         return [min(n, cap) for n in args.ns]
@@ -117,7 +136,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_client = min(args.per_client, hard - FD_MARGIN)
     k = args.source_addresses
     if k is None:
-        k = 0 if rungs[-1] <= PORTS_PER_ADDRESS else math.ceil(rungs[-1] / PORTS_PER_ADDRESS)
+        k = math.ceil(rungs[-1] / PORTS_PER_ADDRESS)
     workdir = Path(tempfile.mkdtemp(prefix="taskcast-bench-idle."))
     exe = idle_clients.build(workdir)
     port = free_port()
@@ -126,6 +145,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg["client"]["ping_interval"] = f"{args.ping_interval:g}s"
     pong = args.pong_timeout if args.pong_timeout is not None else min(8.0, args.ping_interval / 2)
     cfg["client"]["pong_timeout"] = f"{pong:g}s"
+    cfg["prometheus"] = {"enabled": True}
     (workdir / "gateway.json").write_text(json.dumps(cfg))
     argv = ["gateway", "--config", str(workdir / "gateway.json")]
     if args.gateway_workers > 1:
@@ -197,9 +217,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 spy = profile(procs[-1].pid, args.profile)
             load0 = os.getloadavg()[0]
             me = [psutil.Process(c.proc.pid) for c in clients]
+            gc0 = gc_totals(port)
             cpu0, me0, t0 = cpu_of(procs), cpu_of(me), time.monotonic()
             outs = idle_clients.window(clients, args.window)
             elapsed = time.monotonic() - t0
+            gc1 = gc_totals(port)
             cpu = cpu_of(procs) - cpu0 - base * elapsed
             open_now = sum(int(o["open"]) for o in outs)
             pings = sum(int(o["pings"]) for o in outs)
@@ -220,6 +242,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "client_cpu_share": round((cpu_of(me) - me0) / elapsed, 3),
                 "client_rss_per_conn_kib": round(rss_of(me) / max(open_now, 1) / 1024, 2),
                 "closed_in_window": sum(int(o["closed_in_step"]) for o in outs),
+                # the collector in the window (one worker's, with several): collections and
+                # their CPU per 1,000 pings of that worker's share
+                "gc_collections": {g: int(gc1[g][0] - gc0.get(g, [0, 0])[0]) for g in gc1},
+                "gc_us_per_ping": round(
+                    1e6
+                    * sum(gc1[g][1] - gc0.get(g, [0, 0])[1] for g in gc1)
+                    / max(pings / args.gateway_workers, 1),
+                    1,
+                ),
                 "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
             }
             print(json.dumps(r), flush=True)
@@ -245,8 +276,8 @@ def main() -> None:
         "--source-addresses",
         type=int,
         default=None,
-        help="client source addresses 127.0.0.2… (default: one per 25,000 connections, "
-        "127.0.0.1 up to 25,000)",
+        help="client source addresses 127.0.0.2… (default: one per 25,000 connections; "
+        "0: 127.0.0.1 and the kernel's ports)",
     )
     p.add_argument("--per-client", type=int, default=19_000, help="connections per client process")
     p.add_argument("--ping-interval", type=float, default=25.0, help="client.ping_interval seconds")

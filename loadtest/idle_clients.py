@@ -95,6 +95,8 @@ def start(
         str(max(1, concurrency)),
         "--source-addresses",
         str(source_addresses),
+        "--first",
+        str(first),
     ]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     return ClientProc(proc, first, len(tokens))
