@@ -106,10 +106,12 @@ def rss_of(procs: list[psutil.Process]) -> int:
     return total
 
 
-def gc_totals(port: int) -> dict[str, list[float]]:
-    """generation → [collections, seconds] so far (``taskcast_gateway_gc_pause_seconds``); with
-    several workers, the one that answered."""
+def gc_totals(port: int, workers: int) -> dict[str, list[float]]:
+    """generation → [collections, seconds] so far (``taskcast_gateway_gc_pause_seconds``); empty
+    with several workers (each answers for itself, whichever the kernel picks)."""
     out: dict[str, list[float]] = {}
+    if workers > 1:
+        return out
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
         for line in r.read().decode().splitlines():
             if line.startswith("taskcast_gateway_gc_pause_seconds_"):
@@ -197,9 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             c0, t0 = cpu_of(procs), time.monotonic()
             for first in chunks:
                 last = min(n, first + per_client)
-                tokens = [
-                    mint(SECRET, f"u{i}", channels=[f"task_user:t1/u{i}"]) for i in range(first, last)
-                ]
+                tokens = [mint(SECRET, f"u{i}", channels=[f"task_user:t1/u{i}"]) for i in range(first, last)]
                 new.append(
                     idle_clients.start(
                         exe, port, tokens, first, workdir, concurrency=conc, source_addresses=k
@@ -217,11 +217,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 spy = profile(procs[-1].pid, args.profile)
             load0 = os.getloadavg()[0]
             me = [psutil.Process(c.proc.pid) for c in clients]
-            gc0 = gc_totals(port)
+            gc0 = gc_totals(port, args.gateway_workers)
             cpu0, me0, t0 = cpu_of(procs), cpu_of(me), time.monotonic()
             outs = idle_clients.window(clients, args.window)
             elapsed = time.monotonic() - t0
-            gc1 = gc_totals(port)
+            gc1 = gc_totals(port, args.gateway_workers)
             cpu = cpu_of(procs) - cpu0 - base * elapsed
             open_now = sum(int(o["open"]) for o in outs)
             pings = sum(int(o["pings"]) for o in outs)
@@ -242,14 +242,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "client_cpu_share": round((cpu_of(me) - me0) / elapsed, 3),
                 "client_rss_per_conn_kib": round(rss_of(me) / max(open_now, 1) / 1024, 2),
                 "closed_in_window": sum(int(o["closed_in_step"]) for o in outs),
-                # the collector in the window (one worker's, with several): collections and
-                # their CPU per 1,000 pings of that worker's share
+                # the collector in the window (one process only): collections by generation
+                # and their pauses per ping
                 "gc_collections": {g: int(gc1[g][0] - gc0.get(g, [0, 0])[0]) for g in gc1},
                 "gc_us_per_ping": round(
-                    1e6
-                    * sum(gc1[g][1] - gc0.get(g, [0, 0])[1] for g in gc1)
-                    / max(pings / args.gateway_workers, 1),
-                    1,
+                    1e6 * sum(gc1[g][1] - gc0.get(g, [0, 0])[1] for g in gc1) / max(pings, 1), 1
                 ),
                 "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
             }
