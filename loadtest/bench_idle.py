@@ -42,6 +42,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import signal
 import sys
 import tempfile
@@ -261,6 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             c.stop()
         gw.terminate()
         gw.wait(timeout=60)
+        shutil.rmtree(workdir, ignore_errors=True)  # token files: ~25 MB at 100,000
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def main() -> None:
             client.stop()
         gw.terminate()
         gw.wait(timeout=60)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
