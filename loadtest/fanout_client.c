@@ -14,6 +14,18 @@
  *                       inflated (raw DEFLATE, the 0x00 0x00 0xff 0xff tail appended; each message
  *                       on its own, as the server answers server_no_context_takeover) before it is
  *                       split into messages. Link with -lz.
+ *   --tokens FILE       idle clients (loadtest/bench_idle.py): one connection per line of FILE, each
+ *                       sending ONE connect command carrying that line as its token (JSON protocol, no
+ *                       subscribe: the token's channels are subscribed server-side); ready when the
+ *                       connect reply (id 1) arrives without an error. -n is the line count.
+ *   --source-addresses K  bind connection i (g = --first + i) to 127.0.0.(2 + g mod K), port
+ *                       20000 + g / K (SO_REUSEADDR; below 61000): K × 41,000 connections to one
+ *                       port, with no ephemeral-port search (at 25,000 connections per address the
+ *                       kernel's search took 6 ms per connect). A port that cannot be bound falls
+ *                       back to the kernel's choice at connect (IP_BIND_ADDRESS_NO_PORT). 0
+ *                       (default): the kernel's choice of address and port (127.0.0.1).
+ *   --first G           the global index of this process's first connection (several processes
+ *                       share the source ports without colliding).
  *   --port2 P           connect the odd-numbered connections to port P instead of --port (two
  *                       gateway nodes): half of N on each. Counts and latency samples are kept
  *                       per side as well as merged (the merged percentiles are of all samples).
@@ -34,6 +46,7 @@
  *   prints {"ready": n, "failed": f, "connect_s": x}
  *   reads  "GO <t0_ns> <warm_s> <dur_s> <drain_s>" -> after t0+warm+dur+drain prints {"result": {...}}
  *   reads  "QUIT" (or EOF) -> exits
+ * The soft RLIMIT_NOFILE is raised to the hard limit at start.
  * Every wait is bounded (handshakes 30 s per batch; measurement ends at the drain deadline).
  */
 #define _GNU_SOURCE
@@ -89,6 +102,7 @@ typedef struct { int64_t *v; size_t n, cap; } lat_t;
 static lat_t lat, lat_side[2]; /* merged samples, and the same samples per side */
 static int n_ready, n_failed, n_closed, pending, ready_side[2];
 static int proto = P_JSON;
+static char **tokens; /* --tokens: connection i's connect token */
 
 static void lat_add(lat_t *l, int64_t v) {
   if (l->n == l->cap) {
@@ -115,6 +129,7 @@ static void send_frame(conn_t *c, unsigned char opcode, const void *s, size_t L)
 static void send_text(conn_t *c, const char *s, size_t L) { send_frame(c, 0x1, s, L); }
 
 static int ep = -1;
+static conn_t *cs_base; /* the connection array (a connection's index: c - cs_base) */
 
 static void mark_closed(conn_t *c) {
   if (c->state == SUBSCRIBING || c->state == HS) { n_failed++; pending--; }
@@ -128,6 +143,14 @@ static void message_done(conn_t *c, int64_t now, int in_win, uint64_t *cnt) {
   char *p = c->mpfx;
   c->mpos = 0;
   if (L == 2 && p[0] == '{' && p[1] == '}') { pings++; send_text(c, "{}", 2); return; }
+  if (c->state == SUBSCRIBING && tokens) { /* the connect reply is the last step */
+    if (L > 8 && !strncmp(p, "{\"id\":1,", 8)) {
+      pending--;
+      if (memmem(p, L, "\"error\"", 7)) { c->state = CLOSED; n_failed++; }
+      else { c->state = OPEN; n_ready++; ready_side[c->side]++; }
+    }
+    return;
+  }
   if (c->state == SUBSCRIBING) {
     if (L > 8 && !strncmp(p, "{\"id\":2,", 8)) {
       pending--;
@@ -365,6 +388,13 @@ static void handshake_bytes(conn_t *c, int64_t now, const char *cmd, size_t cmd_
     return;
   }
   if (proto == P_RAW) { c->state = OPEN; n_ready++; ready_side[c->side]++; pending--; }
+  else if (tokens) {
+    char one[1000];
+    int L = snprintf(one, sizeof one, "{\"id\":1,\"connect\":{\"token\":\"%s\"}}", tokens[c - cs_base]);
+    c->state = SUBSCRIBING;
+    if (L > 0 && L < (int)sizeof one) send_frame(c, 0x1, one, (size_t)L);
+    else mark_closed(c);
+  }
   else { c->state = SUBSCRIBING; send_frame(c, proto == P_PB ? 0x2 : 0x1, cmd, cmd_len); }
   if (rest) parse(c, (unsigned char *)end + 4, rest, now);
 }
@@ -378,7 +408,8 @@ static double pct(const lat_t *l, double q) {
 
 int main(int argc, char **argv) {
   const char *host = "127.0.0.1", *path = "/connection/websocket", *channel = "bench";
-  int port = 0, port2 = 0, n = 1000, sample = 10, conc = 200;
+  int port = 0, port2 = 0, n = 1000, sample = 10, conc = 200, nsrc = 0, first = 0;
+  const char *token_file = NULL;
   for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--deflate")) deflate_on = 1; /* the one flag without a value */
   for (int i = 1; i + 1 < argc; i++) {
     if (!strcmp(argv[i], "--port")) port = atoi(argv[++i]);
@@ -387,6 +418,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--path")) path = argv[++i];
     else if (!strcmp(argv[i], "--channel")) channel = argv[++i];
     else if (!strcmp(argv[i], "-n")) n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tokens")) token_file = argv[++i];
+    else if (!strcmp(argv[i], "--source-addresses")) nsrc = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--first")) first = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sample")) sample = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--concurrency")) conc = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--proto")) {
@@ -394,7 +428,24 @@ int main(int argc, char **argv) {
       proto = !strcmp(v, "raw") ? P_RAW : !strcmp(v, "protobuf") ? P_PB : P_JSON;
     }
   }
-  if (n < 1 || sample < 1 || conc < 1) return 2;
+  struct rlimit rl_nofile;
+  if (!getrlimit(RLIMIT_NOFILE, &rl_nofile)) { rl_nofile.rlim_cur = rl_nofile.rlim_max; setrlimit(RLIMIT_NOFILE, &rl_nofile); }
+  if (token_file) { /* one token a line; -n becomes the line count */
+    FILE *f = fopen(token_file, "r");
+    if (!f) return 2;
+    size_t cap = 1024, k = 0; char line[1000];
+    tokens = malloc(cap * sizeof(char *));
+    while (tokens && fgets(line, sizeof line, f)) {
+      line[strcspn(line, "\r\n")] = 0;
+      if (!line[0]) continue;
+      if (k == cap) { cap *= 2; tokens = realloc(tokens, cap * sizeof(char *)); if (!tokens) break; }
+      tokens[k++] = strdup(line);
+    }
+    fclose(f);
+    if (!tokens || k == 0) return 2;
+    n = (int)k;
+  }
+  if (n < 1 || sample < 1 || conc < 1 || nsrc < 0 || nsrc > 250) return 2;
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (inflateInit2(&zs, -15) != Z_OK) return 2;
   char req[2][600], cmd[256]; int rl[2];
@@ -418,6 +469,7 @@ int main(int argc, char **argv) {
     cl = snprintf(cmd, sizeof cmd, "{\"id\":1,\"connect\":{\"name\":\"bench\"}}\n{\"id\":2,\"subscribe\":{\"channel\":\"%s\"}}", channel);
   }
   conn_t *cs = calloc(n, sizeof(conn_t));
+  cs_base = cs;
   ep = epoll_create1(0);
   if (!cs || ep < 0) return 2;
   struct sockaddr_in sa[2] = {{0}};
@@ -437,6 +489,19 @@ int main(int argc, char **argv) {
       pending++;
       if (c->fd < 0) { mark_closed(c); continue; }
       int one = 1; setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (nsrc) {
+        long g = (long)first + i;
+        long sport = 20000 + g / nsrc;
+        struct sockaddr_in src = {0};
+        src.sin_family = AF_INET; src.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(g % nsrc));
+        src.sin_port = htons(sport < 61000 ? (uint16_t)sport : 0);
+        setsockopt(c->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (src.sin_port == 0 || bind(c->fd, (struct sockaddr *)&src, sizeof src) < 0) {
+          src.sin_port = 0;
+          setsockopt(c->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+          if (bind(c->fd, (struct sockaddr *)&src, sizeof src) < 0) { mark_closed(c); continue; }
+        }
+      }
       if (connect(c->fd, (struct sockaddr *)&sa[c->side], sizeof sa[0]) < 0 ||
           write(c->fd, req[c->side], rl[c->side]) != rl[c->side]) {
         mark_closed(c); continue;

@@ -33,7 +33,6 @@ import logging
 import random
 import time
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
@@ -155,6 +154,45 @@ class Client:
     to ``Subscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
     uses it as its ``Driver``."""
 
+    # Slots: one per connection, and an instance dict of 30 or more attributes costs 1.6 KiB on
+    # CPython 3.11 (about 300 bytes as slots).
+    __slots__ = (
+        "__weakref__",
+        "_after_reply",
+        "_closed",
+        "_decoded_before",
+        "_decoded_metric",
+        "_inbox",
+        "_registered",
+        "_wheel",
+        "_worker",
+        "authorizer",
+        "client_id",
+        "clock",
+        "codec",
+        "conn_info",
+        "conn_meta",
+        "emulated_headers",
+        "fanout",
+        "keeps_headers",
+        "loop",
+        "maps",
+        "name",
+        "node",
+        "refresher",
+        "send_queue",
+        "session",
+        "session_id",
+        "settings",
+        "shared_poll",
+        "streams",
+        "sub_verifier",
+        "subscriptions",
+        "transport",
+        "user",
+        "verifier",
+    )
+
     def __init__(
         self,
         node: Node,
@@ -208,7 +246,7 @@ class Client:
             on_failure=self.disconnect,
             separator=self.codec.separator,
         )
-        self._inbox: deque[Command | Job] = deque()
+        self._inbox: list[Command | Job] = []  # (an empty deque: 760 bytes)
         self._decoded_before = 0
         self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
         self._worker: asyncio.Task[None] | None = None
@@ -283,7 +321,7 @@ class Client:
         try:
             ran = 0
             while self._inbox and not self._closed:
-                job = self._inbox.popleft()
+                job = self._inbox.pop(0)
                 try:
                     if isinstance(job, Command):
                         await self._dispatch(job)

@@ -158,6 +158,9 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         for event in self.conn.events_received():
             if isinstance(event, Request):
                 self._handshake(event)
+                # websockets' parser keeps the Request in its suspended generator frame for the
+                # whole connection: its headers (about 1.5 KiB) go once the handshake read them.
+                event.headers.clear()
             elif isinstance(event, Frame):
                 self._frame(event)
         self._send_pending()
