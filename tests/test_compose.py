@@ -262,7 +262,8 @@ def test_the_deploy_doc_without_redis_is_a_valid_udp_wake_configuration(tmp_path
     relay_raw.pop("wake_redis_url")
     (tmp_path / "status-api.yaml").write_text(yaml.safe_dump(status_raw))
     (tmp_path / "relay.yaml").write_text(yaml.safe_dump(relay_raw))
-    # docker-compose.yml sets the Sentinel wake-up URL in the environment: a deployment without Redis does not.
+    # docker-compose.yml sets the Sentinel wake-up URL in the environment; a deployment without Redis
+    # does not.
     status_env = {k: v for k, v in _env(SERVICES["status-api1"]).items() if "WAKE" not in k}
     relay_env = {k: v for k, v in _env(SERVICES["relay1"]).items() if "WAKE" not in k}
     status = load_status_config(tmp_path / "status-api.yaml", status_env)
