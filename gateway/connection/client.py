@@ -43,8 +43,8 @@ from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.server_subscriptions import ServerSubscriptions
 from gateway.connection.shared_poll import SharedPollSubscriptions
-from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.connection.wheel import Wheel
 from gateway.engine.base import EngineError
@@ -152,7 +152,7 @@ class Connect(Protocol):
 class Client:
     """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
     node and cluster use it as a ``gateway.hub.Connection`` (its channel-level members hand over
-    to ``Subscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
+    to ``ServerSubscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
     uses it as its ``Driver``."""
 
     def __init__(
@@ -222,7 +222,7 @@ class Client:
         self.keeps_headers = isinstance(proxies, Proxies) and proxies.uses_emulated_headers
         self.shared_poll = SharedPollSubscriptions(self, node.shared_poll, clock)  # subscribe type 4
         self.emulated_headers: Mapping[str, str] = {}  # the connect's headers map, when a proxy forwards it
-        self.subscriptions = Subscriptions(
+        self.subscriptions = ServerSubscriptions(
             self,
             node,
             self.session,
