@@ -394,7 +394,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
-                tg.create_task(rt.node.position_check_loop()),
+                tg.create_task(rt.node.positions.check_loop()),
             ]
             tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
             if rt.webhooks is not None:

@@ -124,6 +124,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "cluster": {"api.requests", "engine", "hub", "protocol"},
     "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
     "webhooks": {"config", "engine", "protocol"},
+    "positions": {"config", "engine", "hub", "maps", "metrics", "protocol"},
     "node": {
         "cluster",
         "config",
@@ -132,6 +133,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "maps",
         "hub",
         "metrics",
+        "positions",
         "protocol",
         "sharedpoll",
         "webhooks",

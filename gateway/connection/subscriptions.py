@@ -21,7 +21,7 @@ and the backend streams only through ``StreamHook``. It logs to the connection's
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
-recovered history by offset (``Node.position``), the reply is written, and only then do the
+recovered history by offset (``Positions.start``), the reply is written, and only then do the
 remaining buffered publications go out (``Session.go_live`` hands them over, ``Fanout``
 delivers them). Nothing is lost, nothing is sent twice, and the reply always precedes the
 channel's publications.
@@ -319,7 +319,7 @@ class Subscriptions:
         try:
             await node.add_subscriber(channel, driver)
             if sub.positioned:
-                positioned = await node.position(
+                positioned = await node.positions.start(
                     channel, opts, wanted if sub.recoverable else None, sub.buffer
                 )
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
