@@ -29,13 +29,11 @@ from gateway.config.schema import (
     ClientSettings,
     ConfigError,
     LogSettings,
-    ProxySettings,
     Settings,
     TokenSettings,
-    UniWebSocketSettings,
-    WebSocketSettings,
-    named_proxy,
 )
+from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
+from gateway.config.sections.proxy import ProxySettings, named_proxy
 from gateway.config.shared_poll_checks import check_shared_poll
 from gateway.config.tls import check_client, check_listener
 from gateway.config.webhook_checks import check_webhooks
