@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.api.requests import DATA_OR_B64, REQUIRED, TAGS, UINT64, ApiError, Json, bad_request
-from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES
 from gateway.config.schema import ChannelOptions
+from gateway.config.sections.maps import MAP_SUBSCRIPTION_TYPES
 from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.maps.options import MapOptions, resolve
 from gateway.maps.state import KEY_MODES, MapChange

@@ -7,8 +7,8 @@ documents itself as ``client.ping_interval``. Durations are float seconds under 
 environment. This module declares the root ``Settings``, the client's and the channels' sections
 (``client``, ``channel`` with its namespaces' ``ChannelOptions``, ``rpc``) and the engine's, the
 small process-wide ones, and the pure lookups over them; the other sections are values of their
-own in gateway/config/sections/ (proxies, the served endpoints, TLS) and the ``*_schema``
-modules beside this one (maps, consumers, webhooks). It reads no file and no environment (that
+own in gateway/config/sections/ (proxies, the served endpoints, TLS, shared poll, maps,
+consumers, webhooks). It reads no file and no environment (that
 is ``gateway.config.loading``'s job) and imports nothing from the gateway outside gateway/config/.
 """
 
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from gateway.config.consumer_schema import ConsumerSettings
-from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
+from gateway.config.sections.consumers import ConsumerSettings
 from gateway.config.sections.endpoints import (
     AdminSettings,
     EmulationSettings,
@@ -37,14 +36,16 @@ from gateway.config.sections.endpoints import (
     WebSocketSettings,
 )
 from gateway.config.sections.fields import DERIVED, EXTENSION
+from gateway.config.sections.maps import MAP_SUBSCRIPTION_TYPES, MapSettings
 from gateway.config.sections.proxy import (
     ChannelProxySettings,
     ClientProxySettings,
     NamedProxySettings,
     ProxySettings,
 )
+from gateway.config.sections.shared_poll import SharedPollChannelSettings, SharedPollSettings
 from gateway.config.sections.tls import TlsSettings
-from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
+from gateway.config.sections.webhooks import OccupancySettings, WebhookSettings
 
 SECRET_OPTIONS = frozenset(
     {
@@ -147,43 +148,6 @@ class ClientSettings:
         default_factory=lambda: PersonalChannelSettings()
     )
     proxy: ClientProxySettings = field(default_factory=lambda: ClientProxySettings())
-
-
-@dataclass(frozen=True, slots=True)
-class SharedPollChannelSettings:
-    """A namespace's ``shared_poll`` (with ``subscription_type: shared_poll``): the node asks
-    the ``shared_poll_refresh`` proxy (``proxy_name``, else ``channel.proxy.shared_poll_refresh``)
-    every ``refresh_interval`` seconds (0: 10) for the keys its connections track, at most
-    ``refresh_batch_size`` keys per call (0: 1000), and pushes what changed to the connections
-    tracking each key. ``mode`` ``versionless`` (or ""): the backend answers data only and
-    changes are found by content; ``versioned``: items carry versions and the request the
-    versions held. ``max_keys_per_connection`` (0: 5000) bounds one connection's keys;
-    ``channel_shutdown_delay`` (0: 1 s; negative: at once) is how long a channel without keys
-    keeps its state; ``track_expired_extra_delay`` (0: 25 s) is the grace after a track
-    signature expires before its keys are dropped; ``publish_enabled`` allows the server API's
-    ``shared_poll_publish`` (versioned mode only)."""
-
-    proxy_name: str = ""
-    refresh_interval: float = 0.0
-    refresh_batch_size: int = 0
-    max_keys_per_connection: int = 0
-    mode: str = ""
-    channel_shutdown_delay: float = 0.0
-    track_expired_extra_delay: float = 0.0
-    publish_enabled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SharedPollSettings:
-    """``shared_poll``: the HMAC key that signs tracked keys (``hmac_secret_key``; during a
-    rotation ``hmac_previous_secret_key`` is accepted too, for signatures issued up to
-    ``hmac_previous_secret_key_valid_until``, unix seconds, 0: no bound) and
-    ``concurrency_limit``, the backend calls in flight at once on a node (0: 64)."""
-
-    hmac_secret_key: str = ""
-    hmac_previous_secret_key: str = ""
-    hmac_previous_secret_key_valid_until: int = 0
-    concurrency_limit: int = 0
 
 
 @dataclass(frozen=True, slots=True)
