@@ -37,9 +37,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from gateway.connection import channel_commands
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.connection.command_queue import CommandQueue, Job, internal_error
+from gateway.connection.dispatch import route
 from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
@@ -55,24 +55,16 @@ from gateway.node import VERSION, Node
 from gateway.protocol import codes, policy
 from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
-    ChannelRequest,
     ClientInfo,
     Command,
     ConnectRequest,
-    EmptyResult,
-    HistoryRequest,
     Method,
     Publication,
-    PublishRequest,
     RefreshRequest,
     RefreshResult,
     Result,
-    RPCRequest,
     StreamPosition,
-    SubRefreshRequest,
     SubscribeRecovery,
-    SubscribeRequest,
-    UnsubscribeRequest,
 )
 from gateway.protocol.session import Action, Execute, ExpireSubscription, SendPing, Session, SessionConfig
 from gateway.protocol.subscription import Subscription
@@ -269,7 +261,7 @@ class Client:
         assert method is not None
         started = time.perf_counter()
         try:
-            result = await self._handle(cmd)
+            result = await route(self, cmd)
         except CommandError as exc:
             self._after_reply.clear()
             self.node.metrics.reply_errors.labels(method.value, str(exc.error.code), "").inc()
@@ -305,37 +297,6 @@ class Client:
         if method is Method.CONNECT and not self._closed:
             # What arrived after the connect is decoded only now that it succeeded.
             self._queue(self.session.resume(len(self.commands)))
-
-    async def _handle(self, cmd: Command) -> Result:
-        req = cmd.request
-        if isinstance(req, ConnectRequest):
-            return await self._connect(req)
-        if self.shared_poll.handles(req):
-            return await self.shared_poll.handle(req)
-        if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
-            return await (self.maps if 1 <= req.type <= 3 else self.subscriptions).subscribe(req)
-        if isinstance(req, UnsubscribeRequest):
-            await self.subscriptions.unsubscribe(req.channel)
-            return EmptyResult()
-        if isinstance(req, PublishRequest):
-            if await self.streams.publish(req):  # into a bidirectional subscribe stream
-                return EmptyResult()
-            return await channel_commands.publish(self, self.node, req)
-        if isinstance(req, HistoryRequest):
-            return await channel_commands.history(self, self.node, req)
-        if isinstance(req, ChannelRequest):
-            return await channel_commands.presence(
-                self, self.node, req, stats=cmd.method is Method.PRESENCE_STATS
-            )
-        if isinstance(req, RefreshRequest):
-            return await self._refresh(req)
-        if isinstance(req, SubRefreshRequest):
-            return await self.subscriptions.sub_refresh(req)
-        if isinstance(req, RPCRequest):
-            return await self.authorizer.rpc(self.caller(), req)
-        if cmd.method is Method.SEND:
-            raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
-        raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
 
     # --- the Driver of gateway/connection/subscriptions.py (and Requester of channel_commands.py) -------
 
@@ -374,7 +335,8 @@ class Client:
 
     # --- connect / refresh -------------------------------------------------------------------
 
-    async def _connect(self, req: ConnectRequest) -> Result:
+    async def handle_connect(self, req: ConnectRequest) -> Result:
+        """The ``connect`` command (§2): authorize, register, subscribe the server-side channels."""
         cfg = self.settings.client
         self.emulated_headers = req.headers if self.keeps_headers else {}
         grant = await self.authorizer.connect(self.caller(), req)
@@ -419,7 +381,8 @@ class Client:
         )
         return dataclasses.replace(result, data=grant.data) if grant is not None and grant.data else result
 
-    async def _refresh(self, req: RefreshRequest) -> RefreshResult:
+    async def handle_refresh(self, req: RefreshRequest) -> RefreshResult:
+        """The ``refresh`` command (§5.4): a new connection expiry (and info) from the authorizer."""
         grant = await self.authorizer.refresh(self.caller(), req)
         self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
         if grant.info is not None:
