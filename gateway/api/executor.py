@@ -48,7 +48,7 @@ from gateway.channels import resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.engine.base import EngineError, PublishItem, PublishResult
 from gateway.node import Node, PublishRun
-from gateway.protocol import codec, codes
+from gateway.protocol import codes, json_replies
 from gateway.protocol.jsonbytes import dumps_kept
 from gateway.protocol.messages import StreamPosition
 from httpwire.tracing import CHANNEL, OFF, Tracing
@@ -446,7 +446,7 @@ class ServerApi:
         if not self.channel_options(req.channel).presence:
             raise ApiError(codes.ERROR_NOT_AVAILABLE)
         entries = await self.node.presence.presence(req.channel)
-        return {"presence": {cid: codec.client_info_obj(info) for cid, info in entries.items()}}
+        return {"presence": {cid: json_replies.client_info_obj(info) for cid, info in entries.items()}}
 
     async def presence_stats(self, req: PresenceStatsRequest) -> Result:
         if not self.channel_options(req.channel).presence:
@@ -462,7 +462,7 @@ class ServerApi:
         result = await self.node.history(req.channel, opts, since=since, limit=req.limit, reverse=req.reverse)
         if since is not None and since.epoch and since.epoch != result.position.epoch:
             raise ApiError(codes.ERROR_UNRECOVERABLE_POSITION)
-        return codec.history_result_obj(result.publications, result.position)
+        return json_replies.history_result_obj(result.publications, result.position)
 
     async def history_remove(self, req: HistoryRemoveRequest) -> Result:
         self._history_options(req.channel)

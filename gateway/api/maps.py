@@ -25,7 +25,7 @@ from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.maps.options import MapOptions, resolve
 from gateway.maps.state import KEY_MODES, MapChange
 from gateway.node import Node
-from gateway.protocol import codec, codes
+from gateway.protocol import codes, json_replies
 from gateway.protocol.messages import Publication, StreamPosition
 
 MAX_KEY_LENGTH = 1024
@@ -113,7 +113,7 @@ def entry_obj(pub: Publication) -> dict[str, Any]:
     """A ``MapEntry``: key, data (raw JSON), tags, offset, removed, time."""
     obj: dict[str, Any] = {"key": pub.key}
     if pub.data:
-        obj["data"] = codec.raw(pub.data)
+        obj["data"] = json_replies.raw(pub.data)
     if pub.tags:
         obj["tags"] = pub.tags
     if pub.offset:
