@@ -42,7 +42,7 @@ from gateway.maps import delta as map_delta
 from gateway.protocol import codes, fossil, json_replies
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import Publication, StreamPosition
-from gateway.protocol.protobuf import codec as protobuf_codec
+from gateway.protocol.protobuf.replies import encode_delta_publication
 from gateway.protocol.session import Session
 from gateway.protocol.subscription import Buffered, Delivery, Subscription, SubState
 from gateway.protocol.tags_filter import FilterError, TagsFilter, parse
@@ -119,7 +119,7 @@ class _Forms:
         pub, push = self.pub, self.push
         if self.wire.binary:
             shaped = Publication(data, pub.offset, pub.info, pub.tags, pub.time)
-            encode = protobuf_codec.encode_delta_publication if delta else self.wire.encode_publication
+            encode = encode_delta_publication if delta else self.wire.encode_publication
             payload = encode(push.channel, shaped)
         else:
             obj = json_replies.publication_obj(data, pub.offset, pub.info, pub.tags)
@@ -174,7 +174,7 @@ def _map_change_push(pub: Publication, push: SharedPush, wire: Codec) -> SharedP
     if wire.binary:  # whole: the shared push's bytes (data as it is, no delta flag)
         payload = push.payload
         if shaped.delta:
-            payload = protobuf_codec.encode_delta_publication(push.channel, shaped)
+            payload = encode_delta_publication(push.channel, shaped)
     else:
         payload = json_replies.encode_push(
             push.channel, "pub", json_replies.map_delta_publication_obj(shaped)
