@@ -28,7 +28,7 @@ from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
-from gateway.config.checks import admin_paths
+from gateway.config.endpoint_checks import admin_paths
 from gateway.config.schema import Settings
 from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
