@@ -86,12 +86,14 @@ class CommandQueue:
     def __init__(self, runner: Runner, loop: asyncio.AbstractEventLoop) -> None:
         self._runner = runner
         self._loop = loop
-        self._inbox: deque[Command | Job] = deque()
+        self._inbox: deque[Command | Job] | None = None
+        """What waits, in order; None while nothing does (an idle connection holds no deque)."""
         self._worker: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         """Commands and jobs queued, not yet run."""
-        return len(self._inbox)
+        inbox = self._inbox
+        return 0 if inbox is None else len(inbox)
 
     @property
     def running(self) -> bool:
@@ -100,21 +102,25 @@ class CommandQueue:
 
     def push(self, cmd: Command) -> None:
         """Queue a decoded command (the Session admitted it: ordering and bounds passed)."""
-        self._inbox.append(cmd)
-        if self._worker is None:
-            self._worker = self._loop.create_task(self._run())
+        self._enqueue(cmd)
 
     def spawn(self, job: Job) -> None:
         """Queue follow-up work to run in command order; dropped once the connection is closed."""
         if self._runner.closed:
             return
-        self._inbox.append(job)
+        self._enqueue(job)
+
+    def _enqueue(self, item: Command | Job) -> None:
+        inbox = self._inbox
+        if inbox is None:
+            inbox = self._inbox = deque()
+        inbox.append(item)
         if self._worker is None:
             self._worker = self._loop.create_task(self._run())
 
     def close(self) -> None:
         """Drop what is queued and cancel the command task (the connection is gone)."""
-        self._inbox.clear()
+        self._inbox = None
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
 
@@ -122,8 +128,8 @@ class CommandQueue:
         runner = self._runner
         try:
             ran = 0
-            while self._inbox and not runner.closed:
-                job = self._inbox.popleft()
+            while (inbox := self._inbox) and not runner.closed:
+                job = inbox.popleft()
                 try:
                     if isinstance(job, Command):
                         await runner.dispatch(job)
@@ -144,6 +150,8 @@ class CommandQueue:
                     await asyncio.sleep(0)
         finally:
             self._worker = None
+            if not self._inbox:
+                self._inbox = None  # drained: the deque goes until the next command
 
     async def _run_job(self, job: Job) -> None:
         runner = self._runner
