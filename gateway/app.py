@@ -28,8 +28,9 @@ from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
-from gateway.config.checks import admin_paths
-from gateway.config.schema import Settings, UniWebSocketSettings, WebSocketSettings
+from gateway.config.endpoint_checks import admin_paths
+from gateway.config.schema import Settings
+from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
 from gateway.connection.client import ClientFactory
 from gateway.connection.tokens import TokenVerifier
@@ -394,7 +395,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
                 *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
                 tg.create_task(rt.presence_loop()),
                 tg.create_task(rt.node.cluster.run()),
-                tg.create_task(rt.node.position_check_loop()),
+                tg.create_task(rt.node.positions.check_loop()),
             ]
             tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
             if rt.webhooks is not None:

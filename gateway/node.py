@@ -8,7 +8,9 @@ told "subscribed" while the broker link of its channel is missing. Broker subscr
 unsubscribe of one channel are serialized (an unsubscribe waits for the subscribe in flight, a
 new subscribe waits for the unsubscribe in flight), as centrifuge's per-channel lock does.
 
-Owns no connection logic (gateway/connection/client.py), no output scheduling and no HTTP
+Where subscriptions start and the checks of live ones against their stream tops are
+gateway/positions.py's (``Node.positions``), over the node's history reads. Owns no connection
+logic (gateway/connection/client.py), no output scheduling and no HTTP
 (gateway/api/executor.py). The fast paths of the engines (inline publishes on the memory engine,
 one round trip per run on Redis) are taken here, behind the engine seam: callers publish
 ``PublishItem``s and do not ask which engine they run on.
@@ -21,7 +23,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from gateway.cluster import Cluster
@@ -40,14 +41,12 @@ from gateway.engine.base import (
 )
 from gateway.engine.map_base import MapBroker
 from gateway.hub import Connection, Hub
-from gateway.maps.options import resolve as map_options
 from gateway.metrics import Metrics
-from gateway.protocol import recovery
+from gateway.positions import Positions
 from gateway.protocol.codec import JSON, Codec
-from gateway.protocol.messages import ClientInfo, Publication, StreamPosition, SubscribeRecovery
+from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from gateway.sharedpoll.manager import SharedPollManager
 from gateway.webhooks.hooks import NO_HOOKS, LifecycleHooks
-from httpwire.cancellation import raise_if_cancelling
 
 VERSION = "0.1.0"
 
@@ -106,19 +105,6 @@ class PublishRun:
         return await self._node.publish_many(items) if items else []
 
 
-@dataclass(frozen=True, slots=True)
-class Positioned:
-    """The outcome of ``Node.position``."""
-
-    start: StreamPosition
-    """The position the subscription continues from (live publications are checked against it)."""
-    reply: StreamPosition
-    """The epoch and offset written in the subscribe reply."""
-    recovered: bool = False
-    publications: list[Publication] | None = None
-    """Recovered publications for the reply (None unless recovered)."""
-
-
 log = logging.getLogger("taskcast.gateway.node")
 
 
@@ -150,7 +136,6 @@ class Node:
         """Per channel with local subscribers: its broker subscription (in flight or done)."""
         self._unlinks: dict[str, asyncio.Task[None]] = {}
         """Per channel: a broker unsubscribe in flight."""
-        self.last_pub_at: dict[str, float] = {}
         self._history_options: dict[int, tuple[ChannelOptions, HistoryOptions]] = {}
         self.connecting: set[object] = set()
         """Connections whose transport is open but whose connect has not completed."""
@@ -167,6 +152,9 @@ class Node:
         """Shared-poll channels (gateway/sharedpoll/), set by the composition root."""
         self.lifecycle: LifecycleHooks = NO_HOOKS
         """Told of connections, subscriptions and this node's channels as they come and go."""
+        self.positions = Positions(self, self.hub, settings, metrics, clock, self.background)
+        """Where new subscriptions start; whether live ones kept up with their streams."""
+        self._last_pub_at = self.positions.last_pub_at  # written per delivery
         broker.set_handler(self)
 
     def attach_maps(self, maps: MapBroker) -> None:
@@ -217,7 +205,7 @@ class Node:
         self, channel: str, pub: Publication, position: StreamPosition | None, write_now: bool = False
     ) -> None:
         if position is not None:
-            self.last_pub_at[channel] = self.clock()
+            self._last_pub_at[channel] = self.clock()
         conflation = None
         if pub.tags:
             opts = self.settings.channel_options(channel)
@@ -240,69 +228,7 @@ class Node:
         self.cluster.on_control(data)
 
     def on_broker_reconnect(self) -> None:
-        """Deliveries may have been lost while PUB/SUB was down: check every positioned
-        subscription against its stream top (the SDKs then recover from history)."""
-        self.background(self._check_after_reconnect())
-
-    async def _check_after_reconnect(self, attempts: int = 10) -> None:
-        """Right after a reconnect the store may still refuse reads: retry the whole check
-        with backoff until one pass reads every channel."""
-        delay = 0.2
-        for _ in range(attempts):
-            if await self.check_positions(idle_for=0.0) >= 0:
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-        log.warning("positions not checked after a broker reconnect: the store keeps failing")
-
-    async def check_positions(self, *, idle_for: float) -> int:
-        """Compare positioned subscribers of channels that received no publication for
-        ``idle_for`` seconds with their stream top; returns how many channels were checked, or
-        -1 when a history read failed (the channels that could be read were still checked)."""
-        now = self.clock()
-        checked = 0
-        failed = False
-        for channel in list(self.hub.channels):
-            if idle_for and now - self.last_pub_at.get(channel, 0.0) < idle_for:
-                continue
-            opts = self.settings.channel_options(channel)
-            if opts is None:
-                continue
-            try:
-                top = await self._stream_top(channel, opts)
-            except Exception as exc:
-                raise_if_cancelling(exc)
-                log.debug("position check of %s failed: %s", channel, exc)
-                failed = True
-                continue
-            if top is None:
-                continue
-            checked += 1
-            for client in list(self.hub.subscribers(channel)):
-                client.check_position(channel, top)
-        for channel in [ch for ch in self.last_pub_at if ch not in self.hub.channels]:
-            del self.last_pub_at[channel]
-        return -1 if failed else checked
-
-    async def _stream_top(self, channel: str, opts: ChannelOptions) -> StreamPosition | None:
-        """The top of the channel's stream: its history, or its map's change stream; None when
-        it keeps none."""
-        if opts.is_map:
-            mopts = map_options(opts.map)
-            if self.maps is None or not mopts.has_stream:
-                return None
-            return (await self.maps.read_stream(channel, mopts, limit=0)).position
-        if not (opts.history_size > 0 and opts.history_ttl > 0):
-            return None
-        return (await self.history(channel, opts, limit=0)).position
-
-    async def position_check_loop(self) -> None:
-        delay = self.settings.client.channel_position_check_delay
-        if delay <= 0:
-            return
-        while True:
-            await asyncio.sleep(delay)
-            await self.check_positions(idle_for=delay)
+        self.positions.after_broker_reconnect()
 
     # --- operations --------------------------------------------------------------------------
 
@@ -417,54 +343,6 @@ class Node:
         return await self.broker.history(
             channel, self.history_options(opts), since=since, limit=limit, reverse=reverse
         )
-
-    async def position(
-        self,
-        channel: str,
-        opts: ChannelOptions,
-        wanted: SubscribeRecovery | None,
-        buffered: Sequence[tuple[Publication, str, object]],
-    ) -> Positioned:
-        """Where a new positioned subscription starts (§3.3): the stream top, or — when
-        ``wanted`` asks to recover — the history since the client's position merged with the
-        live publications ``buffered`` meanwhile (the subscriber is already in the hub, so
-        ``buffered`` keeps growing while history is read; it is read once the read is done).
-
-        Raises:
-            EngineError: the history read failed.
-        """
-        if wanted is None or not wanted.recover:
-            top = (await self.history(channel, opts, limit=0)).position
-            return Positioned(top, top)
-        requested = StreamPosition(wanted.offset, wanted.epoch)
-        cache = opts.force_recovery_mode == "cache"
-        outcome: recovery.Recovered | recovery.NotRecovered
-        if cache:
-            hist = await self.history(channel, opts, limit=1, reverse=True)
-            outcome = recovery.recover_cache(requested, hist.publications, hist.position)
-        else:
-            cap = self.settings.client.recovery_max_publication_limit
-            limit = cap if cap > 0 else -1
-            hist = await self.history(channel, opts, since=StreamPosition(wanted.offset, ""), limit=limit)
-            outcome = recovery.recover_stream(
-                requested,
-                hist.publications,
-                hist.position,
-                limit_reached=limit > 0 and len(hist.publications) >= limit,
-            )
-        top = hist.position
-        if isinstance(outcome, recovery.Recovered):
-            live = [pub for pub, epoch, _ in buffered if epoch == top.epoch]
-            merged = recovery.settle(outcome, live, after=wanted.offset, cache=cache)
-            if merged is not None:
-                self.metrics.recover.labels("yes", "", "yes" if merged else "no").inc()
-                start = StreamPosition(
-                    merged[-1].offset if merged else max(wanted.offset, top.offset), top.epoch
-                )
-                reply = StreamPosition(wanted.offset, top.epoch)
-                return Positioned(start, reply, recovered=True, publications=merged[-1:] if cache else merged)
-        self.metrics.recover.labels("no", "", "no").inc()
-        return Positioned(top, top)
 
     async def add_subscriber(self, channel: str, client: Connection) -> None:
         """Register a local subscriber and make sure the broker delivers the channel here.

@@ -37,6 +37,7 @@ What a connection does:
 Every refusal writes a canned response (``Limits``), half-closes, discards what still arrives for
 ``LINGER_SECONDS`` or ``LINGER_BYTES`` (so the peer reads the answer instead of a reset) and
 closes. A refusal never writes into a response in progress: then the connection is just closed.
+The bounds, their answers, the deadline and the refusal steps are httpwire/limits.py's.
 Imports nothing from the gateway but http/cycle and http/inline; the Status API listens with it
 too (status_api/server.py).
 """
@@ -47,52 +48,18 @@ import asyncio
 import logging
 import urllib.parse
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import httptools
 
 from httpwire.cycle import HIGH_WATER, Cycle, Writable
 from httpwire.inline import InlineRequests, Pending
+from httpwire.limits import LINGER_BYTES, Limits, RequestBounds, canned
 
 logger = logging.getLogger("taskcast.http")
 
-MAX_HEAD_BYTES = 1 << 20
-"""Largest request head (request line + headers) accepted by default: Go's
-``http.DefaultMaxHeaderBytes``, which Centrifugo's HTTP server uses."""
-
-LINGER_SECONDS = 0.5
-"""After a refusal: how long input is still read (and discarded) before the close."""
-
-LINGER_BYTES = 16 * 1024 * 1024
-"""After a refusal: how much input is discarded at most before the close (reading and dropping
-costs a few ms of CPU and no memory); a peer that keeps sending past it is closed at once."""
-
-
-def canned(status: bytes, text: bytes, content_type: bytes = b"text/plain; charset=utf-8") -> bytes:
-    """A whole ``connection: close`` response: ``status`` (e.g. ``b"431 Request Header Fields Too
-    Large"``) with ``text`` as its body."""
-    return b"HTTP/1.1 %s\r\ncontent-type: %s\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s" % (
-        status,
-        content_type,
-        len(text),
-        text,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """What one connection may send, and the answers past each bound."""
-
-    max_head_bytes: int = MAX_HEAD_BYTES
-    max_body_bytes: int = 0
-    """0: no bound here (the app bounds its bodies)."""
-    request_timeout: float = 0.0
-    """Seconds to deliver one whole request; 0: no deadline."""
-    head_too_large: bytes = canned(b"431 Request Header Fields Too Large", b"request header fields too large")
-    body_too_large: bytes = canned(b"413 Content Too Large", b"request entity too large")
-    timed_out: bytes = canned(b"408 Request Timeout", b"request timeout")
-    bad_request: bytes = canned(b"400 Bad Request", b"Invalid HTTP request received.")
+__all__ = ["HttpProtocol", "Limits", "ServerState", "bound", "canned"]
+"""A server binds its ``Limits`` (answers built with ``canned``) with ``bound``."""
 
 
 class ServerState(Protocol):
@@ -112,11 +79,9 @@ def _address(info: Any) -> tuple[str, int | None] | None:
     return None
 
 
-class HttpProtocol(InlineRequests, asyncio.Protocol):
+class HttpProtocol(RequestBounds, InlineRequests, asyncio.Protocol):
     """One HTTP/1.1 connection (module docstring). :func:`bound` makes a subclass carrying the
     limits and the inline handler of one server; uvicorn builds one instance per connection."""
-
-    limits: ClassVar[Limits] = Limits()
 
     def __init__(
         self,
@@ -443,80 +408,6 @@ class HttpProtocol(InlineRequests, asyncio.Protocol):
         protocol.connection_made(self.transport)
         protocol.data_received(b"".join(head))
         self.transport.set_protocol(protocol)
-
-    # --- the request deadline and refusals -----------------------------------------------------
-
-    def _arm(self) -> None:
-        """Start a request's deadline (unless one runs). One timer serves many requests: it is
-        created only when none is pending and, when it fires, re-armed for what is left of the
-        open request's deadline (no timer per keep-alive request)."""
-        timeout = self.limits.request_timeout
-        if timeout > 0 and not self._request_open:
-            self._request_open = True
-            self._request_began = self.loop.time()
-            if self._deadline is None:
-                self._deadline = self.loop.call_later(timeout, self._timed_out)
-
-    def _cancel_deadline(self) -> None:
-        self._request_open = False
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _timed_out(self) -> None:
-        self._deadline = None
-        if not self._request_open:
-            return
-        left = self._request_began + self.limits.request_timeout - self.loop.time()
-        if left > 0:
-            self._deadline = self.loop.call_later(left, self._timed_out)
-            return
-        self._request_open = False
-        if self.head_done:  # a stalled body: no answer
-            self._refused = True
-            self._abandon_cycle()
-            if self._mine():
-                self.transport.close()
-        else:
-            self._refuse(self.limits.timed_out)
-
-    def _mine(self) -> bool:
-        transport = self.transport
-        return not (transport is None or transport.is_closing() or transport.get_protocol() is not self)
-
-    def _abandon_cycle(self) -> bool:
-        """Tell the app its request is gone; True when no response is in progress on the wire
-        (a refusal may be written)."""
-        cycle = self.cycle
-        quiet = not self.pipeline
-        if cycle is not None and not cycle.response_complete:
-            if getattr(cycle, "response_started", True):
-                quiet = False
-            cycle.disconnected = True
-            cycle.message_event.set()
-        return quiet
-
-    def _refuse(self, response: bytes) -> None:
-        """Answer ``response`` (unless a response is in progress), half-close, discard input for
-        ``LINGER_SECONDS`` (``LINGER_BYTES`` at most), close."""
-        self._refused = True
-        self._cancel_deadline()
-        quiet = self._abandon_cycle()
-        if not self._mine():
-            return
-        transport = self.transport
-        if not quiet:
-            transport.close()
-            return
-        transport.write(response)
-        if transport.can_write_eof():
-            # Closing with unread input makes the kernel send RST, which can destroy the answer
-            # before the peer reads it: half-close, discard the rest for a moment, then close
-            # (what Go's server does for the same reason).
-            transport.write_eof()
-            self._linger = self.loop.call_later(LINGER_SECONDS, transport.close)
-        else:
-            transport.close()
 
 
 def bound(

@@ -95,7 +95,7 @@ def cpu_seconds(pid: int) -> float:
 
 def pb_connect_frame() -> bytes:
     from gateway.protocol.protobuf import client_pb2 as pb
-    from gateway.protocol.protobuf.codec import delimited
+    from gateway.protocol.protobuf.framing import delimited
 
     cmd = pb.Command(id=1)
     cmd.connect.token = token("hostile")

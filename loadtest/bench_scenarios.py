@@ -48,7 +48,7 @@ from websockets.exceptions import InvalidHandshake
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from taskcast.demo import runner  # noqa: E402
+from taskcast.demo import status_client  # noqa: E402
 from taskcast.demo.runner import run_demo  # noqa: E402
 from taskcast.dev.topology import Topology  # noqa: E402
 from tests.helpers.follower import RECONNECT_PAUSE_SECONDS, Endpoints, Follower, user_token  # noqa: E402
@@ -312,7 +312,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:  # tasks keep starting for ~16 s: the load outlasts a rolling restart
         args.users, args.tasks, args.interval = 4, 16, 10.0
-    runner.HTTP_ATTEMPTS = args.producer_attempts
+    status_client.HTTP_ATTEMPTS = args.producer_attempts
     out = asyncio.run(run(args))
     print(json.dumps(out))
     sys.exit(0 if out["pass"] else 1)

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from gateway.config.schema import ChannelOptions, Settings, SharedPollChannelSettings  # noqa: E402
+from gateway.config.schema import ChannelOptions, Settings  # noqa: E402
+from gateway.config.sections.shared_poll import SharedPollChannelSettings  # noqa: E402
 from gateway.metrics import Metrics  # noqa: E402
 from gateway.protocol import codes  # noqa: E402
 from gateway.protocol.codec import JSON, Codec  # noqa: E402

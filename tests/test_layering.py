@@ -11,7 +11,7 @@
   taskcast/up.py) and tests;
 * only the transports and the composition root import the connection driver
   gateway/connection/client.py;
-* the driver's parts (gateway/connection/subscriptions.py, gateway/connection/channel_commands.py)
+* the driver's parts (gateway/connection/subscriptions.py, server_subscriptions.py, channel_commands.py)
   import only the modules listed for them in ``CONNECTION_PARTS``: the node, hub, send queue,
   policy and the other pure or engine-facing collaborators, never the driver, a transport, the
   composition root or an I/O framework — they reach the driver through their ``Driver`` /
@@ -81,6 +81,13 @@ CONNECTION_PARTS = {
         "gateway.protocol",
         "gateway.proxy.replies",  # the grant a backend stream answers with (a value type)
     },
+    "gateway/connection/server_subscriptions.py": {
+        "gateway.connection.personal",
+        "gateway.connection.subscriptions",
+        "gateway.engine.base",
+        "gateway.errors",
+        "gateway.protocol",
+    },
     "gateway/connection/channel_commands.py": {
         "gateway.config.schema",
         "gateway.connection.authorization",
@@ -117,6 +124,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "cluster": {"api.requests", "engine", "hub", "protocol"},
     "sharedpoll": {"config", "log_limit", "metrics", "protocol", "proxy"},
     "webhooks": {"config", "engine", "protocol"},
+    "positions": {"config", "engine", "hub", "maps", "metrics", "protocol"},
     "node": {
         "cluster",
         "config",
@@ -125,6 +133,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "maps",
         "hub",
         "metrics",
+        "positions",
         "protocol",
         "sharedpoll",
         "webhooks",

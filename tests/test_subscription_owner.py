@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OWNERS = {"gateway/protocol/session.py", "gateway/protocol/subscription.py"}
 EXEMPT = {
     "gateway/protocol/protobuf/codec.py": "fills client_pb2 messages (SubscribeResult.offset, …)",
+    "gateway/protocol/protobuf/replies.py": "fills client_pb2 messages (SubscribeResult.offset, …)",
 }
 FIELDS = frozenset(f.name for f in dataclasses.fields(Subscription))
 MAPS = frozenset({"subscriptions", "namespace_counts"})

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import jwt
 
-from gateway.config.schema import AdminSettings
+from gateway.config.sections.endpoints import AdminSettings
 
 ALGORITHM = "HS256"
 SUBJECT = "admin"

@@ -9,48 +9,36 @@ through every door. Errors are values of the one catalogue (gateway/protocol/cod
 as a fresh ``ApiError`` each time. Publishing goes through the node (gateway/node.py), which
 takes each engine's fastest path behind the engine seam (a publish that completes without
 suspending on the memory engine, one round trip per run of publishes on Redis); the executor
-only says whether a publication is alone in its loop tick (``write_now``). Actions on
-connections go to every node through the cluster (gateway/cluster.py). Never imports
+only says whether a publication is alone in its loop tick (``write_now``). The other methods'
+handlers are gateway/api/methods.py's (actions on connections go to every node through the
+cluster, gateway/cluster.py; the channel reads) and gateway/api/maps.py's. Never imports
 gateway/connection/ or app.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from fnmatch import fnmatchcase
 from time import perf_counter
 from typing import Any
 
 from gateway.api.commands import METHOD_OF, Command, Refused, batch_command, command
 from gateway.api.maps import MapApi
+from gateway.api.methods import MethodApi
 from gateway.api.requests import (
     ApiError,
     BroadcastRequest,
-    ChannelsRequest,
-    DisconnectRequest,
-    HistoryRemoveRequest,
-    HistoryRequest,
-    InfoRequest,
-    PresenceRequest,
-    PresenceStatsRequest,
     PublishRequest,
-    RefreshRequest,
-    RpcRequest,
-    SharedPollPublishRequest,
-    SubscribeRequest,
-    UnsubscribeRequest,
+    b64,
     bad_request,
 )
 from gateway.channels import resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.engine.base import EngineError, PublishItem, PublishResult
 from gateway.node import Node, PublishRun
-from gateway.protocol import codec, codes
+from gateway.protocol import codes
 from gateway.protocol.jsonbytes import dumps_kept
-from gateway.protocol.messages import StreamPosition
 from httpwire.tracing import CHANNEL, OFF, Tracing
 
 log = logging.getLogger("taskcast.gateway.api")
@@ -80,14 +68,6 @@ _PENDING: Result = {}
 """The reply slot of a publish whose run is not published yet (never answered as it is)."""
 
 
-def _b64(name: str, value: str) -> bytes:
-    """Standard base64 (Centrifugo's ``b64*`` fields); invalid ⇒ 107."""
-    try:
-        return base64.b64decode(value, validate=True)
-    except ValueError:
-        raise bad_request(f"{name}: invalid base64") from None
-
-
 def error_obj(exc: ApiError) -> dict[str, Any]:
     return {"code": exc.code, "message": exc.message}
 
@@ -105,18 +85,7 @@ class ServerApi:
         self.node = node
         self.settings = settings
         self._handlers: dict[type[Any], Callable[[Any], Awaitable[Result]]] = {
-            SubscribeRequest: self.subscribe,
-            UnsubscribeRequest: self.unsubscribe,
-            DisconnectRequest: self.disconnect,
-            RefreshRequest: self.refresh,
-            PresenceRequest: self.presence,
-            PresenceStatsRequest: self.presence_stats,
-            HistoryRequest: self.history,
-            HistoryRemoveRequest: self.history_remove,
-            ChannelsRequest: self.channels,
-            InfoRequest: self.info,
-            RpcRequest: self.rpc,
-            SharedPollPublishRequest: self.shared_poll_publish,
+            **MethodApi(node, self.channel_options, self._data).handlers(),  # api/methods.py
             **MapApi(node, self.channel_options, self._data).handlers(),  # map methods (api/maps.py)
         }
         """The methods other than ``publish`` and ``broadcast`` (which take the protocol and
@@ -357,18 +326,12 @@ class ServerApi:
 
     # --- the methods -------------------------------------------------------------------------
 
-    def _history_options(self, channel: str) -> ChannelOptions:
-        opts = self.channel_options(channel)
-        if not (opts.history_size > 0 and opts.history_ttl > 0):
-            raise ApiError(codes.ERROR_NOT_AVAILABLE)
-        return opts
-
     @staticmethod
     def _data(data: object, b64data: str) -> bytes:
         """The payload bytes: ``b64data`` decoded (it wins, as in Centrifugo), else ``data`` as
         JSON. Binary payloads reach Protobuf clients as they are and JSON clients unchanged."""
         if b64data:
-            return _b64("b64data", b64data)
+            return b64("b64data", b64data)
         return dumps_kept(data)  # kept: history, held queues (jsonbytes.py)
 
     def _item(
@@ -416,88 +379,3 @@ class ServerApi:
                 node.metrics.api_errors.labels(protocol, "broadcast", "100").inc()
                 responses.append({"error": error_obj(ApiError(codes.ERROR_INTERNAL))})
         return {"responses": responses}
-
-    async def subscribe(self, req: SubscribeRequest) -> Result:
-        self.channel_options(req.channel)
-        if req.b64info:
-            _b64("b64info", req.b64info)
-        if req.b64data:
-            _b64("b64data", req.b64data)
-        await self.node.cluster.user_op(req)
-        return {}
-
-    async def unsubscribe(self, req: UnsubscribeRequest) -> Result:
-        self.channel_options(req.channel)
-        await self.node.cluster.user_op(req)
-        return {}
-
-    async def disconnect(self, req: DisconnectRequest) -> Result:
-        d = req.disconnect
-        if d is not None and d.code and not codes.is_close_code(d.code):
-            raise bad_request("disconnect.code: must be in 3000-4999")  # else no close frame
-        await self.node.cluster.user_op(req)
-        return {}
-
-    async def refresh(self, req: RefreshRequest) -> Result:
-        await self.node.cluster.user_op(req)
-        return {}
-
-    async def presence(self, req: PresenceRequest) -> Result:
-        if not self.channel_options(req.channel).presence:
-            raise ApiError(codes.ERROR_NOT_AVAILABLE)
-        entries = await self.node.presence.presence(req.channel)
-        return {"presence": {cid: codec.client_info_obj(info) for cid, info in entries.items()}}
-
-    async def presence_stats(self, req: PresenceStatsRequest) -> Result:
-        if not self.channel_options(req.channel).presence:
-            raise ApiError(codes.ERROR_NOT_AVAILABLE)
-        st = await self.node.presence.stats(req.channel)
-        return {"num_clients": st.num_clients, "num_users": st.num_users}
-
-    async def history(self, req: HistoryRequest) -> Result:
-        opts = self._history_options(req.channel)
-        since = StreamPosition(req.since.offset, req.since.epoch) if req.since is not None else None
-        if req.reverse and since is not None and since.offset == 0:
-            raise bad_request("since: offset 0 with reverse")
-        result = await self.node.history(req.channel, opts, since=since, limit=req.limit, reverse=req.reverse)
-        if since is not None and since.epoch and since.epoch != result.position.epoch:
-            raise ApiError(codes.ERROR_UNRECOVERABLE_POSITION)
-        return codec.history_result_obj(result.publications, result.position)
-
-    async def history_remove(self, req: HistoryRemoveRequest) -> Result:
-        self._history_options(req.channel)
-        await self.node.broker.remove_history(req.channel)
-        return {}
-
-    async def channels(self, req: ChannelsRequest) -> Result:
-        """Active channels across the cluster (a survey of every live node)."""
-        counts: dict[str, int] = {}
-        for payload in (await self.node.cluster.survey("channels")).values():
-            if isinstance(payload, dict):
-                for channel, n in payload.items():
-                    if isinstance(n, int) and (not req.pattern or fnmatchcase(channel, req.pattern)):
-                        counts[channel] = counts.get(channel, 0) + n
-        return {"channels": {ch: {"num_clients": n} for ch, n in counts.items()}}
-
-    async def info(self, req: InfoRequest) -> Result:
-        return {"nodes": self.node.cluster.nodes()}  # every live node, from the cluster heartbeats
-
-    async def rpc(self, req: RpcRequest) -> Result:
-        raise ApiError(codes.ERROR_NOT_FOUND)
-
-    # --- shared poll (gateway/sharedpoll/) ---------------------------------------------------
-
-    async def shared_poll_publish(self, req: SharedPollPublishRequest) -> Result:
-        """A key's new state to the connections of every node tracking it: 107 without a key or
-        a version above 0, or outside a shared-poll namespace; 108 unless ``publish_enabled``."""
-        if not req.key or req.version < 1:
-            raise bad_request("key and version are required")
-        opts = self.channel_options(req.channel)
-        if opts.subscription_type != "shared_poll":
-            raise bad_request("channel: not a shared_poll namespace")
-        manager = self.node.shared_poll
-        if manager is None or not opts.shared_poll.publish_enabled:
-            raise ApiError(codes.ERROR_NOT_AVAILABLE)
-        data = self._data(req.data, req.b64data)
-        await manager.publish(req.channel, req.key, req.version, req.epoch, data)
-        return {}

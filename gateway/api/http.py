@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from gateway.api.commands import Command, batch_command, command
 from gateway.api.executor import TRANSPORT_STATUS, YIELD_EVERY, ServerApi, error_obj
 from gateway.api.requests import ApiError, bad_request
-from gateway.config.schema import HttpApiSettings
+from gateway.config.sections.endpoints import HttpApiSettings
 from httpwire.inline import Deferred
 from httpwire.tracing import TRACEPARENT
 

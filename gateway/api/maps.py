@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.api.requests import DATA_OR_B64, REQUIRED, TAGS, UINT64, ApiError, Json, bad_request
-from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES
 from gateway.config.schema import ChannelOptions
+from gateway.config.sections.maps import MAP_SUBSCRIPTION_TYPES
 from gateway.engine.map_base import MapBroker, PositionLost
 from gateway.maps.options import MapOptions, resolve
 from gateway.maps.state import KEY_MODES, MapChange
 from gateway.node import Node
-from gateway.protocol import codec, codes
+from gateway.protocol import codes, json_replies
 from gateway.protocol.messages import Publication, StreamPosition
 
 MAX_KEY_LENGTH = 1024
@@ -113,7 +113,7 @@ def entry_obj(pub: Publication) -> dict[str, Any]:
     """A ``MapEntry``: key, data (raw JSON), tags, offset, removed, time."""
     obj: dict[str, Any] = {"key": pub.key}
     if pub.data:
-        obj["data"] = codec.raw(pub.data)
+        obj["data"] = json_replies.raw(pub.data)
     if pub.tags:
         obj["tags"] = pub.tags
     if pub.offset:

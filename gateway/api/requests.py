@@ -15,6 +15,7 @@ and re-parses them on arrival). Imports nothing from the gateway but the error c
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import types
 import typing
@@ -449,3 +450,11 @@ def to_params(request: Any) -> dict[str, Any]:
             continue
         out[f.name] = to_params(value) if dataclasses.is_dataclass(value) else value
     return out
+
+
+def b64(name: str, value: str) -> bytes:
+    """Standard base64 (Centrifugo's ``b64*`` fields); invalid ⇒ 107."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        raise bad_request(f"{name}: invalid base64") from None

@@ -5,7 +5,11 @@ derived fields filled (token ``algorithms``, namespace ``history_meta_ttl_resolv
 ``channel_pattern``, ``channel.by_name``, ``node.name``), appends warnings, and raises
 ``ConfigError`` naming the option for anything Centrifugo would refuse to start with. The only
 outside facts it uses are the host name (default node name) and the PEM files that TLS options
-name (``gateway.config.tls`` loads them to check them).
+name (``gateway.config.tls`` loads them to check them). The rules of one concept live beside it:
+the proxies' in gateway/config/proxy_checks.py, the served endpoints' and listeners' in
+gateway/config/endpoint_checks.py (and the maps', consumers', webhooks' and shared poll's in
+their ``*_checks`` modules); this module runs them all and keeps the client's, channels',
+tokens', log's and engine's.
 """
 
 from __future__ import annotations
@@ -22,24 +26,27 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 from gateway.config import redis_address
 from gateway.config.consumer_checks import check_consumers
-from gateway.config.map_checks import check_map, check_map_proxies, check_presence_prefixes
+from gateway.config.endpoint_checks import (
+    check_admin,
+    check_compression,
+    check_endpoints,
+    check_listeners,
+    check_transports,
+)
+from gateway.config.map_checks import check_map, check_presence_prefixes
+from gateway.config.proxy_checks import check_proxies, check_proxy_endpoint
 from gateway.config.schema import (
     ChannelOptions,
     ChannelSettings,
     ClientSettings,
     ConfigError,
     LogSettings,
-    ProxySettings,
     Settings,
     TokenSettings,
-    UniWebSocketSettings,
-    WebSocketSettings,
-    named_proxy,
 )
 from gateway.config.shared_poll_checks import check_shared_poll
-from gateway.config.tls import check_client, check_listener
+from gateway.config.tls import check_client
 from gateway.config.webhook_checks import check_webhooks
-from gateway.protocol import codes
 
 NAMESPACE_NAME = re.compile(r"^[-a-zA-Z0-9_]{2,}$")
 HMAC_ALGORITHMS = ("HS256", "HS384", "HS512")
@@ -54,16 +61,6 @@ RECOVERY_MODES = ("stream", "cache")
 _T = TypeVar("_T", bound=TokenSettings)
 
 
-def _check_compression(websocket: WebSocketSettings | UniWebSocketSettings, section: str) -> None:
-    # Checked whether or not compression is on, as Centrifugo parses them.
-    if not 1 <= websocket.compression_level <= 9:
-        level = websocket.compression_level
-        raise ConfigError(f"{section}.compression_level", f"must be in 1-9, got {level}")
-    for name in ("compression_min_size", "decompressed_message_size_limit"):
-        if getattr(websocket, name) < 0:
-            raise ConfigError(f"{section}.{name}", f"must not be negative, got {getattr(websocket, name)}")
-
-
 def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     """Validate ``settings`` as a whole and return it with every derived field resolved.
 
@@ -72,13 +69,13 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     """
     client = _check_client(settings.client, warnings)
     channel = _check_channel(settings.channel)
-    _check_transports(settings, warnings)
-    _check_endpoints(settings)
-    _check_admin(settings, warnings)
+    check_transports(settings, warnings)
+    check_endpoints(settings)
+    check_admin(settings, warnings)
     _check_engine(settings)
-    _check_proxies(settings, channel, warnings)
-    check_shared_poll(settings, channel, warnings, _check_proxy_endpoint)
-    _check_listeners(settings, warnings)
+    check_proxies(settings, channel, warnings)
+    check_shared_poll(settings, channel, warnings, check_proxy_endpoint)
+    check_listeners(settings, warnings)
     log = _check_log(settings.log)
     consumers = check_consumers(settings.consumers, warnings)
     check_webhooks(settings, warnings)
@@ -121,9 +118,9 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
     if not node.name:
         node = dataclasses.replace(node, name=f"{socket.gethostname()}_{settings.http_server.port}")
     websocket = settings.websocket
-    _check_compression(websocket, "websocket")
+    check_compression(websocket, "websocket")
     uni_websocket = settings.uni_websocket
-    _check_compression(uni_websocket, "uni_websocket")
+    check_compression(uni_websocket, "uni_websocket")
     return dataclasses.replace(
         settings,
         client=client,
@@ -134,116 +131,6 @@ def validate_and_derive(settings: Settings, warnings: list[str]) -> Settings:
         log=log,
         consumers=consumers,
     )
-
-
-_PROXY_SCHEMES = ("http://", "https://", "grpc://")
-
-
-def _check_proxy_endpoint(proxy: ProxySettings, path: str, warnings: list[str]) -> None:
-    if not proxy.endpoint.startswith(_PROXY_SCHEMES):
-        raise ConfigError(
-            f"{path}.endpoint",
-            f"must be an http://, https:// or grpc:// address, got {proxy.endpoint!r}",
-        )
-    if proxy.timeout <= 0:
-        raise ConfigError(f"{path}.timeout", "must be positive")
-    forwarded = {h.lower() for h in (*proxy.http_headers, *proxy.grpc_metadata)}
-    for option, statics in (("http.static_headers", proxy.http.static_headers),
-                            ("grpc.static_metadata", proxy.grpc.static_metadata)):  # fmt: skip
-        for name in sorted(k for k in statics if k.lower() in forwarded):
-            warnings.append(
-                f"{path}.{option}: {name!r} is also forwarded from the client (http_headers / "
-                "grpc_metadata), and a forwarded header wins: the client can replace this value"
-            )
-    check_client(proxy.http.tls, f"{path}.http.tls")
-    check_client(proxy.grpc.tls, f"{path}.grpc.tls")
-    for index, t in enumerate(proxy.http.status_to_code_transforms):
-        where = f"{path}.http.status_to_code_transforms[{index}]"
-        if not 100 <= t.status_code <= 599:
-            raise ConfigError(f"{where}.status_code", f"must be an HTTP status code, got {t.status_code}")
-        if bool(t.to_error.code) == bool(t.to_disconnect.code):
-            raise ConfigError(where, "set exactly one of to_error.code and to_disconnect.code")
-        d = t.to_disconnect
-        if d.code and not codes.is_close_code(d.code):
-            raise ConfigError(f"{where}.to_disconnect.code", f"must be in 3000-4999, got {d.code}")
-        if len(d.reason.encode()) > codes.MAX_CLOSE_REASON_BYTES:
-            raise ConfigError(f"{where}.to_disconnect.reason", "must fit in 123 bytes of UTF-8")
-        if not 0 <= t.to_error.code <= codes.MAX_ERROR_CODE:
-            raise ConfigError(f"{where}.to_error.code", "must fit in 32 bits")
-
-
-def _check_stream_proxy(opts: ChannelOptions, proxy: ProxySettings, where: str) -> None:
-    """Centrifugo's rules for ``subscribe_stream_proxy_enabled``: a gRPC proxy, and no
-    subscribe / publish / sub_refresh proxy in the same namespace."""
-    if not proxy.endpoint.startswith("grpc://"):
-        raise ConfigError(
-            f"{where}.subscribe_stream_proxy_enabled", "the subscribe stream proxy must be a grpc:// endpoint"
-        )
-    if opts.subscribe_proxy_enabled or opts.publish_proxy_enabled or opts.sub_refresh_proxy_enabled:
-        raise ConfigError(
-            f"{where}.subscribe_stream_proxy_enabled",
-            "can't use subscribe stream proxy together with subscribe, publish or sub refresh proxies",
-        )
-
-
-def _check_proxies(settings: Settings, channel: ChannelSettings, warnings: list[str]) -> None:
-    """Every enabled proxy resolves to a configured endpoint (Centrifugo fails to start too)."""
-    for named in settings.proxies:
-        _check_proxy_endpoint(named, f"proxies[{named.name}]", warnings)
-    for kind, cp in (("connect", settings.client.proxy.connect), ("refresh", settings.client.proxy.refresh)):
-        if cp.enabled:
-            _check_proxy_endpoint(cp, f"client.proxy.{kind}", warnings)
-    kinds = ("subscribe", "publish", "sub_refresh", "subscribe_stream")
-    for opts in (channel.without_namespace, *channel.namespaces):
-        where = f"channel.namespaces[{opts.name}]" if opts.name else "channel.without_namespace"
-        for kind in kinds:
-            if not getattr(opts, f"{kind}_proxy_enabled"):
-                continue
-            name = getattr(opts, f"{kind}_proxy_name")
-            proxy = named_proxy(settings.proxies, getattr(channel.proxy, kind), name)
-            if proxy is None:
-                raise ConfigError(f"{where}.{kind}_proxy_name", f"no proxy named {name!r} in proxies")
-            if proxy is getattr(channel.proxy, kind):
-                _check_proxy_endpoint(proxy, f"channel.proxy.{kind}", warnings)
-            if kind == "subscribe_stream":
-                _check_stream_proxy(opts, proxy, where)
-        check_map_proxies(settings, channel, opts, where, warnings, _check_proxy_endpoint)
-    rpc = settings.rpc
-    for ropts in (rpc.without_namespace, *rpc.namespaces):
-        if not ropts.proxy_enabled:
-            continue
-        where = f"rpc.namespaces[{ropts.name}]" if ropts.name else "rpc.without_namespace"
-        proxy = named_proxy(settings.proxies, rpc.proxy, ropts.proxy_name)
-        if proxy is None:
-            raise ConfigError(f"{where}.proxy_name", f"no proxy named {ropts.proxy_name!r} in proxies")
-        if proxy is rpc.proxy:
-            _check_proxy_endpoint(proxy, "rpc.proxy", warnings)
-
-
-def _check_listeners(settings: Settings, warnings: list[str]) -> None:
-    """``http_server.tls`` (a loadable certificate + key), ``internal_port``, ``grpc_api.tls``."""
-    http = settings.http_server
-    check_listener(http.tls, "http_server.tls")
-    if http.tls.insecure_skip_verify or http.tls.server_name or http.tls.server_ca_pem:
-        warnings.append(
-            "http_server.tls: insecure_skip_verify, server_name and server_ca_pem apply to clients, "
-            "not to a listener; ignored"
-        )
-    if http.internal_port:
-        if not http.internal_port.isdigit() or not 0 < int(http.internal_port) <= 65535:
-            raise ConfigError(
-                "http_server.internal_port", f"must be a port number (1-65535), got {http.internal_port!r}"
-            )
-        if int(http.internal_port) == http.port and (http.internal_address or "") == (http.address or ""):
-            raise ConfigError("http_server.internal_port", "must differ from http_server.port")
-    elif http.internal_address:
-        warnings.append("http_server.internal_address is set but internal_port is not; ignored")
-    if settings.grpc_api.enabled:
-        check_listener(settings.grpc_api.tls, "grpc_api.tls")
-    if settings.engine.type == "redis" and settings.engine.redis.tls.server_name:
-        warnings.append(
-            "engine.redis.tls.server_name: not supported, ignored (the host of the address is verified)"
-        )
 
 
 def _check_log(log: LogSettings) -> LogSettings:
@@ -397,107 +284,6 @@ def _check_options(opts: ChannelOptions, path: str, global_meta_ttl: float) -> C
     check_map(opts, path)
     pattern = _compile(opts.channel_regex, f"{path}.channel_regex")
     return dataclasses.replace(opts, history_meta_ttl_resolved=meta_ttl, channel_pattern=pattern)
-
-
-PREFIXED_SECTIONS = (
-    "http_api",
-    "websocket",
-    "sse",
-    "http_stream",
-    "emulation",
-    "uni_sse",
-    "uni_http_stream",
-    "uni_websocket",
-    "prometheus",
-    "health",
-    "init",
-)
-
-
-def _check_transports(settings: Settings, warnings: list[str]) -> None:
-    for section in PREFIXED_SECTIONS:
-        prefix: str = getattr(settings, section).handler_prefix
-        if not prefix.startswith("/"):
-            raise ConfigError(f"{section}.handler_prefix", f'must start with "/", got {prefix!r}')
-        if prefix == "/" or prefix.endswith("/"):
-            # "/" is the gateway's own page; the API adds "/<method>" to its prefix.
-            raise ConfigError(f"{section}.handler_prefix", f'must not end with "/", got {prefix!r}')
-    if settings.websocket.disabled and not (settings.sse.enabled or settings.http_stream.enabled):
-        warnings.append("websocket.disabled is true and no other bidirectional transport is enabled")
-
-
-def served_endpoints(settings: Settings) -> dict[str, str]:
-    """Option section -> path of every endpoint the settings enable (``http_api`` also serves
-    ``<prefix>/<method>``). Emulation is served when a bidirectional streaming transport is."""
-    enabled = {
-        "http_api": not settings.http_api.disabled,
-        "websocket": not settings.websocket.disabled,
-        "sse": settings.sse.enabled,
-        "http_stream": settings.http_stream.enabled,
-        "emulation": settings.sse.enabled or settings.http_stream.enabled,
-        "uni_sse": settings.uni_sse.enabled,
-        "uni_http_stream": settings.uni_http_stream.enabled,
-        "uni_websocket": settings.uni_websocket.enabled,
-        "prometheus": settings.prometheus.enabled,
-        "health": settings.health.enabled,
-        "init": settings.init.enabled,
-    }
-    return {section: getattr(settings, section).handler_prefix for section, on in enabled.items() if on}
-
-
-def _check_endpoints(settings: Settings) -> None:
-    """Two enabled endpoints on one path would shadow each other: refuse to start."""
-    owner: dict[str, str] = {}
-    for section, path in served_endpoints(settings).items():
-        if path in owner:
-            raise ConfigError(
-                f"{section}.handler_prefix", f"{path!r} is already {owner[path]}.handler_prefix"
-            )
-        owner[path] = section
-    api = settings.http_api.handler_prefix
-    if not settings.http_api.disabled:
-        for path, section in owner.items():
-            if section != "http_api" and path.startswith(api + "/"):
-                raise ConfigError(
-                    f"{section}.handler_prefix", f"{path!r} is under http_api.handler_prefix {api!r}"
-                )
-
-
-def admin_paths(settings: Settings) -> tuple[str, str]:
-    """(the admin page's path, the prefix of the admin endpoints) for ``admin.handler_prefix``:
-    ``("/", "/admin")`` for the default empty prefix, ``("/ui", "/ui/admin")`` for ``/ui``."""
-    prefix = settings.admin.handler_prefix.rstrip("/")
-    return prefix or "/", prefix + "/admin"
-
-
-def _check_admin(settings: Settings, warnings: list[str]) -> None:
-    """``admin``: credentials unless insecure, a path that shadows no other endpoint."""
-    admin = settings.admin
-    if not admin.enabled:
-        return
-    if admin.handler_prefix and not admin.handler_prefix.startswith("/"):
-        raise ConfigError(
-            "admin.handler_prefix", f'must be empty or start with "/", got {admin.handler_prefix!r}'
-        )
-    if admin.token_ttl <= 0:
-        raise ConfigError("admin.token_ttl", "must be positive")
-    if admin.insecure:
-        warnings.append(
-            "admin.insecure is true: the admin web UI and its API accept every request without "
-            "login (keep the admin endpoints on a private listener)"
-        )
-    else:
-        for option in ("password", "secret"):
-            if not getattr(admin, option):
-                raise ConfigError(
-                    f"admin.{option}", "must be set when admin.enabled is true (or set admin.insecure)"
-                )
-    if admin.secret and len(admin.secret.encode()) < 32:
-        warnings.append("admin.secret is shorter than 32 bytes: admin tokens are easier to forge")
-    page, endpoints = admin_paths(settings)
-    for section, path in served_endpoints(settings).items():
-        if path in (page, endpoints) or path.startswith(endpoints + "/"):
-            raise ConfigError("admin.handler_prefix", f"the admin UI's {path!r} is {section}.handler_prefix")
 
 
 def _check_engine(settings: Settings) -> None:

@@ -13,14 +13,14 @@ import dataclasses
 import re
 
 from gateway.config import redis_address
-from gateway.config.consumer_schema import (
+from gateway.config.schema import ConfigError
+from gateway.config.sections.consumers import (
     ConsumerSettings,
     ConsumerTlsSettings,
     NatsJetStreamConsumerSettings,
     PostgresConsumerSettings,
     RedisStreamConsumerSettings,
 )
-from gateway.config.schema import ConfigError
 
 SUPPORTED_TYPES = ("postgresql", "redis_stream", "nats_jetstream")
 

@@ -11,15 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from gateway.config.map_schema import MAP_MODES, MAP_SUBSCRIPTION_TYPES, MapSettings
-from gateway.config.schema import (
-    ChannelOptions,
-    ChannelSettings,
-    ConfigError,
-    ProxySettings,
-    Settings,
-    named_proxy,
-)
+from gateway.config.schema import ChannelOptions, ChannelSettings, ConfigError, Settings
+from gateway.config.sections.maps import MAP_MODES, MAP_SUBSCRIPTION_TYPES, MapSettings
+from gateway.config.sections.proxy import ProxySettings, named_proxy
 
 SUBSCRIPTION_TYPES = ("stream", "map", "map_clients", "map_users", "shared_poll")
 

@@ -4,8 +4,12 @@ Every attribute name is the Centrifugo option name (PROTOCOL.md §7), so ``setti
 documents itself as ``client.ping_interval``. Durations are float seconds under the Centrifugo name
 (no ``_seconds`` suffix, on purpose: the names map 1:1 to the docs). Fields whose metadata carries
 ``DERIVED`` are computed by ``gateway.config.loading.load_settings`` and cannot be set from a file or the
-environment. This module only declares values and pure lookups: it reads no file and no environment
-(that is ``gateway.config.loading``'s job) and imports nothing from the rest of the gateway.
+environment. This module declares the root ``Settings``, the client's and the channels' sections
+(``client``, ``channel`` with its namespaces' ``ChannelOptions``, ``rpc``) and the engine's, the
+small process-wide ones, and the pure lookups over them; the other sections are values of their
+own in gateway/config/sections/ (proxies, the served endpoints, TLS, shared poll, maps,
+consumers, webhooks). It reads no file and no environment (that
+is ``gateway.config.loading``'s job) and imports nothing from the gateway outside gateway/config/.
 """
 
 from __future__ import annotations
@@ -17,18 +21,31 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from gateway.config.consumer_schema import ConsumerSettings
-from gateway.config.map_schema import MAP_SUBSCRIPTION_TYPES, MapSettings
-from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
-
-DERIVED: Mapping[str, bool] = MappingProxyType({"derived": True})
-"""Field metadata: computed at load time, not an option (an option of that name warns as unknown)."""
-
-EXTENSION: Mapping[str, bool] = MappingProxyType({"extension": True})
-"""Field metadata: a Taskcast option with no Centrifugo counterpart (marked so in the docs table)."""
-
-NUMBER_AS_STRING: Mapping[str, bool] = MappingProxyType({"number_as_string": True})
-"""Field metadata: a string option that also accepts a number (Centrifugo's string ports)."""
+from gateway.config.sections.consumers import ConsumerSettings
+from gateway.config.sections.endpoints import (
+    AdminSettings,
+    EmulationSettings,
+    GrpcApiSettings,
+    HealthSettings,
+    HttpApiSettings,
+    HttpServerSettings,
+    InitSettings,
+    PrometheusSettings,
+    StreamTransportSettings,
+    UniWebSocketSettings,
+    WebSocketSettings,
+)
+from gateway.config.sections.fields import DERIVED, EXTENSION
+from gateway.config.sections.maps import MAP_SUBSCRIPTION_TYPES, MapSettings
+from gateway.config.sections.proxy import (
+    ChannelProxySettings,
+    ClientProxySettings,
+    NamedProxySettings,
+    ProxySettings,
+)
+from gateway.config.sections.shared_poll import SharedPollChannelSettings, SharedPollSettings
+from gateway.config.sections.tls import TlsSettings
+from gateway.config.sections.webhooks import OccupancySettings, WebhookSettings
 
 SECRET_OPTIONS = frozenset(
     {
@@ -134,151 +151,6 @@ class ClientSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class ProxyTransformError:
-    """``to_error`` of an ``http.status_to_code_transforms`` entry (code 0 = not used)."""
-
-    code: int = 0
-    message: str = ""
-    temporary: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyTransformDisconnect:
-    """``to_disconnect`` of an ``http.status_to_code_transforms`` entry (code 0 = not used)."""
-
-    code: int = 0
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyStatusTransform:
-    """One ``http.status_to_code_transforms`` entry: a backend answering ``status_code`` is
-    answered to the client as ``to_error`` or ``to_disconnect`` instead of error 100."""
-
-    status_code: int = 0
-    to_error: ProxyTransformError = field(default_factory=ProxyTransformError)
-    to_disconnect: ProxyTransformDisconnect = field(default_factory=ProxyTransformDisconnect)
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyHttpSettings:
-    """``http`` of a proxy: ``tls`` of the client connection to the backend (``cert_pem``/
-    ``key_pem`` = client certificate, ``server_ca_pem`` verifies the backend), ``static_headers``
-    (the client's forwarded headers win over them, as in Centrifugo), ``status_to_code_transforms``."""
-
-    tls: TlsSettings = field(default_factory=lambda: TlsSettings())
-    static_headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    status_to_code_transforms: tuple[ProxyStatusTransform, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyGrpcSettings:
-    """``grpc`` of a proxy: ``tls``, one per-call metadata pair ``credentials_key``:
-    ``credentials_value``, gzip ``compression``, ``static_metadata`` (forwarded values win)."""
-
-    tls: TlsSettings = field(default_factory=lambda: TlsSettings())
-    credentials_key: str = ""
-    credentials_value: str = ""
-    compression: bool = False
-    static_metadata: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-
-
-@dataclass(frozen=True, slots=True)
-class ProxySettings:
-    """One proxy (Centrifugo's ``Proxy``): ``endpoint`` is ``http(s)://…`` or ``grpc://host:port``.
-    ``emulated_headers`` names the entries of the connect command's headers map (headers
-    emulation, gateway/protocol/headers.py) forwarded as headers of the proxy's requests; a
-    name also in ``http_headers`` takes the real header's value when the request has one.
-    ``max_concurrency`` is a Taskcast extension: calls in flight to this proxy at once (0 = 64).
-    ``max_response_size`` is a Taskcast extension: the largest answer read from it, in bytes
-    (0 = 4 MiB, grpc-go's default receive limit, which bounds a Centrifugo gRPC proxy too)."""
-
-    endpoint: str = ""
-    timeout: float = 1.0
-    http_headers: tuple[str, ...] = ()
-    grpc_metadata: tuple[str, ...] = ()
-    emulated_headers: tuple[str, ...] = ()
-    binary_encoding: bool = False
-    include_connection_meta: bool = False
-    http: ProxyHttpSettings = field(default_factory=ProxyHttpSettings)
-    grpc: ProxyGrpcSettings = field(default_factory=ProxyGrpcSettings)
-    max_concurrency: int = 0
-    max_response_size: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class NamedProxySettings(ProxySettings):
-    """An entry of the top-level ``proxies`` list, referenced by ``*_proxy_name``."""
-
-    name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EnabledProxySettings(ProxySettings):
-    """``client.proxy.connect`` / ``client.proxy.refresh``: used only when ``enabled``."""
-
-    enabled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ClientProxySettings:
-    connect: EnabledProxySettings = field(default_factory=EnabledProxySettings)
-    refresh: EnabledProxySettings = field(default_factory=EnabledProxySettings)
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelProxySettings:
-    """``channel.proxy``: each can be referenced by the proxy name ``default``."""
-
-    subscribe: ProxySettings = field(default_factory=ProxySettings)
-    publish: ProxySettings = field(default_factory=ProxySettings)
-    sub_refresh: ProxySettings = field(default_factory=ProxySettings)
-    subscribe_stream: ProxySettings = field(default_factory=ProxySettings)
-    shared_poll_refresh: ProxySettings = field(default_factory=ProxySettings)
-    map_publish: ProxySettings = field(default_factory=ProxySettings)
-    """The map publish proxy (a map namespace's ``map.publish_proxy_enabled``, docs/maps.md)."""
-    map_remove: ProxySettings = field(default_factory=ProxySettings)
-    """The map remove proxy (a map namespace's ``map.remove_proxy_enabled``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SharedPollChannelSettings:
-    """A namespace's ``shared_poll`` (with ``subscription_type: shared_poll``): the node asks
-    the ``shared_poll_refresh`` proxy (``proxy_name``, else ``channel.proxy.shared_poll_refresh``)
-    every ``refresh_interval`` seconds (0: 10) for the keys its connections track, at most
-    ``refresh_batch_size`` keys per call (0: 1000), and pushes what changed to the connections
-    tracking each key. ``mode`` ``versionless`` (or ""): the backend answers data only and
-    changes are found by content; ``versioned``: items carry versions and the request the
-    versions held. ``max_keys_per_connection`` (0: 5000) bounds one connection's keys;
-    ``channel_shutdown_delay`` (0: 1 s; negative: at once) is how long a channel without keys
-    keeps its state; ``track_expired_extra_delay`` (0: 25 s) is the grace after a track
-    signature expires before its keys are dropped; ``publish_enabled`` allows the server API's
-    ``shared_poll_publish`` (versioned mode only)."""
-
-    proxy_name: str = ""
-    refresh_interval: float = 0.0
-    refresh_batch_size: int = 0
-    max_keys_per_connection: int = 0
-    mode: str = ""
-    channel_shutdown_delay: float = 0.0
-    track_expired_extra_delay: float = 0.0
-    publish_enabled: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class SharedPollSettings:
-    """``shared_poll``: the HMAC key that signs tracked keys (``hmac_secret_key``; during a
-    rotation ``hmac_previous_secret_key`` is accepted too, for signatures issued up to
-    ``hmac_previous_secret_key_valid_until``, unix seconds, 0: no bound) and
-    ``concurrency_limit``, the backend calls in flight at once on a node (0: 64)."""
-
-    hmac_secret_key: str = ""
-    hmac_previous_secret_key: str = ""
-    hmac_previous_secret_key_valid_until: int = 0
-    concurrency_limit: int = 0
-
-
-@dataclass(frozen=True, slots=True)
 class ChannelOptions:
     """Options of one namespace (``name`` set) or of ``channel.without_namespace`` (``name == ""``).
 
@@ -366,151 +238,6 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class TlsSettings:
-    """Centrifugo's ``TLSConfig``. Each ``*_pem`` option holds the PEM text itself, its base64, or
-    the path of a PEM file (resolved by ``gateway.config.tls``). ``client_ca_pem`` on a listener makes
-    client certificates required; on a client connection ``cert_pem``/``key_pem`` are the client
-    certificate (mTLS) and ``server_ca_pem`` verifies the server."""
-
-    enabled: bool = False
-    cert_pem: str = ""
-    key_pem: str = ""
-    server_ca_pem: str = ""
-    client_ca_pem: str = ""
-    insecure_skip_verify: bool = False
-    server_name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class HttpServerSettings:
-    """``internal_port`` (a string, as in Centrifugo) moves the server API, ``prometheus`` and
-    ``health`` to a second listener on ``internal_address``:``internal_port``; ``tls`` applies
-    to both listeners. ``request_timeout`` is a Taskcast extension: a connection must deliver a whole request
-    (headers, and the body if any) within that many seconds of opening or of the request's first
-    byte, else it is closed (slowloris); 0 disables the deadline. ``workers`` is a Taskcast
-    extension too: that many gateway processes on one port (gateway/workers.py, docs/scaling.md)."""
-
-    address: str = ""
-    port: int = 8000
-    internal_address: str = ""
-    internal_port: str = field(default="", metadata=NUMBER_AS_STRING)
-    tls: TlsSettings = field(default_factory=TlsSettings)
-    request_timeout: float = field(default=10.0, metadata=EXTENSION)
-    workers: int = field(default=1, metadata=EXTENSION)
-
-
-@dataclass(frozen=True, slots=True)
-class HttpApiSettings:
-    """``disabled`` removes the server API from the listener (``/api*`` answers 404).
-    ``max_batch_commands`` is a Taskcast extension: the most commands one ``batch`` request (or
-    one legacy ``POST /api`` body) may carry; more are refused whole with error 107."""
-
-    disabled: bool = False
-    key: str = ""
-    insecure: bool = False
-    handler_prefix: str = "/api"
-    error_mode: str = ""
-    max_batch_commands: int = field(default=1000, metadata=EXTENSION)
-
-
-@dataclass(frozen=True, slots=True)
-class GrpcApiSettings:
-    """``grpc_api``: Centrifugo's gRPC server API (api.proto) on ``address``:``port``; ``key``
-    is checked against the ``authorization: apikey <key>`` metadata when set.
-    ``max_batch_commands`` is a Taskcast extension, as ``http_api``'s for the ``Batch`` call."""
-
-    enabled: bool = False
-    address: str = ""
-    port: int = 10000
-    key: str = ""
-    error_mode: str = ""
-    tls: TlsSettings = field(default_factory=TlsSettings)
-    max_receive_message_size: int = 0
-    max_batch_commands: int = field(default=1000, metadata=EXTENSION)
-
-
-@dataclass(frozen=True, slots=True)
-class WebSocketSettings:
-    """``websocket``: the bidirectional endpoint. ``compression`` offers permessage-deflate
-    (gateway/transports/deflate.py) at ``compression_level`` (1-9) to messages larger than
-    ``compression_min_size`` bytes; ``message_size_limit`` bounds a client message's bytes on the
-    wire and ``decompressed_message_size_limit`` (0: ten times ``message_size_limit``) its
-    inflated size."""
-
-    disabled: bool = False
-    handler_prefix: str = "/connection/websocket"
-    message_size_limit: int = 65536
-    compression: bool = False
-    compression_level: int = 1
-    compression_min_size: int = 0
-    decompressed_message_size_limit: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class UniWebSocketSettings:
-    """``uni_websocket``: Centrifugo's unidirectional WebSocket (the connect request is the
-    ``cf_connect`` URL parameter or the first client message, then the server only pushes).
-    ``compression`` offers permessage-deflate as ``websocket.compression`` does (same options,
-    same once-per-publication compression: gateway/transports/deflate.py); ``join_push_messages`` sends
-    the pushes of one write as one frame (newline-delimited); ``disable_disconnect_push`` closes
-    without the disconnect push that precedes the close frame; ``disable_closing_handshake``
-    ends the TCP connection without a close frame (Centrifugo before v6.5.1)."""
-
-    enabled: bool = False
-    handler_prefix: str = "/connection/uni_websocket"
-    message_size_limit: int = 65536
-    compression: bool = False
-    compression_level: int = 1
-    compression_min_size: int = 0
-    decompressed_message_size_limit: int = 0
-    join_push_messages: bool = False
-    disable_closing_handshake: bool = False
-    disable_disconnect_push: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class StreamTransportSettings:
-    """``sse``, ``http_stream``, ``uni_sse`` and ``uni_http_stream`` (defaults differ by prefix)."""
-
-    enabled: bool = False
-    handler_prefix: str = ""
-    max_request_body_size: int = 65536
-
-
-@dataclass(frozen=True, slots=True)
-class InitSettings:
-    """``init``: the connection init endpoint (GET answers ``{}``; gateway/transports/init.py),
-    on the public listener."""
-
-    enabled: bool = False
-    handler_prefix: str = "/connection/init"
-
-
-@dataclass(frozen=True, slots=True)
-class AdminSettings:
-    """``admin``: the admin web UI (gateway/admin/, docs/admin.md). The page is served at
-    ``handler_prefix`` + ``/`` and its endpoints under ``handler_prefix`` + ``/admin/``; with
-    ``http_server.internal_port`` set they are on the internal listener unless ``external``.
-    ``password`` logs in and ``secret`` signs the admin token that login returns (both required
-    unless ``insecure``, which serves everything without login). ``token_ttl`` is a Taskcast
-    extension: an admin token's lifetime in seconds."""
-
-    enabled: bool = False
-    password: str = ""
-    secret: str = ""
-    insecure: bool = False
-    handler_prefix: str = ""
-    external: bool = False
-    token_ttl: float = field(default=86400.0, metadata=EXTENSION)
-
-
-@dataclass(frozen=True, slots=True)
-class EmulationSettings:
-    handler_prefix: str = "/emulation"
-    max_request_body_size: int = 65536
-
-
-@dataclass(frozen=True, slots=True)
 class RedisTlsSettings(TlsSettings):
     """``engine.redis.tls``: ``server_ca_pem`` verifies Redis, ``cert_pem``/``key_pem`` are the
     client certificate for Redis mTLS. ``ca_cert_pem_file`` is Taskcast's earlier name for a
@@ -546,12 +273,6 @@ class EngineSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class PrometheusSettings:
-    enabled: bool = False
-    handler_prefix: str = "/metrics"
-
-
-@dataclass(frozen=True, slots=True)
 class OpenTelemetrySettings:
     """OpenTelemetry tracing, exported over OTLP as configured by the standard ``OTEL_*``
     environment variables (docs/operations.md "Tracing with OpenTelemetry"). ``api``: a server
@@ -562,14 +283,6 @@ class OpenTelemetrySettings:
     enabled: bool = False
     api: bool = False
     consuming: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HealthSettings:
-    """``/health`` answers 200 while the engine can publish, else 503."""
-
-    enabled: bool = False
-    handler_prefix: str = "/health"
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,20 +336,6 @@ class RpcSettings:
         if not sep:
             return self.without_namespace
         return next((ns for ns in self.namespaces if ns.name == name), None)
-
-
-DEFAULT_PROXY_NAME = "default"
-"""``*_proxy_name`` value (or empty) that selects the proxy configured in place
-(``channel.proxy.<kind>``, ``rpc.proxy``) instead of an entry of ``proxies``."""
-
-
-def named_proxy(
-    proxies: tuple[NamedProxySettings, ...], default: ProxySettings, name: str
-) -> ProxySettings | None:
-    """The proxy a ``*_proxy_name`` selects; None when no ``proxies`` entry has that name."""
-    if not name or name == DEFAULT_PROXY_NAME:
-        return default
-    return next((p for p in proxies if p.name == name), None)
 
 
 def _stream(prefix: str) -> StreamTransportSettings:

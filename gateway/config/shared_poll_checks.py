@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.config.schema import (
-    ChannelOptions,
-    ChannelSettings,
-    ConfigError,
-    ProxySettings,
-    Settings,
-    named_proxy,
-)
+from gateway.config.schema import ChannelOptions, ChannelSettings, ConfigError, Settings
+from gateway.config.sections.proxy import ProxySettings, named_proxy
 
 MODES = ("", "versionless", "versioned")
 

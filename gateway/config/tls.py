@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gateway.config.schema import ConfigError, TlsSettings
+from gateway.config.schema import ConfigError
+from gateway.config.sections.tls import TlsSettings
 
 _BEGIN = b"-----BEGIN "
 _private_dir: Path | None = None

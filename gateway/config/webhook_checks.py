@@ -5,7 +5,7 @@ Never puts a secret into an error or a warning."""
 from __future__ import annotations
 
 from gateway.config.schema import ConfigError, Settings
-from gateway.config.webhook_schema import EVENT_TYPES, OccupancySettings, WebhookSettings
+from gateway.config.sections.webhooks import EVENT_TYPES, OccupancySettings, WebhookSettings
 
 _SCHEMES = ("http://", "https://")
 

@@ -12,14 +12,15 @@ live, release) is gateway/connection/subscriptions.py's, its deliveries gateway/
 the stream subscriptions do (``StreamConn``). Errors are translated to the wire here, once.
 
 Commands of a connection run strictly in order on one task that exists only while commands are
-pending. Outgoing replies and pushes are queued and written with ONE transport write per event
-loop tick (``Flusher``: every connection with output in a tick is flushed by one callback, and
-connections that queued the same shared pushes reuse one joined frame); the queue is bounded in
-bytes (``client.queue_max_size``) and overflow disconnects with 3008 — a slow client never slows
-anyone else. A connection's next deadline (``Session.next_deadline()``: pings, pong checks,
-expiry) is an entry on the node's one deadline wheel (gateway/connection/wheel.py), not a loop
-timer of its own. A ping is one prebuilt frame per codec, shared by every connection (its
-WebSocket frame is built once) and written at once when nothing else is queued.
+pending (``CommandQueue``, gateway/connection/command_queue.py). Outgoing replies and pushes are
+queued and written with ONE transport write per event loop tick (``Flusher``: every connection
+with output in a tick is flushed by one callback, and connections that queued the same shared
+pushes reuse one joined frame); the queue is bounded in bytes (``client.queue_max_size``) and
+overflow disconnects with 3008 — a slow client never slows anyone else. A connection's next
+deadline (``Session.next_deadline()``: pings, pong checks, expiry) is an entry on the node's one
+deadline wheel (gateway/connection/wheel.py), not a loop timer of its own. A ping is one
+prebuilt frame per codec, shared by every connection (its WebSocket frame is built once) and
+written at once when nothing else is queued.
 
 Only the transports and the composition root import this module.
 """
@@ -33,64 +34,43 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from gateway.connection import channel_commands
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
+from gateway.connection.command_queue import CommandQueue, Job, internal_error
+from gateway.connection.dispatch import route
 from gateway.connection.map_subscribe import MapSubscriptions
 from gateway.connection.proxy_streams import StreamSubscriptions
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue, Transport
+from gateway.connection.server_subscriptions import ServerSubscriptions
 from gateway.connection.shared_poll import SharedPollSubscriptions
-from gateway.connection.subscriptions import Subscriptions
 from gateway.connection.tokens import TokenVerifier
 from gateway.connection.wheel import Wheel
 from gateway.engine.base import EngineError
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, SharedPush
-from gateway.log_limit import LogLimiter
 from gateway.node import VERSION, Node
 from gateway.protocol import codes, policy
-from gateway.protocol.codec import MAX_FRAME_COMMANDS, Codec
+from gateway.protocol.codec import Codec
 from gateway.protocol.messages import (
-    ChannelRequest,
     ClientInfo,
     Command,
     ConnectRequest,
-    EmptyResult,
-    HistoryRequest,
     Method,
     Publication,
-    PublishRequest,
     RefreshRequest,
     RefreshResult,
     Result,
-    RPCRequest,
     StreamPosition,
-    SubRefreshRequest,
     SubscribeRecovery,
-    SubscribeRequest,
-    UnsubscribeRequest,
 )
 from gateway.protocol.session import Action, Execute, ExpireSubscription, SendPing, Session, SessionConfig
 from gateway.protocol.subscription import Subscription
 from gateway.proxy.caller import Proxies
 
 log = logging.getLogger("taskcast.gateway.client")
-_internal_log = LogLimiter(log)
-"""Internal errors on a client's commands: one line per kind per interval, no traceback (a
-client able to trigger one could otherwise fill the disk)."""
-
-MAX_PENDING_COMMANDS = MAX_FRAME_COMMANDS
-"""Commands queued on one connection before it is disconnected with 3013 (the Session applies
-it while decoding: gateway/protocol/session.py)."""
-YIELD_EVERY = 64
-"""Commands run back to back before the command task lets the loop serve others: a batch of
-commands that complete without suspending must not hold the loop for every other client."""
-
-Job = Callable[[], Awaitable[object]]
-
 _PINGS: dict[bytes, SharedPush] = {}
 """The ping of each codec as one shared push: every connection writes the same object, so a
 transport that caches its wire frame on it (the WebSocket's) builds that frame once."""
@@ -151,7 +131,7 @@ class Connect(Protocol):
 class Client:
     """A connection. Transports call ``feed``, ``connection_lost`` and ``disconnect``; the hub,
     node and cluster use it as a ``gateway.hub.Connection`` (its channel-level members hand over
-    to ``Subscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
+    to ``ServerSubscriptions`` or, for deliveries, its ``Fanout``, one call each); ``Subscriptions``
     uses it as its ``Driver``."""
 
     # Slots: one per connection, and an instance dict of 30 or more attributes costs 1.6 KiB on
@@ -162,14 +142,13 @@ class Client:
         "_closed",
         "_decoded_before",
         "_decoded_metric",
-        "_inbox",
         "_registered",
         "_wheel",
-        "_worker",
         "authorizer",
         "client_id",
         "clock",
         "codec",
+        "commands",
         "conn_info",
         "conn_meta",
         "emulated_headers",
@@ -246,10 +225,9 @@ class Client:
             on_failure=self.disconnect,
             separator=self.codec.separator,
         )
-        self._inbox: list[Command | Job] = []  # (an empty deque: 760 bytes)
+        self.commands = CommandQueue(self, self.loop)
         self._decoded_before = 0
         self._decoded_metric = node.metrics.commands_decoded.labels(transport.name)
-        self._worker: asyncio.Task[None] | None = None
         self._after_reply: list[Callable[[], None]] = []
         # The wheel keeps the deadline: no attribute for it here (RSS per connection).
         self._wheel = wheel if wheel is not None else Wheel(clock)
@@ -260,7 +238,7 @@ class Client:
         self.keeps_headers = isinstance(proxies, Proxies) and proxies.uses_emulated_headers
         self.shared_poll = SharedPollSubscriptions(self, node.shared_poll, clock)  # subscribe type 4
         self.emulated_headers: Mapping[str, str] = {}  # the connect's headers map, when a proxy forwards it
-        self.subscriptions = Subscriptions(
+        self.subscriptions = ServerSubscriptions(
             self,
             node,
             self.session,
@@ -287,7 +265,7 @@ class Client:
         ``MAX_PENDING_COMMANDS`` queued, nothing after a connect until it succeeded."""
         if self._closed:
             return
-        self._queue(self.session.receive_frame(frame, len(self._inbox)))
+        self._queue(self.session.receive_frame(frame, len(self.commands)))
 
     def _queue(self, actions: list[Action]) -> None:
         session = self.session
@@ -305,73 +283,23 @@ class Client:
                 self.disconnect(action)
                 return
             if isinstance(action, Execute):
-                self._inbox.append(action.command)
-        if self._inbox and self._worker is None:
-            self._worker = self.loop.create_task(self._run_commands())
+                self.commands.push(action.command)
 
     def spawn(self, job: Job) -> None:
         """Run follow-up work (an unsubscribe after expiry, a presence refresh) in command order."""
-        if self._closed:
-            return
-        self._inbox.append(job)
-        if self._worker is None:
-            self._worker = self.loop.create_task(self._run_commands())
+        self.commands.spawn(job)
 
-    async def _run_commands(self) -> None:
-        try:
-            ran = 0
-            while self._inbox and not self._closed:
-                job = self._inbox.pop(0)
-                try:
-                    if isinstance(job, Command):
-                        await self._dispatch(job)
-                    else:
-                        await self._run_job(job)
-                    self._rearm()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    # Whatever escapes a command (a reply that cannot be encoded, a bug): the
-                    # client gets a close it reconnects after, never silence, and the
-                    # connection is released, never left counted half-open.
-                    self._internal_error("command", exc)
-                    self.disconnect(codes.DISCONNECT_SERVER_ERROR)
-                    return
-                ran += 1
-                if ran % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-        finally:
-            self._worker = None
+    def command_done(self) -> None:
+        self._rearm()
 
-    def _internal_error(self, where: str, exc: BaseException) -> None:
-        _internal_log.log(
-            logging.ERROR,
-            f"{where}:{type(exc).__name__}",
-            "internal error in %s of client %s: %s: %s",
-            where,
-            self.client_id,
-            type(exc).__name__,
-            exc,
-        )
-
-    async def _run_job(self, job: Job) -> None:
-        try:
-            await job()
-        except asyncio.CancelledError:
-            raise
-        except EngineError as exc:
-            # The engine logs its failures once per state change; per job: debug, no traceback.
-            log.debug("engine error in background job of client %s: %s", self.client_id, exc)
-        except Exception as exc:
-            self._internal_error("background job", exc)
-            self.disconnect(codes.DISCONNECT_SERVER_ERROR)
-
-    async def _dispatch(self, cmd: Command) -> None:
+    async def dispatch(self, cmd: Command) -> None:
+        """Run one command and write its reply, or its error reply or disconnect: errors are
+        translated to the wire here, once."""
         method = cmd.method
         assert method is not None
         started = time.perf_counter()
         try:
-            result = await self._handle(cmd)
+            result = await route(self, cmd)
         except CommandError as exc:
             self._after_reply.clear()
             self.node.metrics.reply_errors.labels(method.value, str(exc.error.code), "").inc()
@@ -395,7 +323,7 @@ class Client:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self._internal_error(method.value, exc)
+            internal_error(method.value, self.client_id, exc)
             self.disconnect(codes.DISCONNECT_SERVER_ERROR)
             return
         finally:
@@ -406,38 +334,7 @@ class Client:
             callback()
         if method is Method.CONNECT and not self._closed:
             # What arrived after the connect is decoded only now that it succeeded.
-            self._queue(self.session.resume(len(self._inbox)))
-
-    async def _handle(self, cmd: Command) -> Result:
-        req = cmd.request
-        if isinstance(req, ConnectRequest):
-            return await self._connect(req)
-        if self.shared_poll.handles(req):
-            return await self.shared_poll.handle(req)
-        if isinstance(req, SubscribeRequest):  # types 1-3: maps (gateway/connection/map_subscribe.py)
-            return await (self.maps if 1 <= req.type <= 3 else self.subscriptions).subscribe(req)
-        if isinstance(req, UnsubscribeRequest):
-            await self.subscriptions.unsubscribe(req.channel)
-            return EmptyResult()
-        if isinstance(req, PublishRequest):
-            if await self.streams.publish(req):  # into a bidirectional subscribe stream
-                return EmptyResult()
-            return await channel_commands.publish(self, self.node, req)
-        if isinstance(req, HistoryRequest):
-            return await channel_commands.history(self, self.node, req)
-        if isinstance(req, ChannelRequest):
-            return await channel_commands.presence(
-                self, self.node, req, stats=cmd.method is Method.PRESENCE_STATS
-            )
-        if isinstance(req, RefreshRequest):
-            return await self._refresh(req)
-        if isinstance(req, SubRefreshRequest):
-            return await self.subscriptions.sub_refresh(req)
-        if isinstance(req, RPCRequest):
-            return await self.authorizer.rpc(self.caller(), req)
-        if cmd.method is Method.SEND:
-            raise DisconnectError(codes.DISCONNECT_NOT_AVAILABLE)
-        raise CommandError(codes.ERROR_NOT_AVAILABLE)  # the v1 `ping` command
+            self._queue(self.session.resume(len(self.commands)))
 
     # --- the Driver of gateway/connection/subscriptions.py (and Requester of channel_commands.py) -------
 
@@ -476,7 +373,8 @@ class Client:
 
     # --- connect / refresh -------------------------------------------------------------------
 
-    async def _connect(self, req: ConnectRequest) -> Result:
+    async def handle_connect(self, req: ConnectRequest) -> Result:
+        """The ``connect`` command (§2): authorize, register, subscribe the server-side channels."""
         cfg = self.settings.client
         self.emulated_headers = req.headers if self.keeps_headers else {}
         grant = await self.authorizer.connect(self.caller(), req)
@@ -521,7 +419,8 @@ class Client:
         )
         return dataclasses.replace(result, data=grant.data) if grant is not None and grant.data else result
 
-    async def _refresh(self, req: RefreshRequest) -> RefreshResult:
+    async def handle_refresh(self, req: RefreshRequest) -> RefreshResult:
+        """The ``refresh`` command (§5.4): a new connection expiry (and info) from the authorizer."""
         grant = await self.authorizer.refresh(self.caller(), req)
         self.session.set_expiry(float(grant.expire_at) if grant.expire_at is not None else None)
         if grant.info is not None:
@@ -617,9 +516,7 @@ class Client:
         self._wheel.cancel(self)
         self.refresher.close()
         self.streams.close()
-        self._inbox.clear()
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+        self.commands.close()
         if self._registered:
             self._registered = False
             self.node.hub.remove_client(self)

@@ -39,10 +39,10 @@ from gateway.config.schema import ChannelOptions
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import DirectTarget, Queue, SharedPush
 from gateway.maps import delta as map_delta
-from gateway.protocol import codec, codes, fossil
+from gateway.protocol import codes, fossil, json_replies
 from gateway.protocol.codec import JSON, Codec
 from gateway.protocol.messages import Publication, StreamPosition
-from gateway.protocol.protobuf import codec as protobuf_codec
+from gateway.protocol.protobuf.replies import encode_delta_publication
 from gateway.protocol.session import Session
 from gateway.protocol.subscription import Buffered, Delivery, Subscription, SubState
 from gateway.protocol.tags_filter import FilterError, TagsFilter, parse
@@ -119,13 +119,13 @@ class _Forms:
         pub, push = self.pub, self.push
         if self.wire.binary:
             shaped = Publication(data, pub.offset, pub.info, pub.tags, pub.time)
-            encode = protobuf_codec.encode_delta_publication if delta else self.wire.encode_publication
+            encode = encode_delta_publication if delta else self.wire.encode_publication
             payload = encode(push.channel, shaped)
         else:
-            obj = codec.publication_obj(data, pub.offset, pub.info, pub.tags)
+            obj = json_replies.publication_obj(data, pub.offset, pub.info, pub.tags)
             if delta:
                 obj["delta"] = True
-            payload = codec.encode_push(push.channel, "pub", obj)
+            payload = json_replies.encode_push(push.channel, "pub", obj)
         # Never conflated: the client's next delta is against this publication, so a backed-up
         # connection must not drop it for a newer one of its conflation key.
         return SharedPush(payload)
@@ -174,9 +174,11 @@ def _map_change_push(pub: Publication, push: SharedPush, wire: Codec) -> SharedP
     if wire.binary:  # whole: the shared push's bytes (data as it is, no delta flag)
         payload = push.payload
         if shaped.delta:
-            payload = protobuf_codec.encode_delta_publication(push.channel, shaped)
+            payload = encode_delta_publication(push.channel, shaped)
     else:
-        payload = codec.encode_push(push.channel, "pub", codec.map_delta_publication_obj(shaped))
+        payload = json_replies.encode_push(
+            push.channel, "pub", json_replies.map_delta_publication_obj(shaped)
+        )
     # Never conflated (gateway/conflation.py): a held connection that dropped a key's older
     # change would apply the next delta of that key to a value it never received.
     form = SharedPush(payload)

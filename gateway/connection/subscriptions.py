@@ -3,11 +3,13 @@
 
 The seam: gateway/connection/client.py drives ONE connection (I/O, its timer, command order, connect,
 refresh, disconnect); this module owns the life of each channel subscription on it: establish
-(client ``subscribe``; server-side: connect token ``channels``/``subs``, the personal channel,
-server API ``subscribe``; streamed by the backend), go live once the reply or push is queued,
-``sub_refresh``, and release (unsubscribe by client, server API, expiry or insufficient state;
-connection close). Delivery in between (the fan-out hot path, joins/leaves, stream-top checks,
-insufficient state) is its ``fanout``'s (gateway/connection/delivery.py).
+(client ``subscribe``; streamed by the backend; the server-side routes — connect token
+``channels``/``subs``, the personal channel, server API ``subscribe`` — are
+gateway/connection/server_subscriptions.py's, over this life), go live once the reply or push
+is queued, ``sub_refresh``, and release (unsubscribe by client, server API, expiry or
+insufficient state; connection close). Delivery in between (the fan-out hot path,
+joins/leaves, stream-top checks, insufficient state) is its ``fanout``'s
+(gateway/connection/delivery.py).
 
 The subscription table and every subscription's state (limits, per-namespace counts, expiry
 deadlines, SUBSCRIBING → SUBSCRIBED → UNSUBSCRIBED, positions, buffers) are the ``Session``'s pure
@@ -19,7 +21,7 @@ and the backend streams only through ``StreamHook``. It logs to the connection's
 
 Subscribing (§3.3 step 6): the connection is registered in the hub BEFORE history is read, so
 publications arriving meanwhile are buffered on the subscription; they are merged with the
-recovered history by offset (``Node.position``), the reply is written, and only then do the
+recovered history by offset (``Positions.start``), the reply is written, and only then do the
 remaining buffered publications go out (``Session.go_live`` hands them over, ``Fanout``
 delivers them). Nothing is lost, nothing is sent twice, and the reply always precedes the
 channel's publications.
@@ -31,19 +33,17 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from gateway.channels import ChannelRules, resolve
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.connection.authorization import Authorizer, Caller
 from gateway.connection.delivery import Fanout, negotiate_delta, recovered_for, subscription_filter
-from gateway.connection.personal import evict_other_connections, personal_channel
 from gateway.connection.presence import ChannelPresence
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import SendQueue
-from gateway.engine.base import EngineError
-from gateway.errors import CommandError, DisconnectError, GatewayError
+from gateway.errors import CommandError, DisconnectError
 from gateway.hub import Connection
 from gateway.node import Node
 from gateway.protocol import codes, policy
@@ -55,7 +55,7 @@ from gateway.protocol.messages import (
     SubscribeRequest,
     SubscribeResult,
 )
-from gateway.protocol.session import Session, State
+from gateway.protocol.session import Session
 from gateway.protocol.subscription import Subscription, SubState
 from gateway.proxy.replies import SubscribeGrant
 
@@ -65,7 +65,7 @@ _SUBSCRIBED, _SUBSCRIBING = SubState.SUBSCRIBED, SubState.SUBSCRIBING
 """Enum members as module constants for the per-delivery path (a member lookup on an enum class
 costs ~10 plain name lookups on Python 3.11)."""
 
-__all__ = ["Driver", "Subscriptions", "channel_rules"]
+__all__ = ["Driver", "Subscriptions", "channel_rules", "new_subscription"]
 
 
 class Driver(Connection, Protocol):
@@ -233,7 +233,7 @@ class Subscriptions:
         elif grant.expire_at is not None:
             expire_at = float(grant.expire_at)
         tags_filter = subscription_filter(opts, req.tf) if req.tf is not None else None
-        sub = _new_subscription(
+        sub = new_subscription(
             channel,
             rules,
             flags,
@@ -299,66 +299,6 @@ class Subscriptions:
         if self._session.go_live(sub) is not None:
             streams.start(sub)
 
-    async def connect_channels(self, granted: Mapping[str, policy.ServerSub]) -> dict[str, policy.ServerSub]:
-        """The server-side subscriptions of a connect, before it registers: the granted ones
-        (token ``channels``/``subs``, connect proxy) and the user's personal channel (with
-        ``single_connection``, the user's other connections are evicted first).
-
-        Raises:
-            DisconnectError: more than ``client.channel_limit`` of them (3505).
-        """
-        settings, driver = self._settings, self._driver
-        server_subs = dict(granted)
-        personal = personal_channel(settings, driver.user)
-        if personal:
-            server_subs.setdefault(personal, policy.ServerSub())
-            if settings.client.subscribe_to_user_personal_channel.single_connection:
-                await evict_other_connections(self._node, personal, driver.user, driver.client_id)
-        if settings.client.channel_limit and len(server_subs) > settings.client.channel_limit:
-            raise DisconnectError(codes.DISCONNECT_CHANNEL_LIMIT)
-        return server_subs
-
-    async def subscribe_at_connect(
-        self, server_subs: Mapping[str, policy.ServerSub], wanted: Mapping[str, SubscribeRecovery]
-    ) -> dict[str, SubscribeResult]:
-        """Establish a connect's server-side subscriptions (recovering from ``wanted``, the
-        connect's ``subs``); they go live once the connect reply is queued.
-
-        Raises:
-            CommandError: one was refused (the connect fails, as Centrifugo's does).
-        """
-        results: dict[str, SubscribeResult] = {}
-        for channel, server_sub in server_subs.items():
-            results[channel] = await self._subscribe_server(channel, server_sub, wanted.get(channel))
-        self._driver.after_reply(self._connect_replied)
-        return results
-
-    async def _subscribe_server(
-        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
-    ) -> SubscribeResult:
-        """A server-side subscription (connect, personal channel, server API). It stays
-        SUBSCRIBING (buffering) until the connect reply or the ``subscribe`` push is queued.
-
-        Raises:
-            CommandError: refused; unknown channel ⇒ 102, as Centrifugo fails the connect.
-        """
-        rules = channel_rules(self._settings, channel)
-        self._check_limits(channel, rules)
-        flags = policy.subscription_flags(
-            rules.options, self._driver.who(), policy.Asks(), server_sub.override
-        )
-        sub = _new_subscription(
-            channel,
-            rules,
-            flags,
-            server_side=True,
-            expire_at=float(server_sub.expire_at) if server_sub.expire_at else None,
-            chan_info=server_sub.info,
-        )
-        return await self._establish(
-            sub, rules.options, wanted or SubscribeRecovery(), reject_unrecovered=False, data=server_sub.data
-        )
-
     async def _establish(
         self,
         sub: Subscription,
@@ -379,7 +319,7 @@ class Subscriptions:
         try:
             await node.add_subscriber(channel, driver)
             if sub.positioned:
-                positioned = await node.position(
+                positioned = await node.positions.start(
                     channel, opts, wanted if sub.recoverable else None, sub.buffer
                 )
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
@@ -408,15 +348,6 @@ class Subscriptions:
             data=data,
             delta=sub.delta,
         )
-
-    def _connect_replied(self) -> None:
-        """The connect reply is queued: server-side subscriptions go live (their buffered
-        publications follow the reply)."""
-        if self._session.state is not State.CONNECTED:
-            return
-        for sub in list(self._session.subscriptions.values()):
-            if sub.server_side and sub.state is SubState.SUBSCRIBING:
-                self._go_live(sub)
 
     def _go_live(self, sub: Subscription) -> None:
         """The reply (or subscribe push) is queued: deliver what was buffered, then go live."""
@@ -489,35 +420,6 @@ class Subscriptions:
         for sub in subs:
             await self._release(sub)
 
-    # --- server-side actions (gateway.hub.Connection) ------------------------------------------
-
-    def subscribe_server_side(
-        self, channel: str, sub: policy.ServerSub, recovery: SubscribeRecovery | None
-    ) -> None:
-        """Server API ``subscribe``: queued in command order; already subscribed: nothing."""
-        if not self._closed and channel not in self._session.subscriptions:
-            self._driver.spawn(functools.partial(self._server_subscribe, channel, sub, recovery))
-
-    async def _server_subscribe(
-        self, channel: str, server_sub: policy.ServerSub, wanted: SubscribeRecovery | None
-    ) -> None:
-        """Establish, push ``subscribe``, go live; a refusal is logged (there is no reply)."""
-        if self._closed or channel in self._session.subscriptions:
-            return
-        try:
-            result = await self._subscribe_server(channel, server_sub, wanted)
-        except (GatewayError, EngineError) as exc:
-            log.info("server-side subscribe of %s to %s refused: %s", self._driver.client_id, channel, exc)
-            return
-        self._driver.send(self._session.subscribe_push(channel, result))
-        sub = self._session.subscriptions.get(channel)
-        if sub is not None:
-            self._go_live(sub)
-
-    def unsubscribe_server_side(self, channel: str) -> None:
-        """Server API ``unsubscribe``: push ``unsubscribe`` (2000), in command order."""
-        self._driver.spawn(functools.partial(self.unsubscribe, channel, codes.UNSUBSCRIBE_SERVER))
-
     def presence_tick(self) -> None:
         """Re-add the connection to the presence of its live channels (every
         ``presence_update_interval``)."""
@@ -526,7 +428,7 @@ class Subscriptions:
                 self._driver.spawn(functools.partial(self.presence.refresh, sub))
 
 
-def _new_subscription(
+def new_subscription(
     channel: str,
     rules: ChannelRules,
     flags: policy.Flags,
@@ -537,6 +439,7 @@ def _new_subscription(
     tags_filter: object = None,
     delta: bool = False,
 ) -> Subscription:
+    """A new subscription of ``channel`` on the terms the policy's ``flags`` grant."""
     return Subscription(
         channel=channel,
         namespace=rules.namespace,

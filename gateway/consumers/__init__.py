@@ -13,7 +13,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
-from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.sections.consumers import ConsumerSettings
 from gateway.consumers.dispatch import ConsumerMetrics, Dispatcher, Execute
 
 

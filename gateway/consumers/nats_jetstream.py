@@ -27,7 +27,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import api
 from nats.js.client import JetStreamContext
 
-from gateway.config.consumer_schema import NatsJetStreamConsumerSettings
+from gateway.config.sections.consumers import NatsJetStreamConsumerSettings
 from gateway.consumers.dispatch import (
     Dispatcher,
     RetryLater,

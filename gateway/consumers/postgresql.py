@@ -25,7 +25,7 @@ from typing import Any
 
 import asyncpg
 
-from gateway.config.consumer_schema import PostgresConsumerSettings
+from gateway.config.sections.consumers import PostgresConsumerSettings
 from gateway.consumers.dispatch import Dispatcher, RetryLater, backoff
 from httpwire.cancellation import raise_if_cancelling
 

@@ -26,7 +26,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from gateway.config import redis_address
-from gateway.config.consumer_schema import RedisStreamConsumerSettings
+from gateway.config.sections.consumers import RedisStreamConsumerSettings
 from gateway.consumers.dispatch import (
     Dispatcher,
     RetryLater,

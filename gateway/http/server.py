@@ -36,7 +36,8 @@ from gateway.config.schema import Settings
 from gateway.config.tls import uvicorn_ssl_kwargs
 from gateway.logging_setup import uvicorn_log_level
 from httpwire.inline import InlineHandler
-from httpwire.protocol import MAX_HEAD_BYTES, HttpProtocol, Limits, bound
+from httpwire.limits import MAX_HEAD_BYTES, Limits
+from httpwire.protocol import HttpProtocol, bound
 
 logger = logging.getLogger("taskcast.gateway.server")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from gateway.config.map_schema import MapSettings
+from gateway.config.sections.maps import MapSettings
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MIN_PAGE_SIZE = 100

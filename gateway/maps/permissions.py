@@ -8,7 +8,7 @@ ID or the user ID (an anonymous client may not write under ``user_id``).
 
 from __future__ import annotations
 
-from gateway.config.map_schema import MapSettings
+from gateway.config.sections.maps import MapSettings
 
 
 def may_write(m: MapSettings, *, user: str, subscribed: bool, insecure: bool, remove: bool) -> bool:

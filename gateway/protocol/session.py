@@ -3,10 +3,12 @@
 ``Session`` owns the protocol state of one connection: command ordering (PROTOCOL.md §1.3),
 the ping/pong cycle (§1.4), connection and subscription expiry (§5.4), the stale-connect
 deadline, and the subscription table with its limits (``client.channel_limit``, the
-per-namespace quota). It owns the state of every subscription in that table: other modules ask
-it for a transition (``add_subscription``, ``buffer``, ``position``, ``go_live``,
+per-namespace quota). The table is a ``SubscriptionTable`` (gateway/protocol/subscription.py,
+with the table of transitions), which a Session is: other modules ask the session for a
+transition (``add_subscription``, ``buffer``, ``position``, ``go_live``,
 ``extend_subscription``, ``update_channel_info``, ``remove_subscription``), which refuses what
-the subscription's state does not allow (gateway/protocol/subscription.py has the table).
+the subscription's state does not allow; this module adds the deadlines of its expiries to the
+connection's own.
 
 It does no I/O and reads no clock, in the python-websockets way: frames go in through
 ``receive_frame``, encoded replies and pushes come out of the ``reply``/``error``/``*_push``
@@ -29,14 +31,13 @@ from gateway.protocol.messages import (
     Command,
     ConnectResult,
     Method,
-    Publication,
     RefreshResult,
     Result,
     SubRefreshResult,
     SubscribeResult,
 )
 from gateway.protocol.policy import expiry_ttl
-from gateway.protocol.subscription import Buffered, Subscription, SubState, TransitionError
+from gateway.protocol.subscription import Subscription, SubscriptionTable
 
 _PONG = Command(0, None, None)
 _PONG_FRAMES: dict[str, frozenset[str | bytes]] = {
@@ -109,7 +110,7 @@ class SessionConfig:
     the first; a few are let through for clients of a server with pong checks off)."""
 
 
-class Session:
+class Session(SubscriptionTable):
     """Protocol state of one connection.
 
     ``receive`` classifies each decoded command in arrival order:
@@ -140,10 +141,8 @@ class Session:
         self._pong_frames = _PONG_FRAMES.get(codec.name, frozenset())
         cfg = config or SessionConfig()
         self.config = cfg
-        self.channel_limit = cfg.channel_limit
+        super().__init__(cfg.channel_limit, cfg.expired_sub_close_delay)
         self.state = State.CONNECTING
-        self.subscriptions: dict[str, Subscription] = {}
-        self.namespace_counts: dict[str, int] = {}
         self.ping_outstanding = False
         self.connecting = False
         self.connect_failed = False
@@ -154,7 +153,6 @@ class Session:
         self._stale_at: float | None = now + cfg.stale_close_delay if cfg.stale_close_delay > 0 else None
         self._ping_at: float | None = None
         self._pong_at: float | None = None
-        self._sub_deadlines: dict[str, float] = {}
         self._held: list[tuple[Iterator[Command], int]] = []  # (an empty deque: 760 bytes)
         """Undecoded commands that arrived after a connect still running (with how many
         commands their frame had before them)."""
@@ -317,7 +315,7 @@ class Session:
     def closed(self) -> None:
         self.state = State.CLOSED
         self._stale_at = self._ping_at = self._pong_at = None
-        self._sub_deadlines.clear()
+        self.disarm_sub_expiries()
         self._held.clear()
 
     def ping_sent(self) -> None:
@@ -344,8 +342,9 @@ class Session:
         candidates = [t for t in (self._stale_at, self._ping_at, self._pong_at) if t is not None]
         if self.expire_at is not None and self.state is State.CONNECTED:
             candidates.append(self.expire_at + self.config.expired_close_delay)
-        if self._sub_deadlines:
-            candidates.append(min(self._sub_deadlines.values()))
+        sub_deadline = self.next_sub_deadline()
+        if sub_deadline is not None:
+            candidates.append(sub_deadline)
         return min(candidates) if candidates else None
 
     def on_deadline(self, now: float) -> list[TimerAction]:
@@ -373,16 +372,10 @@ class Session:
         ):
             return [codes.DISCONNECT_EXPIRED]
         due: list[TimerAction] = []
-        for channel, at in list(self._sub_deadlines.items()):
-            if at > now:
-                continue
-            del self._sub_deadlines[channel]
-            sub = self.subscriptions.get(channel)
-            if sub is None:
-                continue
+        for sub in self.expired_subscriptions(now):
             if sub.server_side:
                 return [codes.DISCONNECT_SUB_EXPIRED]
-            due.append(ExpireSubscription(channel))
+            due.append(ExpireSubscription(sub.channel))
         if self._ping_at is not None and self._ping_at <= now:
             cfg = self.config
             due.append(SendPing(self.codec.encode_ping()))
@@ -392,139 +385,6 @@ class Session:
                 self._pong_at = now + cfg.pong_timeout
             self._ping_at = now + cfg.ping_interval
         return due
-
-    # --- subscriptions: the table and its transitions (gateway/protocol/subscription.py) ------
-
-    def check_subscribe(self, channel: str, namespace: str, namespace_limit: int) -> codes.Error | None:
-        """Limits for a new subscription (checked before any I/O): already subscribed (105),
-        ``client.channel_limit`` (106), the namespace's ``subscription_limit_per_connection``
-        (106 ``DETAIL_SUBSCRIPTION_LIMIT``, seed §6.5). Server-side subscriptions count too."""
-        if channel in self.subscriptions:
-            return codes.ERROR_ALREADY_SUBSCRIBED
-        if self.channel_limit and len(self.subscriptions) >= self.channel_limit:
-            return codes.ERROR_LIMIT_EXCEEDED
-        if namespace_limit and self.namespace_counts.get(namespace, 0) >= namespace_limit:
-            return codes.ERROR_DETAIL_SUBSCRIPTION_LIMIT
-        return None
-
-    def _current(self, sub: Subscription, transition: str, *allowed: SubState) -> bool:
-        """Whether ``sub`` is still its channel's subscription in the table (False: it left,
-        nothing is to change).
-
-        Raises:
-            TransitionError: it is current but its state is not one of ``allowed``.
-        """
-        if self.subscriptions.get(sub.channel) is not sub:
-            if sub.state is not SubState.UNSUBSCRIBED:
-                raise TransitionError(f"{transition}: {sub.channel!r} is not in this session")
-            return False
-        if sub.state not in allowed:
-            raise TransitionError(f"{transition}: {sub.channel!r} is {sub.state.name}")
-        return True
-
-    def add_subscription(self, sub: Subscription) -> None:
-        """Enter a new subscription into the table, SUBSCRIBING: live publications are
-        ``buffer``ed until ``go_live``. The limits are the caller's (``check_subscribe``).
-
-        Raises:
-            TransitionError: the channel has a subscription already, or ``sub`` is not new.
-        """
-        if sub.channel in self.subscriptions or sub.state is not SubState.SUBSCRIBING:
-            raise TransitionError(f"add: {sub.channel!r} is subscribed or {sub.state.name}")
-        self.subscriptions[sub.channel] = sub
-        self.namespace_counts[sub.namespace] = self.namespace_counts.get(sub.namespace, 0) + 1
-
-    def buffer(self, sub: Subscription, pub: Publication, epoch: str, push: object) -> None:
-        """Keep a live publication (with its epoch and the driver's encoded push) that arrived
-        while ``sub`` is SUBSCRIBING; ``go_live`` hands it out.
-
-        Raises:
-            TransitionError: ``sub`` is live or gone (its publications are delivered or dropped).
-        """
-        if sub.state is not SubState.SUBSCRIBING or self.subscriptions.get(sub.channel) is not sub:
-            raise TransitionError(f"buffer: {sub.channel!r} is {sub.state.name}")
-        sub.buffer.append((pub, epoch, push))
-
-    def position(self, sub: Subscription, offset: int, epoch: str) -> bool:
-        """Set where a positioned subscription starts (the stream top or the recovered
-        position) before it goes live. False: it left the table meanwhile.
-
-        Raises:
-            TransitionError: ``sub`` is live already, or not positioned.
-        """
-        if not self._current(sub, "position", SubState.SUBSCRIBING):
-            return False
-        if not sub.positioned:
-            raise TransitionError(f"position: {sub.channel!r} is not positioned")
-        sub.offset, sub.epoch = offset, epoch
-        return True
-
-    def go_live(self, sub: Subscription) -> list[Buffered] | None:
-        """The subscribe reply (or ``subscribe`` push) is queued: ``sub`` becomes SUBSCRIBED.
-        Returns the publications buffered meanwhile, in arrival order, for the caller to deliver
-        (each through ``check_position``); None: it left the table meanwhile.
-
-        Raises:
-            TransitionError: ``sub`` is live already.
-        """
-        if not self._current(sub, "go_live", SubState.SUBSCRIBING):
-            return None
-        buffered, sub.buffer = sub.buffer, []
-        sub.state = SubState.SUBSCRIBED
-        return buffered
-
-    def extend_subscription(self, sub: Subscription, expire_at: float | None, info: bytes | None) -> bool:
-        """A refreshed subscription (``sub_refresh``): its new expiry (None: never) and, when
-        given, channel info; its expiry deadline is re-armed. False: it left the table."""
-        if not self._current(sub, "extend", SubState.SUBSCRIBING, SubState.SUBSCRIBED):
-            return False
-        sub.expire_at = expire_at
-        if info is not None:
-            sub.chan_info = info
-        self.schedule_sub_expiry(sub)
-        return True
-
-    def update_channel_info(self, sub: Subscription, info: bytes) -> bool:
-        """New channel info for ``sub`` (a server-side sub_refresh). False: it left the table."""
-        if not self._current(sub, "update info", SubState.SUBSCRIBING, SubState.SUBSCRIBED):
-            return False
-        sub.chan_info = info
-        return True
-
-    def remove_subscription(self, channel: str) -> Subscription | None:
-        """Take ``channel``'s subscription out of the table: UNSUBSCRIBED, its expiry disarmed.
-        Returns it (for release), or None when the channel has none."""
-        sub = self.subscriptions.pop(channel, None)
-        self._sub_deadlines.pop(channel, None)
-        if sub is not None:
-            sub.state = SubState.UNSUBSCRIBED
-            left = self.namespace_counts.get(sub.namespace, 1) - 1
-            if left:
-                self.namespace_counts[sub.namespace] = left
-            else:
-                self.namespace_counts.pop(sub.namespace, None)
-        return sub
-
-    def clear_subscriptions(self) -> list[Subscription]:
-        """Forget every subscription (the connection closed): all UNSUBSCRIBED; returns them
-        for release."""
-        subs = list(self.subscriptions.values())
-        for sub in subs:
-            sub.state = SubState.UNSUBSCRIBED
-        self.subscriptions.clear()
-        self.namespace_counts.clear()
-        self._sub_deadlines.clear()
-        return subs
-
-    def schedule_sub_expiry(self, sub: Subscription) -> None:
-        """(Re-)arm the expiry of a subscription in the table from ``sub.expire_at`` (None:
-        disarmed); a subscription not in the table is left alone."""
-        if self.subscriptions.get(sub.channel) is not sub:
-            return
-        if sub.expire_at is None:
-            self._sub_deadlines.pop(sub.channel, None)
-        else:
-            self._sub_deadlines[sub.channel] = sub.expire_at + self.config.expired_sub_close_delay
 
     def sub_refresh_result(self, sub: Subscription, now: float) -> SubRefreshResult:
         if sub.expire_at is None:

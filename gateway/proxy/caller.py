@@ -16,7 +16,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from gateway.config.schema import ChannelOptions, ProxySettings, Settings, named_proxy
+from gateway.config.schema import ChannelOptions, Settings
+from gateway.config.sections.proxy import ProxySettings, named_proxy
 from gateway.log_limit import LogLimiter
 from gateway.metrics import Metrics
 from gateway.proxy.grpc import GrpcProxyTransport

@@ -18,7 +18,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from gateway.config.schema import ProxySettings, TlsSettings
+from gateway.config.sections.proxy import ProxySettings
+from gateway.config.sections.tls import TlsSettings
 from gateway.config.tls import load_pem
 from gateway.log_limit import LogLimiter
 from gateway.proxy import proxy_pb2 as pb

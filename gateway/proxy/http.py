@@ -18,7 +18,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.config.schema import ProxySettings, ProxyStatusTransform, TlsSettings
+from gateway.config.sections.proxy import ProxySettings, ProxyStatusTransform
+from gateway.config.sections.tls import TlsSettings
 from gateway.config.tls import load_pem, pem_path
 from gateway.proxy.replies import ProxyFailure
 

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 from collections.abc import Sequence
 
-from gateway.config.schema import SharedPollSettings
+from gateway.config.sections.shared_poll import SharedPollSettings
 from gateway.protocol import codes
 
 __all__ = ["GRACE_SECONDS", "authorise", "sign", "timestamps", "verify"]

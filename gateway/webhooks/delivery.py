@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import httpx
 
-from gateway.config.webhook_schema import WebhookSettings
+from gateway.config.sections.webhooks import WebhookSettings
 from gateway.engine.failures import FailureRun
 from gateway.webhooks.events import SIGNATURE_HEADER, TIMESTAMP_HEADER, WEBHOOK_HEADER, batch_body, signature
 from gateway.webhooks.metrics import WebhookMetrics

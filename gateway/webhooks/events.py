@@ -19,7 +19,7 @@ from enum import StrEnum
 
 import orjson
 
-from gateway.config.webhook_schema import WebhookSettings
+from gateway.config.sections.webhooks import WebhookSettings
 
 TIMESTAMP_HEADER = "X-Taskcast-Timestamp"
 SIGNATURE_HEADER = "X-Taskcast-Signature"

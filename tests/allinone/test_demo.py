@@ -40,6 +40,7 @@ from taskcast.demo.scenarios import (
     Start,
     Work,
 )
+from taskcast.demo.status_client import COORDINATOR, step_event, task_event
 from tests.support import scaled, wait_until
 
 STORE = SchemaStore(DEFAULT_SCHEMA_DIR)
@@ -142,16 +143,16 @@ def test_event_bodies_match_the_event_schema_and_ids_are_stable() -> None:
         "stepAttempt": 2,
         "producerId": "document-parser",
     }
-    a = demo.step_event(ctx, 1, "STEP_STARTED", businessStatus="PARSING", message=None)
-    b = demo.step_event(ctx, 2, "STEP_HEARTBEAT")
+    a = step_event(ctx, 1, "STEP_STARTED", businessStatus="PARSING", message=None)
+    b = step_event(ctx, 2, "STEP_HEARTBEAT")
     assert STORE.errors("task-event", a) == [] and STORE.errors("task-event", b) == []
     assert "message" not in a
-    assert a["eventId"] == demo.step_event(ctx, 1, "STEP_STARTED", businessStatus="PARSING")["eventId"]
+    assert a["eventId"] == step_event(ctx, 1, "STEP_STARTED", businessStatus="PARSING")["eventId"]
     assert a["eventId"] != b["eventId"]
-    other_attempt = demo.step_event({**ctx, "stepAttempt": 1}, 1, "STEP_STARTED", businessStatus="PARSING")
+    other_attempt = step_event({**ctx, "stepAttempt": 1}, 1, "STEP_STARTED", businessStatus="PARSING")
     assert other_attempt["eventId"] != a["eventId"]
-    done = demo.task_event("t-1", 1, "TASK_COMPLETED", "COMPLETED", durationMs=10, durationSource="MONOTONIC")
-    failed = demo.task_event(
+    done = task_event("t-1", 1, "TASK_COMPLETED", "COMPLETED", durationMs=10, durationSource="MONOTONIC")
+    failed = task_event(
         "t-1",
         2,
         "TASK_FAILED",
@@ -160,7 +161,7 @@ def test_event_bodies_match_the_event_schema_and_ids_are_stable() -> None:
         error={"category": "BUSINESS_INPUT", "code": "X", "retryable": False, "userMessage": "no"},
     )
     assert STORE.errors("task-event", done) == [] and STORE.errors("task-event", failed) == []
-    assert done["producerId"] == demo.COORDINATOR and done["eventId"] != failed["eventId"]
+    assert done["producerId"] == COORDINATOR and done["eventId"] != failed["eventId"]
 
 
 def test_schedule_cycles_scenarios_and_owners() -> None:

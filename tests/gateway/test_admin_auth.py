@@ -19,7 +19,8 @@ from gateway.admin.auth import (
     token_of,
 )
 from gateway.config.loading import load_settings
-from gateway.config.schema import AdminSettings, ConfigError, Settings
+from gateway.config.schema import ConfigError, Settings
+from gateway.config.sections.endpoints import AdminSettings
 
 
 def load(config: dict[str, object], tmp_path: Path) -> tuple[Settings, list[str]]:

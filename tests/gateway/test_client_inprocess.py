@@ -290,7 +290,7 @@ async def test_a_large_batch_of_commands_lets_the_loop_serve_others():
     """Issue 28: commands that complete without suspending (presence_stats on the memory engine)
     run at most ``YIELD_EVERY`` between two turns of a probe task that takes every turn of the
     loop; without the command task's periodic yield a frame's 1,000 commands run in one turn."""
-    from gateway.connection.client import YIELD_EVERY
+    from gateway.connection.command_queue import YIELD_EVERY
 
     h = Harness()
     client, transport = await h.connected()
@@ -298,10 +298,10 @@ async def test_a_large_batch_of_commands_lets_the_loop_serve_others():
     samples = [0]  # nothing ran before the frame
 
     def ran() -> int:
-        return 1000 - len(client._inbox)
+        return 1000 - len(client.commands)
 
     async def probe() -> None:
-        while ran() < 1000 or client._worker is not None:
+        while ran() < 1000 or client.commands.running:
             samples.append(ran())
             await asyncio.sleep(0)
         samples.append(ran())

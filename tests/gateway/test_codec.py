@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.protocol import codec, codes
+from gateway.protocol import codec, codes, json_replies
 from gateway.protocol.messages import (
     ConnectRequest,
     HistoryRequest,
@@ -85,18 +85,20 @@ def test_decode_never_raises_anything_but_protocol_error(data):
 
 
 def test_encode_reply_keeps_empty_result_and_error_shape():
-    assert orjson.loads(codec.encode_reply(3, "publish", {})) == {"id": 3, "publish": {}}
-    assert orjson.loads(codec.encode_error(2, codes.ERROR_INTERNAL)) == {
+    assert orjson.loads(json_replies.encode_reply(3, "publish", {})) == {"id": 3, "publish": {}}
+    assert orjson.loads(json_replies.encode_error(2, codes.ERROR_INTERNAL)) == {
         "id": 2,
         "error": {"code": 100, "message": "internal server error", "temporary": True},
     }
-    assert "temporary" not in orjson.loads(codec.encode_error(2, codes.ERROR_PERMISSION_DENIED))["error"]
+    assert (
+        "temporary" not in orjson.loads(json_replies.encode_error(2, codes.ERROR_PERMISSION_DENIED))["error"]
+    )
 
 
 def test_pub_push_embeds_raw_data_and_omits_zero_offset():
-    push = orjson.loads(codec.encode_pub_push("ch", b'{"x":1}', 0, None, None))
+    push = orjson.loads(json_replies.encode_pub_push("ch", b'{"x":1}', 0, None, None))
     assert push == {"push": {"channel": "ch", "pub": {"data": {"x": 1}}}}
-    push = orjson.loads(codec.encode_pub_push("ch", b"[1]", 7, None, {"k": "v"}))
+    push = orjson.loads(json_replies.encode_pub_push("ch", b"[1]", 7, None, {"k": "v"}))
     assert push == {"push": {"channel": "ch", "pub": {"data": [1], "offset": 7, "tags": {"k": "v"}}}}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config.checks import served_endpoints
+from gateway.config.endpoint_checks import served_endpoints
 from gateway.config.loading import load_settings
 from gateway.config.schema import ConfigError, Settings
 

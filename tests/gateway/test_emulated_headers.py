@@ -19,7 +19,8 @@ from gateway.protocol.codec import JSON, ProtocolError
 from gateway.protocol.headers import MAX_HEADERS, MAX_TOTAL_BYTES, MAX_VALUE_BYTES
 from gateway.protocol.messages import ConnectRequest
 from gateway.protocol.protobuf import client_pb2 as pb
-from gateway.protocol.protobuf.codec import PROTOBUF, delimited
+from gateway.protocol.protobuf.codec import PROTOBUF
+from gateway.protocol.protobuf.framing import delimited
 from tests.support import GatewayProcess, scaled
 
 

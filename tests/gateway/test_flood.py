@@ -101,7 +101,7 @@ async def test_protobuf_zero_bytes_after_connect_are_cut_within_the_stray_pong_b
     gw: GatewayProcess, bystander: Raw
 ):
     from gateway.protocol.protobuf import client_pb2 as pb
-    from gateway.protocol.protobuf.codec import delimited
+    from gateway.protocol.protobuf.framing import delimited
 
     async with connect(gw.ws_url, subprotocols=["centrifuge-protobuf"]) as ws:  # type: ignore[list-item]
         cmd = pb.Command(id=1)

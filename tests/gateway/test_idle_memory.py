@@ -58,7 +58,8 @@ async def test_an_idle_client_keeps_no_instance_dict_and_no_empty_deques() -> No
     h = Harness()
     client, _ = await h.connected()
     assert not hasattr(client, "__dict__")
-    assert type(client._inbox) is list
+    assert not hasattr(client.commands, "__dict__")
+    assert client.commands._inbox is None  # a deque only while a command waits
     assert type(client.session._held) is list
 
 

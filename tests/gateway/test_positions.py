@@ -86,12 +86,12 @@ async def test_periodic_check_leaves_healthy_subscriptions_alone_and_catches_gap
     assert opts is not None
     await node.publish("quiet", opts, b'{"n":1}')
     assert (await rec.next("pub"))["push"]["pub"]["offset"] == 1
-    assert await node.check_positions(idle_for=0.0) == 1
+    assert await node.positions.check(idle_for=0.0) == 1
     assert rec.messages.empty()
     await node.broker.unsubscribe("quiet")
     await node.publish("quiet", opts, b'{"n":2}')
     await node.broker.subscribe("quiet")
-    await node.check_positions(idle_for=0.0)
+    await node.positions.check(idle_for=0.0)
     push = await rec.next("unsubscribe")
     assert push["push"]["unsubscribe"]["code"] == 2500
     await node.drain()
@@ -112,6 +112,6 @@ async def test_server_side_subscription_gap_disconnects_3010():
     await node.broker.unsubscribe("srv")
     await node.publish("srv", opts, b"1")
     await node.broker.subscribe("srv")
-    await node.check_positions(idle_for=0.0)
+    await node.positions.check(idle_for=0.0)
     assert rec.closed == codes.DISCONNECT_INSUFFICIENT_STATE
     await node.drain()

@@ -35,13 +35,8 @@ from gateway.protocol.messages import (
     SubscribeResult,
 )
 from gateway.protocol.protobuf import client_pb2 as pb
-from gateway.protocol.protobuf.codec import (
-    PROTOBUF,
-    decode_emulation_request,
-    delimited,
-    split_frame,
-    varint,
-)
+from gateway.protocol.protobuf.codec import PROTOBUF, decode_emulation_request
+from gateway.protocol.protobuf.framing import delimited, split_frame, varint
 from gateway.protocol.session import Session
 
 ROOT = Path(__file__).resolve().parents[2]

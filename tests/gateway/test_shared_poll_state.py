@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from gateway.config.loading import load_settings
-from gateway.config.schema import ConfigError, Settings, SharedPollSettings
+from gateway.config.schema import ConfigError, Settings
+from gateway.config.sections.shared_poll import SharedPollSettings
 from gateway.protocol.codes import ERROR_PERMISSION_DENIED, ERROR_TOKEN_EXPIRED
 from gateway.protocol.messages import KeyedPublication
 from gateway.proxy.replies import ProxyFailure

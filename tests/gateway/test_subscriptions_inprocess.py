@@ -14,7 +14,8 @@ import pytest
 from gateway.connection.authorization import Caller
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import Flusher, SendQueue
-from gateway.connection.subscriptions import Driver, Subscriptions
+from gateway.connection.server_subscriptions import ServerSubscriptions
+from gateway.connection.subscriptions import Driver
 from gateway.errors import CommandError, DisconnectError
 from gateway.hub import SharedPush
 from gateway.protocol import codes, policy
@@ -45,7 +46,7 @@ class RecordingDriver:
         self.session.connected()
         loop = asyncio.get_running_loop()
         self.send_queue = SendQueue(transport, Flusher(), limit_bytes=0, on_failure=self.disconnect)
-        self.subs = Subscriptions(
+        self.subs = ServerSubscriptions(
             self,
             h.node,
             self.session,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from gateway.config.loading import load_settings
-from gateway.config.map_schema import MapSettings
 from gateway.config.schema import ConfigError
+from gateway.config.sections.maps import MapSettings
 from gateway.maps.options import resolve
 from gateway.metrics import Metrics
 from gateway.proxy.caller import Proxies

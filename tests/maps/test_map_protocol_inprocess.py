@@ -191,7 +191,7 @@ async def test_a_change_lost_on_the_way_is_detected_by_the_position_check() -> N
     maps.set_handler(None)  # type: ignore[arg-type]  # the delivery is lost (a PUB/SUB outage)
     await write(h, "tasks:c", "a", 1)
     maps.set_handler(h.node)
-    assert await h.node.check_positions(idle_for=0.0) == 1
+    assert await h.node.positions.check(idle_for=0.0) == 1
     push = await conn.transport.push("unsubscribe")
     assert push == {"channel": "tasks:c", "unsubscribe": {"code": 2500, "reason": "insufficient state"}}
 

@@ -25,8 +25,9 @@ import yaml
 
 from status_api.storage.database import create_engine
 from status_api.storage.tables import task_event_log, task_outbox
-from taskcast.demo.runner import Pace, StatusApi, TaskRun
+from taskcast.demo.runner import Pace, TaskRun
 from taskcast.demo.scenarios import SCENARIOS
+from taskcast.demo.status_client import StatusApi
 from tests.helpers.mysql_db import schema_database
 from tests.helpers.promtool import Scrape, check_rules, run_rule_test
 from tests.status_api.harness import SERVICE_SECRET, TEST_CONFIG

@@ -26,8 +26,9 @@ import sqlalchemy as sa
 
 from status_api.storage.database import create_engine
 from status_api.storage.tables import task_event_log, task_outbox
-from taskcast.demo.runner import Pace, StatusApi, TaskRun
+from taskcast.demo.runner import Pace, TaskRun
 from taskcast.demo.scenarios import SCENARIOS
+from taskcast.demo.status_client import StatusApi
 from taskcast.dev.mariadb import MariaDB
 from tests.helpers.follower import Endpoints, Follower
 from tests.status_api.harness import REALTIME_SECRET, SERVICE_SECRET, TEST_CONFIG, USER_SECRET

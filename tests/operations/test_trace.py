@@ -21,8 +21,9 @@ import sqlalchemy as sa
 
 from status_api.storage.database import create_engine
 from status_api.storage.tables import task_event_log, task_outbox
-from taskcast.demo.runner import Pace, StatusApi, TaskRun
+from taskcast.demo.runner import Pace, TaskRun
 from taskcast.demo.scenarios import SCENARIOS
+from taskcast.demo.status_client import StatusApi
 from tests.helpers.mysql_db import schema_database
 from tests.status_api.harness import SERVICE_SECRET, TEST_CONFIG
 from tests.support import ROOT, GatewayProcess, RelayProcess, StatusApiProcess, scaled, wait_until

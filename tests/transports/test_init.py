@@ -54,7 +54,7 @@ def test_only_get(gateway: GatewayProcess) -> None:
 
 
 def test_off_by_default() -> None:
-    from gateway.config.checks import served_endpoints
+    from gateway.config.endpoint_checks import served_endpoints
     from gateway.config.loading import load_settings
 
     settings, warnings = load_settings(None, {"CENTRIFUGO_INIT_ENABLED": "true"})

@@ -19,7 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from gateway.protocol.protobuf import client_pb2 as pb
-from gateway.protocol.protobuf.codec import delimited, split_frame
+from gateway.protocol.protobuf.framing import delimited, split_frame
 from tests.support import GatewayProcess, mint_token, scaled
 from tests.transports.conftest import SECRET, stream_config, uid
 from tests.transports.test_streaming import bidi, uni

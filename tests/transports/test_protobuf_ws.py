@@ -20,7 +20,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from gateway.protocol.protobuf import client_pb2 as pb
-from gateway.protocol.protobuf.codec import delimited, split_frame
+from gateway.protocol.protobuf.framing import delimited, split_frame
 from tests.support.procs import GatewayProcess, mint_token
 from tests.support.waiting import scaled
 

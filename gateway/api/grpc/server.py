@@ -28,7 +28,7 @@ from gateway.api.commands import Command, Refused, command
 from gateway.api.executor import ServerApi, error_obj
 from gateway.api.grpc import api_pb2
 from gateway.api.requests import ApiError, bad_request
-from gateway.config.schema import GrpcApiSettings
+from gateway.config.sections.endpoints import GrpcApiSettings
 from gateway.config.tls import load_pem
 from gateway.log_limit import LogLimiter
 from httpwire.tracing import TRACEPARENT

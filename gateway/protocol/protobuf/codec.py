@@ -34,23 +34,16 @@ from gateway.protocol.messages import (
     ClientInfo,
     Command,
     ConnectRequest,
-    ConnectResult,
     EmptyRequest,
-    EmptyResult,
-    HistoryPage,
     HistoryRequest,
     KeyedPublication,
     Method,
-    PresenceResult,
-    PresenceStatsResult,
     Publication,
     PublishRequest,
     RefreshRequest,
-    RefreshResult,
     Request,
     Result,
     RPCRequest,
-    RPCResult,
     SendRequest,
     StreamPosition,
     SubRefreshRequest,
@@ -61,6 +54,14 @@ from gateway.protocol.messages import (
     UnsubscribeRequest,
 )
 from gateway.protocol.protobuf import client_pb2 as pb
+from gateway.protocol.protobuf.framing import delimited, iter_messages
+from gateway.protocol.protobuf.replies import (
+    client_info_pb,
+    keyed_publication_pb,
+    publication_pb,
+    push_reply,
+    result_pb,
+)
 
 SUBPROTOCOL = "centrifuge-protobuf"
 """The WebSocket subprotocol a client offers to speak Protobuf."""
@@ -68,73 +69,6 @@ CONTENT_TYPE = "application/octet-stream"
 """The content type of Protobuf HTTP-streaming and emulation bodies (what the SDKs send)."""
 
 _METHODS = tuple(Method)
-_MAX_VARINT_BYTES = 10
-
-
-def read_varint(frame: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint at ``pos`` and the position after it.
-
-    Raises:
-        ProtocolError: the frame ends inside the varint, or it is longer than 10 bytes.
-    """
-    result = shift = 0
-    end = min(len(frame), pos + _MAX_VARINT_BYTES)
-    while pos < end:
-        byte = frame[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-    raise ProtocolError("truncated varint")
-
-
-def varint(n: int) -> bytes:
-    """``n`` (>= 0) as an unsigned varint."""
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def iter_messages(frame: bytes) -> Iterator[bytes]:
-    """The varint-length-delimited messages of a frame, in order, cut one at a time as the
-    caller pulls them (nothing past the last one pulled is read).
-
-    Raises:
-        ProtocolError: (when pulled) empty frame, truncated varint, or a length past the end
-            of the frame.
-    """
-    if not frame:
-        raise ProtocolError("empty frame")
-    pos, size = 0, len(frame)
-    while pos < size:
-        length, pos = read_varint(frame, pos)
-        end = pos + length
-        if end > size:
-            raise ProtocolError("message length beyond the frame")
-        yield frame[pos:end]
-        pos = end
-
-
-def split_frame(frame: bytes) -> list[bytes]:
-    """Every varint-length-delimited message of a frame (tests and tools: the gateway pulls
-    them one by one through ``iter_messages``).
-
-    Raises:
-        ProtocolError: empty frame, truncated varint, or a length past the end of the frame.
-    """
-    return list(iter_messages(frame))
-
-
-def delimited(message: Any) -> bytes:
-    """A Protobuf message serialized with its varint length prefix."""
-    body: bytes = message.SerializeToString()
-    return varint(len(body)) + body
 
 
 # --- decoding -------------------------------------------------------------------------------
@@ -251,92 +185,6 @@ def _decode_request(method: Method, r: Any) -> Request:
     return EmptyRequest()
 
 
-# --- encoding -------------------------------------------------------------------------------
-
-
-def client_info_pb(info: ClientInfo) -> Any:
-    msg = pb.ClientInfo(user=info.user, client=info.client)
-    if info.conn_info is not None:
-        msg.conn_info = info.conn_info
-    if info.chan_info is not None:
-        msg.chan_info = info.chan_info
-    return msg
-
-
-def publication_pb(pub: Publication) -> Any:
-    msg = pb.Publication(data=pub.data, offset=pub.offset)
-    if pub.info is not None:
-        msg.info.CopyFrom(client_info_pb(pub.info))
-    if pub.tags:
-        msg.tags.update(pub.tags)
-    if pub.key:
-        msg.key = pub.key
-        msg.removed = pub.removed
-    return msg
-
-
-def _map_subscribe_result_pb(r: SubscribeResult) -> Any:
-    msg = pb.SubscribeResult(
-        type=r.type,
-        phase=r.phase,
-        cursor=r.cursor,
-        expires=r.expires,
-        ttl=r.ttl if r.expires else 0,
-        recoverable=r.recoverable,
-        positioned=r.positioned,
-        recovered=r.recovered,
-        was_recovering=r.was_recovering,
-        epoch=r.epoch,
-        offset=r.offset,
-    )
-    if r.state:
-        msg.state.extend(publication_pb(p) for p in r.state)
-    if r.publications:
-        msg.publications.extend(publication_pb(p) for p in r.publications)
-        if r.delta:  # fossil delta negotiated: the changes' wire flag (gateway/maps/delta.py)
-            for out, pub in zip(msg.publications, r.publications, strict=True):
-                out.delta = pub.delta
-    if r.data is not None:
-        msg.data = r.data
-    if r.delta:
-        msg.delta = True
-    return msg
-
-
-def _subscribe_result_pb(r: SubscribeResult) -> Any:
-    if r.type:
-        return _map_subscribe_result_pb(r)
-    msg = pb.SubscribeResult(
-        expires=r.expires,
-        ttl=r.ttl if r.expires else 0,
-        recoverable=r.recoverable,
-        positioned=r.positioned,
-        was_recovering=r.was_recovering,
-    )
-    if r.positioned:
-        msg.recovered = r.recovered
-        msg.epoch = r.epoch
-        msg.offset = r.offset
-        if r.publications:
-            msg.publications.extend(publication_pb(p) for p in r.publications)
-    if r.data is not None:
-        msg.data = r.data
-    if r.delta:
-        msg.delta = True
-    if r.type:
-        msg.type = r.type
-        if not r.positioned and r.epoch:
-            msg.epoch = r.epoch
-    return msg
-
-
-def keyed_publication_pb(item: KeyedPublication) -> Any:
-    """A shared-poll key's publication: ``key`` with ``data`` and ``version``, or ``removed``."""
-    if item.removed:
-        return pb.Publication(key=item.key, removed=True)
-    return pb.Publication(key=item.key, data=item.data or b"", version=item.version)
-
-
 def _filter_tree(node: Any) -> dict[str, Any]:
     """A ``FilterNode`` as the JSON tree the tags filter parses (empty fields left out, as the
     JSON SDKs send it)."""
@@ -352,65 +200,7 @@ def _filter_tree(node: Any) -> dict[str, Any]:
     return tree
 
 
-def _result_pb(result: Result) -> Any:
-    if isinstance(result, SubscribeResult):
-        return _subscribe_result_pb(result)
-    if isinstance(result, ConnectResult):
-        msg = pb.ConnectResult(
-            client=result.client,
-            version=result.version,
-            expires=result.expires,
-            ttl=result.ttl if result.expires else 0,
-            ping=result.ping,
-            pong=bool(result.pong),
-            session=result.session,
-            node=result.node,
-            time=result.time,
-        )
-        for ch, sub in (result.subs or {}).items():
-            msg.subs[ch].CopyFrom(_subscribe_result_pb(sub))
-        if result.data is not None:
-            msg.data = result.data
-        return msg
-    if isinstance(result, HistoryPage):
-        return pb.HistoryResult(
-            publications=[publication_pb(p) for p in result.publications],
-            epoch=result.epoch,
-            offset=result.offset,
-        )
-    if isinstance(result, PresenceResult):
-        msg = pb.PresenceResult()
-        for cid, info in result.presence.items():
-            msg.presence[cid].CopyFrom(client_info_pb(info))
-        return msg
-    if isinstance(result, PresenceStatsResult):
-        return pb.PresenceStatsResult(num_clients=result.num_clients, num_users=result.num_users)
-    if isinstance(result, RefreshResult):
-        return pb.RefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
-    if isinstance(result, EmptyResult):
-        return None
-    if isinstance(result, RPCResult):
-        return pb.RPCResult(data=result.data) if result.data is not None else None
-    msg = pb.SubRefreshResult(expires=result.expires, ttl=result.ttl if result.expires else 0)
-    msg.items.extend(keyed_publication_pb(item) for item in result.items)
-    return msg
-
-
-def _push(channel: str) -> tuple[Any, Any]:
-    reply = pb.Reply()
-    if channel:
-        reply.push.channel = channel
-    return reply, reply.push
-
-
-def encode_delta_publication(channel: str, pub: Publication) -> bytes:
-    """The push of ``pub`` whose ``data`` is a fossil delta against the subscription's previous
-    publication (``delta: true``; gateway/connection/delivery.py). ``Publication.delta`` itself only says
-    a publication MAY be sent as a delta, so the plain encoding never sets the flag."""
-    reply, push = _push(channel)
-    push.pub.CopyFrom(publication_pb(pub))
-    push.pub.delta = True
-    return delimited(reply)
+# --- encoding -------------------------------------------------------------------------------
 
 
 class ProtobufCodec:
@@ -434,7 +224,7 @@ class ProtobufCodec:
     def encode_reply(self, cmd_id: int, method: Method, result: Result) -> bytes:
         reply = pb.Reply(id=cmd_id)
         field = getattr(reply, method.value)
-        msg = _result_pb(result)
+        msg = result_pb(result)
         if msg is None:
             field.SetInParent()
         else:
@@ -452,17 +242,17 @@ class ProtobufCodec:
         return PING
 
     def encode_publication(self, channel: str, pub: Publication) -> bytes:
-        reply, push = _push(channel)
+        reply, push = push_reply(channel)
         push.pub.CopyFrom(publication_pb(pub))
         return delimited(reply)
 
     def encode_join_leave(self, channel: str, key: str, info: ClientInfo) -> bytes:
-        reply, push = _push(channel)
+        reply, push = push_reply(channel)
         getattr(push, key).info.CopyFrom(client_info_pb(info))
         return delimited(reply)
 
     def encode_subscribe_push(self, channel: str, result: SubscribeResult) -> bytes:
-        reply, push = _push(channel)
+        reply, push = push_reply(channel)
         sub = push.subscribe
         sub.SetInParent()
         sub.recoverable = result.recoverable
@@ -475,19 +265,19 @@ class ProtobufCodec:
         return delimited(reply)
 
     def encode_unsubscribe_push(self, channel: str, unsubscribe: codes.Unsubscribe) -> bytes:
-        reply, push = _push(channel)
+        reply, push = push_reply(channel)
         push.unsubscribe.code = unsubscribe.code
         push.unsubscribe.reason = unsubscribe.reason
         return delimited(reply)
 
     def encode_keyed_publication(self, channel: str, item: KeyedPublication) -> bytes:
-        reply, push = _push(channel)
+        reply, push = push_reply(channel)
         push.pub.CopyFrom(keyed_publication_pb(item))
         return delimited(reply)
 
     def encode_disconnect_push(self, disconnect: codes.Disconnect) -> bytes:
         """The disconnect push that ends an HTTP stream (§1.8)."""
-        reply, push = _push("")
+        reply, push = push_reply("")
         push.disconnect.code = disconnect.code
         push.disconnect.reason = disconnect.reason
         push.disconnect.reconnect = disconnect.reconnect

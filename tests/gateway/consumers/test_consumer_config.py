@@ -1,4 +1,4 @@
-"""The ``consumers`` options (gateway/config/consumer_schema.py, consumer_checks.py): Centrifugo's
+"""The ``consumers`` options (gateway/config/sections/consumers.py, consumer_checks.py): Centrifugo's
 names and defaults, the types and options Taskcast refuses with the reason, the environment
 variable, secrets masked in the logged configuration."""
 

@@ -18,7 +18,7 @@ import asyncpg
 import pytest
 
 from gateway.config import doc as config_doc
-from gateway.config.consumer_schema import ConsumerSettings
+from gateway.config.sections.consumers import ConsumerSettings
 from tests.support.procs import GatewayProcess
 from tests.support.waiting import scaled, wait_until_blocking
 

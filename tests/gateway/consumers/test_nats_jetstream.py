@@ -17,7 +17,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js.client import JetStreamContext
 
 from gateway.api.requests import ApiError
-from gateway.config.consumer_schema import NatsJetStreamConsumerSettings
+from gateway.config.sections.consumers import NatsJetStreamConsumerSettings
 from gateway.consumers.dispatch import ConsumerMetrics, Dispatcher
 from gateway.consumers.nats_jetstream import NatsJetStreamConsumer
 from gateway.protocol import codes

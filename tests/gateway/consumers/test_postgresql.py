@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 
 from gateway.api.requests import ApiError
-from gateway.config.consumer_schema import PostgresConsumerSettings
+from gateway.config.sections.consumers import PostgresConsumerSettings
 from gateway.consumers.dispatch import ConsumerMetrics, Dispatcher
 from gateway.consumers.postgresql import PostgresConsumer
 from gateway.protocol import codes

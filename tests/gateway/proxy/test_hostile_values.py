@@ -28,7 +28,7 @@ import websockets
 from websockets.exceptions import ConnectionClosed
 
 from gateway.protocol.protobuf import client_pb2 as pb
-from gateway.protocol.protobuf.codec import delimited, split_frame
+from gateway.protocol.protobuf.framing import delimited, split_frame
 from tests.gateway.proxy.backend import Served
 from tests.gateway.proxy.conftest import GatewayStarter, proxy_config
 from tests.gateway.proxy.test_proxy_failures import COOKIE, INTERNAL, _ask, _outcome

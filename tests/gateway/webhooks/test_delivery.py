@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from gateway.app import Runtime
 from gateway.config.loading import load_settings
 from gateway.config.schema import ChannelSettings, Settings
-from gateway.config.webhook_schema import OccupancySettings, WebhookSettings
+from gateway.config.sections.webhooks import OccupancySettings, WebhookSettings
 from gateway.engine.base import EngineError
 from gateway.protocol import codes
 from gateway.protocol.messages import ClientInfo

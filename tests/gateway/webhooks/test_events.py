@@ -10,7 +10,7 @@ import time
 import orjson
 import pytest
 
-from gateway.config.webhook_schema import WebhookSettings
+from gateway.config.sections.webhooks import WebhookSettings
 from gateway.webhooks.delivery import backoff
 from gateway.webhooks.events import Event, EventType, Selection, batch_body, encode, signature, verify
 from tests.gateway.webhooks.receiver import DOC, doc_verifier

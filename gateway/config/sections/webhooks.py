@@ -5,17 +5,15 @@ Each ``webhooks`` entry names one receiver: a unique ``name``, the ``url`` it is
 ``secret`` its batches are signed with, which ``events`` it gets and for which channel
 ``namespaces``. ``occupancy`` tunes how the cluster decides a channel's first subscriber and last
 leaver. Durations are float seconds, as everywhere in the settings. Pure values: imports nothing
-from the gateway (``schema`` imports this module for ``Settings.webhooks``).
+from the gateway outside gateway/config/sections/ (``schema`` imports this module for
+``Settings.webhooks``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-EXTENSION: Mapping[str, bool] = MappingProxyType({"extension": True})
-"""Field metadata: a Taskcast option with no Centrifugo counterpart (``schema.EXTENSION``)."""
+from gateway.config.sections.fields import EXTENSION
 
 EVENT_TYPES = (
     "connect",

@@ -5,18 +5,15 @@ Each entry has a unique ``name``, ``enabled``, a ``type`` and one section per ty
 runs the ``postgresql``, ``redis_stream`` and ``nats_jetstream`` types; the other Centrifugo
 types (``kafka``, ``google_pub_sub``, ``aws_sqs``, ``azure_service_bus``) are named in
 ``gateway.config.consumer_checks`` with the reason they are refused. Durations are float
-seconds, as everywhere in the settings. Pure values: imports nothing from the gateway (``schema``
-imports this module for ``Settings.consumers``).
+seconds, as everywhere in the settings. Pure values: imports nothing from the gateway outside
+gateway/config/sections/ (``schema`` imports this module for ``Settings.consumers``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
-EXTENSION: Mapping[str, bool] = MappingProxyType({"extension": True})
-"""Field metadata: a Taskcast option with no Centrifugo counterpart (``schema.EXTENSION``)."""
+from gateway.config.sections.fields import EXTENSION
 
 DEFAULT_MAX_MESSAGE_SIZE = 10 * 1024 * 1024
 """Bytes of one consumed message's payload: the server HTTP API's request-body bound
