@@ -5,8 +5,10 @@ pays, but the batch size the load produces moves their CPU per event by ±10 %, 
 single cuts. This one drives :meth:`StatusService.ingest_event` in-process (the group commit, the
 envelope schema, parsing, the canonical hash, the batch transaction on MariaDB, the domain and
 the writer; not HTTP, not JWT): ``--tasks`` tasks are created over HTTP first (not measured),
-then ``--events`` rounds each submit one event of every task of a group of ``--batch`` at once,
-which the group commit takes as one batch. CPU of the process (``time.process_time``) over the
+then ``--events`` rounds each submit one event of every task of a group at once, which the group
+commit takes as one batch: groups of ``--batch`` tasks, or with ``--spread`` of 1 to ``2 * batch - 1`` tasks
+(seeded, mean ``--batch``), as a varying load makes them (each row count is a statement text of
+its own). CPU of the process (``time.process_time``) over the
 rounds, per accepted event. ``--baseline DIR`` alternates this tree and ``DIR`` (ABBA, each run a
 fresh interpreter with ``PYTHONPATH`` set to its tree) for ``--rounds`` rounds and prints the
 medians.
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -28,12 +31,24 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+HERE = str(Path(__file__).resolve().parent)
 
 
-async def _one_run(url: str, tasks: int, events: int, batch: int) -> dict[str, float]:
+def _groups(tasks: int, batch: int, spread: bool) -> list[list[int]]:
+    rng = random.Random(31)
+    out: list[list[int]] = []
+    i = 0
+    while i < tasks:
+        n = rng.randint(1, 2 * batch - 1) if spread else batch
+        out.append(list(range(i, min(i + n, tasks))))
+        i += n
+    return out
+
+
+async def _one_run(url: str, tasks: int, events: int, batch: int, spread: bool) -> dict[str, float]:
     import uvicorn
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, HERE)
     import ingest_http
     import profile_ingest
 
@@ -55,7 +70,7 @@ async def _one_run(url: str, tasks: int, events: int, batch: int) -> dict[str, f
     comp = app.state.components
     service, auth = comp.service, comp.api.service_auth
     callers = [auth.event_caller(c["executionToken"]) for c in contexts]
-    groups = [list(range(i, min(i + batch, tasks))) for i in range(0, tasks, batch)]
+    groups = _groups(tasks, batch, spread)
     ok = 0
     cpu0 = time.process_time()
     for seq in range(1, events + 1):
@@ -80,6 +95,7 @@ def _run(tree: Path, args: argparse.Namespace) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     argv = [sys.executable, str(Path(__file__).resolve()), "--url", args.url, "--tasks", str(args.tasks)]
     argv += ["--events", str(args.events), "--batch", str(args.batch), "--child"]
+    argv += ["--spread"] if args.spread else []
     out = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=True, timeout=900)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -92,13 +108,14 @@ def main() -> None:
     p.add_argument("--tasks", type=int, default=400)
     p.add_argument("--events", type=int, default=6, help="events per task (STEP_STARTED, then progress)")
     p.add_argument("--batch", type=int, default=10, help="events submitted at once (one batch)")
+    p.add_argument("--spread", action="store_true", help="batch sizes from 1 to 2 * batch - 1")
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         import uvloop
 
-        print(json.dumps(uvloop.run(_one_run(args.url, args.tasks, args.events, args.batch))))
+        print(json.dumps(uvloop.run(_one_run(args.url, args.tasks, args.events, args.batch, args.spread))))
         return
     trees: dict[str, Path] = {"this": ROOT}
     if args.baseline is not None:
