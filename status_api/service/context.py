@@ -46,8 +46,10 @@ R = TypeVar("R")
 
 
 #: Where orjson's text of a number may differ from the standard library's: an exponent (``1e-07``
-#: against ``1e-7``), or the range below 1e-4 that orjson prints positionally (``0.00001``).
-_NUMBER_FORMS_DIFFER = re.compile(rb"[0-9][eE]|0\.0000")
+#: against ``1e-7``), or the range below 1e-4 that orjson prints positionally (``0.00001``). A
+#: number token follows ``:``, ``[`` or ``,``; the same characters inside a string only cost the
+#: slower encoder, never a different hash.
+_NUMBER_FORMS_DIFFER = re.compile(rb"[:\[,]-?[0-9]+(?:\.[0-9]+)?[eE]|[:\[,]-?0\.0000")
 
 
 def canonical_hash(body: Mapping[str, JSON]) -> str:
@@ -57,10 +59,10 @@ def canonical_hash(body: Mapping[str, JSON]) -> str:
     round-trip digits), several times faster; a body whose orjson text shows a number form where
     the two may differ is encoded by the standard library, so the hash never changes."""
     try:
-        raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        raw: bytes | None = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON types orjson takes (an int beyond 64 bits, say)
-        raw = b"0.0000"
-    if _NUMBER_FORMS_DIFFER.search(raw):
+        raw = None
+    if raw is None or _NUMBER_FORMS_DIFFER.search(raw):
         raw = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(raw).hexdigest()
 

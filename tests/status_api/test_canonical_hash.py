@@ -36,7 +36,17 @@ def test_keys_escapes_and_text_hash_as_the_standard_library_encodes_them() -> No
         "😀": {"nested": {"b": 2, "a": 1}},
         "\uffff": "",
         "Z": [],
-        "message": 'it\'s "quoted" \\ 1e5 0.0000',
+        "message": 'it\'s "quoted" \\ 1e5 0.0000 :1e5 [0.00001',
     }
     assert canonical_hash(body) == _reference(body)
     assert canonical_hash({"n": 2**70}) == _reference({"n": 2**70})  # beyond orjson's integers
+
+
+def test_hex_ids_take_the_fast_encoder() -> None:
+    """Digits next to an ``e`` inside strings (hex event ids) are not numbers: no fallback."""
+    from status_api.service import context
+
+    body = {"eventId": "3e9f0c1e5d", "taskId": "t-1e5", "sourceSeq": 2, "progress": {"current": 1.5}}
+    raw = context.orjson.dumps(body, option=context.orjson.OPT_SORT_KEYS)
+    assert context._NUMBER_FORMS_DIFFER.search(raw) is None
+    assert canonical_hash(body) == _reference(body)
