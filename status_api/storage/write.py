@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
-from status_api.storage.driver_sql import insert_rows
+from status_api.storage.driver_sql import driver_execute, insert_rows
 from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
@@ -331,7 +331,10 @@ async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, st
         params += (aggregate_id, channel, version)
     # Plain SQL through the driver: a statement object built per batch would cost more CPU in
     # SQLAlchemy (cache key, a compile per item count) than the round trips it saves.
-    res = await conn.exec_driver_sql(_SUPERSEDE_SQL.format(mark=mark) + f" AND ({match})", tuple(params))
+    sql = _SUPERSEDE_SQL.format(mark=mark) + f" AND ({match})"
+    if _multi_row(conn):  # MariaDB: on the driver connection (driver_sql's module docstring)
+        return max((await driver_execute(conn, sql, tuple(params)))[1], 0)
+    res = await conn.exec_driver_sql(sql, tuple(params))
     return max(res.rowcount, 0)
 
 

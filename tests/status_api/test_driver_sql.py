@@ -34,6 +34,9 @@ def _outbox(n: int) -> dict[str, Any]:
     }
 
 
+_ANY = sa.select(task_event_dedup)  # SQLite's statement: unused on the MariaDB path
+
+
 def _dedup(n: int, **over: Any) -> dict[str, Any]:
     row = {
         "event_id": f"e{n}",
@@ -123,3 +126,61 @@ async def test_select_in_reads_what_the_sqlalchemy_statement_reads(h: Harness) -
     assert [dict(r) for r in got_tasks] == expected_tasks
     key = itemgetter("task_id", "step_id", "attempt")
     assert sorted((dict(r) for r in got_steps), key=key) == sorted(expected_steps, key=key)
+
+
+@pytest.mark.mysql
+async def test_driver_errors_are_sqlalchemy_errors(engine: AsyncEngine) -> None:
+    """Statements run on the driver connection raise what ``exec_driver_sql`` raised: the
+    transaction retries key on ``IntegrityError`` and on the driver error's code."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the driver path is MariaDB's")
+    async with engine.begin() as conn:
+        await driver_sql.insert_rows(conn, task_event_dedup, [_dedup(1)])
+    with pytest.raises(sa.exc.IntegrityError) as caught:
+        async with engine.begin() as conn:
+            await driver_sql.insert_rows(conn, task_event_dedup, [_dedup(1)])
+    assert caught.value.orig is not None and caught.value.orig.args[0] == 1062  # duplicate key
+    with pytest.raises(sa.exc.DBAPIError) as error:
+        async with engine.connect() as conn:
+            await driver_sql.driver_execute(conn, "SELECT no_such_column FROM task", ())
+    assert error.value.orig is not None and error.value.orig.args[0] == 1054  # unknown column
+    assert not error.value.connection_invalidated
+
+
+@pytest.mark.mysql
+async def test_cursor_listeners_see_driver_statements(engine: AsyncEngine) -> None:
+    """``before_cursor_execute`` listeners (the capacity benchmark's statement log) see the
+    statements run on the driver connection, with their parameters."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the driver path is MariaDB's")
+    seen: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, ctx: Any, many: bool) -> None:
+        seen.append((statement, params))
+
+    sa.event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with engine.begin() as conn:
+            await driver_sql.insert_rows(conn, task_event_dedup, [_dedup(7)])
+            await driver_sql.select_in(conn, task_event_dedup, "event_id", ["e7"], _ANY)
+    finally:
+        sa.event.remove(engine.sync_engine, "before_cursor_execute", record)
+    assert [s.split()[0] for s, _ in seen] == ["INSERT", "SELECT"]
+    assert seen[1][1] == ("e7",)
+
+
+@pytest.mark.mysql
+async def test_a_lost_connection_is_invalidated(engine: AsyncEngine) -> None:
+    """A connection killed under a statement on the driver path is invalidated (never returned to
+    the pool), as SQLAlchemy does for its own statements."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the driver path is MariaDB's")
+    async with engine.connect() as killer:
+        with pytest.raises(sa.exc.DBAPIError) as caught:
+            async with engine.connect() as conn:
+                victim = (await conn.exec_driver_sql("SELECT CONNECTION_ID()")).scalar()
+                await killer.exec_driver_sql(f"KILL CONNECTION {int(victim)}")
+                await driver_sql.select_in(conn, task_event_dedup, "event_id", ["e1"], _ANY)
+    assert caught.value.connection_invalidated
+    async with engine.connect() as conn:  # the pool hands out a working connection
+        assert (await conn.exec_driver_sql("SELECT 1")).scalar() == 1
