@@ -20,9 +20,10 @@ from centrifuge import Client, ClientEventHandler, ServerPublicationContext
 
 from taskcast.dev.procs import ROOT, Proc, service_argv
 from tests.support import WaitTimeout, free_port, scaled, wait_until, wait_until_blocking
+from tests.support.procs import READY_TIMEOUT_SECONDS
 
 USER = "demo/alice"
-STARTUP_SECONDS = 30.0
+STARTUP_SECONDS = READY_TIMEOUT_SECONDS  # the suite's bound on a process turning ready (scaled)
 TASK_SECONDS = 40.0
 STOP_SECONDS = 12.0  # taskcast.up.SHUTDOWN_SECONDS + interpreter exit
 

@@ -23,6 +23,7 @@ from websockets.exceptions import InvalidStatus
 
 from taskcast.dev.procs import ROOT, Proc, service_argv
 from tests.support import free_port, scaled, wait_until, wait_until_blocking
+from tests.support.procs import READY_TIMEOUT_SECONDS
 
 APP = "http://localhost:5173"
 OTHER = "http://localhost:5174"
@@ -59,7 +60,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Pat
             return False
 
     try:
-        wait_until_blocking(healthy, 30.0, "taskcast up healthy")
+        wait_until_blocking(healthy, READY_TIMEOUT_SECONDS, "taskcast up healthy")
         yield gateway, api, tmp / "var"
     finally:
         child.kill()

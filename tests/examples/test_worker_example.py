@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from taskcast.dev.procs import Proc, service_argv
 from tests.support import ROOT, StatusApiProcess, free_port, merge, scaled, wait_until_blocking
+from tests.support.procs import READY_TIMEOUT_SECONDS
 
 COORD = "example-coordinator"
 
@@ -134,7 +135,7 @@ def test_the_worker_example_against_taskcast_up(tmp_path: Path) -> None:
             except httpx.TransportError:
                 return False
 
-        wait_until_blocking(healthy, 30.0, "taskcast up healthy")
+        wait_until_blocking(healthy, READY_TIMEOUT_SECONDS, "taskcast up healthy")
         user = _up_token(data_dir, "user", "alice")
         assert user.returncode == 2 and "X-Taskcast-Dev-User" in user.stderr
         tokens = {}

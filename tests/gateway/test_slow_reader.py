@@ -40,6 +40,9 @@ def gateway(tmp_path: Path) -> Iterator[GatewayProcess]:
             "token": {"hmac_secret_key": SECRET},
             "queue_max_size": QUEUE_MAX,
             "queue_conflate_size": CONFLATE_AT,
+            # The stalled reader cannot answer a ping while it stalls, and a loaded machine
+            # stretches the stall past ping + pong timeout (3012): no ping within the test's bound.
+            "ping_interval": f"{scaled(600):g}s",
         },
         "prometheus": {"enabled": True},
         "channel": {

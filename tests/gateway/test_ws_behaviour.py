@@ -63,7 +63,7 @@ async def _api(gw: GatewayProcess, method: str, body: dict[str, Any]) -> dict[st
 
 
 async def _close_code(ws: ClientConnection, within: float = 10.0) -> int | None:
-    async with asyncio.timeout(within):
+    async with asyncio.timeout(scaled(within)):
         try:
             while True:
                 await ws.recv()
@@ -72,7 +72,8 @@ async def _close_code(ws: ClientConnection, within: float = 10.0) -> int | None:
 
 
 async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
-    # A busy test loop may lag a few messages: the queue bound is generous.
+    # A busy test loop may lag a few messages: the queue bound is generous. The fast client
+    # answers pings (Raw): on a loaded machine the 300 publications outlast ping + pong timeout.
     gw = gateway({"client": {"queue_max_size": 1048576}, "prometheus": {"enabled": True}})
     async with connect(gw.ws_url, max_queue=1) as slow_ws, connect(gw.ws_url) as fast_ws:
         fast = await _connected(gw, fast_ws, "fast")
@@ -84,7 +85,7 @@ async def test_slow_client_is_disconnected_and_never_slows_the_others(gateway):
             "presence_stats", {"channel": "nope:x"}
         )  # a round trip: the slow subscribe is processed
         payload = "x" * 60000  # beyond what the kernel socket buffers absorb
-        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}) as http:
+        async with httpx.AsyncClient(headers={"X-API-Key": gw.api_key}, timeout=scaled(10)) as http:
             for n in range(300):
                 await http.post(
                     f"{gw.api_url}/publish", json={"channel": "hot", "data": {"n": n, "p": payload}}

@@ -19,10 +19,16 @@ from tests.support import scaled
 
 
 class Raw:
-    """A protocol-level client: sends commands, collects replies and pushes."""
+    """A protocol-level client: sends commands, collects replies and pushes.
 
-    def __init__(self, ws: ClientConnection) -> None:
+    Like every SDK it answers the server's pings (``{}``) with a pong while it pumps, unless
+    ``pong`` is false: a test outlives ``client.ping_interval + client.pong_timeout`` (33 s by
+    default) on a loaded machine, and a client that never answers is rightly closed with 3012.
+    Pings are still queued in ``messages``, so what the gateway sends is what the test sees."""
+
+    def __init__(self, ws: ClientConnection, pong: bool = True) -> None:
         self.ws = ws
+        self.pong = pong
         self.next_id = 0
         self.messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.closed: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
@@ -37,7 +43,10 @@ class Raw:
             async for frame in self.ws:
                 for line in str(frame).split("\n"):
                     if line.strip():
-                        await self.messages.put(json.loads(line))
+                        message = json.loads(line)
+                        if not message and self.pong:  # a ping (an empty reply, no id)
+                            await self.ws.send("{}")
+                        await self.messages.put(message)
         except ConnectionClosed as exc:
             self.closed.set_result(exc.rcvd.code if exc.rcvd else None)
         else:

@@ -21,7 +21,8 @@ import orjson
 import pytest
 
 from tests.conformance.conftest import JS_DIR
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, scaled
+from tests.support.waiting import DEFAULT_WITHIN
 
 SECRET = "transports-secret-0123456789abcdefghij"
 ALLOWED_ORIGIN = "http://allowed.example"
@@ -133,28 +134,28 @@ class StreamReader:
                     continue
             self.messages.put_nowait(orjson.loads(payload))
 
-    async def next(self, wait: float = 5.0) -> dict[str, Any]:
-        """The next message; fails if the stream ends or nothing arrives within ``timeout``."""
-        async with asyncio.timeout(wait):
+    async def next(self, wait: float = DEFAULT_WITHIN) -> dict[str, Any]:
+        """The next message; fails if the stream ends or nothing arrives within ``wait`` (scaled)."""
+        async with asyncio.timeout(scaled(wait)):
             message = await self.messages.get()
         assert message is not None, f"stream ended; raw bytes: {bytes(self.raw)!r}"
         return message
 
     async def until(
-        self, pred: Callable[[dict[str, Any]], bool], wait: float = 5.0
+        self, pred: Callable[[dict[str, Any]], bool], wait: float = DEFAULT_WITHIN
     ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Read until a message matches; returns it and the messages skipped on the way."""
         skipped: list[dict[str, Any]] = []
-        async with asyncio.timeout(wait):
+        async with asyncio.timeout(scaled(wait)):
             while True:
                 message = await self.next(wait)
                 if pred(message):
                     return message, skipped
                 skipped.append(message)
 
-    async def wait_end(self, wait: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_end(self, wait: float = DEFAULT_WITHIN) -> list[dict[str, Any]]:
         """Wait for the server to end the response; returns the messages read until then."""
-        async with asyncio.timeout(wait):
+        async with asyncio.timeout(scaled(wait)):
             await self.ended.wait()
         rest: list[dict[str, Any]] = []
         while not self.messages.empty():

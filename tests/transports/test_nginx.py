@@ -155,10 +155,12 @@ async def api(http: httpx.AsyncClient, gw: GatewayProcess, method: str, params: 
 
 
 @pytest.mark.parametrize("transport", ["sse", "http_stream", "uni_sse"])
-async def test_first_event_within_one_second_through_nginx(http, proxied, transport):
+async def test_first_event_is_not_held_in_nginx_buffers(http, proxied, transport):
+    """The connect reply comes through while the stream is open. Buffered by nginx, a few hundred
+    bytes of an open stream would wait for its proxy buffer to fill (pings of two bytes every 25 s):
+    a count of what arrived, not a latency, so a loaded machine cannot fail it."""
     _, nginx = proxied
     token = mint_token(SECRET, "42", channels=[f"feed:{uid()}"])
-    started = time.monotonic()
     if transport == "sse":
         url = f"{nginx.url}/connection/sse?cf_connect={cf_connect(connect_command(token))}"
         opened = open_stream(http, "GET", url, sse=True)
@@ -170,9 +172,9 @@ async def test_first_event_within_one_second_through_nginx(http, proxied, transp
         body = orjson.dumps(connect_command(token))
         opened = open_stream(http, "POST", f"{nginx.url}/connection/http_stream", sse=False, content=body)
     async with opened as stream:
-        first = await stream.next(wait=scaled(1.0))
-        assert time.monotonic() - started < scaled(1.0)
+        first = await stream.next()
         assert "connect" in first
+        assert not stream.ended.is_set()
         # nginx consumes X-Accel-Buffering itself (it is what turns buffering off); the
         # no-cache headers pass through to the browser.
         assert "x-accel-buffering" not in stream.response.headers

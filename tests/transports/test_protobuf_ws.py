@@ -22,7 +22,7 @@ from websockets.exceptions import ConnectionClosed
 from gateway.protocol.protobuf import client_pb2 as pb
 from gateway.protocol.protobuf.framing import delimited, split_frame
 from tests.support.procs import GatewayProcess, mint_token
-from tests.support.waiting import scaled
+from tests.support.waiting import scaled, wait_until
 
 SECRET = "protobuf-ws-secret-of-at-least-32-bytes"
 SIZE_LIMIT = 4096
@@ -226,24 +226,38 @@ async def test_mixed_channel_same_publications_same_order_same_offsets(gw: Gatew
         )
         json_msgs: list[dict[str, Any]] = []
 
-        async def read_json(n: int) -> None:
-            while len([m for m in json_msgs if "push" in m]) < n:
-                frame = await jws.recv()
-                json_msgs.extend(orjson.loads(line) for line in str(frame).split("\n") if line)
+        async def read_json() -> None:
+            """Reads all along and answers pings, as SDKs do: a loaded machine stretches the 30
+            publications past ping + pong timeout, and an unanswered ping is a 3012."""
+            async for frame in jws:
+                for line in str(frame).split("\n"):
+                    if line:
+                        message = orjson.loads(line)
+                        if not message:
+                            await jws.send("{}")
+                        json_msgs.append(message)
 
-        await asyncio.wait_for(read_json(0), scaled(WAIT))
-        async for c in pb_client(gw, "p"):
-            assert (await c.call(subscribe=pb.SubscribeRequest(channel=ch))).HasField("subscribe")
-            payloads = [orjson.dumps({"i": i}) for i in range(30)]
-            for data in payloads:
-                await api(gw, "publish", {"channel": ch, "data": orjson.loads(data)})
-            pb_pubs = [await c.pub() for _ in payloads]
-            await asyncio.wait_for(read_json(len(payloads)), scaled(WAIT))
-            json_pubs = [m["push"]["pub"] for m in json_msgs if "push" in m]
-            assert [(p.data, p.offset) for p in pb_pubs] == [(d, i + 1) for i, d in enumerate(payloads)]
-            assert [(orjson.dumps(p["data"]), p["offset"]) for p in json_pubs] == [
-                (d, i + 1) for i, d in enumerate(payloads)
-            ]
+        def json_pubs() -> list[dict[str, Any]]:
+            return [m["push"]["pub"] for m in json_msgs if "push" in m]
+
+        reader = asyncio.create_task(read_json())
+        count = 30
+        try:
+            async for c in pb_client(gw, "p"):
+                assert (await c.call(subscribe=pb.SubscribeRequest(channel=ch))).HasField("subscribe")
+                payloads = [orjson.dumps({"i": i}) for i in range(count)]
+                for data in payloads:
+                    await api(gw, "publish", {"channel": ch, "data": orjson.loads(data)})
+                pb_pubs = [await c.pub() for _ in payloads]
+                await wait_until(lambda: len(json_pubs()) >= count, WAIT, "the JSON pushes")
+                assert not reader.done(), reader
+                assert [(p.data, p.offset) for p in pb_pubs] == [(d, i + 1) for i, d in enumerate(payloads)]
+                assert [(orjson.dumps(p["data"]), p["offset"]) for p in json_pubs()] == [
+                    (d, i + 1) for i, d in enumerate(payloads)
+                ]
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
 
 
 async def test_b64data_same_bytes_live_history_recovery_and_verbatim_for_json(gw: GatewayProcess):

@@ -22,13 +22,14 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.helpers.raw_client import Raw
-from tests.support import GatewayProcess, mint_token, wait_until
+from tests.support import GatewayProcess, mint_token, scaled, wait_until
 
 SECRET = "security-suite-hmac-secret-0123456789abcdef"
 API_KEY = "security-suite-api-key-0123456789abcdef"
 ALLOWED_ORIGIN = "http://board.example"
 HISTORY = {"history_size": 1000, "history_ttl": "300s", "force_recovery": True}
 TIMEOUT = 10.0
+"""Bound on a step of a security test (a handshake, a close, a publication); scaled where used."""
 
 # The namespaces of deploy/gateway.json (no allow_subscribe_for_client on tenant channels), plus
 # `ctl` for the control client and limits small enough to reach quickly.
@@ -149,7 +150,7 @@ async def ws_session(
     gw: GatewayProcess, token: str | None = None, **connect_params: Any
 ) -> AsyncIterator[Session]:
     """An open WebSocket with a pumping Raw client; connected with ``token`` when given."""
-    ws = await connect(gw.ws_url, open_timeout=TIMEOUT, max_size=None)
+    ws = await connect(gw.ws_url, open_timeout=scaled(TIMEOUT), max_size=None)
     session = Session(ws)
     try:
         if token is not None:
@@ -161,7 +162,7 @@ async def ws_session(
 
 
 async def api(gw: GatewayProcess, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    async with httpx.AsyncClient(timeout=TIMEOUT, headers={"X-API-Key": gw.api_key}) as http:
+    async with httpx.AsyncClient(timeout=scaled(TIMEOUT), headers={"X-API-Key": gw.api_key}) as http:
         r = await http.post(f"{gw.api_url}/{method}", json=params)
         r.raise_for_status()
         body: dict[str, Any] = r.json()
@@ -170,7 +171,7 @@ async def api(gw: GatewayProcess, method: str, params: dict[str, Any]) -> dict[s
 
 async def metrics(gw: GatewayProcess) -> dict[str, float]:
     """Unlabelled samples of /metrics (gauges such as centrifugo_node_num_clients)."""
-    async with httpx.AsyncClient(timeout=TIMEOUT) as http:
+    async with httpx.AsyncClient(timeout=scaled(TIMEOUT)) as http:
         text = (await http.get(gw.url + "/metrics")).text
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -216,7 +217,7 @@ class Control:
         self._tasks = [asyncio.create_task(self._publish()), asyncio.create_task(self._receive())]
 
     async def _publish(self) -> None:
-        async with httpx.AsyncClient(timeout=TIMEOUT, headers={"X-API-Key": self.gw.api_key}) as http:
+        async with httpx.AsyncClient(timeout=scaled(TIMEOUT), headers={"X-API-Key": self.gw.api_key}) as http:
             while not self._stop.is_set() or self.published < self.minimum:
                 r = await http.post(
                     f"{self.gw.api_url}/publish",
@@ -227,10 +228,7 @@ class Control:
 
     async def _receive(self) -> None:
         while True:
-            msg = await self.session.raw.messages.get()
-            if not msg:  # a server ping (§1.4): answer it, as SDKs do, or a long test ends in 3012
-                await self.session.ws.send("{}")
-                continue
+            msg = await self.session.raw.messages.get()  # Raw answers the server's pings itself
             pub = msg.get("push", {}).get("pub")
             if pub is not None:
                 self.received.append(pub["data"]["n"])
@@ -247,7 +245,7 @@ class Control:
     async def finish(self) -> None:
         self._stop.set()
         publisher = self._tasks[0]
-        async with asyncio.timeout(TIMEOUT * 3):
+        async with asyncio.timeout(scaled(TIMEOUT * 3)):
             await publisher
         try:
             await wait_until(lambda: len(self.received) >= self.published, TIMEOUT, "control publications")
@@ -298,7 +296,7 @@ async def raw_ws_open(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWr
     """TCP connection with a finished upgrade (101 read)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(HANDSHAKE.format(port=port).encode())
-    async with asyncio.timeout(TIMEOUT):
+    async with asyncio.timeout(scaled(TIMEOUT)):
         head = await reader.readuntil(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 101"), head[:60]
     return reader, writer
@@ -318,7 +316,7 @@ async def read_ws_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 async def read_until_close(reader: asyncio.StreamReader, within: float = TIMEOUT) -> int | None:
     """Read frames until the server's close frame; its code (None if the TCP closed first)."""
     try:
-        async with asyncio.timeout(within):
+        async with asyncio.timeout(scaled(within)):
             while True:
                 opcode, payload = await read_ws_frame(reader)
                 if opcode == 8:

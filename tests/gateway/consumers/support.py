@@ -44,6 +44,13 @@ def sample(rt: Runtime, name: str, consumer: str = "c1", **labels: str) -> float
     return value or 0.0
 
 
+def processed(rt: Runtime, consumer: str = "c1") -> float:
+    """``centrifugo_consumers_messages_processed_total``: a consumer counts a message after its
+    acknowledgement (XACK, the ack, the round's COMMIT), so the broker can show it done a moment
+    before it is counted; a test waits for the count before it stops the consumer."""
+    return sample(rt, "centrifugo_consumers_messages_processed_total", consumer)
+
+
 @contextlib.asynccontextmanager
 async def running(*consumers: Consumer) -> AsyncIterator[None]:
     """The consumers run as tasks for the block; cancelled and awaited after it."""

@@ -66,7 +66,7 @@ async def _connect_over(transport: str, gw: GatewayProcess, headers: dict[str, s
                 http, "POST", f"{gw.url}/connection/{transport}", sse=False, content=body, headers=headers
             )
         async with opened as stream:
-            message = await stream.next(scaled(30))
+            message = await stream.next(30)  # scaled by the stream
     return dict(message["connect"])
 
 
