@@ -34,6 +34,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -307,6 +308,10 @@ def _steps(values: list[str]) -> set[str]:
     return steps
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="mysql+asyncmy://… a database the benchmark may empty (default: throwaway)")
@@ -327,6 +332,7 @@ def main() -> None:
     capacity_e2e.add_arguments(p)
     args = p.parse_args()
     steps = _steps(args.steps)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the topology and the services on SIGTERM too
     if args.quick:
         args.workers, args.tasks, args.events, args.concurrency, args.generators = 1, 20, 2, 4, 1
         capacity_e2e.quick(args)

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -74,19 +74,17 @@ class Clients:
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []
         self.conns: list[WSConn] = []
-        self.last_push = 0.0
 
     def on_push(self, conn: WSConn, channel: str, pub: dict[str, Any]) -> None:
         committed = (pub.get("tags") or {}).get("committed_at_ms")
         if committed is not None:
             now = now_ms()
             self.samples.append((float(committed), now))
-            self.last_push = now
 
     async def connect(self, secret: str, ports: list[int], plan: list[list[str]]) -> dict[str, Any]:
         """One connection per channel list of ``plan`` (round robin over ``ports``)."""
         stats = Stats()
-        deadline = time.monotonic() + 60 + len(plan) / 100
+        deadline = time.monotonic() + 120 + len(plan) / 100
         t0 = time.monotonic()
 
         async def one(i: int, channels: list[str]) -> WSConn:
@@ -98,7 +96,7 @@ class Clients:
                 self.on_push,
                 deadline,
                 stats,
-                initial_jitter=min(5.0, len(plan) / 2000),
+                initial_jitter=len(plan) / 400,  # ~400 handshakes/s, within connection_rate_limit
             )
             return conn
 
@@ -194,6 +192,7 @@ class Capacity:
         self.args, self.topo = args, topo
         self.clients = Clients()
         self.pids: dict[str, list[int]] = {}
+        self.per_event = 2.0
 
     async def setup(self) -> tuple[dict[str, Any], Producer]:
         args, topo = self.args, self.topo
@@ -223,16 +222,18 @@ class Capacity:
             "clients": os.getpid(),
         }
         self.pids = processes(topo, extra)
-        await self.quiet()
+        #: Deliveries each event should make: the owner's board, and the watcher of a watched task.
+        self.per_event = 1 + out["watched_tasks"] / max(1, args.e2e_tasks)
         return out, producer
 
-    async def quiet(self) -> None:
-        """Until no publication has arrived for a second (bounded by ``--drain``)."""
+    async def drain(self, since_ms: float, expected: float) -> None:
+        """Until the clients hold ``expected`` deliveries committed since ``since_ms`` (bounded by
+        ``--drain``)."""
         deadline = time.monotonic() + self.args.drain
         while time.monotonic() < deadline:
-            if now_ms() - self.clients.last_push >= 1000:
+            if sum(1 for c, _ in self.clients.samples if c >= since_ms) >= expected:
                 return
-            await asyncio.sleep(0.2)  # polling the clients' last receipt (bounded)
+            await asyncio.sleep(0.2)  # polling the clients' receipts (bounded)
 
     def cpu(self) -> dict[str, float]:
         return {name: cpu_seconds(pids) for name, pids in self.pids.items()}
@@ -258,7 +259,7 @@ class Capacity:
         cpu1, load1 = self.cpu(), os.getloadavg()[0]
         relay1 = [await asyncio.to_thread(e2e_stages.relay_counters, u) for u in relays]
         res = await answer
-        await self.quiet()
+        await self.drain(w0 * 1000, res["ok"] * self.per_event)
         lat = [seen - c for c, seen in self.clients.samples if w0 * 1000 <= c < w1 * 1000]
         accepted = res["accepted_per_s"] * args.window
         per_event = {n: round(1000 * (cpu1[n] - cpu0[n]) / max(accepted, 1), 3) for n in cpu0}
@@ -269,6 +270,7 @@ class Capacity:
             commit_to_visible_p50_ms=pct(lat, 50),
             commit_to_visible_p99_ms=pct(lat, 99),
             deliveries=len(lat),
+            received=len(self.clients.samples),
             deliveries_per_s=round(len(lat) / args.window, 1),
             deliveries_per_event=round(len(lat) / max(accepted, 1), 2),
             cpu_ms_per_event=per_event,
@@ -287,11 +289,8 @@ class Capacity:
         print(f"setup: {json.dumps(out)}", flush=True)
         out["rungs"] = []
         try:
-            for n, rate in enumerate(self.args.rates):
-                r = await self.rung(producer, rate)
-                out["rungs"].append(r)
-                if n >= 1 and not r["holds"]:
-                    break  # the ladder's first rung that fails is its last
+            for rate in ladder(self.args.rates, self.args.descend, out["rungs"]):
+                out["rungs"].append(await self.rung(producer, rate))
         finally:
             await producer.stop()
             self.clients.close()
@@ -301,10 +300,63 @@ class Capacity:
         return out
 
 
+def ladder(up: list[int], down: list[int], done: list[dict[str, Any]]) -> Iterator[int]:
+    """The rates to offer, given the rungs ``done`` so far: ``up`` (the model's rate first) until a
+    rung fails; when the very first one fails, ``down`` until one holds."""
+    for rate in up:
+        yield rate
+        if not done[-1]["holds"]:
+            if len(done) == 1:
+                for lower in (r for r in down if r < rate):
+                    yield lower
+                    if done[-1]["holds"]:
+                        return
+            return
+
+
 def holds(r: dict[str, Any]) -> bool:
     """A rung holds when ≥ 95 % of the offered events are accepted and p99 commit→visible ≤ 100 ms."""
     p99 = r["commit_to_visible_p99_ms"]
     return bool(r["accepted_per_s"] >= TARGET_ACCEPTED * r["offered"] and p99 == p99 and p99 <= TARGET_P99_MS)
+
+
+def wildcard_port() -> int:
+    """A port free on every address, below the ephemeral range (no outgoing connection takes it):
+    nginx listens on 0.0.0.0, and a port free on 127.0.0.1 may be another address's local port
+    while a neighbour on the machine holds ~100,000 connections from several source addresses."""
+    import random
+    import socket
+
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
+
+
+class CapacityTopology(Topology):
+    """The production topology with nginx's listeners on :func:`wildcard_port` ports."""
+
+    def _allocate_ports(self) -> None:
+        super()._allocate_ports()
+        self.public_port, self.internal_port = wildcard_port(), wildcard_port()
+
+
+def start(topo: Topology, attempts: int = 5) -> None:
+    """``topo.start()``, again on failure: on a shared machine a port found free on 127.0.0.1 can
+    be taken before it is bound, or be another address's local port (nginx binds 0.0.0.0)."""
+    for attempt in range(attempts):
+        try:
+            topo.start()
+            return
+        except (RuntimeError, TimeoutError, OSError) as exc:
+            if attempt == attempts - 1:
+                raise
+            print(f"topology start failed ({str(exc).splitlines()[-1][:200]}), again", file=sys.stderr)
 
 
 def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -316,7 +368,7 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, need)), hard))
     workdir = Path(tempfile.mkdtemp(prefix="taskcast-capacity-e2e."))
     workdir.chmod(0o755)  # nginx's workers (user nobody) spool the relays' large batches under it
-    topo = Topology(
+    topo = CapacityTopology(
         workdir,
         redis_url,
         mysql_url,
@@ -339,7 +391,7 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
         "load_start": round(os.getloadavg()[0], 2),
     }
     try:
-        topo.start()
+        start(topo)
         result.update(uvloop.run(asyncio.wait_for(Capacity(args, topo).run(), args.budget_s)))
     finally:
         topo.stop()
@@ -378,6 +430,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[667, 800, 1000, 1250, 1500, 2000, 2500, 3000],
         help="events/s: the model's rate, then the ladder (stops at the first rung that fails)",
     )
+    g.add_argument(
+        "--descend",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[500, 400, 300, 200, 100],
+        help="events/s tried, highest first, when the first rate fails (until one holds)",
+    )
     g.add_argument("--warmup", type=float, default=10.0, help="seconds of each rung not measured")
     g.add_argument("--window", type=float, default=30.0, help="measured seconds of each rung")
     g.add_argument("--drain", type=float, default=10.0, help="bound on waiting for deliveries after a rung")
@@ -391,6 +449,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def quick(args: argparse.Namespace) -> None:
     """A smoke run's sizes: a few tasks and clients, one short rung each step."""
-    args.e2e_tasks, args.users, args.rates = 40, 10, [20]
-    args.warmup, args.window, args.drain, args.http_conns = 1.0, 3.0, 5.0, 8
+    args.e2e_tasks, args.users, args.rates, args.descend = 40, 10, [20], []
+    args.warmup, args.window, args.drain, args.http_conns = 1.0, 3.0, 10.0, 8
     args.idle_ns, args.idle_ping_interval, args.idle_window = [50], 1.0, 2.0

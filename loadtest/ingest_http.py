@@ -136,8 +136,14 @@ async def _create(
         s = json.loads(raw)["steps"][0]
         return {k: s[k] for k in ("taskId", "stepId", "producerId", "executionToken")}
 
+    gate = asyncio.Semaphore(conns)  # the pool's size: a request waits for no connection
+
+    async def gated(j: int) -> dict[str, Any]:
+        async with gate:
+            return await one(j)
+
     try:
-        return list(await asyncio.gather(*(one(j) for j in range(tasks))))
+        return list(await asyncio.gather(*(gated(j) for j in range(tasks))))
     finally:
         await pool.close()
 
