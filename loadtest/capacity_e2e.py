@@ -235,11 +235,25 @@ class Capacity:
                 return
             await asyncio.sleep(0.2)  # polling the clients' receipts (bounded)
 
+    async def settle(self, share: float = 0.05) -> float:
+        """Until the Status API, the relays and MariaDB each use < ``share`` of a core over a second
+        (an overloaded rung leaves a backlog of requests its producer gave up on, and outbox rows:
+        the next rung must not inherit it); the seconds it took (bounded by ``--settle``)."""
+        busy = [n for n in self.pids if group(n) in ("status-api", "relay", "mariadb")]
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < self.args.settle:
+            before = {n: cpu_seconds(self.pids[n]) for n in busy}
+            await asyncio.sleep(1.0)  # one second of CPU per process, measured
+            if all(cpu_seconds(self.pids[n]) - before[n] < share for n in busy):
+                break
+        return round(time.monotonic() - t0, 1)
+
     def cpu(self) -> dict[str, float]:
         return {name: cpu_seconds(pids) for name, pids in self.pids.items()}
 
     async def rung(self, producer: Producer, rate: int) -> dict[str, Any]:
         args = self.args
+        settled = await self.settle()
         relays = [f"http://127.0.0.1:{p}/metrics" for p in self.topo.relay_metrics_ports]
         self.clients.samples = []
         start_at = time.time() + 1.0
@@ -280,6 +294,7 @@ class Capacity:
             relays=[e2e_stages.relay_delta(a, b) for a, b in zip(relay0, relay1, strict=True)],
             load=(round(load0, 2), round(load1, 2)),
         )
+        res["settle_s"] = settled
         res["holds"] = holds(res)
         print(json.dumps({k: v for k, v in res.items() if k != "cpu_share"}), flush=True)
         return res
@@ -330,8 +345,10 @@ def wildcard_port() -> int:
     for _ in range(200):
         port = random.randrange(20000, 32000)
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx binds
             try:
                 s.bind(("0.0.0.0", port))
+                s.listen()
             except OSError:
                 continue
             return port
@@ -439,6 +456,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--warmup", type=float, default=10.0, help="seconds of each rung not measured")
     g.add_argument("--window", type=float, default=30.0, help="measured seconds of each rung")
     g.add_argument("--drain", type=float, default=10.0, help="bound on waiting for deliveries after a rung")
+    g.add_argument("--settle", type=float, default=180.0, help="bound on waiting for a backlog before a rung")
     g.add_argument("--http-conns", type=int, default=128, help="the producer's keep-alive connections")
     g.add_argument("--budget-s", type=float, default=1800.0, help="bound on the whole e2e step")
     g = p.add_argument_group("idle step (loadtest/bench_idle.py)")
@@ -450,5 +468,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def quick(args: argparse.Namespace) -> None:
     """A smoke run's sizes: a few tasks and clients, one short rung each step."""
     args.e2e_tasks, args.users, args.rates, args.descend = 40, 10, [20], []
-    args.warmup, args.window, args.drain, args.http_conns = 1.0, 3.0, 10.0, 8
+    args.warmup, args.window, args.drain, args.http_conns, args.settle = 1.0, 3.0, 10.0, 8, 2.0
     args.idle_ns, args.idle_ping_interval, args.idle_window = [50], 1.0, 2.0
