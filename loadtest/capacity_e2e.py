@@ -5,7 +5,7 @@
 (deploy/relay.yaml), ``--gateways`` gateways (default one) and nginx, which the relays publish
 through (``gateway_api_url`` = its internal listener, as in docker-compose.yml).
 
-* ``--tasks`` active tasks (default 20,000) created over the Status API's HTTP API (the same
+* ``--e2e-tasks`` active tasks (default 20,000) created over the Status API's HTTP API (the same
   use-case code as production), owned round robin by ``--users`` users ``bench/u<i>``.
 * Subscribers: every user has a **board** connection (its ``task_user`` channel) and, when any of
   its tasks is watched, a **detail** connection subscribed to the ``task_detail`` channels of its
@@ -17,8 +17,10 @@ through (``gateway_api_url`` = its internal listener, as in docker-compose.yml).
 * Producers: a separate process (``loadtest/open_loop.py``) sends ``STEP_PROGRESS`` events over
   keep-alive HTTP, open loop, round robin over the tasks (each task about every tasks/rate
   seconds). First ``--rates[0]`` (667/s: 20,000 tasks every 30 s), then the ladder, rung after rung,
-  until a rung accepts < 95 % of the offered rate or its p99 commit→visible exceeds 100 ms.
-* Each rung: ``--warmup`` seconds not measured, then a ``--window``. Reported: accepted events/s
+  until a rung accepts < 95 % of the offered rate or its p99 commit→visible exceeds 100 ms; when
+  the first rate fails, ``--descend`` until a rung holds. The highest rung that held is the ceiling.
+* Each rung: once the Status API, the relays and MariaDB are idle (``--settle``: no backlog of an
+  earlier rung), ``--warmup`` seconds not measured, then a ``--window``. Reported: accepted events/s
   (answers within the window), HTTP p50/p99, commit→visible p50/p99 (receipt at the client −
   ``tags.committed_at_ms``, the outbox row's commit clock; same machine, same clock) of the events
   committed in the window, deliveries per second and per event, and CPU (user + sys from /proc)
