@@ -13,12 +13,18 @@ Steps (each reports CPU seconds per event from psutil, never wall time: the mach
    (asyncmy, no SQLAlchemy, no Status API) on a copy of the pre-event database, with as many
    connections as the group commit had transactions in flight. Floor = (replay process + MariaDB)
    CPU per event. The Status API's CPU per event is reported as a multiple of it.
+3. **e2e** — the seed's model end to end (``loadtest/capacity_e2e.py``): the production topology
+   with 20,000 active tasks, a board connection per task owner and a detail watcher per task,
+   producers at 667 events/s and then a ladder to the ceiling; accepted events/s, HTTP and
+   commit→visible p50/p99, deliveries, CPU per event of every process.
+4. **idle** — idle connections on one gateway process (``loadtest/bench_idle.py``).
 
 Every record carries the 1-minute load average. ``--quick`` is a smoke run (a few tasks, one
-worker): it checks that the benchmark runs and reports, never a capacity.
+worker, 40 tasks and one short rung): it checks that the benchmark runs and reports, never a capacity.
 
     make bench-capacity                    # throwaway MariaDB + Redis, results into docs/PERFORMANCE.md
-    .venv/bin/python loadtest/bench_capacity.py --url mysql+asyncmy://… [--quick] [--out FILE]
+    .venv/bin/python loadtest/bench_capacity.py [--url mysql+asyncmy://… --redis-url redis://…]
+        [--quick] [--steps ingest floor e2e idle] [--out FILE] [--json FILE]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,12 +48,18 @@ import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import capacity_e2e
+import capacity_report
 import ingest_http
 from bench_ingest import Bench, _mariadb_pid
 from fleet import replace_block
 
+from taskcast.dev.procs import start_services
+
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- capacity:start -->", "<!-- capacity:end -->"
+E2E_START, E2E_END = "<!-- capacity:e2e:start -->", "<!-- capacity:e2e:end -->"
+STEPS = ("ingest", "floor", "e2e", "idle")
 
 #: One transaction of the statement log: (statement, DBAPI parameters, executemany) in order.
 Transaction = list[tuple[str, Any, bool]]
@@ -272,11 +285,40 @@ def markdown(results: dict[str, Any]) -> str:
     )
 
 
+def markdown_e2e(results: dict[str, Any]) -> str:
+    parts = [
+        E2E_START,
+        "## Capacity end to end: the seed's §15 model (`make bench-capacity`, steps e2e + idle)",
+        "",
+        f"Run {results['date']}, git `{results['git']}`, {results['cpus']} CPUs (shared), Python "
+        f"{results['python']}. CPU = user + sys from /proc of each process over the measured window.",
+    ]
+    if "e2e" in results:
+        parts += ["", capacity_report.markdown_e2e(results["e2e"])]
+    if "idle" in results:
+        parts += ["", capacity_report.markdown_idle(results["idle"])]
+    return "\n".join([*parts, E2E_END])
+
+
+def _steps(values: list[str]) -> set[str]:
+    steps = {s for v in values for s in v.split(",") if s}
+    unknown = steps - set(STEPS)
+    if unknown:
+        raise SystemExit(f"unknown steps: {sorted(unknown)} (known: {', '.join(STEPS)})")
+    return steps
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="mysql+asyncmy://… a database the benchmark may empty (default: throwaway)")
+    p.add_argument("--redis-url", help="redis://… for the e2e step (default: throwaway, with --url unset)")
     p.add_argument("--out", help="markdown file to update (docs/PERFORMANCE.md)")
-    p.add_argument("--quick", action="store_true", help="smoke run: a few tasks, one worker")
+    p.add_argument("--json", help="write the results here too (docs/perf/capacity-results.json)")
+    p.add_argument("--quick", action="store_true", help="smoke run: a few tasks, one worker, one short rung")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--tasks", type=int, default=2000)
     p.add_argument("--events", type=int, default=3, help="events per task")
@@ -284,22 +326,22 @@ def main() -> None:
     p.add_argument("--generators", type=int, default=2)
     p.add_argument("--pool", type=int, default=20)
     p.add_argument("--server-tree", help="run the Status API from this checkout (an A/B; same venv)")
-    p.add_argument("--steps", default="ingest,floor", help="comma-separated subset of: ingest, floor")
+    p.add_argument(
+        "--steps", nargs="+", default=list(STEPS), help="any of: ingest floor e2e idle (spaces or commas)"
+    )
+    capacity_e2e.add_arguments(p)
     args = p.parse_args()
-    steps = set(args.steps.split(","))
+    steps = _steps(args.steps)
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the topology and the services on SIGTERM too
     if args.quick:
         args.workers, args.tasks, args.events, args.concurrency, args.generators = 1, 20, 2, 4, 1
+        capacity_e2e.quick(args)
     services = None
-    url = args.url
-    if url is None:
+    url, redis_url = args.url, args.redis_url
+    if url is None or (redis_url is None and "e2e" in steps):
         services = Path(tempfile.mkdtemp(prefix="taskcast-capacity."))
-        env = subprocess.run(
-            ["bash", str(ROOT / "scripts/services.sh"), "start", str(services)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        url = next(line.split("=", 1)[1] for line in env.splitlines() if "MYSQL_URL=" in line)
+        throwaway_redis, throwaway_mysql = start_services(services)
+        url, redis_url = url or throwaway_mysql, redis_url or throwaway_redis
     try:
         db_pid = _mariadb_pid(url)
         results: dict[str, Any] = {
@@ -319,12 +361,21 @@ def main() -> None:
             results["ingest"] = ingest_step(url, args, db_pid)
         if "floor" in steps:
             results["floor"] = floor_step(url, args, db_pid)
+        if "e2e" in steps:
+            results["e2e"] = capacity_e2e.e2e_step(redis_url or "", url, args)
+        if "idle" in steps:
+            results["idle"] = capacity_e2e.idle_step(args)
     finally:
         if services is not None:
             subprocess.run(["bash", str(ROOT / "scripts/services.sh"), "stop", str(services)], check=False)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(results, indent=1))
     print(json.dumps(results))
     if args.out and {"ingest", "floor"} <= steps:
         replace_block(Path(args.out), START, END, markdown(results))
+    if args.out and steps & {"e2e", "idle"}:
+        replace_block(Path(args.out), E2E_START, E2E_END, markdown_e2e(results))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import e2e_stages
 import ingest_http
+import open_loop
 from fleet import (
     HTTPPool,
     Stats,
@@ -215,50 +216,11 @@ class E2E:
         key = ctx["taskId"]
         seq = self.seq.get(key, 0) + 1
         self.seq[key] = seq
-        body = ingest_http.progress_event(ctx, seq, total=100000)
-        headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
-        return body, headers
+        return ingest_http.event_request(ctx, seq, total=100000)
 
     async def open_loop(self, rate: int, seconds: float, send: Any) -> dict[str, Any]:
         """Calls ``send(i)`` ``rate`` times a second for ``seconds`` (bounded count and time)."""
-        ok = errors = 0
-        first_error = ""
-        lat: list[float] = []
-        tasks: set[asyncio.Task[None]] = set()
-
-        async def one(i: int) -> None:
-            nonlocal ok, errors, first_error
-            t = time.perf_counter()
-            try:
-                await send(i)
-                ok += 1
-                lat.append((time.perf_counter() - t) * 1000)
-            except Exception as exc:  # counted and reported, the run goes on
-                errors += 1
-                first_error = first_error or repr(exc)[:300]
-
-        t0 = time.perf_counter()
-        n = int(rate * seconds)
-        for i in range(n):
-            delay = t0 + i / rate - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            task = asyncio.create_task(one(i))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        if tasks:
-            await asyncio.wait(tasks, timeout=30)
-        wall = time.perf_counter() - t0
-        return {
-            "offered": rate,
-            "sent": n,
-            "ok": ok,
-            "errors": errors,
-            "first_error": first_error,
-            "achieved": ok / wall,
-            "request_p50_ms": pct(lat, 50),
-            "request_p99_ms": pct(lat, 99),
-        }
+        return await open_loop.open_loop(rate, seconds, send)
 
     async def rung(self, name: str, rate: int, send: Any, profile: bool = False) -> dict[str, Any]:
         pids = self.pids()

@@ -32,12 +32,12 @@ from typing import Any
 
 import httpx
 import jwt
-import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest_http
 from fleet import replace_block
+from procs import listener_pid
 
 from status_api.app import build_components, create_app
 from status_api.config import Config, build_config
@@ -194,11 +194,7 @@ class Bench:
 
 def _mariadb_pid(url: str) -> int | None:
     """The pid of the MariaDB server listening on ``url``'s port (for CPU accounting), if local."""
-    port = sa.make_url(url).port or 3306
-    for c in psutil.net_connections("tcp"):
-        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
-            return int(c.pid)
-    return None
+    return listener_pid(sa.make_url(url).port or 3306)
 
 
 HTTP_HEADER = (

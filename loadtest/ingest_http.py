@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,13 @@ def progress_event(ctx: dict[str, Any], seq: int, *, total: int) -> dict[str, An
         "occurredAt": "2026-09-21T07:10:18.120Z",
         "progress": {"current": seq, "total": total, "unit": "page"},
     }
+
+
+def event_request(ctx: dict[str, Any], seq: int, *, total: int) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`progress_event` and the headers a worker sends it with (its execution token, the
+    event id as the idempotency key)."""
+    body = progress_event(ctx, seq, total=total)
+    return body, {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
 
 
 def server_config(db_url: str, port: int, pool: int) -> dict[str, Any]:
@@ -92,18 +100,27 @@ def _ready(port: int, workers: psutil.Process, n: int) -> bool:
     return listening >= n
 
 
-async def _create(port: int, tasks: int) -> list[dict[str, Any]]:
+async def _create(
+    port: int,
+    tasks: int,
+    secret: str = SECRET,
+    owner: Callable[[int], str] = lambda j: f"u{j}",
+    conns: int = 16,
+) -> list[dict[str, Any]]:
+    """Creates ``tasks`` one-step tasks of tenant ``bench`` over HTTP (a coordinator's token signed
+    with ``secret``; task ``j`` owned by ``owner(j)``) with ``conns`` requests in flight; each
+    task's step context (``taskId``, ``stepId``, ``producerId``, ``executionToken``), in order."""
     token = jwt.encode(
-        {"sub": "task-coordinator", "roles": ["coordinator"], "exp": int(time.time()) + 7200}, SECRET, "HS256"
+        {"sub": "task-coordinator", "roles": ["coordinator"], "exp": int(time.time()) + 7200}, secret, "HS256"
     )
-    pool = HTTPPool(port, 16)
+    pool = HTTPPool(port, conns)
     await pool.open()
     headers = {"Authorization": f"Bearer {token}"}
 
     async def one(j: int) -> dict[str, Any]:
         body = {
             "tenantId": "bench",
-            "ownerId": f"u{j}",
+            "ownerId": owner(j),
             "product": "DOCUMENT",
             "taskType": "DOCUMENT_PROCESS",
             "title": "bench",
@@ -119,8 +136,14 @@ async def _create(port: int, tasks: int) -> list[dict[str, Any]]:
         s = json.loads(raw)["steps"][0]
         return {k: s[k] for k in ("taskId", "stepId", "producerId", "executionToken")}
 
+    gate = asyncio.Semaphore(conns)  # the pool's size: a request waits for no connection
+
+    async def gated(j: int) -> dict[str, Any]:
+        async with gate:
+            return await one(j)
+
     try:
-        return list(await asyncio.gather(*(one(j) for j in range(tasks))))
+        return list(await asyncio.gather(*(gated(j) for j in range(tasks))))
     finally:
         await pool.close()
 
@@ -290,8 +313,7 @@ async def _generate(args: argparse.Namespace, contexts: list[dict[str, Any]]) ->
     async def send_all(ctx: dict[str, Any]) -> None:
         nonlocal ok, errors, first_error, t_last
         for seq in range(1, args.events + 1):
-            body = progress_event(ctx, seq, total=1000)
-            headers = {"Authorization": f"Bearer {ctx['executionToken']}", "Idempotency-Key": body["eventId"]}
+            body, headers = event_request(ctx, seq, total=1000)
             t = time.perf_counter()
             try:
                 status, raw = await pool.request("/internal/v1/task-events", body, headers, wait_s=60)

@@ -128,3 +128,13 @@ def cpu_seconds(pids: list[int]) -> float:
             continue
         total += (int(fields[11]) + int(fields[12])) / tick
     return total
+
+
+def listener_pid(port: int) -> int | None:
+    """The pid of the local process listening on TCP ``port`` (a server's, for CPU accounting)."""
+    import psutil
+
+    for c in psutil.net_connections("tcp"):
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+            return int(c.pid)
+    return None
