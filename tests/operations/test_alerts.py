@@ -226,7 +226,7 @@ SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count"
 #: Label values an alert selects that a steady healthy or DEAD-row scrape does not show, each with
 #: the line of code that exports it (file, regex). Anything else must be seen in a real scrape.
 CONDITIONAL_VALUES: dict[tuple[str, str, str], tuple[str, str]] = {
-    ("centrifugo_client_recover", "recovered", "no"): ("gateway/node.py", r'recover\.labels\("no"'),
+    ("centrifugo_client_recover", "recovered", "no"): ("gateway/positions.py", r'recover\.labels\("no"'),
     ("centrifugo_client_num_server_disconnects", "code", "3008"): (
         "gateway/protocol/codes.py",
         r"DISCONNECT_SLOW = Disconnect\(3008,",
