@@ -418,20 +418,35 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
     return result
 
 
-def idle_argv(args: argparse.Namespace) -> list[str]:
-    """bench_idle.py's command line: ``--ns`` rungs of idle connections on one gateway process.
-    (With ``--connections N --source-addresses K --json FILE`` there, this is the one place to change.)"""
-    argv = [sys.executable, str(ROOT / "loadtest/bench_idle.py"), "--ns", *map(str, args.idle_ns)]
+def idle_argv(args: argparse.Namespace, json_out: Path) -> list[str]:
+    """bench_idle.py's command line: idle connections laddered up to ``--idle-connections`` on
+    ``--idle-gateway-workers`` gateway processes, from ``--idle-source-addresses`` client addresses;
+    its whole result as JSON in ``json_out``."""
+    argv = [sys.executable, str(ROOT / "loadtest/bench_idle.py"), "--json", str(json_out)]
+    argv += ["--connections", str(args.idle_connections), "--rungs", str(args.idle_rungs)]
+    argv += ["--gateway-workers", str(args.idle_gateway_workers)]
+    argv += ["--source-addresses", str(args.idle_source_addresses)]
     return [*argv, "--ping-interval", f"{args.idle_ping_interval:g}", "--window", f"{args.idle_window:g}"]
 
 
 def idle_step(args: argparse.Namespace, run: Callable[..., Any] = subprocess.run) -> dict[str, Any]:
-    """Runs bench_idle.py; its JSON result lines (one per rung) and the load average."""
-    argv = idle_argv(args)
-    load = round(os.getloadavg()[0], 2)
-    proc = run(argv, cwd=ROOT, capture_output=True, text=True, timeout=1800, check=False)
-    rungs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    out = {"command": " ".join(argv[1:]).replace(str(ROOT) + "/", ""), "rungs": rungs, "load_start": load}
+    """Runs bench_idle.py; its rungs (one per ladder step), whether the descriptor limit lowered the
+    target, and the load average."""
+    with tempfile.TemporaryDirectory(prefix="capacity-idle-") as tmp:
+        json_out = Path(tmp) / "idle.json"
+        argv = idle_argv(args, json_out)
+        load = round(os.getloadavg()[0], 2)
+        proc = run(argv, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
+        result = json.loads(json_out.read_text()) if json_out.exists() else {}
+    shown = argv[1:2] + argv[4:]  # without ``--json FILE``
+    command = " ".join(shown).replace(str(ROOT) + "/", "")
+    out = {
+        "command": command,
+        "rungs": result.get("rungs", []),
+        "fd_limited": result.get("fd_limited", False),
+        "nofile": result.get("nofile", {}),
+        "load_start": load,
+    }
     if proc.returncode != 0:
         out["error"] = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
     return out
@@ -462,7 +477,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-conns", type=int, default=128, help="the producer's keep-alive connections")
     g.add_argument("--budget-s", type=float, default=1800.0, help="bound on the whole e2e step")
     g = p.add_argument_group("idle step (loadtest/bench_idle.py)")
-    g.add_argument("--idle-ns", type=int, nargs="+", default=[5000, 10000, 19000])
+    g.add_argument("--idle-connections", type=int, default=100_000, help="target idle connections")
+    g.add_argument("--idle-rungs", type=int, default=4, help="ladder steps up to the target")
+    g.add_argument(
+        "--idle-gateway-workers",
+        type=int,
+        default=1,
+        help="gateway processes (6 hold 100,000 at 20,000 fds each)",
+    )
+    g.add_argument("--idle-source-addresses", type=int, default=6, help="client addresses 127.0.0.2…")
     g.add_argument("--idle-ping-interval", type=float, default=25.0)
     g.add_argument("--idle-window", type=float, default=30.0)
 
@@ -471,4 +494,5 @@ def quick(args: argparse.Namespace) -> None:
     """A smoke run's sizes: a few tasks and clients, one short rung each step."""
     args.e2e_tasks, args.users, args.rates, args.descend = 40, 10, [20], []
     args.warmup, args.window, args.drain, args.http_conns, args.settle = 1.0, 3.0, 10.0, 8, 2.0
-    args.idle_ns, args.idle_ping_interval, args.idle_window = [50], 1.0, 2.0
+    args.idle_connections, args.idle_rungs, args.idle_ping_interval, args.idle_window = 50, 1, 1.0, 2.0
+    args.idle_source_addresses = 2

@@ -98,17 +98,19 @@ def markdown_idle(idle: dict[str, Any]) -> str:
     rows = [
         f"| {r['connections']:,} | {r['failed']} | {r['connect_s']} | {r['rss_per_conn_kib']} "
         f"| {100 * r['idle_cpu_share']:.1f} % | {r['us_per_ping']} "
-        f"| {100 * r['cpu_share_100k_at_25s']:.1f} % "
+        f"| {r['cores_100k_at_25s']:.2f} "
         f"| {r['load'][0]} → {r['load'][1]} |"
         for r in idle.get("rungs", [])
     ]
     error = f" Error: `{idle['error']}`." if idle.get("error") else ""
+    if idle.get("fd_limited"):
+        error += f" Target lowered to the descriptor limit ({idle.get('nofile')})."
     return "\n".join(
         [
-            f"Idle connections on one gateway process (`{idle['command']}`).{error}",
+            f"Idle connections (`{idle['command']}`).{error}",
             "",
             "| connections | failed | connect s | RSS KiB per conn | idle gateway CPU | µs per ping "
-            "| 100k at 25 s | load |",
+            "| cores for 100k at 25 s | load |",
             "|---:|---:|---:|---:|---:|---:|---:|---|",
             *rows,
         ]
