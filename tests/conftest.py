@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from taskcast.dev import procs
 from tests.support import suite
 from tests.support.waiting import scaled
 
@@ -44,6 +45,18 @@ def _fixture_modules(item: pytest.Item) -> set[str]:
     info = getattr(item, "_fixtureinfo", None)
     defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
     return {getattr(d.func, "__module__", "") for fixturedefs in defs.values() for d in fixturedefs}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each xdist worker hands out listening ports from a range of its own (``free_port``), so
+    two workers never pick the same port before either binds it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 0:
+        lo, hi = procs.PORT_RANGE
+        width = (hi - lo) // count
+        start = lo + int(worker[2:]) * width
+        os.environ[procs.PORT_RANGE_ENV] = f"{start}-{start + width}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -9,6 +9,8 @@ the child exits before it is ready.
 
 from __future__ import annotations
 
+import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,8 +26,49 @@ READY_TIMEOUT_SECONDS = 30.0
 READY_POLL_SECONDS = 0.05
 
 
+PORT_RANGE_ENV = "TASKCAST_DEV_PORT_RANGE"
+"""``LO-HI``: the ports ``free_port`` hands out (default ``10000-20000``, below the kernel's
+ephemeral range). A test run gives each of its worker processes a range of its own."""
+PORT_RANGE = (10000, 20000)
+_handed_out: set[int] = set()
+_next_port: dict[tuple[int, int], int] = {}
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _port_range() -> tuple[int, int]:
+    lo, _, hi = os.environ.get(PORT_RANGE_ENV, "").partition("-")
+    if lo.isdigit() and hi.isdigit() and 1024 <= int(lo) < int(hi) <= 65536:
+        return int(lo), int(hi)
+    return PORT_RANGE
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on ``host`` a moment ago (the kernel picks it)."""
+    """A TCP port free on ``host`` now that an outgoing connection cannot take before the service
+    binds it: outside the kernel's ephemeral range (``TASKCAST_DEV_PORT_RANGE``, default
+    10000-20000), never the same one twice in this process, the next after the last one handed out
+    (from a random start). Falls back to a kernel-picked port when the range overlaps the ephemeral
+    range or has no free port left."""
+    lo, hi = _port_range()
+    if hi <= _ephemeral_low():
+        start = _next_port.get((lo, hi), random.randrange(lo, hi))
+        for i in range(hi - lo):
+            port = lo + (start - lo + i) % (hi - lo)
+            if port in _handed_out:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind((host, port))
+                except OSError:
+                    continue
+            _handed_out.add(port)
+            _next_port[(lo, hi)] = port + 1
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
