@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
+SUBSCRIBE_WINDOW = 4 * SUBSCRIBE_BATCH
+"""Most channels a (re)subscribing PUB/SUB connection has asked for and Redis not yet confirmed."""
 PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
 
 
@@ -128,11 +130,8 @@ class _Listener:
                 self._unconfirmed = len(names)
                 self._reconnected = self.connects > 0
                 self.connects += 1
-                async with asyncio.timeout(self.shard.io_timeout):
-                    for start in range(0, len(names), SUBSCRIBE_BATCH):
-                        await conn.send_command("SUBSCRIBE", *names[start : start + SUBSCRIBE_BATCH])
                 attempt = 0
-                await self._read(conn)
+                await self._read(conn, names)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
                 raise_if_cancelling(exc)
                 # Logged once per outage, not per reconnect attempt; the metric counts each.
@@ -147,12 +146,21 @@ class _Listener:
             await asyncio.sleep(self.broker.backoff(attempt))
             attempt += 1
 
-    async def _read(self, conn: AbstractConnection) -> None:
+    async def _read(self, conn: AbstractConnection, names: list[bytes]) -> None:
+        """Subscribe ``names`` on the new connection ``conn``, then read and dispatch until it fails.
+
+        The SUBSCRIBEs go out in batches while confirmations are read: at most
+        ``SUBSCRIBE_WINDOW`` names are unconfirmed, each batch is sent within ``io_timeout`` and
+        each confirmation pushes the silence deadline forward. A resubscribe of many channels
+        thus takes as long as Redis needs, as long as it progresses; no single deadline covers
+        all of it (which, on a loaded host, aborted and restarted it from zero again and again).
+        """
         # Silence longer than the probe timeout means a deaf connection (§1.5). One deadline for
         # the whole read loop, pushed forward after each message (not a new timeout per message).
         loop = asyncio.get_running_loop()
         silence = self.broker.probe_timeout_seconds
         async with asyncio.timeout(silence) as deadline:
+            sent = await self._send_subscribes(conn, names, 0)
             while True:
                 response = await conn.read_response(
                     timeout=math.inf, disconnect_on_error=False, push_request=True
@@ -165,6 +173,18 @@ class _Listener:
                     self._message(response[1], response[2])
                 elif kind == b"subscribe":
                     self._confirmed(response[1])
+                    if sent < len(names):
+                        sent = await self._send_subscribes(conn, names, sent)
+
+    async def _send_subscribes(self, conn: AbstractConnection, names: list[bytes], sent: int) -> int:
+        """Send the SUBSCRIBE batches of ``names`` from index ``sent`` on while fewer than
+        ``SUBSCRIBE_WINDOW`` are unconfirmed, each batch within ``io_timeout``; the new ``sent``."""
+        confirmed = len(names) - self._unconfirmed
+        while sent < len(names) and sent - confirmed < SUBSCRIBE_WINDOW:
+            async with asyncio.timeout(self.shard.io_timeout):
+                await conn.send_command("SUBSCRIBE", *names[sent : sent + SUBSCRIBE_BATCH])
+            sent = min(sent + SUBSCRIBE_BATCH, len(names))
+        return sent
 
     def _confirmed(self, name: bytes) -> None:
         for future in self.pending.pop(name, ()):
