@@ -9,11 +9,11 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 
 from gateway.config.schema import RedisSettings
 from gateway.engine.base import HistoryOptions
-from gateway.engine.redis import POOL_SIZE
+from gateway.engine.redis import POOL_SIZE, build_shards
 from gateway.protocol.messages import ClientInfo
 from status_api import redis_client
 from tests.helpers import redis_engine
@@ -83,3 +83,24 @@ async def test_the_status_api_client_queues_a_burst_larger_than_its_pool(redis_u
         assert client.connection_pool.max_connections == redis_client.POOL_SIZE
     finally:
         await client.aclose()
+
+
+def test_every_client_kind_has_a_bounded_pool() -> None:
+    # Built without connecting: the Sentinel master's pool waits for a free connection (the
+    # gateway's shards queue in RedisShard.call, bounded by the same size).
+    sentinel = redis_client.client("redis+sentinel://127.0.0.1:1?sentinel_master_name=m", socket_timeout=1.0)
+    assert isinstance(sentinel.connection_pool, BlockingConnectionPool)
+    assert sentinel.connection_pool.max_connections == redis_client.POOL_SIZE
+    assert sentinel.connection_pool.timeout == 1.0
+    plain = redis_client.client("unix:///nonexistent.sock")
+    assert isinstance(plain.connection_pool, BlockingConnectionPool)
+    shards = [
+        *build_shards(RedisSettings(sentinel_address=("127.0.0.1:1",), sentinel_master_name="m")),
+        *build_shards(RedisSettings(address=("unix:///nonexistent.sock",))),
+    ]
+    for shard in shards:
+        assert isinstance(shard.client, Redis)
+        assert shard.client.connection_pool.max_connections == POOL_SIZE
+    cluster = build_shards(RedisSettings(cluster_address=("127.0.0.1:1",)))[0].client
+    assert isinstance(cluster, RedisCluster)
+    assert cluster.get_connection_kwargs()["max_connections"] == POOL_SIZE
