@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
-SUBSCRIBE_WINDOW = 4 * SUBSCRIBE_BATCH
+SUBSCRIBE_WINDOW = 2 * SUBSCRIBE_BATCH
 """Most channels a (re)subscribing PUB/SUB connection has asked for and Redis not yet confirmed."""
 PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
 
@@ -104,7 +104,8 @@ class _Listener:
         self.pending: dict[bytes, list[asyncio.Future[None]]] = {}
         self.conn: AbstractConnection | None = None
         self.ready = False
-        self._unconfirmed = 0
+        self._awaiting: set[bytes] = set()
+        """Names of the current (re)subscribe sent and not yet confirmed by Redis."""
         self._reconnected = False
         self.connects = 0
         self.failures = FailureRun(f"redis {shard.name} (PUB/SUB)", logger, level=logging.WARNING)
@@ -127,7 +128,7 @@ class _Listener:
                 # subscribe() either sees no connection (and is in the names) or sends itself.
                 self.conn = conn
                 names = [*self.static_names(), *self.channels]
-                self._unconfirmed = len(names)
+                self._awaiting = set()
                 self._reconnected = self.connects > 0
                 self.connects += 1
                 attempt = 0
@@ -149,18 +150,17 @@ class _Listener:
     async def _read(self, conn: AbstractConnection, names: list[bytes]) -> None:
         """Subscribe ``names`` on the new connection ``conn``, then read and dispatch until it fails.
 
-        The SUBSCRIBEs go out in batches while confirmations are read: at most
-        ``SUBSCRIBE_WINDOW`` names are unconfirmed, each batch is sent within ``io_timeout`` and
-        each confirmation pushes the silence deadline forward. A resubscribe of many channels
-        thus takes as long as Redis needs, as long as it progresses; no single deadline covers
-        all of it (which, on a loaded host, aborted and restarted it from zero again and again).
+        SUBSCRIBE batches go out while confirmations are read (``_send_subscribes``), so a large
+        resubscribe takes as long as Redis needs while it progresses; no one deadline covers it
+        all. ``ready`` once Redis confirmed every name sent. Silence longer than the probe
+        timeout means a deaf connection (§1.5): one deadline for the whole loop, pushed forward
+        after each message.
         """
-        # Silence longer than the probe timeout means a deaf connection (§1.5). One deadline for
-        # the whole read loop, pushed forward after each message (not a new timeout per message).
         loop = asyncio.get_running_loop()
         silence = self.broker.probe_timeout_seconds
+        static = set(self.static_names())
         async with asyncio.timeout(silence) as deadline:
-            sent = await self._send_subscribes(conn, names, 0)
+            sent = await self._send_subscribes(conn, names, 0, static)
             while True:
                 response = await conn.read_response(
                     timeout=math.inf, disconnect_on_error=False, push_request=True
@@ -173,31 +173,38 @@ class _Listener:
                     self._message(response[1], response[2])
                 elif kind == b"subscribe":
                     self._confirmed(response[1])
-                    if sent < len(names):
-                        sent = await self._send_subscribes(conn, names, sent)
+                    if not self.ready:
+                        sent = await self._send_subscribes(conn, names, sent, static)
+                        if sent == len(names) and not self._awaiting:
+                            self._subscribed_all()
 
-    async def _send_subscribes(self, conn: AbstractConnection, names: list[bytes], sent: int) -> int:
+    async def _send_subscribes(
+        self, conn: AbstractConnection, names: list[bytes], sent: int, static: set[bytes]
+    ) -> int:
         """Send the SUBSCRIBE batches of ``names`` from index ``sent`` on while fewer than
-        ``SUBSCRIBE_WINDOW`` are unconfirmed, each batch within ``io_timeout``; the new ``sent``."""
-        confirmed = len(names) - self._unconfirmed
-        while sent < len(names) and sent - confirmed < SUBSCRIBE_WINDOW:
-            async with asyncio.timeout(self.shard.io_timeout):
-                await conn.send_command("SUBSCRIBE", *names[sent : sent + SUBSCRIBE_BATCH])
+        ``SUBSCRIBE_WINDOW`` names are unconfirmed, each batch within ``io_timeout``, skipping
+        channels unsubscribed meanwhile; the new ``sent``."""
+        while sent < len(names) and len(self._awaiting) < SUBSCRIBE_WINDOW:
+            batch = [n for n in names[sent : sent + SUBSCRIBE_BATCH] if n in self.channels or n in static]
             sent = min(sent + SUBSCRIBE_BATCH, len(names))
+            if batch:
+                self._awaiting.update(batch)
+                async with asyncio.timeout(self.shard.io_timeout):
+                    await conn.send_command("SUBSCRIBE", *batch)
         return sent
 
     def _confirmed(self, name: bytes) -> None:
         for future in self.pending.pop(name, ()):
             if not future.done():
                 future.set_result(None)
-        if self._unconfirmed > 0:
-            self._unconfirmed -= 1
-            if self._unconfirmed == 0:
-                self.ready = True
-                self.failures.succeeded()
-                if self._reconnected:
-                    self._reconnected = False
-                    self.broker.reconnected()
+        self._awaiting.discard(name)
+
+    def _subscribed_all(self) -> None:
+        self.ready = True
+        self.failures.succeeded()
+        if self._reconnected:
+            self._reconnected = False
+            self.broker.reconnected()
 
     def _message(self, name: bytes, data: bytes) -> None:
         channel = self.channels.get(name)
