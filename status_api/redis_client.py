@@ -10,6 +10,10 @@ forms and option names of the gateway's ``engine.redis.address`` (Centrifugo's):
 With Sentinel the client asks the Sentinels for the current master on every new connection, so
 after a failover the next (re)connection reaches the promoted replica. :func:`check` validates a
 URL without connecting (config loading); errors never echo a password.
+
+A client opens at most ``POOL_SIZE`` connections; a command finding all of them busy waits for
+one (at most its ``socket_timeout``, else until one is free) instead of failing with redis-py's
+"Too many connections".
 """
 
 from __future__ import annotations
@@ -18,10 +22,13 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import redis.asyncio as redis
-from redis.asyncio.sentinel import Sentinel, SentinelManagedSSLConnection
+from redis.asyncio.connection import BlockingConnectionPool
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedSSLConnection
 
 PLAIN_SCHEMES = ("redis", "rediss", "unix")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+POOL_SIZE = 64
+"""Most connections one client opens; more concurrent commands wait for a free one."""
 _SENTINEL_OPTIONS = frozenset({"sentinel_master_name", "addr", "sentinel_user", "sentinel_password"})
 
 
@@ -64,6 +71,11 @@ def _sentinel_parts(url: str) -> tuple[list[tuple[str, int]], dict[str, Any], di
     return sentinels, conn, sentinel_kwargs, master
 
 
+class _BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+    """A Sentinel master's pool that waits for a free connection (``BlockingConnectionPool``)
+    instead of raising when all ``max_connections`` are in use."""
+
+
 class _SentinelMaster(redis.Redis):
     """The master's client; closing it also closes its connections to the Sentinels."""
 
@@ -90,13 +102,16 @@ def client(url: str, **options: Any) -> redis.Redis:
     """An asyncio client for ``url``; ``options`` (timeouts, health checks) apply to the data
     connections, and with Sentinel also to the connections to the Sentinels."""
     check(url)
+    pool: dict[str, Any] = {"max_connections": POOL_SIZE, "timeout": options.get("socket_timeout")}
     if url.split("://", 1)[0].lower() not in SENTINEL_SCHEMES:
-        return redis.Redis.from_url(url, **options)
+        return redis.Redis.from_pool(BlockingConnectionPool.from_url(url, **pool, **options))
     sentinels, conn, sentinel_kwargs, master = _sentinel_parts(url)
     timeouts = {k: v for k, v in options.items() if k in ("socket_timeout", "socket_connect_timeout")}
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         sentinels, sentinel_kwargs={**sentinel_kwargs, **timeouts}, **conn, **options
     )
-    master_client: _SentinelMaster = sentinel.master_for(master, redis_class=_SentinelMaster)
+    master_client: _SentinelMaster = sentinel.master_for(
+        master, redis_class=_SentinelMaster, connection_pool_class=_BlockingSentinelPool, **pool
+    )
     master_client.sentinel_group = sentinel
     return master_client

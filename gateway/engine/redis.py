@@ -5,7 +5,9 @@ A ``RedisShard`` is one Redis deployment: a standalone server, a Sentinel-manage
 Cluster. Several ``engine.redis.address`` entries make several standalone shards (client-side
 sharding by channel, ``redis_keys.shard_index``). Every command goes through ``RedisShard.call``,
 which bounds it with ``asyncio.timeout`` and turns any Redis or socket failure into ``EngineError``,
-so a stalled Redis never hangs a caller. The broker (``redis_broker``) and presence
+so a stalled Redis never hangs a caller. At most ``POOL_SIZE`` commands of a shard run at once;
+more wait for a free connection within their ``io_timeout`` (a burst of connects queues instead
+of failing with redis-py's "Too many connections"). The broker (``redis_broker``) and presence
 (``redis_presence``) own the semantics. Must not import starlette.
 """
 
@@ -40,6 +42,11 @@ from gateway.engine.failures import FailureRun
 T = TypeVar("T")
 
 Client = Redis | RedisCluster
+
+POOL_SIZE = 128
+"""Most connections a shard's command client opens (per node in a Cluster). Centrifugo has no
+such option (its client pipelines commands over a few connections); a command finding all of
+them busy waits for one, within its ``io_timeout``, instead of failing."""
 
 
 class LuaScript:
@@ -111,6 +118,7 @@ class RedisShard:
         self.failures = FailureRun(f"redis {name}", _log)
         self._proven = True
         self._closed = False
+        self._slots = asyncio.Semaphore(POOL_SIZE)
 
     def set_role(self, role: str) -> None:
         """Name the owner (``broker``, ``presence``) in this shard's log lines."""
@@ -134,7 +142,8 @@ class RedisShard:
     async def call(
         self, operation: Callable[[Client], Awaitable[T]], *, op: str = "command", proof: bool = True
     ) -> T:
-        """Run one command (or script) within ``io_timeout``.
+        """Run one command (or script) within ``io_timeout``, which includes waiting for one
+        of the ``POOL_SIZE`` connections when all are busy.
 
         Args:
             operation: The command, given the client.
@@ -145,7 +154,7 @@ class RedisShard:
             EngineError: Redis unreachable, stalled or answering an error.
         """
         try:
-            async with asyncio.timeout(self.io_timeout):
+            async with asyncio.timeout(self.io_timeout), self._slots:
                 result = await operation(self.client)
         except (RedisError, OSError, TimeoutError) as exc:
             cause = f"{type(exc).__name__}: {exc}"
@@ -293,11 +302,11 @@ def _with_address(
 def _standalone(parsed: redis_address.RedisAddress, kwargs: dict[str, Any], tls: bool) -> _Built:
     if parsed.unix_path:
         unix = {k: v for k, v in kwargs.items() if not k.startswith("ssl_") and k != "socket_keepalive"}
-        client = Redis(unix_socket_path=parsed.unix_path, **unix)
+        client = Redis(unix_socket_path=parsed.unix_path, max_connections=POOL_SIZE, **unix)
         name = f"unix://{parsed.unix_path}"
     else:
         host, port = parsed.hosts[0]
-        client = Redis(host=host, port=port, ssl=tls, **kwargs)
+        client = Redis(host=host, port=port, ssl=tls, max_connections=POOL_SIZE, **kwargs)
         db = f"/{kwargs['db']}" if kwargs["db"] else ""
         name = f"{'rediss' if tls else 'redis'}://{host}:{port}{db}"
     return client, client.connection_pool.make_connection, name, ()
@@ -324,14 +333,17 @@ def _sentinel(
     sentinel = Sentinel(  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
         list(hosts), sentinel_kwargs=sentinel_kwargs
     )
-    master = sentinel.master_for(master_name, ssl=tls, **kwargs)
+    master = sentinel.master_for(master_name, ssl=tls, max_connections=POOL_SIZE, **kwargs)
     return master, master.connection_pool.make_connection, f"sentinel:{master_name}", sentinel.sentinels
 
 
 def _cluster(hosts: tuple[tuple[str, int], ...], kwargs: dict[str, Any], tls: bool, name: str) -> _Built:
     cluster_kwargs = {k: v for k, v in kwargs.items() if k != "db"}
     cluster = RedisCluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in hosts], ssl=tls, **cluster_kwargs
+        startup_nodes=[ClusterNode(host, port) for host, port in hosts],
+        ssl=tls,
+        max_connections=POOL_SIZE,
+        **cluster_kwargs,
     )
     rotation = {"next": 0}
     connection_class = SSLConnection if tls else Connection

@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
 SUBSCRIBE_BATCH = 512
+SUBSCRIBE_WINDOW = 2 * SUBSCRIBE_BATCH
+"""Most channels a (re)subscribing PUB/SUB connection has asked for and Redis not yet confirmed."""
 PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
 
 
@@ -102,7 +104,8 @@ class _Listener:
         self.pending: dict[bytes, list[asyncio.Future[None]]] = {}
         self.conn: AbstractConnection | None = None
         self.ready = False
-        self._unconfirmed = 0
+        self._awaiting: set[bytes] = set()
+        """Names of the current (re)subscribe sent and not yet confirmed by Redis."""
         self._reconnected = False
         self.connects = 0
         self.failures = FailureRun(f"redis {shard.name} (PUB/SUB)", logger, level=logging.WARNING)
@@ -125,14 +128,11 @@ class _Listener:
                 # subscribe() either sees no connection (and is in the names) or sends itself.
                 self.conn = conn
                 names = [*self.static_names(), *self.channels]
-                self._unconfirmed = len(names)
+                self._awaiting = set()
                 self._reconnected = self.connects > 0
                 self.connects += 1
-                async with asyncio.timeout(self.shard.io_timeout):
-                    for start in range(0, len(names), SUBSCRIBE_BATCH):
-                        await conn.send_command("SUBSCRIBE", *names[start : start + SUBSCRIBE_BATCH])
                 attempt = 0
-                await self._read(conn)
+                await self._read(conn, names)
             except (RedisError, OSError, TimeoutError, ValueError) as exc:
                 raise_if_cancelling(exc)
                 # Logged once per outage, not per reconnect attempt; the metric counts each.
@@ -147,12 +147,20 @@ class _Listener:
             await asyncio.sleep(self.broker.backoff(attempt))
             attempt += 1
 
-    async def _read(self, conn: AbstractConnection) -> None:
-        # Silence longer than the probe timeout means a deaf connection (§1.5). One deadline for
-        # the whole read loop, pushed forward after each message (not a new timeout per message).
+    async def _read(self, conn: AbstractConnection, names: list[bytes]) -> None:
+        """Subscribe ``names`` on the new connection ``conn``, then read and dispatch until it fails.
+
+        SUBSCRIBE batches go out while confirmations are read (``_send_subscribes``), so a large
+        resubscribe takes as long as Redis needs while it progresses; no one deadline covers it
+        all. ``ready`` once Redis confirmed every name sent. Silence longer than the probe
+        timeout means a deaf connection (§1.5): one deadline for the whole loop, pushed forward
+        after each message.
+        """
         loop = asyncio.get_running_loop()
         silence = self.broker.probe_timeout_seconds
+        static = set(self.static_names())
         async with asyncio.timeout(silence) as deadline:
+            sent = await self._send_subscribes(conn, names, 0, static)
             while True:
                 response = await conn.read_response(
                     timeout=math.inf, disconnect_on_error=False, push_request=True
@@ -165,19 +173,38 @@ class _Listener:
                     self._message(response[1], response[2])
                 elif kind == b"subscribe":
                     self._confirmed(response[1])
+                    if not self.ready:
+                        sent = await self._send_subscribes(conn, names, sent, static)
+                        if sent == len(names) and not self._awaiting:
+                            self._subscribed_all()
+
+    async def _send_subscribes(
+        self, conn: AbstractConnection, names: list[bytes], sent: int, static: set[bytes]
+    ) -> int:
+        """Send the SUBSCRIBE batches of ``names`` from index ``sent`` on while fewer than
+        ``SUBSCRIBE_WINDOW`` names are unconfirmed, each batch within ``io_timeout``, skipping
+        channels unsubscribed meanwhile; the new ``sent``."""
+        while sent < len(names) and len(self._awaiting) < SUBSCRIBE_WINDOW:
+            batch = [n for n in names[sent : sent + SUBSCRIBE_BATCH] if n in self.channels or n in static]
+            sent = min(sent + SUBSCRIBE_BATCH, len(names))
+            if batch:
+                self._awaiting.update(batch)
+                async with asyncio.timeout(self.shard.io_timeout):
+                    await conn.send_command("SUBSCRIBE", *batch)
+        return sent
 
     def _confirmed(self, name: bytes) -> None:
         for future in self.pending.pop(name, ()):
             if not future.done():
                 future.set_result(None)
-        if self._unconfirmed > 0:
-            self._unconfirmed -= 1
-            if self._unconfirmed == 0:
-                self.ready = True
-                self.failures.succeeded()
-                if self._reconnected:
-                    self._reconnected = False
-                    self.broker.reconnected()
+        self._awaiting.discard(name)
+
+    def _subscribed_all(self) -> None:
+        self.ready = True
+        self.failures.succeeded()
+        if self._reconnected:
+            self._reconnected = False
+            self.broker.reconnected()
 
     def _message(self, name: bytes, data: bytes) -> None:
         channel = self.channels.get(name)
