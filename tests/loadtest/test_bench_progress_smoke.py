@@ -37,7 +37,8 @@ def test_bench_progress_counts_the_publications_of_a_burst(tmp_path: Path) -> No
     assert "<!-- progress:start -->" in text and "<!-- progress:end -->" in text
     rows = [line.split("|") for line in text.splitlines() if line.startswith("| SQLite |")]
     assert [r[2].strip() for r in rows] == ["0", "2000"]
-    # Without a window every report may be published; with a 2 s window a 0.2 s burst is two versions
-    # per task (the first at once, the last at the window's end), and every last one is delivered.
+    # Without a window every report may be published; with a 2 s window a 0.2 s burst is at most two
+    # versions per task (the first at once, the last at the window's end; one when the group commit
+    # put the whole burst in one transaction), and every last one is delivered.
     assert [r[7].strip() for r in rows] == ["2/2", "2/2"]
-    assert float(rows[1][6]) == 2.0
+    assert 1.0 <= float(rows[1][6]) <= 2.0
