@@ -132,8 +132,10 @@ class Node:
         self.clock = clock
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._links: dict[str, asyncio.Task[None]] = {}
-        """Per channel with local subscribers: its broker subscription (in flight or done)."""
+        self._links: dict[str, asyncio.Future[None]] = {}
+        """Per channel with local subscribers: its broker subscription in flight (a task), failed
+        (that task), or done (``_linked``, one finished future shared by every such channel)."""
+        self._linked: asyncio.Future[None] | None = None
         self._unlinks: dict[str, asyncio.Task[None]] = {}
         """Per channel: a broker unsubscribe in flight."""
         self._history_options: dict[int, tuple[ChannelOptions, HistoryOptions]] = {}
@@ -362,6 +364,7 @@ class Node:
         link = self._links.get(channel)
         if link is None or (link.done() and (link.cancelled() or link.exception() is not None)):
             link = self._links[channel] = self._own(self._link(channel, self._unlinks.get(channel)))
+            link.add_done_callback(lambda task: self._settle_link(channel, task))
         try:
             # Shielded: one joiner going away must not cancel the subscription others await.
             await asyncio.shield(link)
@@ -378,12 +381,24 @@ class Node:
         unlink = self._unlinks[channel] = self._own(self._unlink(channel, self._links.pop(channel, None)))
         await asyncio.shield(unlink)
 
+    def _settle_link(self, channel: str, task: asyncio.Future[None]) -> None:
+        """A broker subscription that succeeded is recorded by the shared finished future, not
+        its task (a channel per connection: the task, its coroutine and context would stay
+        for as long as the channel is occupied)."""
+        if task.cancelled() or task.exception() is not None or self._links.get(channel) is not task:
+            return
+        linked = self._linked
+        if linked is None:
+            linked = self._linked = asyncio.get_running_loop().create_future()
+            linked.set_result(None)
+        self._links[channel] = linked
+
     async def _link(self, channel: str, unlink: asyncio.Task[None] | None) -> None:
         if unlink is not None:
             await asyncio.wait({unlink})
         await self.broker.subscribe(channel)
 
-    async def _unlink(self, channel: str, link: asyncio.Task[None] | None) -> None:
+    async def _unlink(self, channel: str, link: asyncio.Future[None] | None) -> None:
         try:
             if link is not None:
                 await asyncio.wait({link})

@@ -105,3 +105,28 @@ async def test_the_websocket_transport_keeps_no_parsed_upgrade_headers() -> None
     kept = [r for r in gc.get_objects() if isinstance(r, Request) and r.path == "/connection/websocket"]
     assert kept and all(len(r.headers) == 0 for r in kept)
     proto.connection_lost(None)
+
+
+async def test_an_occupied_channel_keeps_no_finished_broker_subscription_task() -> None:
+    # Every connection of the seed's model occupies a channel of its own (a personal or a task
+    # channel): the node's record that the broker delivers the channel here must not be the
+    # finished asyncio task that subscribed it (~650 bytes each on CPython 3.11, with its
+    # coroutine and context), but a shared marker: 1,405 bytes per channel with the task, 750
+    # without (the hub's entries, and CPython's bounded free list of contexts).
+    h = Harness()
+    await h.subscribed("warm")  # first-use caches
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(200):
+            await h.node.add_subscriber(f"ch{n}", (await h.connected())[0])
+        connected_only = tracemalloc.get_traced_memory()[0]
+        clients = [(await h.connected())[0] for _ in range(200)]
+        gc.collect()
+        per_client = (tracemalloc.get_traced_memory()[0] - connected_only) / len(clients)
+        gc.collect()
+        per_channel = (connected_only - before) / 200 - per_client
+    finally:
+        tracemalloc.stop()
+    assert per_channel < 1000, f"{per_channel:.0f} bytes per occupied channel"
