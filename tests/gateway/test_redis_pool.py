@@ -27,8 +27,9 @@ async def shared(redis_url: str) -> AsyncIterator[tuple[RedisSettings, Redis]]:
     prefix = redis_engine.unique_prefix()
     admin = Redis.from_url(redis_url)
     try:
-        # A generous io_timeout: the burst waits for connections, it must not time out here.
-        yield redis_engine.settings(redis_url, prefix=prefix, io_timeout=30.0), admin
+        # A generous io_timeout and connect_timeout: the burst waits for connections (128 connects
+        # at once on a loaded machine), it must not time out here.
+        yield redis_engine.settings(redis_url, prefix=prefix, io_timeout=30.0, connect_timeout=30.0), admin
     finally:
         await redis_engine.delete_prefix(admin, prefix)
         await admin.aclose()

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.mysql
 
 
+@pytest.mark.timeout(400)  # the subprocess bound below: four steps of a whole topology
 def test_bench_capacity_quick_reports_every_step(mysql_url: str, redis_url: str, tmp_path: Path) -> None:
     out, raw = tmp_path / "perf.md", tmp_path / "capacity.json"
     proc = subprocess.run(
