@@ -1,11 +1,12 @@
 """SIGTERM stops a service whose dependencies are gone, within its shutdown timeout (never a
-SIGKILL): a gateway whose Redis was killed, a relay whose database hangs and whose gateway is
-unreachable. Their background loops are inside failing calls when the signal arrives
-(docs/architecture.md, Background loops)."""
+SIGKILL): a gateway whose Redis was killed or is stalled (SIGSTOP: connections open, nothing
+answers), a relay whose database hangs and whose gateway is unreachable. Their background loops
+are inside failing calls when the signal arrives (docs/architecture.md, Background loops)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import uuid
 from pathlib import Path
@@ -17,7 +18,7 @@ from websockets.asyncio.client import connect
 from tests.helpers.faultproxy import FaultProxy
 from tests.helpers.raw_client import Raw
 from tests.helpers.redis_engine import RedisServer, unique_prefix
-from tests.support import GatewayProcess, RelayProcess, free_port, mint_token, wait_until
+from tests.support import GatewayProcess, RelayProcess, free_port, mint_token, scaled, wait_until
 
 SECRET = "shutdown-secret-0123456789abcdefghijklmn"
 SHUTDOWN_SECONDS = 1.0
@@ -89,3 +90,55 @@ async def test_a_relay_whose_database_hangs_exits_on_sigterm(tmp_path: Path, mys
     finally:
         relay.kill()
         await proxy.close()
+
+
+@pytest.mark.redis
+async def test_a_gateway_whose_redis_is_stalled_exits_within_its_shutdown_timeout(tmp_path: Path) -> None:
+    """Every Redis command of the shutdown (presence removals, leave messages, unsubscribes of a
+    client's channels, closing the connections) waits its full ``io_timeout`` on a stalled
+    Redis, here longer than the test's whole bound. The gateway abandons what is left when
+    ``shutdown.timeout`` is up, says so in one line, and exits."""
+    server = await RedisServer().start()
+    channels = [f"room{n}" for n in range(4)]
+    io_timeout = 2 * scaled(SHUTDOWN_SECONDS + MARGIN_SECONDS)
+    redis = {"address": server.url, "prefix": unique_prefix(), "io_timeout": f"{io_timeout:g}s"}
+    config = {
+        "client": {"token": {"hmac_secret_key": SECRET}},
+        "engine": {"type": "redis", "redis": redis},
+        "channel": {
+            "without_namespace": {
+                "history_size": 10,
+                "history_ttl": "60s",
+                "presence": True,
+                "join_leave": True,
+                "force_push_join_leave": True,
+                "allow_subscribe_for_client": True,
+            }
+        },
+        "shutdown": {"timeout": f"{SHUTDOWN_SECONDS:g}s"},
+    }
+    gateway = GatewayProcess(config, tmp_path).start()
+    assert server.proc is not None
+    try:
+        async with connect(gateway.ws_url) as ws:
+            raw = Raw(ws)
+            pump = asyncio.create_task(raw.pump())
+            assert "connect" in await raw.call("connect", {"token": mint_token(SECRET)})
+            for channel in channels:
+                assert "subscribe" in await raw.call("subscribe", {"channel": channel})
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            gateway.send_sigterm()
+            started = asyncio.get_running_loop().time()
+            code = await gateway.wait_exit(SHUTDOWN_SECONDS + MARGIN_SECONDS)
+            took = asyncio.get_running_loop().time() - started
+            log = gateway.log_text()
+            assert code in (0, -signal.SIGTERM), log
+            assert took < scaled(SHUTDOWN_SECONDS + MARGIN_SECONDS), log
+            assert "Traceback" not in log, log
+            assert "Application shutdown complete" in log, log
+            assert "abandoned: background cleanup" in log, log
+            pump.cancel()
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        gateway.kill()
+        server.stop()
