@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -52,7 +53,6 @@ from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.sharedpoll.manager import SharedPollManager
-from gateway.shutdown import Loops, StopBudget
 from gateway.transports import websocket
 from gateway.transports.deflate import DeflateSettings
 from gateway.transports.emulation import EmulationEndpoint
@@ -63,9 +63,11 @@ from gateway.webhooks.lifecycle import Webhooks
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.redis_occupancy import RedisOccupancy
 from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
+from httpwire.shutdown import Loops, StopBudget
 from httpwire.tracing import Tracing, setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_shutdown_log = logging.getLogger("gateway.shutdown")
 DOCS = "docs/gateway.md"
 """Where the gateway is documented (a path in the Taskcast source tree; no hosted site)."""
 
@@ -235,8 +237,8 @@ class Runtime:
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
-        self.stop = StopBudget(settings.shutdown.timeout)
-        """``shutdown.timeout``, counted from the start of graceful shutdown (gateway/shutdown.py)."""
+        self.stop = StopBudget(settings.shutdown.timeout, option="shutdown.timeout", logger=_shutdown_log)
+        """``shutdown.timeout``, counted from the start of graceful shutdown (httpwire/shutdown.py)."""
         self.streams = OpenStreams()
         self.gc = GcPauses(self.metrics.registry)
 
@@ -397,7 +399,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        loops = Loops()
+        loops = Loops(_shutdown_log)
         loops.add("broker", rt.node.broker.run())
         loops.add("presence", rt.node.presence.run())
         if rt.node.maps is not None:

@@ -135,7 +135,10 @@ def main(argv: list[str]) -> int:
     except TracingUnavailable as exc:
         print(f"taskcast status-api: configuration error: opentelemetry.enabled: {exc}", file=sys.stderr)
         return 2
-    server.run(app, cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port)
+    stop = app.state.stop  # the shutdown timeout's budget starts when the server begins to stop
+    server.run(
+        app, cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port, on_shutdown=stop.begin
+    )
     return 0
 
 

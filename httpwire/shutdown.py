@@ -1,17 +1,18 @@
-"""The gateway's stop, bounded by ``shutdown.timeout``: its background loops and its close steps.
+"""A service's stop bounded by its shutdown timeout: its background loops and its close steps.
 
 Graceful shutdown starts when the server stops listening (``StopBudget.begin``, called by the
-shutdown hook): the server waits for its connections, then the lifespan cancels the background
-loops (``Loops.stop``) and runs the close steps (``StopBudget.step``) in order. Every wait of the
-lifespan is bounded by what remains of ``shutdown.timeout`` — at least ``LIFESPAN_FLOOR_SECONDS``
-for the lifespan as a whole (the connections may have taken all of it) and
-``STEP_FLOOR_SECONDS`` for each step, so the process exits within ``shutdown.timeout`` plus about
-a second whatever its dependencies do. A loop that does not end when cancelled, or a step still
-running when its bound is up (a command waiting on a stalled Redis, a cancellation swallowed by
-a client library), is abandoned: never awaited again. ``StopBudget.report`` logs them all in one
-warning line; nothing is logged when everything finished.
+server's shutdown hook): the server waits for its in-flight requests and connections, then the
+lifespan stops the background loops (``Loops.stop``) and runs the close steps
+(``StopBudget.step``) in order. Every wait of the lifespan is bounded by what remains of the
+timeout — at least ``LIFESPAN_FLOOR_SECONDS`` for the lifespan as a whole (the connections may
+have taken all of it) and ``STEP_FLOOR_SECONDS`` for each step — so the process exits within its
+timeout plus about a second whatever its dependencies do. A loop that does not end when
+cancelled, or a step still running when its bound is up (a command waiting on a stalled Redis or
+database, a cancellation swallowed by a client library), is abandoned: never awaited again.
+``StopBudget.report`` logs them all in one warning line; nothing is logged when all finished.
 
-Imports nothing of the gateway: the composition root (gateway/app.py) names what it stops.
+Used by the gateway (``shutdown.timeout``) and the Status API (``http.shutdown_timeout_seconds``);
+their composition roots name what they stop.
 """
 
 from __future__ import annotations
@@ -27,19 +28,28 @@ LIFESPAN_FLOOR_SECONDS = 0.5
 STEP_FLOOR_SECONDS = 0.1
 """The least each close step gets once the budget is spent (closing sockets is local work)."""
 
-log = logging.getLogger("gateway.shutdown")
-
 
 class StopBudget:
-    """What remains of ``shutdown.timeout`` and what the stop abandoned.
+    """What remains of a shutdown timeout and what the stop abandoned.
 
     Args:
-        seconds: ``shutdown.timeout``.
+        seconds: The timeout.
+        option: Its option name, for the log line ("shutdown.timeout").
+        logger: Where the abandoned steps and failed steps are logged.
         clock: Monotonic seconds (the event loop's clock by default).
     """
 
-    def __init__(self, seconds: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        *,
+        option: str,
+        logger: logging.Logger,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.seconds = seconds
+        self.option = option
+        self.log = logger
         self._clock = clock
         self._deadline: float | None = None
         self.abandoned: list[str] = []
@@ -83,26 +93,44 @@ class StopBudget:
             self.abandoned.append(what)
             return False
         if not task.cancelled() and task.exception() is not None:
-            log.warning("shutdown: %s failed: %s", what, _describe(task.exception()))
+            self.log.warning("shutdown: %s failed: %s", what, _describe(task.exception()))
+        return True
+
+    async def wait(self, what: str, task: asyncio.Task[Any]) -> bool:
+        """Wait for ``task`` (told to stop some other way: an event) within what remains; then
+        cancel it and give it ``STEP_FLOOR_SECONDS`` more; still running: abandoned as ``what``.
+        Whether it ended."""
+        await asyncio.wait({task}, timeout=self.remaining())
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=STEP_FLOOR_SECONDS)
+        if not task.done():
+            task.add_done_callback(_retrieve)
+            self.abandoned.append(what)
+            return False
+        if not task.cancelled() and task.exception() is not None:
+            self.log.warning("shutdown: %s failed: %s", what, _describe(task.exception()))
         return True
 
     def report(self) -> None:
         """One warning line naming everything abandoned (none: nothing logged)."""
         if self.abandoned:
-            log.warning(
-                "shutdown: shutdown.timeout (%gs) exceeded; abandoned: %s",
+            self.log.warning(
+                "shutdown: %s (%gs) exceeded; abandoned: %s",
+                self.option,
                 self.seconds,
                 "; ".join(self.abandoned),
             )
 
 
 class Loops:
-    """The gateway's background loops, each a named task of one ``TaskGroup`` run by a task of
+    """A service's background loops, each a named task of one ``TaskGroup`` run by a task of
     its own, so that stopping them can be bounded: a loop that fails takes the others down
-    with it (logged once), as a ``TaskGroup`` does, and ``stop`` cancels them all and waits at
-    most for what remains of the budget."""
+    with it (logged once to ``logger``), as a ``TaskGroup`` does, and ``stop`` cancels them all
+    and waits at most for what remains of the budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, logger: logging.Logger) -> None:
+        self.log = logger
         self._tasks: dict[str, asyncio.Task[Any]] = {}
         self._pending: list[tuple[str, Coroutine[Any, Any, Any]]] = []
         self._group: asyncio.Task[None] | None = None
@@ -131,7 +159,7 @@ class Loops:
             return
         exc = task.exception()
         if exc is not None and not self._stopping:
-            log.error("background loops stopped: a loop failed", exc_info=exc)
+            self.log.error("background loops stopped: a loop failed", exc_info=exc)
 
     async def stop(self, budget: StopBudget) -> None:
         """Cancel every loop and wait for them within ``budget``; the ones still running then
