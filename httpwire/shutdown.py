@@ -112,6 +112,17 @@ class StopBudget:
             self.log.warning("shutdown: %s failed: %s", what, _describe(task.exception()))
         return True
 
+    async def cancel(self, what: str, task: asyncio.Task[Any]) -> bool:
+        """Cancel ``task`` and wait for it within what remains (at least ``STEP_FLOOR_SECONDS``);
+        still running then: abandoned as ``what``. Whether it ended."""
+        task.cancel()
+        await asyncio.wait({task}, timeout=self.remaining(STEP_FLOOR_SECONDS))
+        if not task.done():
+            task.add_done_callback(_retrieve)
+            self.abandoned.append(what)
+            return False
+        return True
+
     def report(self) -> None:
         """One warning line naming everything abandoned (none: nothing logged)."""
         if self.abandoned:

@@ -209,3 +209,39 @@ async def test_a_status_api_whose_database_and_redis_hang_exits_within_its_shutd
             api.kill()
             await proxy.close()
             server.stop()
+
+
+@pytest.mark.mysql
+@pytest.mark.redis
+async def test_a_relay_whose_wake_up_redis_is_stalled_exits_on_sigterm(tmp_path: Path, status_db_url: str) -> None:
+    """The wake-up listener connects to a stalled Redis (the TCP connect succeeds, the handshake
+    is never answered) when SIGTERM arrives: the relay cancels it and exits within its shutdown
+    timeout, not after the listener's own connect bound (5 s) ran out and was logged."""
+    server = await RedisServer().start()
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    relay = RelayProcess(
+        {
+            "database_url": status_db_url,
+            "gateway_api_url": f"http://127.0.0.1:{free_port()}/api",
+            "gateway_api_key": "k",
+            "relay_id": f"stalled-{uuid.uuid4().hex[:6]}",
+            "wake_redis_url": server.url,
+            "wake_channel": f"wake-{uuid.uuid4().hex[:6]}",
+            "shutdown_timeout_seconds": SHUTDOWN_SECONDS,
+            "metrics_port": free_port(),
+        },
+        tmp_path,
+    )
+    try:
+        await asyncio.to_thread(relay.start)
+        relay.send_sigterm()
+        code = await relay.wait_exit(SHUTDOWN_SECONDS + MARGIN_SECONDS)
+        log = relay.log_text()
+        assert code == 0, log
+        assert "Traceback" not in log, log
+        assert log.rstrip().splitlines()[-1].endswith("stopped"), log
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        relay.kill()
+        server.stop()
