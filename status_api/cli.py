@@ -162,7 +162,7 @@ def _serve_workers(args: argparse.Namespace, cfg: Config) -> int:
         return 2
     if cfg.database.auto_init:
         asyncio.run(_init_db(args.config))
-    return workers.supervise(args.config, args.workers, host, port)
+    return workers.supervise(args.config, args.workers, host, port, cfg.http.shutdown_timeout_seconds)
 
 
 if __name__ == "__main__":
