@@ -67,7 +67,7 @@ from httpwire.shutdown import Loops, StopBudget
 from httpwire.tracing import Tracing, setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-_shutdown_log = logging.getLogger("gateway.shutdown")
+_stop_log = logging.getLogger("gateway.shutdown")
 DOCS = "docs/gateway.md"
 """Where the gateway is documented (a path in the Taskcast source tree; no hosted site)."""
 
@@ -237,8 +237,7 @@ class Runtime:
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
-        self.stop = StopBudget(settings.shutdown.timeout, option="shutdown.timeout", logger=_shutdown_log)
-        """``shutdown.timeout``, counted from the start of graceful shutdown (httpwire/shutdown.py)."""
+        self.stop = StopBudget(settings.shutdown.timeout, option="shutdown.timeout", logger=_stop_log)
         self.streams = OpenStreams()
         self.gc = GcPauses(self.metrics.registry)
 
@@ -264,7 +263,7 @@ class Runtime:
         """Graceful shutdown began: refuse new connections and end every streaming response
         with the 3001 disconnect push (uvicorn would otherwise wait for them until its
         shutdown timeout). WebSocket connections get 3001 from their protocol's shutdown.
-        The ``shutdown.timeout`` budget of the whole stop starts here."""
+        The ``shutdown.timeout`` budget (``stop``) starts here."""
         self.shutting_down = True
         self.stop.begin()
         self.streams.shutdown()
@@ -277,9 +276,8 @@ class Runtime:
                 conn.presence_tick()
 
     async def close(self) -> None:
-        """The close steps of the shutdown, in order, each within what remains of
-        ``shutdown.timeout`` (``self.stop``): a step still running then is abandoned and the
-        next one runs."""
+        """The close steps, in order, each within what remains of ``shutdown.timeout`` (``stop``,
+        counted from ``on_shutdown``): a step still running then is abandoned, the next one runs."""
         if self.node.shared_poll is not None:
             self.node.shared_poll.close()
         step = self.stop.step
@@ -399,7 +397,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        loops = Loops(_shutdown_log)
+        loops = Loops(rt.stop.log)
         loops.add("broker", rt.node.broker.run())
         loops.add("presence", rt.node.presence.run())
         if rt.node.maps is not None:

@@ -213,7 +213,9 @@ async def test_a_status_api_whose_database_and_redis_hang_exits_within_its_shutd
 
 @pytest.mark.mysql
 @pytest.mark.redis
-async def test_a_relay_whose_wake_up_redis_is_stalled_exits_on_sigterm(tmp_path: Path, status_db_url: str) -> None:
+async def test_a_relay_whose_wake_up_redis_is_stalled_exits_on_sigterm(
+    tmp_path: Path, status_db_url: str
+) -> None:
     """The wake-up listener connects to a stalled Redis (the TCP connect succeeds, the handshake
     is never answered) when SIGTERM arrives: the relay cancels it and exits within its shutdown
     timeout, not after the listener's own connect bound (5 s) ran out and was logged."""
