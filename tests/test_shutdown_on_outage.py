@@ -157,8 +157,9 @@ async def test_a_gateway_whose_redis_is_stalled_exits_within_its_shutdown_timeou
         server.stop()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def status_db_url(mysql_url: str) -> Iterator[str]:
+    """One database with the Status API schema for the module's Status API and relay."""
     with schema_database(mysql_url, "shutdown") as url:
         yield url
 
