@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -62,9 +63,11 @@ from gateway.webhooks.lifecycle import Webhooks
 from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.redis_occupancy import RedisOccupancy
 from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
+from httpwire.shutdown import Loops, StopBudget
 from httpwire.tracing import Tracing, setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_stop_log = logging.getLogger("gateway.shutdown")
 DOCS = "docs/gateway.md"
 """Where the gateway is documented (a path in the Taskcast source tree; no hosted site)."""
 
@@ -234,6 +237,7 @@ class Runtime:
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
         self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
         self.shutting_down = False
+        self.stop = StopBudget(settings.shutdown.timeout, option="shutdown.timeout", logger=_stop_log)
         self.streams = OpenStreams()
         self.gc = GcPauses(self.metrics.registry)
 
@@ -258,8 +262,10 @@ class Runtime:
     def on_shutdown(self) -> None:
         """Graceful shutdown began: refuse new connections and end every streaming response
         with the 3001 disconnect push (uvicorn would otherwise wait for them until its
-        shutdown timeout). WebSocket connections get 3001 from their protocol's shutdown."""
+        shutdown timeout). WebSocket connections get 3001 from their protocol's shutdown.
+        The ``shutdown.timeout`` budget (``stop``) starts here."""
         self.shutting_down = True
+        self.stop.begin()
         self.streams.shutdown()
 
     async def presence_loop(self) -> None:
@@ -270,16 +276,19 @@ class Runtime:
                 conn.presence_tick()
 
     async def close(self) -> None:
+        """The close steps, in order, each within what remains of ``shutdown.timeout`` (``stop``,
+        counted from ``on_shutdown``): a step still running then is abandoned, the next one runs."""
         if self.node.shared_poll is not None:
             self.node.shared_poll.close()
-        await self.node.drain()
+        step = self.stop.step
+        await step("background cleanup (presence, leave, unsubscribe)", self.node.drain())
         if self.webhooks is not None:
-            await self.webhooks.close()
-        await self.node.broker.close()
-        await self.node.presence.close()
-        await self.proxies.close()
-        await self.http.aclose()
-        self.tracing.shutdown()
+            await step("closing the webhooks", self.webhooks.close())
+        await step("closing the broker", self.node.broker.close())
+        await step("closing presence", self.node.presence.close())
+        await step("closing the proxies", self.proxies.close())
+        await step("closing the HTTP client", self.http.aclose())
+        await step("exporting traces", asyncio.to_thread(self.tracing.shutdown))
 
 
 def _traced_consuming(tracing: Tracing, execute: Execute) -> Execute:
@@ -388,31 +397,33 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with asyncio.TaskGroup() as tg:
-            tasks = [
-                tg.create_task(rt.node.broker.run()),
-                tg.create_task(rt.node.presence.run()),
-                *([tg.create_task(rt.node.maps.run())] if rt.node.maps is not None else []),
-                tg.create_task(rt.presence_loop()),
-                tg.create_task(rt.node.cluster.run()),
-                tg.create_task(rt.node.positions.check_loop()),
-            ]
-            tasks += [tg.create_task(consumer.run()) for consumer in rt.consumers]
-            if rt.webhooks is not None:
-                tasks.append(tg.create_task(rt.webhooks.run()))
-            rt.gc.install()
-            freeze_startup()
-            if settings.grpc_api.enabled:
-                tasks.append(tg.create_task(grpc_api.serve(rt.api, settings.grpc_api)))
-            try:
-                yield
-            finally:
-                rt.shutting_down = True
-                for task in tasks:
-                    task.cancel()
-        rt.gc.close()
-        thaw()
-        await rt.close()
+        loops = Loops(rt.stop.log)
+        loops.add("broker", rt.node.broker.run())
+        loops.add("presence", rt.node.presence.run())
+        if rt.node.maps is not None:
+            loops.add("maps", rt.node.maps.run())
+        loops.add("presence updates", rt.presence_loop())
+        loops.add("cluster", rt.node.cluster.run())
+        loops.add("positions", rt.node.positions.check_loop())
+        for consumer in rt.consumers:
+            loops.add(f"consumer {consumer.name}", consumer.run())
+        if rt.webhooks is not None:
+            loops.add("webhooks", rt.webhooks.run())
+        rt.gc.install()
+        freeze_startup()
+        if settings.grpc_api.enabled:
+            loops.add("grpc api", grpc_api.serve(rt.api, settings.grpc_api))
+        await loops.start()
+        try:
+            yield
+        finally:
+            rt.shutting_down = True
+            rt.stop.begin_lifespan()
+            await loops.stop(rt.stop)
+            rt.gc.close()
+            thaw()
+            await rt.close()
+            rt.stop.report()
 
     routes = _routes(settings, rt)
     api = next((r.app for r in routes if isinstance(r.app, ApiEndpoint)), None)

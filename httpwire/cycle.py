@@ -131,6 +131,17 @@ class Cycle:
     async def run(self, app: Any) -> None:
         try:
             result = await app(self.scope, self.receive, self.send)
+        except asyncio.CancelledError as exc:
+            # The server's graceful-shutdown timeout cancelled a request still running: expected,
+            # one line and no traceback; the connection closes without a response.
+            logger.warning(
+                "%s %s cancelled: %s",
+                self.scope["method"],
+                self.scope["path"],
+                exc.args[0] if exc.args else "",
+            )
+            self.transport.close()
+            raise
         except BaseException as exc:
             logger.error("Exception in ASGI application", exc_info=exc)
             if not self.response_started:

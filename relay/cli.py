@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from httpwire.shutdown import StopBudget
 from httpwire.tracing import TracingUnavailable, setup
 from relay.claim import OutboxLeases
 from relay.config import ConfigError, RelayConfig, load_config
@@ -81,9 +82,16 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
     )
     relay = Relay(leases, publisher, cfg, metrics=metrics, crash_hook=crash_hook)
     stop = asyncio.Event()
+    # The closes after the in-flight batches share shutdown_timeout_seconds, counted from the signal.
+    budget = StopBudget(cfg.shutdown_timeout_seconds, option="shutdown_timeout_seconds", logger=log)
+
+    def signalled() -> None:
+        budget.begin()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signalled)
     log.info(
         "relay %s started (%s, batch %d x %d, wake-up %s, poll %gs, %gs while hints flow)",
         cfg.relay_id,
@@ -101,10 +109,10 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
         udp = UdpWakeListener(cfg.wake_udp_listen, lambda: relay.wake("udp"))
         await udp.start()
         relay.hints_up(True)  # hints flow while bound: the safety net polls at wake_poll_interval_seconds
+    wake: asyncio.Task[None] | None = None
+    failed: list[BaseException] = []
     try:
-        if cfg.wake_redis_url is None:
-            await relay.run(stop)
-        else:
+        if cfg.wake_redis_url is not None:
             from relay.wake import RedisWakeListener  # only with wake-up: redis costs start-up time
 
             listener = RedisWakeListener(
@@ -115,18 +123,34 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
                 on_state=relay.hints_up,
                 own_channel=relay_wake_channel(cfg.wake_channel, cfg.relay_id),
             )
-            async with asyncio.TaskGroup() as tg:
-                tg.create_task(listener.run(stop), name="wake-listener")
-                await relay.run(stop)
+            wake = loop.create_task(listener.run(stop), name="wake-listener")
+            wake.add_done_callback(lambda task: _listener_ended(task, stop, failed))
+        await relay.run(stop)
     finally:
+        # Each wait within what remains of the budget (httpwire/shutdown.py): the listener may be
+        # inside a connect to a stalled Redis, the pool may hold connections to a hung database.
+        budget.begin_lifespan()
+        if wake is not None:
+            await budget.cancel("the wake-up listener", wake)
         if udp is not None:
             udp.close()
-        await publisher.aclose()
-        await leases.dispose()
+        await budget.step("closing the gateway client", publisher.aclose())
+        await budget.step("closing the database pool", leases.dispose())
         if server is not None:
             server.close()
-        tracing.shutdown()
-    return 0
+        await budget.step("exporting traces", asyncio.to_thread(tracing.shutdown))
+        budget.report()
+    return 1 if failed else 0
+
+
+def _listener_ended(task: asyncio.Task[None], stop: asyncio.Event, failed: list[BaseException]) -> None:
+    """The wake-up listener ends only when cancelled or stopped; a failure (a bug) stops the relay,
+    which then exits 1."""
+    if task.cancelled() or task.exception() is None:
+        return
+    failed.append(task.exception())  # type: ignore[arg-type]  # not None: checked above
+    log.error("wake-up listener failed: stopping", exc_info=task.exception())
+    stop.set()
 
 
 async def _dead_list(cfg: RelayConfig, limit: int, as_json: bool) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from httpwire.shutdown import StopBudget
 from httpwire.tracing import OFF, Tracing, setup
 from status_api import board, operator_ui, subscribe_proxy, telemetry
 from status_api.auth import (
@@ -41,6 +43,8 @@ from status_api.service import Clock, ServiceSettings, StatusService, utc_now
 from status_api.storage.database import create_engine, init_db
 from status_api.tokens import TokenIssuer, TokenSettings
 from status_api.wake import RedisWakePublisher, UdpWakeSender
+
+log = logging.getLogger("status_api.shutdown")
 
 
 @dataclass
@@ -183,6 +187,7 @@ def create_app(
     """The ASGI app. With ``database.auto_init`` the schema and registry files are applied at startup.
     ``on_commit``: see :func:`build_components`."""
     comp = components or build_components(cfg, on_commit=on_commit)
+    budget = StopBudget(cfg.http.shutdown_timeout_seconds, option="http.shutdown_timeout_seconds", logger=log)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -191,20 +196,23 @@ def create_app(
             await init_db(comp.engine)
         await comp.service.load_registry_files()
         stop = asyncio.Event()
+        reconciler = None
+        if cfg.reconciler.enabled:
+            reconciler = asyncio.create_task(comp.reconciler.run(stop), name="health reconciler")
         try:
-            async with asyncio.TaskGroup() as tg:
-                if cfg.reconciler.enabled:
-                    tg.create_task(comp.reconciler.run(stop))
-                try:
-                    yield
-                finally:
-                    stop.set()
+            yield
         finally:
+            # Each wait within what remains of http.shutdown_timeout_seconds (httpwire/shutdown.py).
+            stop.set()
+            budget.begin_lifespan()
+            if reconciler is not None:
+                await budget.wait("the health reconciler's pass", reconciler)
             if components is None:
                 if comp.waker is not None:
-                    await comp.waker.aclose()
-                await comp.engine.dispose()
-                comp.tracing.shutdown()
+                    await budget.step("closing the wake-up sender", comp.waker.aclose())
+                await budget.step("closing the database pool", comp.engine.dispose())
+                await budget.step("exporting traces", asyncio.to_thread(comp.tracing.shutdown))
+            budget.report()
 
     metrics = StatusMetrics()
 
@@ -237,6 +245,7 @@ def create_app(
         cors_on=bool(cfg.cors.allowed_origins),
     )
     app.state.api = comp.api
+    app.state.stop = budget  # the server starts it when graceful shutdown begins (status_api/server.py)
     app.state.components = comp
     app.state.metrics = metrics
     tc = cfg.telemetry

@@ -135,7 +135,10 @@ def main(argv: list[str]) -> int:
     except TracingUnavailable as exc:
         print(f"taskcast status-api: configuration error: opentelemetry.enabled: {exc}", file=sys.stderr)
         return 2
-    server.run(app, cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port)
+    stop = app.state.stop  # the shutdown timeout's budget starts when the server begins to stop
+    server.run(
+        app, cfg.http, host=args.host, port=args.port, reuse_port=args.reuse_port, on_shutdown=stop.begin
+    )
     return 0
 
 
@@ -159,7 +162,7 @@ def _serve_workers(args: argparse.Namespace, cfg: Config) -> int:
         return 2
     if cfg.database.auto_init:
         asyncio.run(_init_db(args.config))
-    return workers.supervise(args.config, args.workers, host, port)
+    return workers.supervise(args.config, args.workers, host, port, cfg.http.shutdown_timeout_seconds)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,10 @@ class HttpConfig:
     #: Arrays/objects a JSON body may nest; deeper → 422 JSON_TOO_DEEP.
     max_json_depth: int = 32
     log_level: str = "info"
+    #: SIGTERM/SIGINT: in-flight requests may finish, then the reconciler stops and the wake-up
+    #: sender and the database pool close; the process exits within this many seconds (plus about
+    #: a second), abandoning what is still waiting (on a stalled database or Redis), logged.
+    shutdown_timeout_seconds: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +261,8 @@ def _validate_http(http: HttpConfig) -> None:
         raise ConfigError("http.max_body_bytes: must be >= 1024")
     if http.request_timeout_seconds < 0:
         raise ConfigError("http.request_timeout_seconds: must be >= 0 (0 disables the deadline)")
+    if http.shutdown_timeout_seconds <= 0:
+        raise ConfigError("http.shutdown_timeout_seconds: must be > 0")
 
 
 def _validate_execution_token(et: ExecutionTokenConfig) -> None:

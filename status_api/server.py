@@ -24,6 +24,9 @@ the Status API is served; ``taskcast status-api serve`` and ``taskcast up`` go t
 from __future__ import annotations
 
 import json
+import math
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +73,9 @@ def limits_of(http: HttpConfig) -> ListenerLimits:
 def uvicorn_config(
     app: Any, http: HttpConfig, *, host: str | None = None, port: int | None = None, **extra: Any
 ) -> uvicorn.Config:
-    """The uvicorn configuration of a Status API listener (``host``/``port`` override ``http``)."""
+    """The uvicorn configuration of a Status API listener (``host``/``port`` override ``http``):
+    in-flight requests get ``http.shutdown_timeout_seconds`` at shutdown, then are cancelled."""
+    extra.setdefault("timeout_graceful_shutdown", math.ceil(http.shutdown_timeout_seconds))
     return uvicorn.Config(
         app,
         host=host or http.host,
@@ -84,15 +89,37 @@ def uvicorn_config(
     )
 
 
+class StatusApiServer(uvicorn.Server):
+    """``uvicorn.Server`` that calls ``on_shutdown`` when graceful shutdown begins (the shutdown
+    timeout's budget starts there: httpwire/shutdown.py)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_shutdown is not None:
+            self.on_shutdown()
+        await super().shutdown(sockets)
+
+
 def run(
-    app: Any, http: HttpConfig, *, host: str | None = None, port: int | None = None, reuse_port: bool = False
+    app: Any,
+    http: HttpConfig,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    reuse_port: bool = False,
+    on_shutdown: Callable[[], None] | None = None,
 ) -> None:
     """Serve ``app`` until SIGTERM/SIGINT (blocking). ``reuse_port``: listen on a ``SO_REUSEPORT``
-    socket shared with sibling workers (``status_api/workers.py``)."""
+    socket shared with sibling workers (``status_api/workers.py``). ``on_shutdown``: called when
+    graceful shutdown begins (the app's ``StopBudget.begin``)."""
     config = uvicorn_config(app, http, host=host, port=port)
+    server = StatusApiServer(config, on_shutdown)
     if not reuse_port:
-        uvicorn.Server(config).run()
+        server.run()
         return
     from status_api.workers import reuse_port_socket
 
-    uvicorn.Server(config).run(sockets=[reuse_port_socket(config.host, config.port)])
+    server.run(sockets=[reuse_port_socket(config.host, config.port)])

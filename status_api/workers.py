@@ -9,7 +9,7 @@ one core. The supervisor here (the process the operator starts):
    ``--reuse-port``: its own listening socket on the same host:port with ``SO_REUSEPORT``, so the
    kernel spreads incoming connections over the workers — with ``database.auto_init`` off;
 3. forwards SIGTERM/SIGINT to every worker (each drains like a single server) and waits for them,
-   killing any still running after :data:`SHUTDOWN_SECONDS`;
+   killing any still running after ``http.shutdown_timeout_seconds`` + :data:`STOP_MARGIN_SECONDS`;
 4. if a worker dies on its own, stops the others and exits 1: the orchestrator (compose, k8s,
    systemd) restarts the whole unit — no half-sized unit serving silently.
 
@@ -21,6 +21,7 @@ commit (``ingest.*``: batches form per process), its own wake-up hint sender, it
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -31,7 +32,9 @@ from types import FrameType
 
 log = logging.getLogger("status_api.workers")
 
-SHUTDOWN_SECONDS = 30.0
+STOP_MARGIN_SECONDS = 5.0
+"""How long past ``http.shutdown_timeout_seconds`` a worker may take to exit before it is killed
+(a worker's own stop is bounded by the timeout plus about a second, httpwire/shutdown.py)."""
 #: Environment of every worker: the supervisor already applied the schema.
 WORKER_ENV = {"TASKCAST_STATUS_API_DATABASE__AUTO_INIT": "false"}
 
@@ -82,8 +85,11 @@ def worker_argv(config_path: str, host: str, port: int) -> list[str]:
     ]
 
 
-def supervise(config_path: str, workers: int, host: str, port: int) -> int:
-    """Run ``workers`` worker processes until SIGTERM/SIGINT or a worker's death; the exit code."""
+def supervise(config_path: str, workers: int, host: str, port: int, shutdown_timeout_seconds: float) -> int:
+    """Run ``workers`` worker processes until SIGTERM/SIGINT or a worker's death; the exit code.
+    Workers still running ``shutdown_timeout_seconds`` + ``STOP_MARGIN_SECONDS`` after they were
+    told to stop are killed."""
+    grace = math.ceil(shutdown_timeout_seconds + STOP_MARGIN_SECONDS)
     env = {**os.environ, **WORKER_ENV}
     procs = [
         subprocess.Popen(worker_argv(config_path, host, port), env=env, preexec_fn=_die_with_parent)
@@ -102,10 +108,10 @@ def supervise(config_path: str, workers: int, host: str, port: int) -> int:
         if not stopping.is_set():
             log.info("status-api supervisor: signal %d, stopping %d workers", signum, len(procs))
             stop_all()
-            signal.alarm(int(SHUTDOWN_SECONDS))  # a bound on the drain
+            signal.alarm(grace)  # a bound on the drain
 
     def on_alarm(_signum: int, _frame: FrameType | None) -> None:
-        log.warning("status-api workers still running after %.0fs; killing", SHUTDOWN_SECONDS)
+        log.warning("status-api workers still running after %ds; killing", grace)
         stop_all(signal.SIGKILL)
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -123,6 +129,6 @@ def supervise(config_path: str, workers: int, host: str, port: int) -> int:
             log.error("status-api worker %d exited (%s); stopping the others", pid, proc.returncode)
             code = 1
             stop_all()
-            signal.alarm(int(SHUTDOWN_SECONDS))
+            signal.alarm(grace)
     signal.alarm(0)
     return code
