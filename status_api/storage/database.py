@@ -135,7 +135,49 @@ def create_engine(
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_idle)
     if autocommit:
         _rollback_only_when_open(engine)
+    else:
+        _no_commit_after_request(engine)
     return engine
+
+
+#: Driver connections whose open transaction a request ending in ``COMMIT`` has just committed
+#: (id -> the connection, kept alive while marked so its id cannot be reused).
+_committed_by_request: dict[int, Any] = {}
+
+
+def committed_by_request(driver_conn: Any) -> None:
+    """Record that the server has just committed the transaction open on ``driver_conn`` (an
+    asyncmy connection) in a request of the caller's (``driver_sql.Request``): the SQLAlchemy
+    transaction around it then ends without sending a ``COMMIT`` of its own (a round trip)."""
+    _committed_by_request[id(driver_conn)] = driver_conn
+
+
+def _no_commit_after_request(engine: AsyncEngine) -> None:
+    """This engine's dialect commits (and rolls back) as before, but sends no ``COMMIT`` for a
+    connection :func:`committed_by_request` marked; a commit or rollback clears the mark."""
+    dialect = engine.sync_engine.dialect
+    commit, rollback = dialect.do_commit, dialect.do_rollback
+
+    def marked(dbapi_conn: Any) -> bool:
+        driver = getattr(dbapi_conn, "driver_connection", None)
+        return _committed_by_request.pop(id(driver), None) is not None
+
+    def do_commit(dbapi_conn: Any) -> None:
+        if not (_committed_by_request and marked(dbapi_conn)):
+            commit(dbapi_conn)
+
+    def do_rollback(dbapi_conn: Any) -> None:
+        if _committed_by_request:
+            marked(dbapi_conn)
+        rollback(dbapi_conn)
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign,assignment]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign,assignment]
+
+
+def mariadb(conn: AsyncConnection) -> bool:
+    """Whether ``conn`` is on MariaDB (not MySQL): the dialect knows once connected."""
+    return bool(getattr(conn.dialect, "is_mariadb", False))
 
 
 def _rollback_only_when_open(engine: AsyncEngine) -> None:
