@@ -145,10 +145,23 @@ def create_engine(
 _committed_by_request: dict[int, Any] = {}
 
 
+#: ``SERVER_STATUS_IN_TRANS`` of the MySQL protocol's status flags.
+_IN_TRANS = 0x0001
+
+
 def committed_by_request(driver_conn: Any) -> None:
     """Record that the server has just committed the transaction open on ``driver_conn`` (an
     asyncmy connection) in a request of the caller's (``driver_sql.Request``): the SQLAlchemy
-    transaction around it then ends without sending a ``COMMIT`` of its own (a round trip)."""
+    transaction around it then ends without sending a ``COMMIT`` of its own (a round trip).
+
+    The connection's status flags are set to "no transaction open" as well: the server's last OK
+    packet says so with flags of 0, which asyncmy ignores for the last statement of a
+    multi-statement request (it keeps the flags of the one before, IN_TRANS set); the pool's reset
+    (:func:`_reset_unless_idle`) reads them and would otherwise send a needless ROLLBACK (the
+    relay's ``outbox_claims._committed`` does the same after its claim's COMMIT)."""
+    status = getattr(driver_conn, "server_status", None)
+    if isinstance(status, int):
+        driver_conn.server_status = status & ~_IN_TRANS
     _committed_by_request[id(driver_conn)] = driver_conn
 
 

@@ -52,7 +52,6 @@ from asyncmy.converters import escape_datetime, escape_string
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.storage.database import committed_by_request, json_dumps, mariadb
-from status_api.storage.outbox_claims import _committed as _clear_in_trans
 
 #: (table name, columns, upsert) -> (SQL before the rows, one row's placeholders, SQL after the
 #: rows, a row's values in column order, JSON columns' indexes).
@@ -290,6 +289,8 @@ class Request:
             return "NULL"
         if t is int:
             return str(value)
+        if t is _Literal:
+            return value  # type: ignore[no-any-return]
         if t is bool:
             return "1" if value else "0"
         if t is datetime:
@@ -317,11 +318,13 @@ class Request:
         out: list[str] = []
         size = 0
         for row in rows:
-            vals = values(row)
-            texts = [literal(v) for v in vals]
-            for i in json_columns:
-                texts[i] = quote_json(json_dumps(vals[i]))
-            text = "(" + ", ".join(texts) + ")"
+            vals: Sequence[Any] = values(row)
+            if json_columns:
+                as_list = list(vals)
+                for i in json_columns:
+                    as_list[i] = _Literal(quote_json(json_dumps(as_list[i])))
+                vals = as_list
+            text = "(" + ", ".join(map(literal, vals)) + ")"
             out.append(text)
             size += len(text)
             if size >= MAX_STATEMENT_BYTES:
@@ -408,7 +411,6 @@ class Request:
                 if not await cursor.nextset():
                     break
             if committing:
-                _clear_in_trans(cursor)
                 committed_by_request(self._driver)
             return out
         except sync.dialect.loaded_dbapi.Error as exc:
@@ -430,6 +432,12 @@ class Request:
                 values[i] = process(values[i])
             out.append(dict(zip(names, values, strict=True)))
         return out
+
+
+class _Literal(str):
+    """SQL text already rendered as a literal (a JSON column's quoted text)."""
+
+    __slots__ = ()
 
 
 def _quote_json(text: str) -> str:
