@@ -6,9 +6,11 @@ nothing of the domain or the services (the relay imports it: tests/test_layering
 
 * MySQL/MariaDB (asyncmy): READ COMMITTED (no gap locks between concurrent reporters, none on the
   relay's claim range scan); no pre-ping (one round trip less per transaction), connections
-  recycled hourly; a per-connection prepared statement cache, which lets asyncmy send an
-  executemany UPDATE (the ingest group commit's task and step writes) to MariaDB as ONE
-  ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
+  recycled hourly; a per-connection prepared statement cache (asyncmy then runs every statement
+  that has parameters as a server-side prepared statement, and an executemany as ONE
+  ``COM_STMT_BULK_EXECUTE``). The ingest batch does not use it: its statements go as literal SQL
+  in one request each for its reads and its writes (``driver_sql.Request``); a request ending in
+  ``COMMIT`` spares the transaction its own (:func:`committed_by_request`).
 * A connection goes back to the pool without the pool's reset ROLLBACK when the server says no
   transaction is open (:func:`_reset_unless_idle`): ``engine.begin()`` has already committed or
   rolled back, and the reset was one round trip more per transaction (the relay's claim
