@@ -127,10 +127,15 @@ async def test_a_failing_statement_rolls_back_the_whole_request(one_conn: AsyncE
 
 
 @pytest.mark.parametrize("commit", [False, True], ids=["open", "commit"])
+@pytest.mark.parametrize("server", ["mariadb", "mysql-path"])
 async def test_a_task_row_that_vanished_under_the_lock_fails_the_request(
-    one_conn: AsyncEngine, commit: bool
+    one_conn: AsyncEngine, commit: bool, server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The upsert's affected-rows guard runs in the request, before the COMMIT."""
+    """The upsert's affected-rows guard runs in the request, before the COMMIT (MariaDB); on the
+    MySQL path (no ``IF`` outside stored programs) it is checked on the answer and the COMMIT is
+    sent only after the check (forced here on MariaDB), and a good batch still commits."""
+    if server == "mysql-path":
+        monkeypatch.setattr(driver_sql, "mariadb", lambda _conn: False)
     h = Harness(build(one_conn, FakeClock()), FakeClock())
     await h.service.load_registry_files()
     try:
@@ -146,6 +151,13 @@ async def test_a_task_row_that_vanished_under_the_lock_fails_the_request(
         async with one_conn.connect() as conn:
             n = (await conn.execute(sa.select(sa.func.count()).where(task.c.id == t.id))).scalar()
         assert n == 1
+        bumped = dataclasses.replace(state, version=state.version + 1, business_status="Y")
+        async with one_conn.begin() as conn:
+            await write(
+                conn, [Change(at=state.updated_at, task=bumped, base_version=state.version)], commit=commit
+            )
+        async with one_conn.connect() as conn:
+            assert (await repo.get_tasks(conn, [t.id]))[t.id].business_status == "Y"
     finally:
         await h.http.aclose()
 
