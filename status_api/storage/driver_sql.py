@@ -264,6 +264,8 @@ class Request:
         #: index of a SELECT -> (column names, result processors).
         self._selects: dict[int, tuple[tuple[str, ...], tuple[tuple[int, Callable[[Any], Any]], ...]]] = {}
         self._times: dict[Any, str] = {}
+        #: indexes of statements that must go in the same request as the one before (a guard).
+        self._glued: set[int] = set()
         if driver.server_status & _NO_BACKSLASH_ESCAPES:
             self._quote_json: Callable[[str], str] = _quote_doubled
             self._quote: Callable[[str], str] = _quote_doubled
@@ -344,10 +346,11 @@ class Request:
         (MariaDB: a guard statement in the request; MySQL: checked on the answer, and a
         ``COMMIT`` of the same request is sent after the check instead)."""
         if self._mariadb:
-            self.add(
+            guard = self.add(
                 f"IF ROW_COUNT() <> {int(expected)} THEN SIGNAL SQLSTATE '45000'"
                 f" SET MESSAGE_TEXT = {self._quote(message)}; END IF"
             )
+            self._glued.add(guard)
         else:
             self._checks[index] = (expected, message)
 
@@ -379,7 +382,7 @@ class Request:
         start = 0
         while start < len(parts):
             end, size = start + 1, len(parts[start])
-            while end < len(parts) and size + len(parts[end]) < MAX_REQUEST_BYTES:
+            while end < len(parts) and (size + len(parts[end]) < MAX_REQUEST_BYTES or end in self._glued):
                 size += len(parts[end])
                 end += 1
             out += await self._run(parts, start, end, committing=commit_here and end == len(parts))

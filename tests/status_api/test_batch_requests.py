@@ -127,15 +127,18 @@ async def test_a_failing_statement_rolls_back_the_whole_request(one_conn: AsyncE
 
 
 @pytest.mark.parametrize("commit", [False, True], ids=["open", "commit"])
-@pytest.mark.parametrize("server", ["mariadb", "mysql-path"])
+@pytest.mark.parametrize("server", ["mariadb", "mysql-path", "split"])
 async def test_a_task_row_that_vanished_under_the_lock_fails_the_request(
     one_conn: AsyncEngine, commit: bool, server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The upsert's affected-rows guard runs in the request, before the COMMIT (MariaDB); on the
     MySQL path (no ``IF`` outside stored programs) it is checked on the answer and the COMMIT is
-    sent only after the check (forced here on MariaDB), and a good batch still commits."""
+    sent only after the check (forced here on MariaDB), and a good batch still commits. A request
+    cut into several (past ``MAX_REQUEST_BYTES``) keeps each guard with its statement."""
     if server == "mysql-path":
         monkeypatch.setattr(driver_sql, "mariadb", lambda _conn: False)
+    if server == "split":  # a request per statement: the guard still goes with its upsert
+        monkeypatch.setattr(driver_sql, "MAX_REQUEST_BYTES", 1)
     h = Harness(build(one_conn, FakeClock()), FakeClock())
     await h.service.load_registry_files()
     try:
