@@ -11,7 +11,10 @@ commit takes as one batch: groups of ``--batch`` tasks, or with ``--spread`` of 
 its own). CPU of the process (``time.process_time``) over the
 rounds, per accepted event. ``--baseline DIR`` alternates this tree and ``DIR`` (ABBA, each run a
 fresh interpreter with ``PYTHONPATH`` set to its tree) for ``--rounds`` rounds and prints the
-medians.
+medians. Each run also reports, when the MariaDB server is local, its CPU per event (psutil
+user+sys of the server process: use a database of your own, e.g. ``scripts/services.sh start DIR``)
+and its statement counters per batch (``SHOW GLOBAL STATUS`` deltas: client requests
+(``Questions``), prepares, executes and closes of server-side prepared statements, COMMITs).
 
     .venv/bin/python loadtest/bench_ingest_batch.py --url mysql+asyncmy://… --baseline /path/to/main
 """
@@ -62,9 +65,9 @@ async def _one_run(url: str, tasks: int, events: int, batch: int, spread: bool) 
     raw["database"]["auto_init"] = True
     cfg = build_config(raw)
     app = create_app(cfg)
-    server = uvicorn.Server(uvicorn_config(app, cfg.http))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
+    uv = uvicorn.Server(uvicorn_config(app, cfg.http))
+    serving = asyncio.create_task(uv.serve())
+    while not uv.started:  # noqa: ASYNC110 - uvicorn exposes a flag, not an event
         await asyncio.sleep(0.05)
     contexts = await ingest_http._create(port, tasks)
     comp = app.state.components
@@ -72,7 +75,11 @@ async def _one_run(url: str, tasks: int, events: int, batch: int, spread: bool) 
     callers = [auth.event_caller(c["executionToken"]) for c in contexts]
     groups = _groups(tasks, batch, spread)
     ok = 0
+    server = _server_probe(url)
+    before = await _counters(comp.engine)
+    db0 = server.cpu_times() if server is not None else None
     cpu0 = time.process_time()
+    wall0 = time.perf_counter()
     for seq in range(1, events + 1):
         for group in groups:
             bodies = [ingest_http.progress_event(contexts[j], seq, total=1000) for j in group]
@@ -85,10 +92,43 @@ async def _one_run(url: str, tasks: int, events: int, batch: int, spread: bool) 
             )
             ok += sum(1 for r in results if isinstance(r, dict) and r.get("accepted"))
     cpu = time.process_time() - cpu0
+    wall = time.perf_counter() - wall0
+    db_cpu = -1.0
+    if server is not None and db0 is not None:
+        db1 = server.cpu_times()
+        db_cpu = db1.user + db1.system - db0.user - db0.system
+    after = await _counters(comp.engine)
     sizes = list(service.ingestor.group.batch_sizes)[-len(groups) * events :]
-    server.should_exit = True
+    uv.should_exit = True
     await serving
-    return {"ok": ok, "cpu_s": cpu, "batch": sum(sizes) / max(1, len(sizes))}
+    per_batch = {k: (after[k] - before[k]) / max(1, len(sizes)) for k in after}
+    return {
+        "ok": ok,
+        "cpu_s": cpu,
+        "db_cpu_s": db_cpu,
+        "wall_ms_per_batch": wall / max(1, len(sizes)) * 1000,
+        "batch": sum(sizes) / max(1, len(sizes)),
+        **per_batch,
+    }
+
+
+#: ``SHOW GLOBAL STATUS`` counters reported per batch (the benchmark's own reads add a few).
+COUNTERS = ("Questions", "Com_stmt_prepare", "Com_stmt_execute", "Com_stmt_close", "Com_commit")
+
+
+def _server_probe(url: str) -> Any:
+    import psutil
+    import sqlalchemy as sa
+    from procs import listener_pid
+
+    pid = listener_pid(sa.make_url(url).port or 3306)
+    return psutil.Process(pid) if pid else None
+
+
+async def _counters(engine: Any) -> dict[str, int]:
+    async with engine.connect() as conn:
+        rows = (await conn.exec_driver_sql("SHOW GLOBAL STATUS")).all()
+    return {str(r[0]): int(r[1]) for r in rows if r[0] in COUNTERS}
 
 
 def _run(tree: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -121,19 +161,27 @@ def main() -> None:
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
     per_event: dict[str, list[float]] = {name: [] for name in trees}
+    db_per_event: dict[str, list[float]] = {name: [] for name in trees}
     names = list(trees)
     for n in range(args.rounds):
         for name in names if n % 2 == 0 else reversed(names):
             r: dict[str, Any] = _run(trees[name], args)
             ms = r["cpu_s"] / max(1, r["ok"]) * 1000
             per_event[name].append(ms)
+            db_ms = r["db_cpu_s"] / max(1, r["ok"]) * 1000
+            db_per_event[name].append(db_ms)
+            counts = ", ".join(f"{k} {r[k]:.1f}" for k in COUNTERS if k in r)
             print(
-                f"{name:8} {r['ok']:.0f} events, CPU {ms:.3f} ms/event, batch {r['batch']:.1f}, "
+                f"{name:8} {r['ok']:.0f} events, CPU {ms:.3f} ms/event, MariaDB {db_ms:.3f} ms/event, "
+                f"batch {r['batch']:.1f}, per batch: {r['wall_ms_per_batch']:.2f} ms wall, {counts}; "
                 f"load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     for name, values in per_event.items():
-        print(f"{name:8} median {statistics.median(values):.3f} ms/event over {len(values)} runs")
+        print(
+            f"{name:8} median {statistics.median(values):.3f} ms/event, MariaDB "
+            f"{statistics.median(db_per_event[name]):.3f} ms/event over {len(values)} runs"
+        )
 
 
 if __name__ == "__main__":

@@ -240,7 +240,8 @@ class ServiceContext:
         async def tx() -> R:
             async with self.engine.begin() as conn:
                 decision = await decide(conn)
-                outbox_rows = await write(conn, decision.changes, self.clock)
+                # the transaction's last statements: on MariaDB the writer sends the COMMIT
+                outbox_rows = await write(conn, decision.changes, self.clock, commit=True)
             if outbox_rows:  # committed: the rows are visible to the relays now
                 self._committed(outbox_rows)
             return decision.result

@@ -5,13 +5,15 @@ the canonical payload hash. Then the event joins a batch (:class:`~status_api.gr
 and :meth:`EventIngestor.decide_batch` decides the whole batch inside ONE transaction:
 
 1. lock every task of the batch with one ``SELECT … FOR UPDATE`` in id order (two batches never
-   deadlock on each other), read their steps and the batch's dedup rows with one query each;
+   deadlock on each other), read their steps and the batch's dedup rows with one query each (on
+   MariaDB the three queries are one request);
 2. for each event in arrival order, exactly the single-event sequence — authorize, check the
    registries (+ ``data.value`` schema), eventId idempotency, the pure state machine — against the
    in-memory state left by the events before it, so events of one task apply one after another and
    a duplicate eventId inside the batch sees the first one's result;
 3. hand every event's :class:`~status_api.storage.write.Change` to the one writer, which writes
-   each table once (executemany): tasks (version-checked), steps, event log, outbox, dedup.
+   each table once (executemany): tasks (version-checked), steps, event log, outbox, dedup (on
+   MariaDB every write and the COMMIT are one request).
 
 Every event's effects commit atomically with its state, and callers are answered only after the
 commit. An event that the domain rejects gets its error and leaves no trace, as it would alone. If
@@ -268,10 +270,10 @@ class EventIngestor:
         Domain rejections (``DomainError``) are returned in place and leave nothing to write;
         storage errors propagate (the batch rolls back and falls back to one transaction per event).
         """
-        tasks = await repo.lock_tasks(conn, (i.event.task_id for i in items))
-        steps = await repo.current_steps(conn, tasks)
-        stored = await repo.get_dedups(
-            conn, (i.event.event_id for i in items if i.event.event_type is not EventType.STEP_HEARTBEAT)
+        tasks, steps, stored = await repo.lock_batch(
+            conn,
+            (i.event.task_id for i in items),
+            (i.event.event_id for i in items if i.event.event_type is not EventType.STEP_HEARTBEAT),
         )
         batch = _Batch(
             tasks, steps, {k: (r["task_id"], r["payload_hash"], r["result"]) for k, r in stored.items()}

@@ -6,9 +6,11 @@ nothing of the domain or the services (the relay imports it: tests/test_layering
 
 * MySQL/MariaDB (asyncmy): READ COMMITTED (no gap locks between concurrent reporters, none on the
   relay's claim range scan); no pre-ping (one round trip less per transaction), connections
-  recycled hourly; a per-connection prepared statement cache, which lets asyncmy send an
-  executemany UPDATE (the ingest group commit's task and step writes) to MariaDB as ONE
-  ``COM_STMT_BULK_EXECUTE`` instead of one round trip per row.
+  recycled hourly; a per-connection prepared statement cache (asyncmy then runs every statement
+  that has parameters as a server-side prepared statement, and an executemany as ONE
+  ``COM_STMT_BULK_EXECUTE``). The ingest batch does not use it: its statements go as literal SQL
+  in one request each for its reads and its writes (``driver_sql.Request``); a request ending in
+  ``COMMIT`` spares the transaction its own (:func:`committed_by_request`).
 * A connection goes back to the pool without the pool's reset ROLLBACK when the server says no
   transaction is open (:func:`_reset_unless_idle`): ``engine.begin()`` has already committed or
   rolled back, and the reset was one round trip more per transaction (the relay's claim
@@ -135,7 +137,62 @@ def create_engine(
     event.listen(engine.sync_engine.pool, "reset", _reset_unless_idle)
     if autocommit:
         _rollback_only_when_open(engine)
+    else:
+        _no_commit_after_request(engine)
     return engine
+
+
+#: Driver connections whose open transaction a request ending in ``COMMIT`` has just committed
+#: (id -> the connection, kept alive while marked so its id cannot be reused).
+_committed_by_request: dict[int, Any] = {}
+
+
+#: ``SERVER_STATUS_IN_TRANS`` of the MySQL protocol's status flags.
+_IN_TRANS = 0x0001
+
+
+def committed_by_request(driver_conn: Any) -> None:
+    """Record that the server has just committed the transaction open on ``driver_conn`` (an
+    asyncmy connection) in a request of the caller's (``driver_sql.Request``): the SQLAlchemy
+    transaction around it then ends without sending a ``COMMIT`` of its own (a round trip).
+
+    The connection's status flags are set to "no transaction open" as well: the server's last OK
+    packet says so with flags of 0, which asyncmy ignores for the last statement of a
+    multi-statement request (it keeps the flags of the one before, IN_TRANS set); the pool's reset
+    (:func:`_reset_unless_idle`) reads them and would otherwise send a needless ROLLBACK (the
+    relay's ``outbox_claims._committed`` does the same after its claim's COMMIT)."""
+    status = getattr(driver_conn, "server_status", None)
+    if isinstance(status, int):
+        driver_conn.server_status = status & ~_IN_TRANS
+    _committed_by_request[id(driver_conn)] = driver_conn
+
+
+def _no_commit_after_request(engine: AsyncEngine) -> None:
+    """This engine's dialect commits (and rolls back) as before, but sends no ``COMMIT`` for a
+    connection :func:`committed_by_request` marked; a commit or rollback clears the mark."""
+    dialect = engine.sync_engine.dialect
+    commit, rollback = dialect.do_commit, dialect.do_rollback
+
+    def marked(dbapi_conn: Any) -> bool:
+        driver = getattr(dbapi_conn, "driver_connection", None)
+        return _committed_by_request.pop(id(driver), None) is not None
+
+    def do_commit(dbapi_conn: Any) -> None:
+        if not (_committed_by_request and marked(dbapi_conn)):
+            commit(dbapi_conn)
+
+    def do_rollback(dbapi_conn: Any) -> None:
+        if _committed_by_request:
+            marked(dbapi_conn)
+        rollback(dbapi_conn)
+
+    dialect.do_commit = do_commit  # type: ignore[method-assign,assignment]
+    dialect.do_rollback = do_rollback  # type: ignore[method-assign,assignment]
+
+
+def mariadb(conn: AsyncConnection) -> bool:
+    """Whether ``conn`` is on MariaDB (not MySQL): the dialect knows once connected."""
+    return bool(getattr(conn.dialect, "is_mariadb", False))
 
 
 def _rollback_only_when_open(engine: AsyncEngine) -> None:

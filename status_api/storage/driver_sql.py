@@ -21,19 +21,37 @@ SQLAlchemy's exception for it (:meth:`sqlalchemy.exc.DBAPIError.instance`: ``Int
 ``OperationalError`` with the driver's error as ``orig``, so the transaction retries on deadlocks
 and integrity races are unchanged), a lost connection invalidates the pooled connection, and
 ``before_cursor_execute`` listeners see every statement (``loadtest/bench_capacity.py`` records the
-floor's statements with them). The transaction itself (BEGIN, COMMIT, ROLLBACK) stays SQLAlchemy's.
+floor's statements with them). The transaction itself (BEGIN, COMMIT, ROLLBACK) stays SQLAlchemy's,
+except after a :class:`Request` sent with ``commit=True`` (below).
+
+**One request per batch** (:class:`Request`): the ingest batch's reads go to MariaDB as ONE
+multi-statement text, and its writes with the ``COMMIT`` as another (the connection allows them:
+asyncmy connects with ``CLIENT_MULTI_STATEMENTS``), where each statement was a round trip of its
+own, and, since a statement with parameters runs as a server-side prepared statement (asyncmy's
+cache of 32 statements per connection, keyed by the text,
+which varies with the row count), most were a ``COM_STMT_PREPARE`` + ``EXECUTE`` + ``CLOSE``. The
+values are SQL literals rendered here: JSON column text (the encoder's output: no raw control
+characters) is escaped with two C-level replaces, other strings with the driver's escaping (a
+C-level scan, then its translation table only for strings that need it), timestamps once per
+request. The server runs the statements in order and stops at the first error, which is raised as
+SQLAlchemy's exception for it, as above; nothing after it (the ``COMMIT``) runs and the caller's
+transaction rolls back everything. A ``COMMIT`` sent in a request is recorded on the connection
+(:func:`~status_api.storage.database.committed_by_request`): the transaction's own commit then sends
+nothing.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from asyncmy.converters import escape_datetime, escape_string
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.storage.database import json_dumps
+from status_api.storage.database import committed_by_request, json_dumps, mariadb
 
 #: (table name, columns, upsert) -> (SQL before the rows, one row's placeholders, SQL after the
 #: rows, a row's values in column order, JSON columns' indexes).
@@ -117,9 +135,7 @@ async def driver_execute(
     """MariaDB/MySQL: run ``sql`` (``%s`` placeholders) with ``params`` on the driver connection
     of ``conn``, inside its open transaction; returns the rows (when ``fetch``) and the affected
     row count. Errors, invalidation and cursor events as the module docstring says."""
-    sync = conn.sync_connection
-    if sync is None:
-        raise sa.exc.ResourceClosedError("connection is closed")
+    sync = _sync(conn)
     driver: Any = sync.connection.driver_connection
     cursor = driver.cursor()
     try:
@@ -134,6 +150,13 @@ async def driver_execute(
         raise _translated(sync, cursor, sql, params, exc) from exc
     finally:
         await cursor.close()
+
+
+def _sync(conn: AsyncConnection) -> sa.Connection:
+    sync = conn.sync_connection
+    if sync is None:
+        raise sa.exc.ResourceClosedError("connection is closed")
+    return sync
 
 
 def _translated(
@@ -209,3 +232,226 @@ async def select_in(
             values[i] = process(values[i])
         out.append(dict(zip(names, values, strict=True)))
     return out
+
+
+#: ``SERVER_STATUS_NO_BACKSLASH_ESCAPES`` of the MySQL protocol's status flags.
+_NO_BACKSLASH_ESCAPES = 0x0200
+#: A request is sent in parts past about this much text (``max_allowed_packet``: 16 MiB by default).
+MAX_REQUEST_BYTES = 4_000_000
+#: MariaDB's error number for ``SIGNAL SQLSTATE '45000'`` (an affected-rows guard failed).
+_GUARD_ERRNO = 1644
+
+
+class Request:
+    """Statements of one transaction sent to MariaDB/MySQL as ONE multi-statement text (the
+    module docstring), values rendered as literals. Add statements, then :meth:`send` them; a
+    :meth:`select` gives the index of its rows in what :meth:`send` returns."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        sync = _sync(conn)
+        driver: Any = sync.connection.driver_connection  # asyncmy's connection
+        self._driver = driver
+        self._mariadb = mariadb(conn)
+        #: SQL texts, and per text: the index of its rows in the answer (-1: none wanted).
+        self._parts: list[str] = []
+        self._size = 0
+        #: index of a statement -> (expected affected rows, error message): MySQL's guards,
+        #: checked here (MariaDB checks them in the request: :meth:`expect_affected`).
+        self._checks: dict[int, tuple[int, str]] = {}
+        #: affected rows of every statement run so far.
+        self._counts: list[int] = []
+        #: index of a SELECT -> (column names, result processors).
+        self._selects: dict[int, tuple[tuple[str, ...], tuple[tuple[int, Callable[[Any], Any]], ...]]] = {}
+        self._times: dict[Any, str] = {}
+        #: indexes of statements that must go in the same request as the one before (a guard).
+        self._glued: set[int] = set()
+        if driver.server_status & _NO_BACKSLASH_ESCAPES:
+            self._quote_json: Callable[[str], str] = _quote_doubled
+            self._quote: Callable[[str], str] = _quote_doubled
+        else:
+            self._quote_json = _quote_json
+            self._quote = _quote_escaped
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def add(self, sql: str) -> int:
+        """A statement of literal SQL (no placeholders); returns its index."""
+        self._parts.append(sql)
+        self._size += len(sql)
+        return len(self._parts) - 1
+
+    def literal(self, value: Any) -> str:
+        """``value`` as an SQL literal (the driver's rendering for anything unusual)."""
+        t = type(value)
+        if t is str:
+            return self._quote(value)
+        if value is None:
+            return "NULL"
+        if t is int:
+            return str(value)
+        if t is _Literal:
+            return value  # type: ignore[no-any-return]
+        if t is bool:
+            return "1" if value else "0"
+        if t is datetime:
+            found = self._times.get(value)
+            if found is None:
+                found = self._times[value] = escape_datetime(value)
+            return found
+        return str(self._driver.literal(value))
+
+    def insert(
+        self,
+        table: sa.Table,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        upsert: bool = False,
+        expect_per_row: int = 0,
+        message: str = "",
+    ) -> None:
+        """:func:`insert_rows`'s statement(s) for ``rows`` (non-empty; every row has the first
+        row's keys; several statements past :data:`MAX_STATEMENT_BYTES`). ``expect_per_row``:
+        each statement must report that many affected rows per row (:meth:`expect_affected`,
+        with ``message``)."""
+        head, _, tail, values, json_columns = _render(table, columns=tuple(rows[0]), upsert=upsert)
+        literal, quote_json = self.literal, self._quote_json
+        out: list[str] = []
+        size = 0
+        for row in rows:
+            vals: Sequence[Any] = values(row)
+            if json_columns:
+                as_list = list(vals)
+                for i in json_columns:
+                    as_list[i] = _Literal(quote_json(json_dumps(as_list[i])))
+                vals = as_list
+            text = "(" + ", ".join(map(literal, vals)) + ")"
+            out.append(text)
+            size += len(text)
+            if size >= MAX_STATEMENT_BYTES:
+                self._insert(head + ", ".join(out) + tail, len(out) * expect_per_row, message)
+                out, size = [], 0
+        if out:
+            self._insert(head + ", ".join(out) + tail, len(out) * expect_per_row, message)
+
+    def _insert(self, sql: str, expected: int, message: str) -> None:
+        index = self.add(sql)
+        if expected:
+            self.expect_affected(index, expected, message)
+
+    def expect_affected(self, index: int, expected: int, message: str) -> None:
+        """The statement at ``index`` (the last one added) must report ``expected`` affected
+        rows, or the request fails with ``RuntimeError(message)`` before anything after it runs
+        (MariaDB: a guard statement in the request; MySQL: checked on the answer, and a
+        ``COMMIT`` of the same request is sent after the check instead)."""
+        if self._mariadb:
+            guard = self.add(
+                f"IF ROW_COUNT() <> {int(expected)} THEN SIGNAL SQLSTATE '45000'"
+                f" SET MESSAGE_TEXT = {self._quote(message)}; END IF"
+            )
+            self._glued.add(guard)
+        else:
+            self._checks[index] = (expected, message)
+
+    def select(
+        self,
+        table: sa.Table,
+        key: str,
+        ids: Sequence[Any],
+        *,
+        order_by: str = "",
+        for_update: bool = False,
+    ) -> int:
+        """:func:`select_in`'s query for ``ids`` (non-empty); returns its index."""
+        sql, names, processors = _render_select(self.conn, table, key, len(ids), order_by, for_update)
+        head, _, tail = sql.partition("IN (")
+        tail = tail.partition(")")[2]
+        index = self.add(head + "IN (" + ", ".join([self.literal(i) for i in ids]) + ")" + tail)
+        self._selects[index] = (names, processors)
+        return index
+
+    async def send(self, *, commit: bool = False) -> list[list[Mapping[str, Any]]]:
+        """Run the statements (then ``COMMIT`` when ``commit``) in as few requests as their size
+        allows (one, in practice), inside the connection's open transaction. Returns, per
+        statement, the rows of a :meth:`select` (``[]`` for the others). Driver errors are raised
+        as SQLAlchemy's (module docstring); a failed guard as ``RuntimeError``."""
+        out: list[list[Mapping[str, Any]]] = []
+        commit_here = commit and not self._checks
+        parts = self._parts + (["COMMIT"] if commit_here else [])
+        start = 0
+        while start < len(parts):
+            end, size = start + 1, len(parts[start])
+            while end < len(parts) and (size + len(parts[end]) < MAX_REQUEST_BYTES or end in self._glued):
+                size += len(parts[end])
+                end += 1
+            out += await self._run(parts, start, end, committing=commit_here and end == len(parts))
+            start = end
+        for index, (expected, message) in self._checks.items():
+            if self._counts[index] not in (-1, expected):
+                raise RuntimeError(f"{message} (affected rows {self._counts[index]}, expected {expected})")
+        if commit and not commit_here:
+            await self._run(["COMMIT"], 0, 1, committing=True)
+        return out[: len(self._parts)]
+
+    async def _run(self, parts: list[str], start: int, end: int, *, committing: bool) -> list[list[Any]]:
+        sync = _sync(self.conn)
+        sql = ";\n".join(parts[start:end])
+        cursor = self._driver.cursor()
+        counts = self._counts
+        out: list[list[Any]] = []
+        try:
+            listeners = sync.dispatch.before_cursor_execute
+            if listeners:
+                listeners(sync, cursor, sql, None, None, False)
+            await cursor.execute(sql)
+            index = start
+            while True:
+                rows = await cursor.fetchall()
+                counts.append(cursor.rowcount)
+                out.append(self._rows(index, rows))
+                index += 1
+                if not await cursor.nextset():
+                    break
+            if committing:
+                committed_by_request(self._driver)
+            return out
+        except sync.dialect.loaded_dbapi.Error as exc:
+            if exc.args and exc.args[0] == _GUARD_ERRNO:
+                raise RuntimeError(str(exc.args[-1])) from exc
+            raise _translated(sync, cursor, sql, (), exc) from exc
+        finally:
+            await cursor.close()
+
+    def _rows(self, index: int, rows: Sequence[tuple[Any, ...]]) -> list[Any]:
+        found = self._selects.get(index)
+        if found is None:
+            return []
+        names, processors = found
+        out: list[Any] = []
+        for row in rows:
+            values = list(row)
+            for i, process in processors:
+                values[i] = process(values[i])
+            out.append(dict(zip(names, values, strict=True)))
+        return out
+
+
+class _Literal(str):
+    """SQL text already rendered as a literal (a JSON column's quoted text)."""
+
+    __slots__ = ()
+
+
+def _quote_json(text: str) -> str:
+    """JSON text (no raw control characters, the encoder escapes them) as a string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _quote_escaped(text: str) -> str:
+    return "'" + escape_string(text) + "'"
+
+
+def _quote_doubled(text: str) -> str:
+    """A string literal under ``NO_BACKSLASH_ESCAPES`` (the driver's own rule for that mode)."""
+    return "'" + text.replace("'", "''") + "'"

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.domain.model import JSON, StepState, TaskState
-from status_api.storage.driver_sql import driver_execute, insert_rows
+from status_api.storage.driver_sql import Request, driver_execute, insert_rows
 from status_api.storage.outbox import PENDING, OutboxMessage, Priority, effective_priority, supersedable
 from status_api.storage.repository import purge_timeline, step_values, task_values
 from status_api.storage.tables import (
@@ -170,13 +170,22 @@ class _Rows:
 
 
 async def write(
-    conn: AsyncConnection, changes: Sequence[Change], stamp: Callable[[], datetime] | None = None
+    conn: AsyncConnection,
+    changes: Sequence[Change],
+    stamp: Callable[[], datetime] | None = None,
+    *,
+    commit: bool = False,
 ) -> int:
     """Save ``changes`` in order (later changes of a task win). Writes nothing for an empty batch.
     Returns the number of outbox rows written: the caller wakes the relays once the transaction
     has COMMITTED (``ServiceContext.transact``), never before. ``stamp`` (the service clock) is
     read once, right before the outbox INSERT, for the rows' ``created_at`` / ``available_at``
     (never earlier than a change's ``at``); without it they are the changes' ``at``.
+
+    On MariaDB/MySQL every statement goes in ONE request (``driver_sql.Request``), with the
+    ``COMMIT`` when ``commit`` (the last thing the caller's transaction does: it then sends no
+    COMMIT of its own); other dialects run them one by one and ignore ``commit`` (the caller's
+    transaction commits).
 
     Raises:
         RuntimeError: a task's version moved under the lock (a bug: writers lock first).
@@ -187,32 +196,44 @@ async def write(
         rows.add(c)
     for task_id, up_to_version in rows.purges:  # retention only: a background batch, never ingest
         await purge_timeline(conn, task_id, up_to_version)
+    req = Request(conn) if _multi_row(conn) else None
     if rows.new_tasks:
-        await insert_rows(conn, task, [task_values(t) for t in rows.new_tasks.values()])
+        await _insert(conn, req, task, [task_values(t) for t in rows.new_tasks.values()])
     if rows.updated:
-        await _update_tasks(conn, list(rows.updated.values()))
+        await _update_tasks(conn, list(rows.updated.values()), req)
     if rows.new_steps:
-        await insert_rows(conn, task_step, [step_values(s) for s in rows.new_steps.values()])
+        await _insert(conn, req, task_step, [step_values(s) for s in rows.new_steps.values()])
     if rows.steps:
-        await _update_steps(conn, list(rows.steps.values()))
+        await _update_steps(conn, list(rows.steps.values()), req)
     if rows.log:
-        await insert_rows(conn, task_event_log, rows.log)
+        await _insert(conn, req, task_event_log, rows.log)
     if rows.dedup:
-        await insert_rows(conn, task_event_dedup, rows.dedup)
+        await _insert(conn, req, task_event_dedup, rows.dedup)
     if rows.renewals:
-        await insert_rows(conn, execution_token_renewal, rows.renewals)
+        await _insert(conn, req, execution_token_renewal, rows.renewals)
     entries = rows.messages
     if rows.coalesce or rows.replacing:
         entries = _coalesced(entries, rows.coalesce, rows.replacing)
         wanted = set(rows.coalesce) | set(rows.replacing)
         replacing = [(a, m.channel, v) for a, v, messages, _ in entries if (a, v) in wanted for m in messages]
-        await supersede_pending(conn, replacing)
+        await supersede_pending(conn, replacing, request=req)
     if stamp is not None and entries:
         at = stamp()
         entries = [(agg, version, messages, max(at, c_at)) for agg, version, messages, c_at in entries]
     # last: its commit clock is read just before COMMIT
-    await append_outbox(conn, entries, due=rows.due, traces=rows.traces)
+    await append_outbox(conn, entries, due=rows.due, traces=rows.traces, request=req)
+    if req is not None and (len(req) or commit):
+        await req.send(commit=commit)
     return sum(len(messages) for _, _, messages, _ in entries)
+
+
+async def _insert(
+    conn: AsyncConnection, req: Request | None, table: sa.Table, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    if req is not None:
+        req.insert(table, rows)
+    else:
+        await insert_rows(conn, table, rows)
 
 
 #: ``(aggregate_id, aggregate_version, messages, now)``: the outbox messages of one aggregate version.
@@ -226,6 +247,7 @@ async def append_outbox(
     aggregate_type: str = "task",
     due: Mapping[tuple[str, int], datetime] | None = None,
     traces: Mapping[tuple[str, int], str] | None = None,
+    request: Request | None = None,
 ) -> None:
     """Insert one PENDING outbox row per message of every entry with ONE multi-row statement (inside
     the Status API's state transaction); ``created_at`` / ``available_at`` are the commit-time clock,
@@ -233,7 +255,8 @@ async def append_outbox(
     ``task``, or ``broadcast`` for a tenant/system notice (seed §6.6). ``due`` maps ``(aggregate_id,
     version)`` to a later ``available_at`` (a progress held back by its window; never earlier than
     the commit clock). ``traces``: ``(aggregate_id, version) -> traceparent`` for the rows'
-    ``traceparent`` column (empty or None: the column is left out of the statement and stays NULL)."""
+    ``traceparent`` column (empty or None: the column is left out of the statement and stays NULL).
+    ``request``: the statement is added to it instead of run (MariaDB/MySQL, :func:`write`)."""
     due = due or {}
     rows = [
         {
@@ -257,7 +280,7 @@ async def append_outbox(
         for row, traceparent in zip(rows, contexts, strict=True):
             row["traceparent"] = traceparent
     if rows:
-        await insert_rows(conn, task_outbox, rows)
+        await _insert(conn, request, task_outbox, rows)
 
 
 async def append_outbox_version(
@@ -307,14 +330,17 @@ def _coalesced(
     return out
 
 
-async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, str, int]]) -> int:
+async def supersede_pending(
+    conn: AsyncConnection, items: Sequence[tuple[str, str, int]], *, request: Request | None = None
+) -> int:
     """Inside the state transaction: delete the PENDING supersedable rows of ``(aggregate_id,
     channel)`` older than ``version`` that a STEP_PROGRESS produced (its ``task_event_log`` entry
     says so), whether due or still held back by the progress window: a newer complete state on
     that channel replaces them before any relay publishes them (seed §3.5 progress coalescing).
     Rows a relay holds, and every other version's rows, are left alone. One statement for all of
     ``items`` (one round trip per batch, not per item; of several versions of one channel the
-    newest bounds the others). Returns the number of rows deleted."""
+    newest bounds the others). Returns the number of rows deleted (0 when the statement is only
+    added to ``request``, to run with the others: :func:`write`)."""
     if not items:
         return 0
     newest: dict[tuple[str, str], int] = {}
@@ -322,6 +348,15 @@ async def supersede_pending(conn: AsyncConnection, items: Sequence[tuple[str, st
         key = (aggregate_id, channel)
         newest[key] = max(version, newest.get(key, 0))
     pairs = sorted(newest.items())
+    if request is not None:
+        lit = request.literal
+        match = " OR ".join(
+            f"(aggregate_id = {lit(a)} AND channel = {lit(c)} AND aggregate_version < {int(v)})"
+            for (a, c), v in pairs
+        )
+        head = _SUPERSEDE_SQL.format(mark="%s") % (lit(PENDING), int(Priority.PROGRESS))
+        request.add(f"{head} AND ({match})")
+        return 0
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     match = " OR ".join(
         [f"(aggregate_id = {mark} AND channel = {mark} AND aggregate_version < {mark})"] * len(pairs)
@@ -352,14 +387,26 @@ def _multi_row(conn: AsyncConnection) -> bool:
     return conn.dialect.name in ("mysql", "mariadb")
 
 
-async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]]) -> None:
+async def _update_tasks(
+    conn: AsyncConnection, changes: Sequence[tuple[TaskState, int]], req: Request | None = None
+) -> None:
     """``(task, version it had when locked)`` pairs in one statement.
 
     SQLite: an UPDATE executemany whose version predicate is a belt-and-braces check on top of the
     lock. MariaDB: one multi-row upsert of rows this transaction holds ``FOR UPDATE`` (their version
     cannot move); every row must report "updated" (2), so a row that had vanished (the upsert would
-    have inserted it, 1) fails the batch as the version check would.
+    have inserted it, 1) fails the batch as the version check would (with ``req``: checked in
+    the request, before anything after it runs: ``Request.expect_affected``).
     """
+    if req is not None:
+        req.insert(
+            task,
+            [task_values(t) for t, _ in changes],
+            upsert=True,
+            expect_per_row=2,
+            message="task rows changed under the lock",
+        )
+        return
     if _multi_row(conn):
         affected = await insert_rows(conn, task, [task_values(t) for t, _ in changes], upsert=True)
         if affected not in (-1, 2 * len(changes)):
@@ -376,9 +423,14 @@ async def _update_tasks(conn: AsyncConnection, changes: Sequence[tuple[TaskState
         raise RuntimeError(f"{len(rows) - res.rowcount} task version(s) moved under the lock")
 
 
-async def _update_steps(conn: AsyncConnection, rows_in: Sequence[StepState]) -> None:
-    """Step-attempt rows of tasks this transaction locked: one multi-row upsert on MariaDB, an
-    UPDATE executemany on SQLite."""
+async def _update_steps(
+    conn: AsyncConnection, rows_in: Sequence[StepState], req: Request | None = None
+) -> None:
+    """Step-attempt rows of tasks this transaction locked: one multi-row upsert on MariaDB (added
+    to ``req`` when given), an UPDATE executemany on SQLite."""
+    if req is not None:
+        req.insert(task_step, [step_values(s) for s in rows_in], upsert=True)
+        return
     if _multi_row(conn):
         await insert_rows(conn, task_step, [step_values(s) for s in rows_in], upsert=True)
         return
