@@ -151,6 +151,23 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def _variant(name: str) -> Variant:
+    """A variant by name; ``write-only X`` is variant ``X`` with the relays off (the write side
+    alone: no claim dynamics in the figure)."""
+    if name in VARIANTS:
+        return VARIANTS[name]
+    inner = VARIANTS[name.removeprefix("write-only ")]
+    return Variant(
+        name,
+        ddl=inner.ddl,
+        drop_classes=inner.drop_classes,
+        relays=False,
+        session=inner.session,
+        global_set=inner.global_set,
+        global_reset=inner.global_reset,
+    )
+
+
 def start_mariadb(state: Path, port: int, extra: Sequence[str]) -> int:
     """A throwaway mariadbd with its binary log on; returns its pid."""
     shutil.rmtree(state, ignore_errors=True)
@@ -474,7 +491,7 @@ def main() -> None:
     p.add_argument("--json", help="write the results here")
     args = p.parse_args()
     names = list(VARIANTS) if args.variants == "all" else args.variants.split(",")
-    variants = [VARIANTS[n] for n in names]
+    variants = [_variant(n) for n in names]
     state = None
     url, db_pid = args.url, args.db_pid
     if url is None:
