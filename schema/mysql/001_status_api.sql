@@ -95,7 +95,6 @@ CREATE TABLE IF NOT EXISTS task_event_log (
 	PRIMARY KEY (event_id),
 	CONSTRAINT task_event_version_uk UNIQUE (task_id, task_version),
 	CONSTRAINT task_step_event_seq_uk UNIQUE (task_id, step_id, step_attempt, producer_id, source_seq),
-	KEY task_event_producer_idx (task_id, producer_id, task_attempt, source_seq),
 	KEY task_event_timeline_idx (task_id, committed_at, event_id),
 	KEY task_event_committed_idx (committed_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci;

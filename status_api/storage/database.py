@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from status_api.storage.tables import metadata
+from status_api.storage.tables import RETIRED_INDEXES, metadata
 
 #: MySQL error codes worth retrying the whole transaction for: deadlock, lock wait timeout.
 RETRYABLE_MYSQL_ERRORS = frozenset({1205, 1213})
@@ -267,7 +267,20 @@ def _upgrade(sync_conn: sa.Connection) -> list[str]:
             if ix.name not in have_ix:
                 ix.create(sync_conn)
                 actions.append(f"created index {ix.name}")
+        for retired in (name for t, name in RETIRED_INDEXES if t == table.name and name in have_ix):
+            _drop_index(sync_conn, table.name, retired)
+            actions.append(f"dropped index {retired}")
     return actions
+
+
+def _drop_index(sync_conn: sa.Connection, table: str, name: str) -> None:
+    """Drop index ``name`` of ``table`` (one of :data:`RETIRED_INDEXES`)."""
+    prep = sync_conn.dialect.identifier_preparer
+    if sync_conn.dialect.name in ("mysql", "mariadb"):
+        sql = f"DROP INDEX {prep.quote(name)} ON {prep.quote(table)}"
+    else:
+        sql = f"DROP INDEX {prep.quote(name)}"
+    sync_conn.execute(sa.text(sql))
 
 
 async def init_db(engine: AsyncEngine) -> list[str]:

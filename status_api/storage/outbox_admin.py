@@ -18,16 +18,25 @@ from status_api.storage.tables import task_outbox
 
 
 async def purge_published(conn: AsyncConnection, older_than: datetime, limit: int = 5000) -> int:
-    """Delete up to ``limit`` PUBLISHED rows with ``published_at < older_than`` (call until 0).
+    """Delete up to ``limit`` PUBLISHED rows with ``published_at < older_than`` (call until fewer
+    than ``limit``).
 
     Selects ids first and deletes by primary key: a bounded statement that never scans or locks
-    PENDING/PROCESSING rows, so it runs beside claimers.
+    PENDING/PROCESSING rows, so it runs beside claimers. The select reads only the old end of the
+    retention window: a published row keeps its lease time ``locked_at``, which is never after its
+    ``published_at``, so ``locked_at < older_than`` adds no condition but makes the read a range of
+    ``outbox_lock_timeout_idx (status, locked_at)`` instead of a walk over every PUBLISHED row
+    (the whole window, on every pass). Rows published before lease times were kept (``locked_at``
+    NULL) are in the range too, until they are purged.
     """
     c = task_outbox.c
+    leased_before = sa.or_(c.locked_at < older_than, c.locked_at.is_(None))
     ids = [
         int(r[0])
         for r in await conn.execute(
-            sa.select(c.id).where(c.status == PUBLISHED, c.published_at < older_than).limit(limit)
+            sa.select(c.id)
+            .where(c.status == PUBLISHED, leased_before, c.published_at < older_than)
+            .limit(limit)
         )
     ]
     if not ids:

@@ -259,12 +259,13 @@ _MINE = sa.and_(
     _c.status == PROCESSING,
     _c.locked_by == sa.bindparam("b_me"),
 )
+#: PUBLISHED keeps the lease columns: ``locked_by`` names the relay that published the row and
+#: ``locked_at`` (never after ``published_at``) bounds the retention's range scan of
+#: ``outbox_lock_timeout_idx (status, locked_at)`` (``outbox_admin.purge_published``).
 _MARK_PUBLISHED = (
     sa.update(task_outbox)
     .where(_MINE)
-    .values(
-        status=PUBLISHED, published_at=sa.bindparam("b_at"), locked_by=None, locked_at=None, last_error=None
-    )
+    .values(status=PUBLISHED, published_at=sa.bindparam("b_at"), last_error=None)
 )
 _RELEASE = {
     refund: sa.update(task_outbox)
@@ -281,7 +282,9 @@ _RELEASE = {
 
 
 async def mark_published(conn: AsyncConnection, ids: Sequence[int], relay_id: str, now: datetime) -> int:
-    """PROCESSING → PUBLISHED for the rows of ``ids`` still leased by ``relay_id``; returns the count."""
+    """PROCESSING → PUBLISHED (``published_at = now``) for the rows of ``ids`` still leased by
+    ``relay_id``; ``locked_by``/``locked_at`` stay as the lease left them (the audit of who
+    published the row, and the retention's index range). Returns the count."""
     if not ids:
         return 0
     res = await conn.execute(_MARK_PUBLISHED, {"ids": list(ids), "b_me": relay_id, "b_at": now})

@@ -13,6 +13,8 @@ MariaDB and compares it with this metadata. Deviations from the seed, on purpose
   ``task_operation_definition.progress_min_interval_ms`` (the task type's window);
 * ``task.coordinator_id`` (the creating coordinator: only it reports TASK_* events) and
   ``task_event_committed_idx`` (event-log retention finds old rows without a scan);
+* :data:`RETIRED_INDEXES`: indexes earlier versions created that no query needs; init-db drops
+  them from an existing database (every index costs each write of its table);
 * ``execution_token_renewal``: the audit trail of executionToken renewals (long steps);
 * ``realtime_user_quota``: the per-user lock row of the detail-subscription quota (seed §6.5).
 * ``operator_action``: the audit trail of operators' actions on the outbox (who requeued or
@@ -137,7 +139,6 @@ task_event_log = sa.Table(
         "task_id", "step_id", "step_attempt", "producer_id", "source_seq", name="task_step_event_seq_uk"
     ),
     sa.Index("task_event_timeline_idx", "task_id", "committed_at", "event_id"),
-    sa.Index("task_event_producer_idx", "task_id", "producer_id", "task_attempt", "source_seq"),
     sa.Index("task_event_committed_idx", "committed_at"),
 )
 
@@ -284,3 +285,14 @@ operator_action = sa.Table(
     sa.Column("acted_at", TS, nullable=False),
     sa.Index("operator_action_acted_idx", "acted_at"),
 )
+
+#: ``(table, index)`` pairs earlier schema versions created and this one does not: init-db's upgrade
+#: drops them where they exist (``schema/mysql/002_retired_indexes.sql`` by hand).
+#:
+#: * ``task_event_log.task_event_producer_idx (task_id, producer_id, task_attempt, source_seq)``: the
+#:   one query it served, a producer's highest task-level sourceSeq
+#:   (``repository.last_task_level_seq``: ``task_id = ? AND step_id IS NULL AND producer_id = ? AND
+#:   task_attempt = ?``), reads the task's task-level entries through
+#:   ``task_step_event_seq_uk (task_id, step_id, …)`` as cheaply; the index cost every accepted event
+#:   an index insert.
+RETIRED_INDEXES: tuple[tuple[str, str], ...] = (("task_event_log", "task_event_producer_idx"),)

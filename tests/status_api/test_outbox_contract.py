@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from status_api.domain.projections import Projection, detail_channel, project_channel, user_channel
-from status_api.storage import outbox, outbox_claims, write
+from status_api.storage import outbox, outbox_admin, outbox_claims, write
 from status_api.storage.outbox import Priority, effective_priority, supersedable
 from status_api.storage.tables import task_outbox
 from tests.status_api.harness import Harness
@@ -92,3 +93,41 @@ async def test_release_can_refund_the_claims_attempt(h: Harness) -> None:
     assert await cycle(refund=False) == 1  # graceful shutdown: attempts unchanged by release
     async with h.comp.engine.begin() as conn:
         await conn.execute(task_outbox.delete())  # the harness validates real projections at teardown
+
+
+async def test_published_rows_keep_their_lease_and_retention_reads_by_it(h: Harness) -> None:
+    """A published row keeps ``locked_by``/``locked_at`` (who published it, when it was leased);
+    retention deletes exactly the PUBLISHED rows published before its cutoff, rows published before
+    lease times were kept (``locked_at`` NULL) included, and nothing else."""
+    now = h.clock()
+    msg = outbox.OutboxMessage("task_user:t1/u1", "USER_SUMMARY", {"kind": "task.summary"}, 0)
+    later = now + timedelta(seconds=60)
+    async with h.comp.engine.begin() as conn:
+        await conn.execute(task_outbox.delete())
+        for version in (1, 2, 3):
+            await write.append_outbox_version(conn, "lease-task", version, [msg], now)
+        rows = await outbox_claims.claim(conn, "relay-a", 10, now)
+        assert len(rows) == 3
+        published = [r.id for r in rows[:2]]
+        assert await outbox_claims.mark_published(conn, published, "relay-a", now + timedelta(seconds=1)) == 2
+        await outbox_claims.release(conn, [rows[2].id], "relay-a", now)  # stays PENDING
+        await write.append_outbox_version(conn, "legacy-task", 1, [msg], now)
+        await conn.execute(  # published by an older relay, which cleared the lease columns
+            task_outbox.update()
+            .where(task_outbox.c.aggregate_id == "legacy-task")
+            .values(status="PUBLISHED", published_at=now, locked_by=None, locked_at=None)
+        )
+    c = task_outbox.c
+    async with h.comp.engine.connect() as conn:
+        kept = (await conn.execute(sa.select(c.locked_by, c.locked_at).where(c.id.in_(published)))).all()
+    assert kept == [("relay-a", now), ("relay-a", now)]
+    async with h.comp.engine.begin() as conn:  # a cutoff before the publications: nothing to do
+        assert await outbox_admin.purge_published(conn, now - timedelta(seconds=1)) == 0
+    async with h.comp.engine.begin() as conn:
+        assert await outbox_admin.purge_published(conn, later, limit=2) == 2
+        assert await outbox_admin.purge_published(conn, later, limit=2) == 1
+        assert await outbox_admin.purge_published(conn, later, limit=2) == 0
+    async with h.comp.engine.begin() as conn:
+        left = (await conn.execute(sa.select(c.aggregate_id, c.status))).all()
+        await conn.execute(task_outbox.delete())  # the harness validates real projections at teardown
+    assert left == [("lease-task", "PENDING")]
