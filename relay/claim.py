@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from status_api.storage import outbox_admin, outbox_claim_request, outbox_claims
+from status_api.storage import outbox_admin, outbox_claims
 from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
 
@@ -220,20 +220,10 @@ class OutboxLeases:
         marks = self._take_unmarked()
         mark = None if marks is None else (marks[0], marks[1])
 
-        async def driver_body(cur: outbox_claims.DriverCursor) -> outbox_claims.DriverClaim:
-            carried = mark
-            marked = 0
-            if not backlog:  # the common claim: one request (a backlog found in it: the tiers)
-                one, complete = await outbox_claim_request.claim_one_request(
-                    cur, self.relay_id, limit, now, lease_seconds=lease, mark=carried
-                )
-                if complete:
-                    return one
-                carried, marked = None, one.marked  # committed with that request
-            got = await outbox_claims.claim_driver(
-                cur, self.relay_id, limit, now, lease_seconds=lease, probe=False, mark=carried
+        def driver_body(cur: outbox_claims.DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
+            return outbox_claims.claim_driver(
+                cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog, mark=mark
             )
-            return got._replace(marked=got.marked + marked)
 
         try:
             result = await self._driver(self.engine, driver_body, transactional=True)

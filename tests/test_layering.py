@@ -204,7 +204,6 @@ def _modules(path: Path) -> list[Path]:
 RELAY_MAY_IMPORT = (
     "status_api.storage.outbox",
     "status_api.storage.outbox_claims",
-    "status_api.storage.outbox_claim_request",
     "status_api.storage.outbox_admin",
     "status_api.storage.database",
     "status_api.config_file",

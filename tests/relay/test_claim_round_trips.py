@@ -19,7 +19,7 @@ on an engine of one pooled connection, so every transaction runs on the session 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -38,7 +38,7 @@ from status_api.storage.tables import task_outbox
 
 pytestmark = pytest.mark.mysql
 
-COUNTERS = ("Com_select", "Com_update", "Com_update_multi", "Com_commit", "Com_rollback")
+COUNTERS = ("Com_select", "Com_update", "Com_commit", "Com_rollback")
 
 
 @pytest.fixture
@@ -116,18 +116,15 @@ async def test_a_transaction_left_open_is_rolled_back_when_its_connection_return
 
 
 @pytest.mark.parametrize("takeover", [False, True], ids=["hint", "poll"])
-async def test_a_claim_with_room_reads_no_tier(one_conn: AsyncEngine, takeover: bool) -> None:
-    """One transaction, no tier read: the due probe (+ the expired-lease scan of a poll) into the
-    session's id list, the lease flag, the leased rows by id, the next-due read
-    (``outbox_claims.next_due``, one index seek) and COMMIT; the lease is one UPDATE of the listed
-    ids, prepared in the session (``outbox_claim_request``)."""
+async def test_a_claim_with_room_is_one_select(one_conn: AsyncEngine, takeover: bool) -> None:
+    """Plus the next-due read (``outbox_claims.next_due``, one index seek) of a claim with room."""
     leases = OutboxLeases(one_conn, "r-rt", lease_seconds=30)
     before = await session_counters(one_conn)
     assert await leases.claim(10, takeover=takeover) == []
     d = await delta(one_conn, before)
-    # Empty: nothing leased (the UPDATE lists no id), no tiers, no ROLLBACK.
-    expected = {"Com_select": 4 + takeover, "Com_update": 1, "Com_update_multi": 0, "Com_commit": 1}
-    assert d == {**expected, "Com_rollback": 0}, d
+    # Empty: the due SELECT, the next-due read (+ the takeover scan for a poll) and the COMMIT;
+    # no tiers, no ROLLBACK.
+    assert d == {"Com_select": 2 + takeover, "Com_update": 0, "Com_commit": 1, "Com_rollback": 0}, d
 
     for i in range(3):
         await add(one_conn, f"rt-{i}", 0)
@@ -135,8 +132,7 @@ async def test_a_claim_with_room_reads_no_tier(one_conn: AsyncEngine, takeover: 
     rows = await leases.claim(10, takeover=takeover)
     d = await delta(one_conn, before)
     assert len(rows) == 3
-    assert all(r.attempts == 1 for r in rows)
-    assert d == {**expected, "Com_rollback": 0}, d
+    assert d == {"Com_select": 2 + takeover, "Com_update": 1, "Com_commit": 1, "Com_rollback": 0}, d
 
 
 async def test_both_claim_paths_return_tier_order(one_conn: AsyncEngine) -> None:
@@ -219,10 +215,7 @@ async def test_a_backlog_beyond_the_probe_is_claimed_in_tier_order(one_conn: Asy
     rows = await leases.claim(n + 10, takeover=False)
     d = await delta(one_conn, before)
     assert [r.aggregate_id for r in rows] == ["urgent"] + [f"bulk-{i:03d}" for i in range(n)]
-    # The one-request claim (probe, flag, rows, next-due) found a full probe and leased nothing;
-    # then the tier path: the three tiers and the next-due read.
-    assert d["Com_select"] == 4 + 3 + 1
-    assert d["Com_commit"] == 2
+    assert d["Com_select"] == 4 + 1  # the bounded probe, the three tiers, the next-due read
 
 
 async def test_a_claim_marked_backlog_skips_the_probe(one_conn: AsyncEngine) -> None:
@@ -296,13 +289,7 @@ async def test_the_mark_of_a_published_batch_is_one_statement(
         before = await session_counters(settle)
         assert await leases.settle([r.id for r in rows], [], []) == (3, 0, 0)
         d = await delta(settle, before, autocommit=True)
-        assert d == {
-            "Com_select": 0,
-            "Com_update": 1,
-            "Com_update_multi": 0,
-            "Com_commit": 0,
-            "Com_rollback": 0,
-        }, d
+        assert d == {"Com_select": 0, "Com_update": 1, "Com_commit": 0, "Com_rollback": 0}, d
         async with one_conn.connect() as conn:  # committed: another session sees it
             q = sa.select(sa.func.count()).where(task_outbox.c.status == "PUBLISHED")
             assert (await conn.execute(q)).scalar_one() == 3
@@ -382,20 +369,19 @@ async def counted(relay_db_url: str) -> AsyncIterator[tuple[OutboxLeases, _Reque
 
 
 @pytest.mark.parametrize("takeover", [False, True], ids=["hint", "poll"])
-async def test_a_claim_is_one_request_and_a_cycle_two(
+async def test_a_claim_is_two_requests_and_a_cycle_three(
     counted: tuple[OutboxLeases, _Requests, _Requests], takeover: bool
 ) -> None:
-    """A claim with room is one round trip whatever it finds: its locking reads (the expired-lease
-    scan of a poll rides along with the due rows' probe), the lease UPDATE, the rows, the next-due
-    read and the COMMIT. With the mark of the published batch, a cycle is two (it was five); with
-    the mark deferred to the next claim, one (``test_deferred_mark.py``)."""
+    """A claim with room is two round trips whatever it finds: its locking reads (the expired-lease
+    scan of a poll rides along with the due rows' probe), then the lease UPDATE, the next-due read
+    and the COMMIT. With the mark of the published batch, a cycle is three (it was five)."""
     leases, claim_reqs, settle_reqs = counted
     claim_reqs.take()
     assert await leases.claim(10, takeover=takeover) == []
     sent = claim_reqs.take()
-    assert len(sent) == 1, sent
+    assert len(sent) == 2, sent
     assert sent[0].count("SKIP LOCKED") == 1 + takeover
-    assert "min(" in sent[0] and sent[0].endswith("COMMIT"), sent[0]
+    assert "min(" in sent[1] and sent[1].endswith("COMMIT"), sent[1]
 
     for i in range(3):
         await add(leases.engine, f"req-{takeover}-{i}", 0)
@@ -404,15 +390,20 @@ async def test_a_claim_is_one_request_and_a_cycle_two(
     assert len(rows) == 3
     assert await leases.settle([r.id for r in rows], [], []) == (3, 0, 0)
     sent, marks = claim_reqs.take(), settle_reqs.take()
-    assert len(sent) == 1, sent
+    assert len(sent) == 2, sent
     assert sent[0].count("SKIP LOCKED") == 1 + takeover
-    assert "EXECUTE tc_lease" in sent[0] and sent[0].endswith("COMMIT"), sent[0]
+    assert sent[1].startswith("UPDATE") and "min(" in sent[1] and sent[1].endswith("COMMIT"), sent[1]
     assert len(marks) == 1 and marks[0].startswith("UPDATE"), marks
 
 
-async def _stale_and_due(eng: AsyncEngine) -> datetime:
-    """Rows ``due-a``, ``due-b`` (priority 10), ``stale-1``/``stale-2`` (PROCESSING under another
-    relay's lease expired 90 and 60 s ago) and ``held`` (due in 30 s); returns held's due time."""
+async def test_a_two_request_claim_keeps_leases_order_and_the_next_due_time(
+    counted: tuple[OutboxLeases, _Requests, _Requests],
+) -> None:
+    """A poll whose expired leases and due rows together exceed its limit takes the expired leases
+    first (oldest lease first), then due rows in tier order; the rest stay PENDING and unleased;
+    the due time of a held-back row is read in the same two requests."""
+    leases, claim_reqs, _ = counted
+    eng = leases.engine
     for task, prio in (("due-a", 0), ("due-b", 10), ("stale-2", 0), ("stale-1", 0), ("held", 0)):
         await add(eng, task, prio)
     held_until = utc_now() + timedelta(seconds=30)
@@ -427,50 +418,9 @@ async def _stale_and_due(eng: AsyncEngine) -> datetime:
         await conn.execute(
             task_outbox.update().where(c.aggregate_id == "held").values(available_at=held_until)
         )
-    return held_until
-
-
-async def test_a_one_request_poll_takes_expired_leases_first_then_tier_order(
-    counted: tuple[OutboxLeases, _Requests, _Requests],
-) -> None:
-    """Expired leases (oldest lease first), then due rows in tier order, the attempts counted once,
-    and the due time of a held-back row — all in the one request."""
-    leases, claim_reqs, _ = counted
-    held_until = await _stale_and_due(leases.engine)
-    claim_reqs.take()
-    rows = await leases.claim(10, takeover=True)
-    assert len(claim_reqs.take()) == 1
-    assert [(r.aggregate_id, r.taken_over, r.attempts) for r in rows] == [
-        ("stale-1", True, 1),
-        ("stale-2", True, 1),
-        ("due-b", False, 1),
-        ("due-a", False, 1),
-    ]
-    assert leases.next_due == held_until
-    async with leases.engine.connect() as conn:  # committed: another session sees the leases
-        c = task_outbox.c
-        states = dict((await conn.execute(sa.select(c.aggregate_id, c.locked_by))).all())
-    assert states == {
-        "stale-1": "r-req",
-        "stale-2": "r-req",
-        "due-b": "r-req",
-        "due-a": "r-req",
-        "held": None,
-    }
-
-
-async def test_a_claim_that_does_not_fit_keeps_leases_order_and_the_next_due_time(
-    counted: tuple[OutboxLeases, _Requests, _Requests],
-) -> None:
-    """A poll whose expired leases and due rows together exceed its limit leases nothing in the one
-    request and takes the tier path: the expired leases first (oldest lease first), then due rows
-    in tier order; the rest stay PENDING and unleased; the next claim reads the held row's due time."""
-    leases, claim_reqs, _ = counted
-    eng = leases.engine
-    held_until = await _stale_and_due(eng)
     claim_reqs.take()
     rows = await leases.claim(3, takeover=True)
-    assert len(claim_reqs.take()) == 1 + 3  # the one request; then the reads, a tier, the lease
+    assert len(claim_reqs.take()) == 2
     assert [(r.aggregate_id, r.taken_over) for r in rows] == [
         ("stale-1", True),
         ("stale-2", True),
@@ -478,7 +428,6 @@ async def test_a_claim_that_does_not_fit_keeps_leases_order_and_the_next_due_tim
     ]
     assert leases.next_due is None  # a full claim reads no due time
     async with eng.connect() as conn:  # committed: another session sees the leases
-        c = task_outbox.c
         states = dict((await conn.execute(sa.select(c.aggregate_id, c.locked_by))).all())
     assert states == {"stale-1": "r-req", "stale-2": "r-req", "due-b": "r-req", "due-a": None, "held": None}
 

@@ -10,11 +10,7 @@ from pathlib import Path
 
 RELAY = Path(__file__).resolve().parents[2] / "relay"
 #: The modules holding the outbox's SQL: the relay's claims and the operators' queries.
-STATEMENTS = (
-    "status_api.storage.outbox_claims",
-    "status_api.storage.outbox_claim_request",
-    "status_api.storage.outbox_admin",
-)
+STATEMENTS = ("status_api.storage.outbox_claims", "status_api.storage.outbox_admin")
 
 
 def imports(path: Path) -> set[str]:
