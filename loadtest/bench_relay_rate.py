@@ -338,7 +338,8 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str
         f"window {args.window:.0f} s after {args.warmup:.0f} s warm-up, "
         f"one commit per {1000 * args.tick:.0f} ms tick.",
         "",
-        "| events/s (rows/s) | relay CPU µs per row (kernel share) | net of idle µs per row | rows per claim | "
+        "| events/s (rows/s) | relay CPU µs per row (kernel share) | net of idle µs per row | "
+        "rows per claim | "
         "relay CPU µs per claim | hints per relay | commit→publish p50 / p99 ms (bucket bound) | "
         "gateway µs per row | load |",
         "|---|---:|---:|---:|---:|---|---:|---:|---|",
@@ -347,7 +348,8 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str
         lines.append(
             f"| {r['events_per_s']:.0f} ({r['published'] / args.window:.0f}) | "
             f"**{r['relay_us_per_row']:.0f}** ({100 * r['relay_sys_share']:.0f} %) | "
-            f"{r.get('relay_net_us_per_row', float('nan')):.0f} | {r['rows_per_claim']:.1f} | {r['relay_us_per_claim']:.0f} | "
+            f"{r.get('relay_net_us_per_row', float('nan')):.0f} | {r['rows_per_claim']:.1f} | "
+            f"{r['relay_us_per_claim']:.0f} | "
             f"{' / '.join(str(h) for h in r['hints'])} | "
             f"{r['lag_p50_ms']:.0f} / {r['lag_p99_ms']:.0f} | {r['gateway_us_per_row']:.0f} | "
             f"{r['load'][0]:.1f} → {r['load'][1]:.1f} |"
