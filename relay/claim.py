@@ -136,6 +136,7 @@ class OutboxLeases:
         hold_connections: bool = False,
     ):
         self.engine = engine
+        self._dialect: str | None = None
         #: MySQL/MariaDB driver path: keep a connection checked out between claims and marks (one
         #: per concurrent caller) instead of a pool checkout, return and reset per call. It holds
         #: up to one pooled connection per relay loop and engine: the pools must allow that many.
@@ -184,7 +185,11 @@ class OutboxLeases:
 
     @property
     def dialect(self) -> str:
-        return self.engine.dialect.name
+        """The engine's dialect name (read once: it is on every claim's path)."""
+        name = self._dialect
+        if name is None:
+            name = self._dialect = str(self.engine.dialect.name)
+        return name
 
     async def _tx(self, body: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
