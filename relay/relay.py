@@ -12,6 +12,12 @@ expires. Crash windows (seed §5.2, reliability-notes §2.3):
 
 A row is only ever marked after its publish was acknowledged, so there is no loss window.
 
+Deferred marks (``mark_defer_ms``, docs/relay.md): the loops' batches whose rows were all published
+are marked by the relay's next claim (its request carries the mark) instead of an UPDATE of their
+own; a timer marks them alone after ``mark_defer_ms`` without a claim, and :meth:`Relay.run`'s
+graceful stop marks them. Until then they stay PROCESSING under the lease: the window "after
+publish, before mark" lasts up to ``mark_defer_ms``, and a crash in it republishes.
+
 Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
 Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
 loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
