@@ -202,6 +202,7 @@ async def step(
         await asyncio.sleep(0.05)  # bounded wait between rates, outside the window
     return {
         "rate": rate,
+        "window_s": elapsed,
         "events": producer.events - events0,
         "events_per_s": (producer.events - events0) / elapsed,
         "published": published,
@@ -264,6 +265,9 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
             }
             if args.linger_ms:
                 cfg["linger_ms"] = args.linger_ms
+            for option in args.relay_option:
+                key, _, value = option.partition("=")
+                cfg[key] = json.loads(value)
             if args.wake == "redis":
                 cfg.update(wake_redis_url=svc.redis_url, wake_channel=channel)
             else:
@@ -309,7 +313,24 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
         svc.stop()
 
 
+def net_of_idle(results: list[dict[str, Any]]) -> None:
+    """With a rate-0 step in ``results``: add ``idle_cpu_ms_per_s`` (the relays' CPU with no events,
+    per second: polls, timers, gauges) and, to every other step, ``relay_net_us_per_row`` (its CPU
+    minus that floor over its window, per row published)."""
+    idle = next((r["relay_cpu_share"] for r in results if r["rate"] == 0), None)
+    if idle is None:
+        return
+    for r in results:
+        r["idle_cpu_ms_per_s"] = 1000 * idle
+        if r["published"]:
+            net = r["relay_cpu_s"] - idle * r["window_s"]
+            r["relay_net_us_per_row"] = 1e6 * net / r["published"]
+
+
 def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str) -> str:
+    net_of_idle(results)
+    idle = [r for r in results if r["rate"] == 0]
+    results = [r for r in results if r["rate"] != 0]
     lines = [
         f"{label} — {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {len(os.sched_getaffinity(0))} CPUs, "
         f"Python {platform.python_version()}, {args.relays} relays woken through {args.wake}, "
@@ -317,26 +338,36 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, label: str
         f"window {args.window:.0f} s after {args.warmup:.0f} s warm-up, "
         f"one commit per {1000 * args.tick:.0f} ms tick.",
         "",
-        "| events/s (rows/s) | relay CPU µs per row (kernel share) | rows per claim | "
+        "| events/s (rows/s) | relay CPU µs per row (kernel share) | net of idle µs per row | "
+        "rows per claim | "
         "relay CPU µs per claim | hints per relay | commit→publish p50 / p99 ms (bucket bound) | "
         "gateway µs per row | load |",
-        "|---|---:|---:|---:|---|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['events_per_s']:.0f} ({r['published'] / args.window:.0f}) | "
             f"**{r['relay_us_per_row']:.0f}** ({100 * r['relay_sys_share']:.0f} %) | "
-            f"{r['rows_per_claim']:.1f} | {r['relay_us_per_claim']:.0f} | "
+            f"{r.get('relay_net_us_per_row', float('nan')):.0f} | {r['rows_per_claim']:.1f} | "
+            f"{r['relay_us_per_claim']:.0f} | "
             f"{' / '.join(str(h) for h in r['hints'])} | "
             f"{r['lag_p50_ms']:.0f} / {r['lag_p99_ms']:.0f} | {r['gateway_us_per_row']:.0f} | "
             f"{r['load'][0]:.1f} → {r['load'][1]:.1f} |"
+        )
+    for r in idle:
+        lines.append(
+            f"\nIdle (no events, {r['window_s']:.0f} s): the relays' CPU {r['idle_cpu_ms_per_s']:.1f} ms per "
+            f"second together ({r['claims']:.0f} claims that leased rows), load {r['load'][0]:.1f}."
         )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rates", type=float, nargs="+", default=[50, 200, 667], help="events/s (2 rows each)")
+    p.add_argument(
+        "--rates", type=float, nargs="+", default=[0, 10, 50, 200, 667],
+        help="events/s (2 rows each); 0 measures the relays' idle floor, subtracted in the net column",
+    )  # fmt: skip
     p.add_argument("--relays", type=int, default=2)
     p.add_argument("--wake", choices=("redis", "udp"), default="redis")
     p.add_argument("--tasks", type=int, default=2000)
@@ -347,6 +378,10 @@ def main() -> None:
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
     p.add_argument("--label", default="this tree")
     p.add_argument("--profile", type=Path, help="directory for py-spy raw profiles of the relays")
+    p.add_argument(
+        "--relay-option", action="append", default=[], metavar="NAME=JSON",
+        help="a relay config option for this run (repeatable), e.g. mark_defer_ms=0",
+    )  # fmt: skip
     args = p.parse_args()
     TREES.update(relay=args.relay_tree.resolve())
     print(markdown(asyncio.run(amain(args)), args, args.label))

@@ -136,6 +136,7 @@ class OutboxLeases:
         hold_connections: bool = False,
     ):
         self.engine = engine
+        self._dialect: str | None = None
         #: MySQL/MariaDB driver path: keep a connection checked out between claims and marks (one
         #: per concurrent caller) instead of a pool checkout, return and reset per call. It holds
         #: up to one pooled connection per relay loop and engine: the pools must allow that many.
@@ -152,6 +153,14 @@ class OutboxLeases:
         self.next_due: datetime | None = None
         #: Idle held connections per engine (MySQL/MariaDB driver path, :meth:`_driver`).
         self._held: dict[AsyncEngine, list[_Held]] = {}
+        #: Deferred marks (:meth:`defer_published`): published rows still leased, and the
+        #: earliest acknowledgement time among them (their ``published_at``).
+        self._unmarked: list[int] = []
+        self._unmarked_at: datetime | None = None
+        self._unmarked_since: float | None = None
+        #: Called with the number of deferred rows that were no longer ours when their mark ran
+        #: (another replica took them over): the relay counts them as lost leases.
+        self.on_lost_marks: Callable[[int], None] | None = None
 
     @classmethod
     def open(
@@ -176,7 +185,11 @@ class OutboxLeases:
 
     @property
     def dialect(self) -> str:
-        return self.engine.dialect.name
+        """The engine's dialect name (read once: it is on every claim's path)."""
+        name = self._dialect
+        if name is None:
+            name = self._dialect = str(self.engine.dialect.name)
+        return name
 
     async def _tx(self, body: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
@@ -209,15 +222,84 @@ class OutboxLeases:
             rows, self.next_due = await self._tx(body)
             return rows
 
-        def driver_body(
-            cur: outbox_claims.DriverCursor,
-        ) -> Awaitable[tuple[list[OutboxRow], datetime | None]]:
+        marks = self._take_unmarked()
+        mark = None if marks is None else (marks[0], marks[1])
+
+        def driver_body(cur: outbox_claims.DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
             return outbox_claims.claim_driver(
-                cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog
+                cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog, mark=mark
             )
 
-        rows, self.next_due = await self._driver(self.engine, driver_body, transactional=True)
-        return rows
+        try:
+            result = await self._driver(self.engine, driver_body, transactional=True)
+        except BaseException:
+            if marks is not None:
+                self._defer(*marks)
+            raise
+        self.next_due = result.next_due
+        if marks is not None:
+            self._count_lost(len(marks[0]) - result.marked)
+        return result.rows
+
+    @property
+    def defers_marks(self) -> bool:
+        """Whether :meth:`defer_published` is available: the claim can carry a mark (the
+        MySQL/MariaDB driver path). SQLite marks at once."""
+        return self.dialect == "mysql"
+
+    @property
+    def unmarked(self) -> int:
+        """How many published rows wait for their deferred mark."""
+        return len(self._unmarked)
+
+    def defer_published(self, ids: Sequence[int], published_at: datetime) -> None:
+        """Mark the rows of ``ids`` (published: the gateway acknowledged them) PUBLISHED with the
+        next claim instead of now: its second request carries the mark (``claim_driver``'s
+        ``mark``), one round trip less per cycle. Until then they stay PROCESSING under their
+        lease; the caller bounds the wait (:attr:`unmarked_since`, :meth:`flush_marks`). A crash
+        before the mark republishes them (at-least-once); nothing that was not published is ever
+        passed here. ``published_at`` of all waiting rows is the earliest acknowledgement among
+        them."""
+        if ids:
+            self._defer(list(ids), published_at, time.monotonic())
+
+    @property
+    def unmarked_since(self) -> float | None:
+        """Since when (``time.monotonic()``) the oldest deferred row waits; None: none waits."""
+        return self._unmarked_since
+
+    async def flush_marks(self) -> int:
+        """Mark the deferred rows now, on their own (one UPDATE on the driver); returns how many
+        were marked. On an error they stay deferred (a later claim or flush marks them) and the
+        error propagates."""
+        marks = self._take_unmarked()
+        if marks is None:
+            return 0
+        try:
+            n, _, _ = await self.settle(marks[0], [], [], now=marks[1])
+        except BaseException:
+            self._defer(*marks)
+            raise
+        self._count_lost(len(marks[0]) - n)
+        return n
+
+    def _defer(self, ids: list[int], published_at: datetime, since: float) -> None:
+        self._unmarked.extend(ids)
+        if self._unmarked_at is None or published_at < self._unmarked_at:
+            self._unmarked_at = published_at
+        if self._unmarked_since is None or since < self._unmarked_since:
+            self._unmarked_since = since
+
+    def _take_unmarked(self) -> tuple[list[int], datetime, float] | None:
+        if not self._unmarked or self._unmarked_at is None or self._unmarked_since is None:
+            return None
+        marks = (self._unmarked, self._unmarked_at, self._unmarked_since)
+        self._unmarked, self._unmarked_at, self._unmarked_since = [], None, None
+        return marks
+
+    def _count_lost(self, lost: int) -> None:
+        if lost and self.on_lost_marks is not None:
+            self.on_lost_marks(lost)
 
     async def settle(
         self,
@@ -225,6 +307,8 @@ class OutboxLeases:
         retries: Sequence[Retry],
         dead: Sequence[tuple[int, str]],
         released: Sequence[int] = (),
+        *,
+        now: datetime | None = None,
     ) -> tuple[int, int, int]:
         """Record a batch's results in one transaction; rows no longer leased by us are left alone.
 
@@ -236,8 +320,9 @@ class OutboxLeases:
         With ``settle_engine`` the statements run without a transaction around them: each one is
         guarded by the lease on its own (``status = PROCESSING AND locked_by = me``), so nothing
         needs them to commit together, and a retry after a conflict marks only what is still ours.
+        ``now`` (default: the clock) is the ``published_at`` of the published rows.
         """
-        now = self.now()
+        now = self.now() if now is None else now
 
         async def body(conn: AsyncConnection) -> tuple[int, int, int]:
             n_pub = await outbox_claims.mark_published(conn, published, self.relay_id, now)

@@ -34,6 +34,8 @@ def default_relay_id() -> str:
 
 #: The longest ``linger_ms``: a wait meant to gather a few events, never a latency of its own.
 MAX_LINGER_MS = 1000
+#: The longest ``mark_defer_ms``: a published row stays PROCESSING (leased) at most this long.
+MAX_MARK_DEFER_MS = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +80,20 @@ class RelayConfig:
     #: so that one claim carries the events committed meanwhile; wake-ups during the wait are
     #: absorbed by it. 0 = claim at once. Never delays a row by more than this.
     linger_ms: int = 0
+    #: How long the mark of a fully published batch may wait to ride with the relay's next claim
+    #: (docs/relay.md "Deferred marks"): the claim's own request carries it; a timer marks it
+    #: alone when no claim comes within this time; a graceful stop marks it. 0 = mark at once.
+    #: Never more than a quarter of ``lease_seconds`` (:attr:`mark_defer_seconds`).
+    mark_defer_ms: int = 500
     #: OpenTelemetry tracing of the publishes (docs/operations.md "Tracing with OpenTelemetry");
     #: the exporter is configured by the standard ``OTEL_*`` environment variables.
     opentelemetry_enabled: bool = False
+
+    @property
+    def mark_defer_seconds(self) -> float:
+        """The deferred mark's bound in force: ``mark_defer_ms``, at most ``lease_seconds / 4`` (a
+        published row waits for its mark under its lease, which must stay far from expiring)."""
+        return min(self.mark_defer_ms / 1000, self.lease_seconds / 4)
 
 
 _POSITIVE = (
@@ -125,6 +138,8 @@ def _validate(cfg: RelayConfig) -> None:
         )
     if not 0 <= cfg.linger_ms <= MAX_LINGER_MS:
         raise ConfigError(f"linger_ms: must be 0..{MAX_LINGER_MS} (0 = off)")
+    if not 0 <= cfg.mark_defer_ms <= MAX_MARK_DEFER_MS:
+        raise ConfigError(f"mark_defer_ms: must be 0..{MAX_MARK_DEFER_MS} (0 = mark at once)")
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:
         raise ConfigError("metrics_port: must be 0..65535 (0 picks a free port)")
     _validate_wake(cfg)

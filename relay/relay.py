@@ -12,6 +12,12 @@ expires. Crash windows (seed §5.2, reliability-notes §2.3):
 
 A row is only ever marked after its publish was acknowledged, so there is no loss window.
 
+Deferred marks (``mark_defer_ms``, docs/relay.md): the loops' batches whose rows were all published
+are marked by the relay's next claim (its request carries the mark) instead of an UPDATE of their
+own; a timer marks them alone after ``mark_defer_ms`` without a claim, and :meth:`Relay.run`'s
+graceful stop marks them. Until then they stay PROCESSING under the lease: the window "after
+publish, before mark" lasts up to ``mark_defer_ms``, and a crash in it republishes.
+
 Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
 Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
 loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
@@ -141,6 +147,10 @@ class Relay:
         self._wakeup_counters: dict[str, Any] = {}
         #: Loops waiting out ``linger_ms`` before their claim: while one does, wake-ups are absorbed.
         self._lingering = 0
+        #: Deferred marks (``mark_defer_ms``): the timer that marks them if no claim carried them
+        #: within the bound, and the task of such a flush.
+        self._mark_timer: asyncio.TimerHandle | None = None
+        self._mark_flush: asyncio.Task[None] | None = None
 
     @property
     def gateway_up(self) -> bool:
@@ -233,11 +243,16 @@ class Relay:
         """Claim, publish and mark one batch; returns the number of rows claimed (0 = nothing due)."""
         return (await self.run_batch()).claimed
 
-    async def run_batch(self, limit: int | None = None, *, takeover: bool = True) -> BatchReport:
+    async def run_batch(
+        self, limit: int | None = None, *, takeover: bool = True, defer_mark: bool = False
+    ) -> BatchReport:
         """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``);
         ``takeover=False`` leaves expired leases to a later claim (a hint's claim: the fresh rows
-        are what it is for). Database errors propagate (rows stay leased and are taken over after
-        the lease); publish failures never raise."""
+        are what it is for). ``defer_mark``: a batch whose rows were all published is marked by
+        the next claim (or within ``mark_defer_ms`` by a timer, or at the graceful stop) instead
+        of now (:meth:`OutboxLeases.defer_published`); the report counts it as published. Database
+        errors propagate (rows stay leased and are taken over after the lease); publish failures
+        never raise."""
         m = self.metrics
         started = time.perf_counter()
         size = limit or self.config.batch_size
@@ -270,12 +285,17 @@ class Relay:
             m.released.inc(released)
             raise
         self._hook("after_publish")
-        report = await self._settle(to_send, results, superseded)
+        report = await self._settle(to_send, results, superseded, defer_mark=defer_mark)
         self._hook("after_mark")
         return report
 
     async def _settle(
-        self, rows: Sequence[OutboxRow], results: Sequence[PublishResult], superseded: Sequence[OutboxRow]
+        self,
+        rows: Sequence[OutboxRow],
+        results: Sequence[PublishResult],
+        superseded: Sequence[OutboxRow],
+        *,
+        defer_mark: bool = False,
     ) -> BatchReport:
         cfg, m = self.config, self.metrics
         now = self.leases.now()
@@ -321,13 +341,16 @@ class Relay:
                 len(released),
             )
         pub_ids = [r.id for r in published] + [r.id for r in superseded]
-        started = time.perf_counter()
-        n_pub, n_back, n_dead = await self.leases.settle(pub_ids, retries, dead, released)
-        m.mark_seconds.observe(time.perf_counter() - started)
-        lost = len(pub_ids) + len(retries) + len(released) + len(dead) - (n_pub + n_back + n_dead)
-        if lost:
-            m.lost_leases.inc(lost)
-            log.warning("%d rows were taken over by another relay before being marked", lost)
+        if defer_mark and not failures and self.leases.defers_marks and self.config.mark_defer_seconds > 0:
+            self.leases.defer_published(pub_ids, now)
+            self._mark_later()
+        else:
+            started = time.perf_counter()
+            n_pub, n_back, n_dead = await self.leases.settle(pub_ids, retries, dead, released)
+            m.mark_seconds.observe(time.perf_counter() - started)
+            self._lost_marks(
+                len(pub_ids) + len(retries) + len(released) + len(dead) - (n_pub + n_back + n_dead)
+            )
         for row in published:
             m.commit_to_publish.observe(max(0.0, (now - row.created_at).total_seconds()))
         m.published.inc(len(published))
@@ -341,6 +364,60 @@ class Relay:
             released=len(released),
             gateway_unavailable=bool(released),
         )
+
+    def _lost_marks(self, lost: int) -> None:
+        if lost:
+            self.metrics.lost_leases.inc(lost)
+            log.warning("%d rows were taken over by another relay before being marked", lost)
+
+    # --- deferred marks --------------------------------------------------------------------------
+
+    def _mark_later(self) -> None:
+        """Rows were deferred: make sure they are marked within ``mark_defer_seconds`` even when
+        no claim comes to carry them (one timer, armed for the oldest waiting row)."""
+        self.leases.on_lost_marks = self._lost_marks  # the claim that carries them counts them
+        if self._mark_timer is None and self._mark_flush is None:
+            self._arm_mark_timer()
+
+    def _arm_mark_timer(self, at_least: float = 0.0) -> None:
+        since = self.leases.unmarked_since
+        if since is None:
+            return
+        delay = max(at_least, since + self.config.mark_defer_seconds - time.monotonic())
+        self._mark_timer = asyncio.get_running_loop().call_later(delay, self._mark_due)
+
+    def _mark_due(self) -> None:
+        """The timer: mark what still waits, unless a claim carried it meanwhile (then re-arm for
+        the rows deferred after that claim, if any)."""
+        self._mark_timer = None
+        since = self.leases.unmarked_since
+        if since is None:
+            return
+        if time.monotonic() < since + self.config.mark_defer_seconds:
+            self._arm_mark_timer()
+            return
+        self._mark_flush = asyncio.get_running_loop().create_task(self._flush_deferred())
+
+    async def _flush_deferred(self) -> None:
+        pause = 0.0
+        try:
+            await self.flush_marks()
+        except Exception as exc:
+            raise_if_cancelling(exc)
+            log.warning("deferred mark failed; the next claim or timer retries it", exc_info=True)
+            self.metrics.loop_errors.inc()
+            pause = self.config.mark_defer_seconds  # not a hot loop while the database is away
+        finally:
+            self._mark_flush = None
+            if self._mark_timer is None:
+                self._arm_mark_timer(pause)
+
+    async def flush_marks(self) -> int:
+        """Mark every deferred row now (the timer, the graceful stop); returns how many."""
+        started = time.perf_counter()
+        n = await self.leases.flush_marks()
+        self.metrics.mark_seconds.observe(time.perf_counter() - started)
+        return n
 
     # --- the long-running loop -------------------------------------------------------------------
 
@@ -365,7 +442,25 @@ class Relay:
             if self._due_wake is not None:
                 self._due_wake[1].cancel()
                 self._due_wake = None
+        await self._flush_on_stop()
         log.info("relay %s stopped", cfg.relay_id)
+
+    async def _flush_on_stop(self) -> None:
+        """The graceful stop marks the deferred rows (published, still leased) so that no replica
+        publishes them again after the lease; a failure leaves exactly that (at-least-once)."""
+        if self._mark_timer is not None:
+            self._mark_timer.cancel()
+            self._mark_timer = None
+        if self._mark_flush is not None:
+            with contextlib.suppress(Exception):
+                await self._mark_flush
+        try:
+            await self.flush_marks()
+        except Exception as exc:
+            raise_if_cancelling(exc)
+            log.warning(
+                "could not mark %d published rows at stop; they will be republished", self.leases.unmarked
+            )
 
     def idle_delay(self, slot: int, origin: float, now: float) -> float:
         """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
@@ -380,7 +475,7 @@ class Relay:
             if stop.is_set():
                 return
             try:
-                report = await self.run_batch(takeover=not woken)
+                report = await self.run_batch(takeover=not woken, defer_mark=True)
             except Exception as exc:
                 raise_if_cancelling(exc)
                 log.exception("relay iteration failed; backing off")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 import sqlalchemy as sa
@@ -58,6 +58,9 @@ class DriverCursor(Protocol):
     async def fetchall(self) -> Sequence[Any]: ...
 
     async def nextset(self) -> bool | None: ...
+
+    @property
+    def rowcount(self) -> int: ...
 
     def mogrify(self, query: str, args: Sequence[Any]) -> str: ...
 
@@ -397,9 +400,12 @@ _D_MARK_PUBLISHED = DriverSQL(_MARK_PUBLISHED)
 _Part = tuple[str, Sequence[Any]]
 
 
-async def _round_trip(cur: DriverCursor, parts: Sequence[_Part]) -> list[list[Any]]:
+async def _round_trip(
+    cur: DriverCursor, parts: Sequence[_Part], counts: list[int] | None = None
+) -> list[list[Any]]:
     """Run ``parts`` as ONE request and return every statement's rows, in order (``[]`` for a
-    statement without a result set). One statement goes as it is (the driver may prepare it);
+    statement without a result set); ``counts``, when given, receives every statement's affected
+    row count in the same order. One statement goes as it is (the driver may prepare it);
     several are sent as one multi-statement text (the connection allows them: asyncmy connects
     with ``CLIENT_MULTI_STATEMENTS``), rendered with the driver's own escaping. The server stops at
     the first failing statement: later ones (a trailing COMMIT) never run, and the error is raised
@@ -409,9 +415,23 @@ async def _round_trip(cur: DriverCursor, parts: Sequence[_Part]) -> list[list[An
     else:
         await cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in parts))
     sets = [list(await cur.fetchall())]
+    if counts is not None:
+        counts.append(cur.rowcount)
     while await cur.nextset():
         sets.append(list(await cur.fetchall()))
+        if counts is not None:
+            counts.append(cur.rowcount)
     return sets
+
+
+class DriverClaim(NamedTuple):
+    """What :func:`claim_driver` returns."""
+
+    rows: list[OutboxRow]
+    #: When the earliest PENDING row not yet due becomes due (a claim with room), else None.
+    next_due: datetime | None
+    #: Rows of the claim's ``mark`` that were marked PUBLISHED (still leased by the relay).
+    marked: int
 
 
 #: ``SERVER_STATUS_IN_TRANS`` of the MySQL protocol's status flags.
@@ -441,7 +461,8 @@ async def claim_driver(
     *,
     lease_seconds: float | None = None,
     probe: bool = True,
-) -> tuple[list[OutboxRow], datetime | None]:
+    mark: tuple[Sequence[int], datetime] | None = None,
+) -> DriverClaim:
     """:func:`claim` and, for a claim with room, :func:`next_due`, on a DBAPI cursor of
     MySQL/MariaDB, **committed**: the same statements, the same order, leases and SKIP LOCKED as
     :func:`claim` in its transaction, in two requests when there is no backlog:
@@ -455,8 +476,15 @@ async def claim_driver(
        request.
 
     A backlog (a full probe, or ``probe=False``) reads the tiers one request each in between.
-    Returns the leased rows and the next due time (None after a full claim, or when none waits).
-    The caller rolls back on an error (the server ran nothing after the failing statement).
+
+    ``mark`` = ``(ids, published_at)``: rows this relay published earlier, marked PUBLISHED by the
+    statement of :func:`mark_published_driver` (guarded by the lease the same way) at the head of
+    the second request, so in the claim's transaction: committed with it, rolled back with it.
+    Their locks are taken after the claim's reads, so the mark adds no lock time to them.
+
+    Returns the leased rows, the next due time (None after a full claim, or when none waits) and
+    how many rows of ``mark`` were marked (0 without ``mark``). The caller rolls back on an
+    error (the server ran nothing after the failing statement; a ``mark`` is then not applied).
     """
     reads: list[_Part] = []
     if lease_seconds is not None:
@@ -481,21 +509,25 @@ async def claim_driver(
             (more,) = await _round_trip(cur, [tier.render({"now": now, "limit": limit - len(found)})])
             found += more
     settle: list[_Part] = []
+    if mark is not None and mark[0]:
+        settle.append(_D_MARK_PUBLISHED.render({"ids": list(mark[0]), "b_me": relay_id, "b_at": mark[1]}))
     if found:
         settle.append(_D_LEASE.render({"ids": [int(r[0]) for r in found], "b_me": relay_id, "b_at": now}))
     has_room = len(found) < limit
     if has_room:
         settle.append(_D_NEXT_DUE.render({"now": now}))
     settle.append(_COMMIT)
-    results = await _round_trip(cur, settle)
+    counts: list[int] = []
+    results = await _round_trip(cur, settle, counts)
     _committed(cur)
+    marked = counts[0] if mark is not None and mark[0] else 0
     next_at = None
     if has_room:
         rows = results[-2]
         value = rows[0][0] if rows else None
         next_at = value if isinstance(value, datetime) else None
     # The rows were read under their row locks just before the update: only attempts changed.
-    return [_row(r, taken, attempts_delta=1) for r in found], next_at
+    return DriverClaim([_row(r, taken, attempts_delta=1) for r in found], next_at, marked)
 
 
 async def mark_published_driver(cur: DriverCursor, ids: Sequence[int], relay_id: str, now: datetime) -> int:

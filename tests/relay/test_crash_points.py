@@ -59,21 +59,31 @@ def process_config(db_url: str, gateway: GatewayProcess, **extra: Any) -> dict[s
     }
 
 
-@pytest.mark.parametrize("point", ["before_publish", "after_publish", "after_mark"])
+@pytest.mark.parametrize(
+    ("point", "mark_defer_ms"),
+    [("before_publish", 500), ("after_publish", 500), ("after_mark", 0), ("after_mark", 500)],
+    ids=["before_publish", "after_publish", "after_mark", "after_deferred_mark"],
+)
 async def test_kill_9_at_crash_point_loses_nothing_and_client_applies_each_version_once(
-    engine: AsyncEngine, gateway: GatewayProcess, tmp_path: Path, point: str
+    engine: AsyncEngine, gateway: GatewayProcess, tmp_path: Path, point: str, mark_defer_ms: int
 ) -> None:
+    """``after_deferred_mark``: the batch was published and its mark deferred to the next claim
+    (``mark_defer_ms``) when the process died: exactly the crash between publish and mark, so the
+    batch is republished by the survivor (same idempotency keys), never lost. Every batch before
+    it was marked by the claim that followed it."""
     specs = plan(tasks=ROWS_TASKS, versions=ROWS_VERSIONS)
     await insert(engine, specs)
     url = engine.url.render_as_string(False)
     channels = sorted({s.channel for s in specs})
+    marked_at_once = point == "after_mark" and not mark_defer_ms
     async with Subscriber(gateway, channels) as sub:
-        doomed = crashing_relay(process_config(url, gateway), tmp_path, f"{point}:{CRASH_AT_BATCH}").start()
+        cfg = process_config(url, gateway, mark_defer_ms=mark_defer_ms)
+        doomed = crashing_relay(cfg, tmp_path, f"{point}:{CRASH_AT_BATCH}").start()
         assert await doomed.wait_exit(60) == -signal.SIGKILL, doomed.log_text()
         state = await statuses(engine)
-        handled = (CRASH_AT_BATCH - 1) * 50 if point != "after_mark" else CRASH_AT_BATCH * 50
+        handled = CRASH_AT_BATCH * 50 if marked_at_once else (CRASH_AT_BATCH - 1) * 50
         assert state["PUBLISHED"] == handled, state
-        in_doubt = 0 if point == "after_mark" else 50
+        in_doubt = 0 if marked_at_once else 50
         assert state.get("PROCESSING", 0) == in_doubt, state
         async with engine.connect() as conn:
             holder = await conn.scalar(  # relays holding leases (a PUBLISHED row keeps its publisher)

@@ -203,11 +203,22 @@ def test_config_defaults_and_env_overrides() -> None:
         ({"collapse_superseded_progress": "yes"}, "collapse_superseded_progress"),
         ({"linger_ms": -1}, "linger_ms: must be 0..1000"),
         ({"linger_ms": 5000}, "linger_ms: must be 0..1000"),
+        ({"mark_defer_ms": -1}, "mark_defer_ms: must be 0..5000"),
+        ({"mark_defer_ms": 6000}, "mark_defer_ms: must be 0..5000"),
     ],
 )
 def test_bad_options_refuse_to_start_naming_the_option(raw: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         build_config({**BASE, **raw})
+
+
+def test_the_deferred_mark_bound_stays_a_quarter_of_the_lease() -> None:
+    """A published row waits for its deferred mark under its lease: the bound in force is
+    ``mark_defer_ms``, at most ``lease_seconds / 4``; 0 marks at once."""
+    assert build_config(BASE).mark_defer_seconds == 0.5
+    short_lease = {"lease_seconds": 10, "publish_timeout_seconds": 2}
+    assert build_config({**BASE, **short_lease, "mark_defer_ms": 5000}).mark_defer_seconds == 2.5
+    assert build_config({**BASE, "mark_defer_ms": 0}).mark_defer_seconds == 0
 
 
 def test_wrong_type_for_the_api_key_is_reported_without_its_value() -> None:
