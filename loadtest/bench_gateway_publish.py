@@ -214,11 +214,11 @@ def gateway_config(workdir: Path, extra: dict[str, Any]) -> Path:
 
 
 async def one_round(
-    name: str, tree: Path, a: argparse.Namespace, redis_url: str, redis_pid: int, workdir: Path, n: int
+    name: str, tree: str, a: argparse.Namespace, redis_url: str, redis_pid: int, workdir: Path, n: int
 ) -> dict[str, Any]:
     port, key, secret = free_port(), secrets.token_urlsafe(16), secrets.token_urlsafe(32)
     env = clean_env(
-        PYTHONPATH=str(tree),
+        PYTHONPATH=tree,
         CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY=secret,
         CENTRIFUGO_HTTP_API_KEY=key,
         CENTRIFUGO_ENGINE_REDIS_ADDRESS=redis_url,
@@ -229,7 +229,7 @@ async def one_round(
     config = gateway_config(workdir, {})
     argv = [sys.executable, "-m", "taskcast", "gateway", "--config", str(config)]
     proc = Proc(f"gateway-{name}-{n}", argv, env, workdir / f"gateway-{name}-{n}.log",
-                f"http://127.0.0.1:{port}/health", tree)  # fmt: skip
+                f"http://127.0.0.1:{port}/health", Path(tree.split(os.pathsep)[0]))  # fmt: skip
     proc.start()
     clients = Clients()
     publisher = Publisher(port, key, a.channels, a.batch, a.http_conns)
@@ -274,12 +274,12 @@ async def one_round(
     }
 
 
-async def main_async(a: argparse.Namespace, trees: list[tuple[str, Path]]) -> list[dict[str, Any]]:
+async def main_async(a: argparse.Namespace, trees: list[tuple[str, str]]) -> list[dict[str, Any]]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-gwpub-"))
     redis, redis_url = start_redis(workdir)
     results: list[dict[str, Any]] = []
     try:
-        order: list[tuple[str, Path]] = []
+        order: list[tuple[str, str]] = []
         for r in range(a.rounds):
             order += trees if r % 2 == 0 else trees[::-1]
         for n, (name, tree) in enumerate(order):
@@ -315,7 +315,12 @@ def report(results: list[dict[str, Any]], a: argparse.Namespace) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tree", action="append", default=[], help="name=path (repeat; default: this tree)")
+    p.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="name=path[:extra path...] (the gateway's PYTHONPATH; repeat; default: this tree)",
+    )
     p.add_argument("--channels", type=int, default=2000)
     p.add_argument("--batch", type=int, default=4, help="publications per /api/batch request")
     p.add_argument("--rate", type=float, default=1334.0, help="publications/s offered")
@@ -329,7 +334,10 @@ def main() -> None:
     p.add_argument("--markdown", action="store_true")
     a = p.parse_args()
     a.tree = a.tree or [f"this={ROOT}"]
-    trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in a.tree)]
+    trees = [
+        (name, os.pathsep.join(str(Path(p).resolve()) for p in paths.split(os.pathsep)))
+        for name, paths in (t.split("=", 1) for t in a.tree)
+    ]
     results = asyncio.run(main_async(a, trees))
     if a.markdown:
         print(report(results, a))
