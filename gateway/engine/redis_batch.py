@@ -5,8 +5,15 @@ Redis runs a pipeline's scripts in order, so publications of one channel (one sh
 order, as sequential publishes would. A pipeline answered NOSCRIPT (Redis restarted or failed
 over and forgot the script) is answered again after loading it, for the calls that got it. A
 shard that fails (unreachable, stalled past ``io_timeout``) fails each of its calls with the
-``EngineError`` of ``RedisShard.call``; a call answered with an error fails alone. Imports
-nothing from the gateway but the engine's base types and shard.
+``EngineError`` of ``RedisShard.call``; a call answered with an error fails alone.
+
+On a standalone or Sentinel shard the pipeline is written as one RESP buffer packed here and its
+replies read one by one on a connection taken from the shard's pool (redis-py's ``Pipeline``
+costs as much again per run: its command stack, retry wrapper, per-argument encoder and reply
+callbacks); a connection whose exchange fails or is cancelled midway is disconnected by redis-py
+before it returns to the pool, so no reply is left for its next user. A Cluster shard keeps
+redis-py's pipeline, which routes each call to its slot's node. Imports nothing from the
+gateway but the engine's base types and shard.
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.asyncio import Redis, RedisCluster
+from redis.exceptions import NoScriptError, ResponseError
 
 from gateway.engine.base import EngineError, PublishResult
 from gateway.engine.redis import Client, LuaScript, RedisShard
@@ -32,8 +40,45 @@ def publish_result(reply: Any) -> PublishResult:
     return PublishResult(position, suppressed=bool(suppressed))
 
 
+def _bulk(value: str | bytes | int) -> bytes:
+    data = value if isinstance(value, bytes) else str(value).encode()
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def pack_evalsha(sha: str, calls: Sequence[Call]) -> bytes:
+    """``EVALSHA sha numkeys keys... args...`` of each call as one RESP buffer (strings as
+    UTF-8, ints in decimal, bytes as they are: what redis-py's encoder sends)."""
+    head = _bulk("EVALSHA") + _bulk(sha)
+    parts = []
+    for _, keys, args in calls:
+        parts.append(b"*%d\r\n%s%s" % (3 + len(keys) + len(args), head, _bulk(len(keys))))
+        parts += map(_bulk, keys)
+        parts += map(_bulk, args)
+    return b"".join(parts)
+
+
+async def _exchange(client: Redis, script: LuaScript, calls: list[Call]) -> list[Any]:
+    """The replies of the calls' EVALSHAs written as one buffer on one pooled connection (a
+    reply that is an error is returned as its exception)."""
+    pool = client.connection_pool
+    conn = await pool.get_connection()  # type: ignore[no-untyped-call]  # unannotated in redis-py
+    try:
+        await conn.send_packed_command(pack_evalsha(script.sha, calls), check_health=False)
+        replies: list[Any] = []
+        for _ in calls:
+            try:
+                replies.append(await conn.read_response())
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+    finally:
+        await pool.release(conn)
+
+
 async def _pipeline(client: Client, script: LuaScript, calls: list[Call]) -> list[Any]:
     def send(selected: list[Call]) -> Any:
+        if not isinstance(client, RedisCluster):
+            return _exchange(client, script, selected)
         pipe = client.pipeline(transaction=False)
         for _, keys, args in selected:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
