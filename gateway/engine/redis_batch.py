@@ -122,5 +122,8 @@ async def publish_many(
             else:
                 results[p] = publish_result(reply)
 
-    await asyncio.gather(*(one_shard(index, positions) for index, positions in by_shard.items()))
+    if len(by_shard) == 1:
+        await one_shard(*next(iter(by_shard.items())))  # the common case: no task per shard
+    else:
+        await asyncio.gather(*(one_shard(index, positions) for index, positions in by_shard.items()))
     return [r if r is not None else EngineError("not published") for r in results]
