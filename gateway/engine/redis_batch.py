@@ -19,6 +19,7 @@ gateway but the engine's base types and shard.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,7 +68,9 @@ async def _exchange(client: Redis, script: LuaScript, calls: list[Call]) -> list
         replies: list[Any] = []
         for _ in calls:
             try:
-                replies.append(await conn.read_response())
+                # No timer per reply: RedisShard.call bounds the whole exchange (a cancelled read
+                # disconnects the connection).
+                replies.append(await conn.read_response(timeout=math.inf))
             except ResponseError as exc:
                 replies.append(exc)
         return replies

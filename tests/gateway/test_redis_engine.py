@@ -315,6 +315,20 @@ async def test_a_batch_is_published_again_after_script_flush(server: RedisServer
 
 
 @pytest.mark.redis
+async def test_a_batch_on_a_stalled_redis_fails_within_io_timeout(server: RedisServer) -> None:
+    config = redis_engine.settings(server.url, prefix="p", io_timeout=0.5)
+    async with running(redis_engine.broker(config)) as broker, admin_of(server.url) as admin:
+        await broker.publish_many([PublishItem("ch", pub(0), HISTORY)])
+        await _command(admin, "CLIENT", "PAUSE", "1500", "ALL")
+        started = time.monotonic()
+        stalled = await broker.publish_many([PublishItem("ch", pub(n), HISTORY) for n in (1, 2)])
+        elapsed = time.monotonic() - started
+
+    assert all(isinstance(r, EngineError) for r in stalled)
+    assert 0.4 < elapsed < 1.0
+
+
+@pytest.mark.redis
 async def test_pubsub_reconnects_after_client_kill(server: RedisServer) -> None:
     events = Recorder()
     broker = redis_engine.broker(redis_engine.settings(server.url, prefix="p"))
