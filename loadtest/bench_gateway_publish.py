@@ -283,7 +283,11 @@ async def main_async(a: argparse.Namespace, trees: list[tuple[str, str]]) -> lis
         for r in range(a.rounds):
             order += trees if r % 2 == 0 else trees[::-1]
         for n, (name, tree) in enumerate(order):
-            res = await one_round(name, tree, a, redis_url, redis.pid, workdir, n)
+            try:
+                res = await one_round(name, tree, a, redis_url, redis.pid, workdir, n)
+            except (OSError, TimeoutError, RuntimeError) as exc:  # a starved round: skipped, said
+                print(json.dumps({"tree": name, "failed": f"{type(exc).__name__}: {exc}"}), flush=True)
+                continue
             print(json.dumps(res), flush=True)
             results.append(res)
     finally:
