@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -138,6 +139,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--markdown", action="store_true")
     a = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop what was started (finally blocks)
     trees = [
         (name, os.pathsep.join(str(Path(x).resolve()) for x in paths.split(os.pathsep)))
         for name, paths in (t.split("=", 1) for t in (a.tree or [f"this={ROOT}"]))

@@ -29,6 +29,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -337,6 +338,7 @@ def main() -> None:
     p.add_argument("--py-spy", default=str(Path(sys.executable).parent / "py-spy"))
     p.add_argument("--markdown", action="store_true")
     a = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop what was started (finally blocks)
     a.tree = a.tree or [f"this={ROOT}"]
     trees = [
         (name, os.pathsep.join(str(Path(p).resolve()) for p in paths.split(os.pathsep)))
