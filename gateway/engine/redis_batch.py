@@ -80,8 +80,8 @@ async def _exchange(client: Redis, script: LuaScript, calls: list[Call]) -> list
 
 async def _pipeline(client: Client, script: LuaScript, calls: list[Call]) -> list[Any]:
     def send(selected: list[Call]) -> Any:
-        if not isinstance(client, RedisCluster):
-            return _exchange(client, script, selected)
+        if type(client) is not RedisCluster:  # not isinstance: RedisCluster's is a Protocol check
+            return _exchange(client, script, selected)  # type: ignore[arg-type]  # a Redis
         pipe = client.pipeline(transaction=False)
         for _, keys, args in selected:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
