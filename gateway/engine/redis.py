@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from redis import Redis as SyncRedis
 from redis.asyncio import Redis, RedisCluster
 from redis.asyncio.cluster import ClusterNode
-from redis.asyncio.connection import AbstractConnection, Connection, ConnectionPool, SSLConnection
+from redis.asyncio.connection import AbstractConnection, Connection, SSLConnection
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
@@ -299,24 +299,6 @@ def _with_address(
     return out
 
 
-PUBSUB_PROTOCOL = 2
-"""RESP version of the PUB/SUB connections. Under RESP3 a message is a push, which redis-py's
-parsers hand to a push handler that builds a logger call and a ``str`` of the whole message
-before returning it; under RESP2 it is a plain reply, read as any other."""
-
-
-def _pubsub_factory(pool: ConnectionPool) -> Callable[[], AbstractConnection]:
-    """New, unconnected PUB/SUB connections of ``pool``'s kind and settings (a Sentinel pool's
-    resolve the current master on connect), speaking ``PUBSUB_PROTOCOL``."""
-
-    def make() -> AbstractConnection:
-        kwargs = {**pool.connection_kwargs, "protocol": PUBSUB_PROTOCOL}
-        connection: AbstractConnection = pool.connection_class(**kwargs)
-        return connection
-
-    return make
-
-
 def _standalone(parsed: redis_address.RedisAddress, kwargs: dict[str, Any], tls: bool) -> _Built:
     if parsed.unix_path:
         unix = {k: v for k, v in kwargs.items() if not k.startswith("ssl_") and k != "socket_keepalive"}
@@ -327,7 +309,7 @@ def _standalone(parsed: redis_address.RedisAddress, kwargs: dict[str, Any], tls:
         client = Redis(host=host, port=port, ssl=tls, max_connections=POOL_SIZE, **kwargs)
         db = f"/{kwargs['db']}" if kwargs["db"] else ""
         name = f"{'rediss' if tls else 'redis'}://{host}:{port}{db}"
-    return client, _pubsub_factory(client.connection_pool), name, ()
+    return client, client.connection_pool.make_connection, name, ()
 
 
 def _sentinel(
@@ -352,7 +334,7 @@ def _sentinel(
         list(hosts), sentinel_kwargs=sentinel_kwargs
     )
     master = sentinel.master_for(master_name, ssl=tls, max_connections=POOL_SIZE, **kwargs)
-    return master, _pubsub_factory(master.connection_pool), f"sentinel:{master_name}", sentinel.sentinels
+    return master, master.connection_pool.make_connection, f"sentinel:{master_name}", sentinel.sentinels
 
 
 def _cluster(hosts: tuple[tuple[str, int], ...], kwargs: dict[str, Any], tls: bool, name: str) -> _Built:
@@ -370,7 +352,7 @@ def _cluster(hosts: tuple[tuple[str, int], ...], kwargs: dict[str, Any], tls: bo
         # Classic PUBLISH reaches every cluster node, so any seed serves PUB/SUB.
         host, port = hosts[rotation["next"] % len(hosts)]
         rotation["next"] += 1
-        return connection_class(host=host, port=port, **cluster_kwargs, protocol=PUBSUB_PROTOCOL)
+        return connection_class(host=host, port=port, **cluster_kwargs)
 
     return cluster, cluster_pubsub_connection, name, ()
 
