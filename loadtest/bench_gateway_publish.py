@@ -255,7 +255,11 @@ async def one_round(
         await publisher.run(a.rate, a.window)
         await publisher.drain()
         g1, s1, t1 = cpu_seconds([pid]), cpu_seconds([redis_pid]), time.monotonic()
-        pubs, recv = publisher.published - p0, clients.received - r0
+        pubs = publisher.published - p0
+        settle = time.monotonic() + 5.0  # deliveries still in flight when the window closed
+        while clients.received - r0 < pubs and time.monotonic() < settle:
+            await asyncio.sleep(0.01)
+        recv = clients.received - r0
         if spy is not None:
             spy.wait(timeout=a.spy + 30)
     finally:
