@@ -146,6 +146,9 @@ class Node:
         )
         """The broker, when it publishes inline (``InlineBroker``); publishes then take its
         synchronous ``publish_now``."""
+        self._batching: BatchBroker | None = broker if isinstance(broker, BatchBroker) else None
+        """The broker, when it publishes many in one call (``BatchBroker``): asked once, as a
+        runtime protocol check costs microseconds."""
         self.maps: MapBroker | None = None
         """Map channels' state and streams (``attach_maps``); None: map subscriptions refused (108)."""
         self.cluster = Cluster(uid=self.uid, broker=broker, hub=self.hub, clock=clock, info=self.info)
@@ -314,8 +317,9 @@ class Node:
                 append(inline.publish_now(item))
                 action("publish", item.channel)
             return results
-        if isinstance(self.broker, BatchBroker):
-            results = await self.broker.publish_many(items)
+        batching = self._batching
+        if batching is not None:
+            results = await batching.publish_many(items)
         else:
             results = []
             for item in items:

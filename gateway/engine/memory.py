@@ -13,7 +13,7 @@ import asyncio
 import heapq
 import logging
 import math
-import secrets
+import os
 import string
 import time
 from collections import deque
@@ -37,12 +37,16 @@ logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
-_EPOCH_ALPHABET = string.ascii_letters
+_LETTERS = string.ascii_letters
+_EPOCH_LETTERS = bytes(ord(_LETTERS[b % len(_LETTERS)]) for b in range(256))
+"""Each byte value's letter: ``bytes.translate`` turns random bytes into letters in one call."""
 
 
 def new_epoch() -> str:
-    """A fresh epoch: 8 random ASCII letters, like centrifuge's."""
-    return "".join(secrets.choice(_EPOCH_ALPHABET) for _ in range(8))
+    """A fresh epoch: 8 random ASCII letters, like centrifuge's (from ``os.urandom``; each byte
+    mapped to one of 52 letters, about 45.5 bits in all). Cheap: the Redis engine mints one for
+    every publish, in case the script finds the stream's meta missing."""
+    return os.urandom(8).translate(_EPOCH_LETTERS).decode()
 
 
 def _expiry(now: float, ttl_seconds: float) -> float:

@@ -7,11 +7,12 @@ PUB/SUB connection, read by one task, so a channel's deliveries arrive in offset
 
 That connection is watched (reliability-notes §1.5): every ``probe_interval_seconds`` the broker
 publishes a probe to its own node channel on every shard; a connection that hears nothing (no
-probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt. After any rebuild,
-every channel is subscribed again and ``on_broker_reconnect`` tells the node that deliveries may
-have been lost, so it re-checks positions against history. The probe also runs the publish
-script on the node's own probe keys: ``healthy()`` follows what publishing needs, so a Redis that
-still LOADs its dataset after a restart (PUBLISH and SUBSCRIBE work, scripts do not) is unhealthy.
+probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt (noticed within
+``SILENCE_SLACK`` of a timeout more). After any rebuild, every channel is subscribed again and
+``on_broker_reconnect`` tells the node that deliveries may have been lost, so it re-checks
+positions against history. The probe also runs the publish script on the node's own probe keys:
+``healthy()`` follows what publishing needs, so a Redis that still LOADs its dataset after a
+restart (PUBLISH and SUBSCRIBE work, scripts do not) is unhealthy.
 Failures are logged once per state change (``failures.FailureRun``). Must not import starlette.
 """
 
@@ -67,6 +68,9 @@ SUBSCRIBE_BATCH = 512
 SUBSCRIBE_WINDOW = 2 * SUBSCRIBE_BATCH
 """Most channels a (re)subscribing PUB/SUB connection has asked for and Redis not yet confirmed."""
 PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
+SILENCE_SLACK = 0.25
+"""A deaf PUB/SUB connection is noticed after a silence of between 1 and 1 + this many probe
+timeouts."""
 
 
 MAX_TOP_OFFSET = 2**63 - 1
@@ -153,19 +157,24 @@ class _Listener:
         SUBSCRIBE batches go out while confirmations are read (``_send_subscribes``), so a large
         resubscribe takes as long as Redis needs while it progresses; no one deadline covers it
         all. ``ready`` once Redis confirmed every name sent. Silence longer than the probe
-        timeout means a deaf connection (§1.5): one deadline for the whole loop, pushed forward
-        after each message.
+        timeout means a deaf connection (§1.5): one deadline for the whole loop, at most
+        ``SILENCE_SLACK`` timeouts past the last message and never less than a timeout after it.
+        It moves only when a message finds less than a timeout left (once per slack of steady
+        traffic, not once per message: a reschedule replaces the loop's timer).
         """
         loop = asyncio.get_running_loop()
         silence = self.broker.probe_timeout_seconds
+        extended = silence * (1 + SILENCE_SLACK)
         static = set(self.static_names())
-        async with asyncio.timeout(silence) as deadline:
+        async with asyncio.timeout(extended) as deadline:
             sent = await self._send_subscribes(conn, names, 0, static)
             while True:
                 response = await conn.read_response(
                     timeout=math.inf, disconnect_on_error=False, push_request=True
                 )
-                deadline.reschedule(loop.time() + silence)
+                now = loop.time()
+                if (deadline.when() or now) - now < silence:
+                    deadline.reschedule(now + extended)
                 if not isinstance(response, list) or len(response) < 3:
                     continue
                 kind = response[0]

@@ -16,11 +16,13 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
 from redis.crc import key_slot
 
 from gateway.config.schema import RedisSettings, RedisTlsSettings
-from gateway.engine.base import EngineError, HistoryOptions, PublishResult
+from gateway.engine.base import EngineError, HistoryOptions, PublishItem, PublishResult
 from gateway.engine.redis import build_shards, connection_kwargs
+from gateway.engine.redis_batch import Call, pack_evalsha
 from gateway.engine.redis_codec import (
     decode_info,
     decode_positioned,
@@ -280,6 +282,45 @@ async def test_scripts_are_reloaded_after_script_flush(server: RedisServer) -> N
 
     assert result.position is not None and result.position.offset == 2
     assert [p.offset for p in history.publications] == [1, 2]
+
+
+def test_a_batch_is_packed_as_redis_py_packs_each_evalsha() -> None:
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    calls: list[Call] = [
+        (0, ["p.stream.{ch}", "p.meta.{ünï}"], [b"\x00\xff\r\n", 7, "text", "", -1]),
+        (0, [], [b""]),
+    ]
+    commands = [("EVALSHA", sha, len(keys), *keys, *args) for _, keys, args in calls]
+    assert pack_evalsha(sha, calls) == b"".join(Connection().pack_commands(commands))
+
+
+@pytest.mark.redis
+async def test_a_batch_is_published_again_after_script_flush(server: RedisServer) -> None:
+    async with (
+        running(redis_engine.broker(redis_engine.settings(server.url, prefix="p"))) as broker,
+        admin_of(server.url) as admin,
+    ):
+        await broker.publish_many([PublishItem("ch", pub(1), HISTORY)])
+        await admin.script_flush()
+        results = await broker.publish_many(
+            [PublishItem("ch", pub(2), HISTORY), PublishItem("b", pub(3), HISTORY)]
+        )
+
+    assert [r.position.offset for r in results if isinstance(r, PublishResult) and r.position] == [2, 1]
+
+
+@pytest.mark.redis
+async def test_a_batch_on_a_stalled_redis_fails_within_io_timeout(server: RedisServer) -> None:
+    config = redis_engine.settings(server.url, prefix="p", io_timeout=0.5)
+    async with running(redis_engine.broker(config)) as broker, admin_of(server.url) as admin:
+        await broker.publish_many([PublishItem("ch", pub(0), HISTORY)])
+        await _command(admin, "CLIENT", "PAUSE", "1500", "ALL")
+        started = time.monotonic()
+        stalled = await broker.publish_many([PublishItem("ch", pub(n), HISTORY) for n in (1, 2)])
+        elapsed = time.monotonic() - started
+
+    assert all(isinstance(r, EngineError) for r in stalled)
+    assert 0.4 < elapsed < 1.0
 
 
 @pytest.mark.redis
