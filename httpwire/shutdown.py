@@ -89,12 +89,7 @@ class StopBudget:
             raise
         if not done:
             task.cancel()
-            task.add_done_callback(_retrieve)
-            self.abandoned.append(what)
-            return False
-        if not task.cancelled() and task.exception() is not None:
-            self.log.warning("shutdown: %s failed: %s", what, _describe(task.exception()))
-        return True
+        return self._settled(what, task)
 
     async def wait(self, what: str, task: asyncio.Task[Any]) -> bool:
         """Wait for ``task`` (told to stop some other way: an event) within what remains; then
@@ -104,6 +99,11 @@ class StopBudget:
         if not task.done():
             task.cancel()
             await asyncio.wait({task}, timeout=STEP_FLOOR_SECONDS)
+        return self._settled(what, task)
+
+    def _settled(self, what: str, task: asyncio.Task[Any]) -> bool:
+        """Whether ``task`` ended: still running, it is abandoned as ``what`` (its outcome is
+        retrieved whenever it comes); ended with an error, the error is logged."""
         if not task.done():
             task.add_done_callback(_retrieve)
             self.abandoned.append(what)
