@@ -42,7 +42,9 @@ def sp_config(endpoint: str, **extra: Any) -> dict[str, Any]:
         "client": {"token": {"hmac_secret_key": TOKEN_SECRET}},
         "shared_poll": {"hmac_secret_key": SP_SECRET},
         "channel": {
-            "proxy": {"shared_poll_refresh": {"endpoint": endpoint, "timeout": f"{scaled(10):g}s"}},
+            # Shorter than a test's wait for a push: a poll that hangs (a loaded machine) is
+            # abandoned and the next interval asks again within that wait.
+            "proxy": {"shared_poll_refresh": {"endpoint": endpoint, "timeout": f"{scaled(3):g}s"}},
             "namespaces": [
                 {
                     "name": "sp",
@@ -136,9 +138,12 @@ class Raw:
                     self.pushes.append(msg)
 
     async def push(self) -> dict[str, Any]:
-        async with asyncio.timeout(scaled(10)):
-            while not self.pushes:
-                self.pushes += [json.loads(line) for line in str(await self.ws.recv()).splitlines()]
+        try:
+            async with asyncio.timeout(scaled(20)):
+                while not self.pushes:
+                    self.pushes += [json.loads(line) for line in str(await self.ws.recv()).splitlines()]
+        except TimeoutError:
+            raise AssertionError(f"no push within {scaled(20):g}s") from None
         return self.pushes.pop(0)  # type: ignore[no-any-return]
 
     async def track(self, channel: str, user: str, keys: list[str], **opts: Any) -> dict[str, Any]:
