@@ -53,10 +53,13 @@ def test_scenario_reports_requests_and_no_failures(topology: Topology, scenario:
     base = 16 if scenario in ("storm", "node_restart") else 10
     res = _run(topology, scenario, tmp_path, seconds=max(base, round(scaled(base))))
     stats = {(r["type"], r["name"]): r for r in res["stats"] if r["type"]}
-    assert res["exit_code"] == 0, res["stderr_tail"]
+    failed = [r for r in stats.values() if r["failures"]]
+    failures_csv = tmp_path / f"locust-{scenario}_failures.csv"
+    why = (failed, failures_csv.read_text()[-2000:] if failures_csv.exists() else "", res["stderr_tail"])
+    assert res["exit_code"] == 0, why  # locust exits 1 when any request failed
     assert stats, res["stderr_tail"]
     assert sum(r["requests"] for r in stats.values()) > 0
-    assert [r for r in stats.values() if r["failures"]] == [], res["stderr_tail"]
+    assert failed == [], why
     assert stats[("WS", "WS connect")]["requests"] >= 1
     if scenario in ("hot", "storm", "node_restart"):
         assert stats[("PUSH", "task_project")]["requests"] > 0
