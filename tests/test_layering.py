@@ -111,6 +111,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "config": {"protocol"},
     "errors": {"protocol"},
     "log_limit": set(),
+    "cleanup": {"log_limit"},
     "metrics": set(),
     "logging_setup": {"config"},
     "gc_pauses": {"metrics"},
@@ -126,6 +127,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "webhooks": {"config", "engine", "protocol"},
     "positions": {"config", "engine", "hub", "maps", "metrics", "protocol"},
     "node": {
+        "cleanup",
         "cluster",
         "config",
         "conflation",

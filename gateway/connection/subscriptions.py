@@ -394,18 +394,32 @@ class Subscriptions:
         await self._release(sub)
 
     async def _release(self, sub: Subscription) -> None:
-        """Undo a subscription's node-level effects: hub/broker, presence, leave."""
+        """Undo a subscription's node-level effects: hub/broker, presence, leave. Every step
+        runs whatever the others did (``node.cleanup``): a failure is logged, never raised."""
         node = self._node
         driver = self._driver
-        node.lifecycle.unsubscribed(sub.channel, driver.client_info(sub), sub.presence)
-        if self._streams is not None and self._streams.release(sub):  # not in the hub
+        cleanup = node.cleanup
+        channel = sub.channel
+        info = driver.client_info(sub)
+        cleanup.call("unsubscribed hook", lambda: node.lifecycle.unsubscribed(channel, info, sub.presence))
+        streams = self._streams
+        if streams is not None and self._stream_released(streams, sub):  # not in the hub
             await self.presence.leave(sub)
             return
-        await node.remove_subscriber(sub.channel, driver)
-        opts = self._settings.channel_options(sub.channel)
+        await cleanup.step("hub removal and broker unsubscribe", node.remove_subscriber(channel, driver))
         await self.presence.leave(sub)
+        opts = self._settings.channel_options(channel)
         if opts is not None and opts.join_leave:
-            await node.broker.publish_leave(sub.channel, driver.client_info(sub))
+            await cleanup.step("leave message", node.broker.publish_leave(channel, info))
+
+    def _stream_released(self, streams: StreamHook, sub: Subscription) -> bool:
+        """Whether ``sub`` was a backend stream's (now released). A failing release is logged
+        and ``sub`` is released as a hub subscription too (its hub removal finds nothing)."""
+        try:
+            return streams.release(sub)
+        except Exception as exc:
+            self._node.cleanup.failed("stream release", exc)
+            return False
 
     def close(self) -> None:
         """The connection is gone: deliver nothing more, forget every subscription and release
@@ -417,6 +431,7 @@ class Subscriptions:
             self._node.background(self._release_all(subs))
 
     async def _release_all(self, subs: list[Subscription]) -> None:
+        """Release each subscription; one failing to release never keeps the others."""
         for sub in subs:
             await self._release(sub)
 

@@ -1,0 +1,75 @@
+"""A connection that closes while Redis is down releases every subscription it held: each
+release step (hub removal and broker unsubscribe, presence removal, leave message) runs for
+every subscription whatever the others did, and the failures are logged once, without a
+traceback (gateway/cleanup.py). In process: a real Node on the Redis engine of a throwaway
+redis-server, killed while the connection holds its subscriptions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from gateway.config.loading import load_settings
+from gateway.connection.client import ClientFactory
+from gateway.connection.tokens import TokenVerifier
+from gateway.metrics import Metrics
+from gateway.node import VERSION, Node
+from tests.gateway.recording import RecordingTransport
+from tests.helpers import redis_engine
+from tests.helpers.redis_engine import RedisServer, running
+from tests.support import scaled
+
+CHANNELS = [f"room{n}" for n in range(4)]
+ENV = {
+    "TASKCAST_CLIENT_INSECURE": "true",
+    "TASKCAST_CHANNEL_WITHOUT_NAMESPACE_PRESENCE": "true",
+    "TASKCAST_CHANNEL_WITHOUT_NAMESPACE_JOIN_LEAVE": "true",
+}
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[tuple[Node, RedisServer]]:
+    server = await RedisServer().start()
+    config = redis_engine.settings(server.url, prefix=redis_engine.unique_prefix(), io_timeout=1.0)
+    settings, _ = load_settings(None, ENV)
+    presence = redis_engine.presence(config, time.time)
+    try:
+        async with running(redis_engine.broker(config)) as broker:
+            yield Node(settings, broker, presence, Metrics(VERSION), name="test"), server
+        await presence.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.redis
+async def test_a_connection_closed_while_redis_is_down_releases_every_subscription(
+    node: tuple[Node, RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    n, server = node
+    verifier = TokenVerifier(n.settings.client.token)
+    client = ClientFactory(n, verifier=verifier, sub_verifier=verifier).connect(
+        transport := RecordingTransport()
+    )
+    client.feed(b'{"id":1,"connect":{}}')
+    assert "connect" in await transport.reply(1)
+    for i, channel in enumerate(CHANNELS, start=2):
+        client.feed(orjson.dumps({"id": i, "subscribe": {"channel": channel}}))
+        assert "subscribe" in await transport.reply(i)
+    assert all(list(n.hub.subscribers(channel)) for channel in CHANNELS)
+
+    server.kill()
+    with caplog.at_level(logging.INFO):
+        client.connection_lost()
+        async with asyncio.timeout(scaled(20.0)):
+            await n.drain()
+
+    assert {channel: list(n.hub.subscribers(channel)) for channel in CHANNELS} == {c: [] for c in CHANNELS}
+    failures = [r for r in caplog.records if r.getMessage().startswith("cleanup: presence removal failed")]
+    assert len(failures) == 1, [r.getMessage() for r in caplog.records]  # once per interval
+    assert all(r.exc_info is None for r in caplog.records if r.name == "taskcast.gateway.cleanup")
+    assert n.cleanup.failures >= len(CHANNELS)
