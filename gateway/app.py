@@ -33,7 +33,7 @@ from gateway.config.endpoint_checks import admin_paths
 from gateway.config.schema import Settings
 from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
-from gateway.connection.client import ClientFactory
+from gateway.connection.factory import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
 from gateway.consumers.dispatch import Execute

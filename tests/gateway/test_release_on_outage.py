@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from gateway.config.loading import load_settings
-from gateway.connection.client import ClientFactory
+from gateway.connection.factory import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.metrics import Metrics
 from gateway.node import VERSION, Node
