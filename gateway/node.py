@@ -190,6 +190,15 @@ class Node:
         elif exc is not None:
             log.warning("background task failed", exc_info=exc)
 
+    async def presence_loop(self) -> None:
+        """Every ``client.presence_update_interval``, each connection re-adds its presence entries
+        (a lifespan loop of the composition root)."""
+        interval = self.settings.client.presence_update_interval
+        while True:
+            await asyncio.sleep(interval)
+            for conn in list(self.hub.clients.values()):
+                conn.presence_tick()
+
     async def drain(self) -> None:
         """Wait for background cleanup (used at shutdown)."""
         while self._tasks:

@@ -157,7 +157,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "proxy",
         "sharedpoll",
     },
-    "transports": {"connection", "engine", "http", "hub", "protocol"},
+    "transports": {"config", "connection", "engine", "http", "hub", "protocol"},
     "consumers": {"api.requests", "config", "log_limit", "protocol"},
     "workers": {"config", "engine"},
     "admin": {"api.requests", "config", "engine", "node", "protocol"},
