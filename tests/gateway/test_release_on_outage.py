@@ -73,3 +73,56 @@ async def test_a_connection_closed_while_redis_is_down_releases_every_subscripti
     assert len(failures) == 1, [r.getMessage() for r in caplog.records]  # once per interval
     assert all(r.exc_info is None for r in caplog.records if r.name == "taskcast.gateway.cleanup")
     assert n.cleanup.failures >= len(CHANNELS)
+
+
+@pytest.fixture
+async def split_node() -> AsyncIterator[tuple[Node, RedisServer]]:
+    """A node whose broker's Redis is up and whose presence's Redis is the second server."""
+    broker_server, presence_server = await RedisServer().start(), await RedisServer().start()
+    prefix = redis_engine.unique_prefix()
+    settings, _ = load_settings(None, ENV)
+    presence = redis_engine.presence(
+        redis_engine.settings(presence_server.url, prefix=prefix, io_timeout=1.0), time.time
+    )
+    try:
+        async with running(
+            redis_engine.broker(redis_engine.settings(broker_server.url, prefix=prefix))
+        ) as broker:
+            yield Node(settings, broker, presence, Metrics(VERSION), name="test"), presence_server
+        await presence.close()
+    finally:
+        broker_server.stop()
+        presence_server.stop()
+
+
+@pytest.mark.redis
+async def test_a_subscribe_whose_presence_fails_leaves_nothing_subscribed(
+    split_node: tuple[Node, RedisServer],
+) -> None:
+    """Error 100, and neither the table nor the hub keeps the channel: the client's retry is
+    answered like the first attempt (not "already subscribed"), and succeeds once presence is
+    back."""
+    n, presence_server = split_node
+    verifier = TokenVerifier(n.settings.client.token)
+    factory = ClientFactory(n, verifier=verifier, sub_verifier=verifier)
+    client = factory.connect(transport := RecordingTransport())
+    client.feed(b'{"id":1,"connect":{}}')
+    assert "connect" in await transport.reply(1)
+    presence_server.kill()
+
+    for cmd_id in (2, 3):
+        client.feed(orjson.dumps({"id": cmd_id, "subscribe": {"channel": "room"}}))
+        assert (await transport.reply(cmd_id)).get("error", {}).get("code") == 100
+        assert client.subscriptions.get("room") is None
+        assert list(n.hub.subscribers("room")) == []
+
+    presence_server.spawn()
+    await presence_server.wait_up()
+    client.feed(b'{"id":4,"subscribe":{"channel":"room"}}')
+    async with asyncio.timeout(scaled(20.0)):
+        while "subscribe" not in await transport.reply(4):  # a pool reconnects on use
+            client.feed(b'{"id":4,"subscribe":{"channel":"room"}}')
+    assert list(n.hub.subscribers("room")) == [client]
+    client.connection_lost()
+    async with asyncio.timeout(scaled(20.0)):
+        await n.drain()
