@@ -425,6 +425,16 @@ class Subscriptions:
         if presence:
             await self.presence.leave(sub)
 
+    async def abandon(self, sub: Subscription) -> None:
+        """Undo an established subscription that never went live (already out of the table):
+        the lifecycle hooks are told, then ``undo`` with presence. No leave message: a
+        subscription that never went live published no join."""
+        node, info = self._node, self._driver.client_info(sub)
+        node.cleanup.call(
+            "unsubscribed hook", lambda: node.lifecycle.unsubscribed(sub.channel, info, sub.presence)
+        )
+        await self.undo(sub, presence=True)
+
     def _stream_released(self, streams: StreamHook, sub: Subscription) -> bool:
         """Whether ``sub`` was a backend stream's (now released). A failing release is logged
         and ``sub`` is released as a hub subscription too (its hub removal finds nothing)."""

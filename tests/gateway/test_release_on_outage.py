@@ -7,9 +7,11 @@ redis-server, killed while the connection holds its subscriptions."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -22,7 +24,7 @@ from gateway.node import VERSION, Node
 from tests.gateway.recording import RecordingTransport
 from tests.helpers import redis_engine
 from tests.helpers.redis_engine import RedisServer, running
-from tests.support import scaled
+from tests.support import mint_token, scaled
 
 CHANNELS = [f"room{n}" for n in range(4)]
 ENV = {
@@ -75,12 +77,25 @@ async def test_a_connection_closed_while_redis_is_down_releases_every_subscripti
     assert n.cleanup.failures >= len(CHANNELS)
 
 
+SECRET = "release-secret-0123456789abcdefghijklmn"
+SPLIT_CONFIG = {
+    "client": {"token": {"hmac_secret_key": SECRET}},
+    "channel": {
+        "without_namespace": {"presence": True, "allow_subscribe_for_client": True},
+        "namespaces": [{"name": "quiet"}, {"name": "seen", "presence": True}],
+    },
+}
+
+
 @pytest.fixture
-async def split_node() -> AsyncIterator[tuple[Node, RedisServer]]:
-    """A node whose broker's Redis is up and whose presence's Redis is the second server."""
+async def split_node(tmp_path: Path) -> AsyncIterator[tuple[Node, RedisServer]]:
+    """A node whose broker's Redis is up and whose presence's Redis is the second server;
+    namespace ``seen`` keeps presence, ``quiet`` does not."""
     broker_server, presence_server = await RedisServer().start(), await RedisServer().start()
     prefix = redis_engine.unique_prefix()
-    settings, _ = load_settings(None, ENV)
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps(SPLIT_CONFIG))
+    settings, _ = load_settings(str(config), {})
     presence = redis_engine.presence(
         redis_engine.settings(presence_server.url, prefix=prefix, io_timeout=1.0), time.time
     )
@@ -106,7 +121,7 @@ async def test_a_subscribe_whose_presence_fails_leaves_nothing_subscribed(
     verifier = TokenVerifier(n.settings.client.token)
     factory = ClientFactory(n, verifier=verifier, sub_verifier=verifier)
     client = factory.connect(transport := RecordingTransport())
-    client.feed(b'{"id":1,"connect":{}}')
+    client.feed(orjson.dumps({"id": 1, "connect": {"token": mint_token(SECRET)}}))
     assert "connect" in await transport.reply(1)
     presence_server.kill()
 
@@ -126,3 +141,25 @@ async def test_a_subscribe_whose_presence_fails_leaves_nothing_subscribed(
     client.connection_lost()
     async with asyncio.timeout(scaled(20.0)):
         await n.drain()
+
+
+@pytest.mark.redis
+async def test_a_connect_whose_server_side_subscription_fails_holds_no_subscription(
+    split_node: tuple[Node, RedisServer],
+) -> None:
+    """The token's first channel (no presence) is established, the second fails at its presence
+    add: the connect is answered with error 100 and the first one is undone, not left in the
+    hub buffering publications until the connection goes."""
+    n, presence_server = split_node
+    verifier = TokenVerifier(n.settings.client.token)
+    client = ClientFactory(n, verifier=verifier, sub_verifier=verifier).connect(
+        transport := RecordingTransport()
+    )
+    presence_server.kill()
+    token = mint_token(SECRET, channels=["quiet:a", "seen:b"])
+    client.feed(orjson.dumps({"id": 1, "connect": {"token": token}}))
+
+    assert (await transport.reply(1)).get("error", {}).get("code") == 100
+    assert client.subscriptions.get("quiet:a") is None
+    assert list(n.hub.subscribers("quiet:a")) == []
+    client.connection_lost()
