@@ -19,6 +19,8 @@ import pytest
 from gateway.config.loading import load_settings
 from gateway.connection.factory import ClientFactory
 from gateway.connection.tokens import TokenVerifier
+from gateway.engine.map_memory import MemoryMapBroker
+from gateway.engine.memory import MemoryBroker
 from gateway.metrics import Metrics
 from gateway.node import VERSION, Node
 from tests.gateway.recording import RecordingTransport
@@ -163,3 +165,35 @@ async def test_a_connect_whose_server_side_subscription_fails_holds_no_subscript
     assert client.subscriptions.get("quiet:a") is None
     assert list(n.hub.subscribers("quiet:a")) == []
     client.connection_lost()
+
+
+@pytest.mark.redis
+async def test_a_map_subscribe_whose_presence_fails_leaves_nothing_subscribed() -> None:
+    """The map flow's last step (live) on the memory engine and map engine, presence on a Redis
+    that is gone: error 100, and neither the table nor the hub keeps the channel."""
+    server = await RedisServer().start()
+    namespaces = [
+        {"name": "tasks", "presence": True, "subscription_type": "map", "map": {"mode": "persistent"}}
+    ]
+    settings, _ = load_settings(None, {**ENV, "TASKCAST_CHANNEL_NAMESPACES": json.dumps(namespaces)})
+    config = redis_engine.settings(server.url, prefix=redis_engine.unique_prefix(), io_timeout=1.0)
+    presence = redis_engine.presence(config, time.time)
+    n = Node(settings, MemoryBroker(), presence, Metrics(VERSION), name="test")
+    n.attach_maps(MemoryMapBroker())
+    try:
+        verifier = TokenVerifier(settings.client.token)
+        client = ClientFactory(n, verifier=verifier, sub_verifier=verifier).connect(
+            transport := RecordingTransport()
+        )
+        client.feed(b'{"id":1,"connect":{}}')
+        assert "connect" in await transport.reply(1)
+        server.kill()
+        for cmd_id in (2, 3):
+            client.feed(orjson.dumps({"id": cmd_id, "subscribe": {"channel": "tasks:x", "type": 1}}))
+            assert (await transport.reply(cmd_id)).get("error", {}).get("code") == 100
+            assert client.subscriptions.get("tasks:x") is None
+            assert list(n.hub.subscribers("tasks:x")) == []
+        client.connection_lost()
+    finally:
+        await presence.close()
+        server.stop()
