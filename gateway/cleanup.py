@@ -1,10 +1,10 @@
 """``Cleanup``: the steps of a release or a close, each run whatever the others did.
 
 A connection's close releases every subscription (hub entry, broker subscription, presence,
-map presence, leave message); a node's close closes every proxy, shard and webhook sender. A
-loop that awaits those steps one after the other stops at the first failure, and with Redis
-down the first presence removal failing skipped the hub removal and the broker unsubscribe of
-every other channel: hub entries, presence and broker subscriptions leaked. Each step run
+map presence, leave message), and a subscribe or connect that fails undoes what it had
+established. A loop that awaits those steps one after the other stops at the first failure:
+with Redis down, the first presence removal failing would skip the hub removal and the broker
+unsubscribe of every other channel, leaking hub entries, presence and broker subscriptions. Each step run
 through a ``Cleanup`` ends in a success or a logged failure, never in an exception (a
 cancellation still propagates), so the next step always runs.
 
