@@ -14,10 +14,8 @@ import contextlib
 import functools
 import logging
 import socket
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -29,14 +27,13 @@ from gateway.admin.endpoints import AdminEndpoints
 from gateway.api.executor import ServerApi
 from gateway.api.grpc import server as grpc_api
 from gateway.api.http import ApiEndpoint, ApiFirst
-from gateway.config.endpoint_checks import admin_paths
+from gateway.config.endpoint_checks import internal_prefixes
 from gateway.config.schema import Settings
-from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
 from gateway.connection.authorization import ProxyAuthorizer, TokenAuthorizer
-from gateway.connection.client import ClientFactory
+from gateway.connection.factory import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.consumers import build_consumers
-from gateway.consumers.dispatch import Execute
+from gateway.consumers.dispatch import Execute, traced_consuming
 from gateway.engine.base import Broker, PresenceManager
 from gateway.engine.map_base import MapBroker
 from gateway.engine.map_memory import MemoryMapBroker
@@ -48,13 +45,14 @@ from gateway.engine.redis_broker import RedisBroker
 from gateway.engine.redis_presence import RedisPresence
 from gateway.engine.shared_memory import SharedMemoryBroker, SharedMemoryPresence
 from gateway.gc_pauses import GcPauses, freeze_startup, thaw
+from gateway.http.admission import Admission
 from gateway.http.server import Served
 from gateway.metrics import HoldGauges, Metrics, NodeGauges
 from gateway.node import VERSION, Node
 from gateway.proxy.caller import Proxies
 from gateway.sharedpoll.manager import SharedPollManager
 from gateway.transports import websocket
-from gateway.transports.deflate import DeflateSettings
+from gateway.transports.deflate import deflate_settings
 from gateway.transports.emulation import EmulationEndpoint
 from gateway.transports.init import ConnectionInitEndpoint
 from gateway.transports.streaming import OpenStreams, StreamEndpoint
@@ -64,33 +62,12 @@ from gateway.webhooks.metrics import WebhookMetrics
 from gateway.webhooks.redis_occupancy import RedisOccupancy
 from gateway.webhooks.store import MemoryOccupancy, OccupancyStore
 from httpwire.shutdown import Loops, StopBudget
-from httpwire.tracing import Tracing, setup
+from httpwire.tracing import setup
 
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 _stop_log = logging.getLogger("gateway.shutdown")
 DOCS = "docs/gateway.md"
 """Where the gateway is documented (a path in the Taskcast source tree; no hosted site)."""
-
-
-class RateLimiter:
-    """Token bucket for ``client.connection_rate_limit`` (new connections per second per node)."""
-
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate = rate
-        self.capacity = max(1.0, rate)
-        self.tokens = self.capacity
-        self.clock = clock
-        self.updated = clock()
-
-    def take(self) -> float | None:
-        """None when admitted; else seconds until a token is available."""
-        now = self.clock()
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return None
-        return (1.0 - self.tokens) / self.rate
 
 
 def build_engine(
@@ -233,47 +210,25 @@ class Runtime:
             self.api.trace(self.tracing)
         execute: Execute = functools.partial(self.api.call, protocol="consuming")  # Centrifugo's label
         if otel.consuming and self.tracing.enabled:
-            execute = _traced_consuming(self.tracing, execute)
+            execute = traced_consuming(self.tracing, execute)
         self.consumers = build_consumers(settings.consumers, execute, self.metrics.registry, self.node.uid)
-        self.rate_limiter = RateLimiter(cfg.connection_rate_limit) if cfg.connection_rate_limit > 0 else None
-        self.shutting_down = False
+        self.admission = Admission(cfg, lambda: len(hub.clients), lambda: len(self.node.connecting))
         self.stop = StopBudget(settings.shutdown.timeout, option="shutdown.timeout", logger=_stop_log)
         self.streams = OpenStreams()
         self.gc = GcPauses(self.metrics.registry)
 
     def admit(self) -> int | None:
-        """Handshake admission of every connection endpoint: None to accept, or the Retry-After
-        seconds of an HTTP 503 (shutting down, ``client.connection_limit``,
-        ``client.handshake_limit``, ``client.connection_rate_limit``). A 503 is what Centrifugo
-        answers, and the SDKs retry it with backoff (a close after connect would be terminal)."""
-        if self.shutting_down:
-            return 1
-        cfg = self.settings.client
-        if cfg.connection_limit and len(self.node.hub.clients) >= cfg.connection_limit:
-            return 1
-        if cfg.handshake_limit and len(self.node.connecting) >= cfg.handshake_limit:
-            return 1
-        if self.rate_limiter is not None:
-            wait = self.rate_limiter.take()
-            if wait is not None:
-                return max(1, int(wait + 0.999))
-        return None
+        """Handshake admission of every connection endpoint (gateway/http/admission.py)."""
+        return self.admission.admit()
 
     def on_shutdown(self) -> None:
         """Graceful shutdown began: refuse new connections and end every streaming response
         with the 3001 disconnect push (uvicorn would otherwise wait for them until its
         shutdown timeout). WebSocket connections get 3001 from their protocol's shutdown.
         The ``shutdown.timeout`` budget (``stop``) starts here."""
-        self.shutting_down = True
+        self.admission.shutting_down = True
         self.stop.begin()
         self.streams.shutdown()
-
-    async def presence_loop(self) -> None:
-        interval = self.settings.client.presence_update_interval
-        while True:
-            await asyncio.sleep(interval)
-            for conn in list(self.node.hub.clients.values()):
-                conn.presence_tick()
 
     async def close(self) -> None:
         """The close steps, in order, each within what remains of ``shutdown.timeout`` (``stop``,
@@ -289,17 +244,6 @@ class Runtime:
         await step("closing the proxies", self.proxies.close())
         await step("closing the HTTP client", self.http.aclose())
         await step("exporting traces", asyncio.to_thread(self.tracing.shutdown))
-
-
-def _traced_consuming(tracing: Tracing, execute: Execute) -> Execute:
-    """``opentelemetry.consuming``: each command an async consumer runs is a consumer span
-    (``consuming.<method>``; a refused command marks it as an error)."""
-
-    async def traced(method: str, params: object) -> dict[str, Any]:
-        with tracing.span(f"consuming.{method}", kind="consumer", attributes={"rpc.method": method}):
-            return await execute(method, params)
-
-    return traced
 
 
 def _routes(settings: Settings, rt: Runtime) -> list[Route]:
@@ -402,7 +346,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         loops.add("presence", rt.node.presence.run())
         if rt.node.maps is not None:
             loops.add("maps", rt.node.maps.run())
-        loops.add("presence updates", rt.presence_loop())
+        loops.add("presence updates", rt.node.presence_loop())
         loops.add("cluster", rt.node.cluster.run())
         loops.add("positions", rt.node.positions.check_loop())
         for consumer in rt.consumers:
@@ -417,7 +361,7 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
         try:
             yield
         finally:
-            rt.shutting_down = True
+            rt.admission.shutting_down = True
             rt.stop.begin_lifespan()
             await loops.stop(rt.stop)
             rt.gc.close()
@@ -451,7 +395,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 connect=rt.clients.connect,
                 disable_closing_handshake=uni_ws.disable_closing_handshake,
                 disable_disconnect_push=uni_ws.disable_disconnect_push,
-                compression=websocket_compression(uni_ws),
+                compression=deflate_settings(uni_ws),
             )
         protocol = websocket.protocol_class(
             websocket.WebSocketEndpoint(
@@ -461,7 +405,7 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
                 admit=rt.admit,
                 connect=rt.clients.connect,
                 uni=uni,
-                compression=websocket_compression(ws),
+                compression=deflate_settings(ws),
             )
         )
     app = create_app(settings, rt)
@@ -474,29 +418,4 @@ def build(settings: Settings, runtime: Runtime | None = None) -> Served:
     )
 
 
-def websocket_compression(ws: WebSocketSettings | UniWebSocketSettings) -> DeflateSettings | None:
-    """permessage-deflate for a WebSocket endpoint (None: its ``compression`` off).
-    The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
-    if not ws.compression:
-        return None
-    limit = ws.decompressed_message_size_limit or ws.message_size_limit * 10
-    return DeflateSettings(
-        level=ws.compression_level, min_size=ws.compression_min_size, decompressed_limit=limit or None
-    )
-
-
-def internal_prefixes(settings: Settings) -> tuple[str, ...]:
-    """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
-    endpoints: the server API, ``prometheus``, ``health``, ``admin`` unless ``admin.external``);
-    empty when it is not."""
-    if not settings.http_server.internal_port:
-        return ()
-    prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
-    if not settings.http_api.disabled:
-        prefixes.append(settings.http_api.handler_prefix)
-    if settings.admin.enabled and not settings.admin.external:
-        prefixes += admin_paths(settings)
-    return tuple(prefixes)
-
-
-__all__ = ["RateLimiter", "Runtime", "build", "build_engine", "create_app"]
+__all__ = ["Runtime", "build", "build_engine", "create_app"]

@@ -34,8 +34,11 @@ class LogLimiter:
         self._last: dict[str, float] = {}
         self._held: dict[str, int] = {}
 
-    def log(self, level: int, key: str, msg: str, *args: object) -> bool:
-        """Log ``msg % args`` unless ``key`` logged within the interval; True when it did."""
+    def log(
+        self, level: int, key: str, msg: str, *args: object, exc_info: BaseException | None = None
+    ) -> bool:
+        """Log ``msg % args`` unless ``key`` logged within the interval; True when it did.
+        ``exc_info``: a failure whose traceback the line carries (for bugs, not for input)."""
         now = self.clock()
         last = self._last.get(key)
         if last is not None and now - last < self.interval:
@@ -48,7 +51,7 @@ class LogLimiter:
         held = self._held.pop(key, 0)
         if held:
             msg += f" ({held} more like this in the last {self.interval:g} s)"
-        self.logger.log(level, msg, *args)
+        self.logger.log(level, msg, *args, exc_info=exc_info)
         return True
 
 

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypedDict, Unpack
 
+from gateway.cleanup import EXPECTED, Cleanup
 from gateway.cluster import Cluster
 from gateway.config.schema import ChannelOptions, Settings
 from gateway.conflation import conflation_key
@@ -132,6 +133,11 @@ class Node:
         self.clock = clock
         self.started_at = clock()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.cleanup = Cleanup(
+            logging.getLogger("taskcast.gateway.cleanup"), expected=(EngineError, *EXPECTED)
+        )
+        """Runs the release steps of connections and subscriptions (hub, broker, presence, leave):
+        each one runs whatever the others did, failures logged once per step and interval."""
         self._links: dict[str, asyncio.Future[None]] = {}
         """Per channel with local subscribers: its broker subscription in flight (a task), failed
         (that task), or done (``_linked``, one finished future shared by every such channel)."""
@@ -183,6 +189,15 @@ class Node:
             log.debug("background task failed: %s", exc)
         elif exc is not None:
             log.warning("background task failed", exc_info=exc)
+
+    async def presence_loop(self) -> None:
+        """Every ``client.presence_update_interval``, each connection re-adds its presence entries
+        (a lifespan loop of the composition root)."""
+        interval = self.settings.client.presence_update_interval
+        while True:
+            await asyncio.sleep(interval)
+            for conn in list(self.hub.clients.values()):
+                conn.presence_tick()
 
     async def drain(self) -> None:
         """Wait for background cleanup (used at shutdown)."""

@@ -39,15 +39,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abba
 import capacity_e2e
 import capacity_report
 import ingest_http
@@ -65,20 +64,6 @@ STEPS = ("ingest", "floor", "e2e", "idle")
 Transaction = list[tuple[str, Any, bool]]
 
 
-def _load() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def _cpu(procs: Sequence[psutil.Process]) -> dict[int, float]:
-    out = {}
-    for p in procs:
-        try:
-            out[p.pid] = sum(p.cpu_times()[:2])
-        except psutil.Error:
-            out[p.pid] = 0.0
-    return out
-
-
 # --- step 1: HTTP ingest out of process -------------------------------------------------------
 
 
@@ -92,7 +77,7 @@ def ingest_step(url: str, args: argparse.Namespace, db_pid: int | None) -> dict[
         profile=False,
         server_root=args.server_tree,
     )
-    load = _load()
+    load = abba.load1()
     row = ingest_http.run_case(url, args.workers, ns, db_pid)
     events = max(1, row["events"])
     return {
@@ -107,7 +92,7 @@ def ingest_step(url: str, args: argparse.Namespace, db_pid: int | None) -> dict[
         "status_api_cpu_ms_per_event": round(row["cpu_workers_s"] / events * 1000, 3),
         "mariadb_cpu_ms_per_event": round(row["cpu_mariadb_s"] / events * 1000, 3) if db_pid else None,
         "load_start": load,
-        "load_end": _load(),
+        "load_end": abba.load1(),
     }
 
 
@@ -217,15 +202,15 @@ def floor_step(url: str, args: argparse.Namespace, db_pid: int | None) -> dict[s
     replica = f"{sa.make_url(url).database}_floor"
     transactions, events, runners = uvloop.run(_capture(url, args, replica))
     statements = sum(len(t) for t in transactions)
-    me = psutil.Process()
-    procs = [me, *([psutil.Process(db_pid)] if db_pid else [])]
-    load = _load()
-    cpu0 = _cpu(procs)
+    me = os.getpid()
+    procs = [me, *([db_pid] if db_pid else [])]
+    load = abba.load1()
+    cpu0 = abba.cpu_by_pid(procs)
     t0 = time.perf_counter()
     uvloop.run(_replay(url, replica, transactions, runners))
     wall = time.perf_counter() - t0
-    cpu1 = _cpu(procs)
-    driver_s = cpu1[me.pid] - cpu0[me.pid]
+    cpu1 = abba.cpu_by_pid(procs)
+    driver_s = cpu1[me] - cpu0[me]
     db_s = cpu1[db_pid] - cpu0[db_pid] if db_pid else 0.0
     per = max(1, events)
     return {
@@ -241,7 +226,7 @@ def floor_step(url: str, args: argparse.Namespace, db_pid: int | None) -> dict[s
         "mariadb_cpu_ms_per_event": round(db_s / per * 1000, 3) if db_pid else None,
         "floor_cpu_ms_per_event": round((driver_s + db_s) / per * 1000, 3) if db_pid else None,
         "load_start": load,
-        "load_end": _load(),
+        "load_end": abba.load1(),
     }
 
 

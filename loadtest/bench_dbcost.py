@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,10 +43,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abba
 import bench_capacity
 from bench_capacity import Transaction, _copy_database
 
@@ -328,7 +326,9 @@ class _Replay:
         while True:
             now = datetime.now(UTC).replace(tzinfo=None)
             try:
-                rows, _ = await claim_driver(cur, relay_id, self.args.claim_limit, now, lease_seconds=lease)
+                rows = (
+                    await claim_driver(cur, relay_id, self.args.claim_limit, now, lease_seconds=lease)
+                ).rows
                 if rows:
                     await mark_published_driver(cur, [r.id for r in rows], relay_id, now)
                     await conn.commit()
@@ -390,10 +390,6 @@ async def _purge(url: str) -> int:
         await engine.dispose()
 
 
-def _cpu(pid: int) -> float:
-    return sum(psutil.Process(pid).cpu_times()[:2])
-
-
 def run_variant(
     url: str, db_pid: int, log: tuple[list[Transaction], int, int], variant: Variant, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -411,15 +407,15 @@ def run_variant(
         await _admin(url, [f"USE `{RUN}`", *variant.ddl, *variant.global_set])
 
     uvloop.run(prepare())
-    load = round(os.getloadavg()[0], 2)
-    cpu0 = _cpu(db_pid)
+    load = abba.load1()
+    cpu0 = abba.cpu_seconds([db_pid])
     t0 = time.perf_counter()
     counts = uvloop.run(_replay(url, transactions, connections, variant, args))
     wall = time.perf_counter() - t0
     uvloop.run(_settle(url))
-    cpu1 = _cpu(db_pid)
+    cpu1 = abba.cpu_seconds([db_pid])
     purged = uvloop.run(_purge(url))
-    cpu2 = _cpu(db_pid)
+    cpu2 = abba.cpu_seconds([db_pid])
     if variant.global_reset:
         uvloop.run(_admin(url, variant.global_reset))
     return {
@@ -503,7 +499,7 @@ def main() -> None:
     try:
         import uvloop
 
-        load_start = round(os.getloadavg()[0], 2)
+        load_start = abba.load1()
         cap = argparse.Namespace(
             pool=args.pool,
             tasks=args.tasks,
@@ -514,25 +510,24 @@ def main() -> None:
         log = uvloop.run(bench_capacity._capture(url, cap, PRE))
         args.events_total = log[1]
         runs: list[dict[str, Any]] = []
-        for rnd in range(args.rounds):
-            for v in variants if rnd % 2 == 0 else list(reversed(variants)):
-                r = run_variant(url, db_pid, log, v, args)
-                r["round"] = rnd
-                print(json.dumps(r), flush=True)
-                runs.append(r)
-        summary = []
-        for v in variants:
-            mine = [r for r in runs if r["variant"] == v.name]
-            purge = [r["purge_us_per_row"] for r in mine if r["purge_us_per_row"] is not None]
-            summary.append(
-                {
-                    "variant": v.name,
-                    "median_ms": statistics.median(r["mariadb_ms_per_event"] for r in mine),
-                    "runs": [r["mariadb_ms_per_event"] for r in mine],
-                    "purge_us": statistics.median(purge) if purge else None,
-                    "rows_per_claim": statistics.median(r["rows_per_claim"] for r in mine),
-                }
-            )
+        for rnd, v in abba.order(variants, args.rounds):
+            r = run_variant(url, db_pid, log, v, args)
+            r["round"] = rnd
+            print(json.dumps(r), flush=True)
+            runs.append(r)
+        medians = abba.medians(
+            runs, "variant", ["mariadb_ms_per_event", "purge_us_per_row", "rows_per_claim"]
+        )
+        summary = [
+            {
+                "variant": v.name,
+                "median_ms": medians[v.name]["mariadb_ms_per_event"],
+                "runs": [r["mariadb_ms_per_event"] for r in runs if r["variant"] == v.name],
+                "purge_us": medians[v.name].get("purge_us_per_row"),
+                "rows_per_claim": medians[v.name]["rows_per_claim"],
+            }
+            for v in variants
+        ]
         result = {
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "tasks": args.tasks,
@@ -545,7 +540,7 @@ def main() -> None:
             "rate": args.rate,
             "rounds": args.rounds,
             "load_start": load_start,
-            "load_end": round(os.getloadavg()[0], 2),
+            "load_end": abba.load1(),
             "summary": summary,
             "runs": runs,
         }

@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from loadtest.bench_gateway_publish import load1, payload, start_redis  # noqa: E402
-from loadtest.procs import clean_env, cpu_seconds  # noqa: E402
+from loadtest import abba  # noqa: E402
+from loadtest.bench_gateway_publish import payload, start_redis  # noqa: E402
+from loadtest.procs import clean_env  # noqa: E402
 
 CHILD = r"""
 import asyncio, json, sys, time
@@ -102,7 +102,7 @@ def one_round(
     import orjson
 
     payloads = "\n".join(orjson.dumps(payload(i)).hex() for i in range(64))
-    l0 = load1()
+    l0 = abba.load1()
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, url, f"eb{n}", str(a.channels), str(a.batches), str(a.batch)],
         env=clean_env(PYTHONPATH=tree),
@@ -115,9 +115,9 @@ def one_round(
     proc.stdin.write(payloads)
     proc.stdin.close()
     assert proc.stdout.readline().strip() == "go"
-    s0 = cpu_seconds([redis_pid])
+    s0 = abba.cpu_seconds([redis_pid])
     result = json.loads(proc.stdout.readline())
-    s1 = cpu_seconds([redis_pid])
+    s1 = abba.cpu_seconds([redis_pid])
     proc.wait(30)
     pubs = result["publications"]
     return {
@@ -126,7 +126,7 @@ def one_round(
         "engine_us": result["cpu"] / pubs * 1e6,
         "redis_us": (s1 - s0) / pubs * 1e6,
         "per_s": pubs / result["wall"],
-        "load": (round(l0, 2), round(load1(), 2)),
+        "load": (l0, abba.load1()),
     }
 
 
@@ -148,10 +148,7 @@ def main() -> None:
     redis, url = start_redis(workdir)
     results = []
     try:
-        order: list[tuple[str, str]] = []
-        for r in range(a.rounds):
-            order += trees if r % 2 == 0 else trees[::-1]
-        for n, (name, tree) in enumerate(order):
+        for n, (_, (name, tree)) in enumerate(abba.order(trees, a.rounds)):
             res = one_round(name, tree, a, url, redis.pid, n)
             print(json.dumps(res), flush=True)
             results.append(res)
@@ -166,12 +163,11 @@ def main() -> None:
         )
         print("| tree | engine process µs/pub | redis µs/pub | rounds engine (redis) | load |")
         print("|---|---:|---:|---|---|")
-        for name, _ in trees:
+        for name, m in abba.medians(results, "tree", ["engine_us", "redis_us"]).items():
             rs = [r for r in results if r["tree"] == name]
-            e = statistics.median(r["engine_us"] for r in rs)
-            s = statistics.median(r["redis_us"] for r in rs)
+            e, s = m["engine_us"], m["redis_us"]
             rounds = " / ".join(f"{r['engine_us']:.1f} ({r['redis_us']:.1f})" for r in rs)
-            loads = "; ".join(f"{r['load'][0]}→{r['load'][1]}" for r in rs)
+            loads = abba.load_spans(rs)
             print(f"| {name} | {e:.1f} | {s:.1f} | {rounds} | {loads} |")
 
 

@@ -30,7 +30,6 @@ import os
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,15 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from loadtest import abba  # noqa: E402
 from loadtest.fleet import HOST, Stats, WSConn, connect_with_backoff, mint  # noqa: E402
-from loadtest.procs import clean_env, cpu_seconds  # noqa: E402
+from loadtest.procs import clean_env  # noqa: E402
 from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
 TENANT = "bench"
-
-
-def load1() -> float:
-    return os.getloadavg()[0]
 
 
 def payload(i: int) -> dict[str, Any]:
@@ -250,11 +246,11 @@ async def one_round(
                 stdout=subprocess.DEVNULL,
                 stderr=out.with_suffix(".log").open("wb"),
             )
-        l0, p0, r0 = load1(), publisher.published, clients.received
-        g0, s0, t0 = cpu_seconds([pid]), cpu_seconds([redis_pid]), time.monotonic()
+        l0, p0, r0 = abba.load1(), publisher.published, clients.received
+        g0, s0, t0 = abba.cpu_seconds([pid]), abba.cpu_seconds([redis_pid]), time.monotonic()
         await publisher.run(a.rate, a.window)
         await publisher.drain()
-        g1, s1, t1 = cpu_seconds([pid]), cpu_seconds([redis_pid]), time.monotonic()
+        g1, s1, t1 = abba.cpu_seconds([pid]), abba.cpu_seconds([redis_pid]), time.monotonic()
         pubs = publisher.published - p0
         settle = time.monotonic() + 5.0  # deliveries still in flight when the window closed
         while clients.received - r0 < pubs and time.monotonic() < settle:  # noqa: ASYNC110  # polls a counter, bounded
@@ -275,7 +271,7 @@ async def one_round(
         "rate": pubs / (t1 - t0),
         "gateway_us": (g1 - g0) / max(pubs, 1) * 1e6,
         "redis_us": (s1 - s0) / max(pubs, 1) * 1e6,
-        "load": (round(l0, 2), round(load1(), 2)),
+        "load": (l0, abba.load1()),
     }
 
 
@@ -284,10 +280,7 @@ async def main_async(a: argparse.Namespace, trees: list[tuple[str, str]]) -> lis
     redis, redis_url = start_redis(workdir)
     results: list[dict[str, Any]] = []
     try:
-        order: list[tuple[str, str]] = []
-        for r in range(a.rounds):
-            order += trees if r % 2 == 0 else trees[::-1]
-        for n, (name, tree) in enumerate(order):
+        for n, (_, (name, tree)) in enumerate(abba.order(trees, a.rounds)):
             try:
                 res = await one_round(name, tree, a, redis_url, redis.pid, workdir, n)
             except (OSError, TimeoutError, RuntimeError) as exc:  # a starved round: skipped, said
@@ -311,13 +304,12 @@ def report(results: list[dict[str, Any]], a: argparse.Namespace) -> str:
         "| delivered/published | load |",
         "|---|---:|---:|---:|---|---:|---|",
     ]
-    for name in dict.fromkeys(r["tree"] for r in results):
+    for name, m in abba.medians(results, "tree", ["gateway_us", "redis_us"]).items():
         rs = [r for r in results if r["tree"] == name]
-        g = statistics.median(r["gateway_us"] for r in rs)
-        s = statistics.median(r["redis_us"] for r in rs)
+        g, s = m["gateway_us"], m["redis_us"]
         rounds = " / ".join(f"{r['gateway_us']:.0f} ({r['redis_us']:.0f})" for r in rs)
         ratio = sum(r["received"] for r in rs) / max(1, sum(r["publications"] for r in rs))
-        loads = "; ".join(f"{r['load'][0]}→{r['load'][1]}" for r in rs)
+        loads = abba.load_spans(rs)
         lines.append(f"| {name} | {g:.1f} | {s:.1f} | {g + s:.1f} | {rounds} | {ratio:.3f} | {loads} |")
     return "\n".join(lines)
 

@@ -24,18 +24,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import statistics
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abba
 from bench_dbcost import _connect
 
 from status_api.storage import outbox_claims as oc
@@ -148,7 +146,7 @@ async def run(url: str, variant: str, n: int, cpu: Callable[[], float]) -> dict[
     for i in range(n):
         await insert()
         a = cpu()
-        rows, _ = await oc.claim_driver(cur, "r1", 200, _now())
+        rows = (await oc.claim_driver(cur, "r1", 200, _now())).rows
         b = cpu()
         await oc.mark_published_driver(cur, [r.id for r in rows], "r1", _now())
         await conn.commit()
@@ -194,24 +192,19 @@ async def _purge_per_row(db_url: str, cpu: Callable[[], float]) -> float:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    proc = psutil.Process(args.db_pid)
-
     def cpu() -> float:
-        return float(sum(proc.cpu_times()[:2]))
+        return abba.cpu_seconds([args.db_pid])
 
-    variants = args.variants.split(",")
-    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
-    for rnd in range(args.rounds):
-        for v in variants if rnd % 2 == 0 else list(reversed(variants)):
-            load = round(os.getloadavg()[0], 2)
-            result: dict[str, Any] = dict(await run(args.url, v, args.n, cpu))
-            result["load"] = load
-            print(json.dumps({"variant": v, **result}), flush=True)
-            runs[v].append(result)
-    for v, rs in runs.items():
-        keys = [k for k in rs[0] if k != "load"]
-        medians = {k: statistics.median(r[k] for r in rs) for k in keys}
-        print(json.dumps({"variant": v, "median_us": medians, "loads": [r["load"] for r in rs]}))
+    runs: list[dict[str, Any]] = []
+    for _, v in abba.order(args.variants.split(","), args.rounds):
+        load = abba.load1()
+        result: dict[str, Any] = {"variant": v, **await run(args.url, v, args.n, cpu), "load": load}
+        print(json.dumps(result), flush=True)
+        runs.append(result)
+    keys = [k for k in runs[0] if k not in ("variant", "load")] if runs else []
+    for v, medians in abba.medians(runs, "variant", keys).items():
+        loads = [r["load"] for r in runs if r["variant"] == v]
+        print(json.dumps({"variant": v, "median_us": medians, "loads": loads}))
 
 
 def main() -> None:

@@ -22,12 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import abba
 
 CHILD = r"""
 import asyncio, sys, json
@@ -131,41 +132,37 @@ def main() -> None:
     )
     args = p.parse_args()
     trees = args.tree or [str(Path(__file__).resolve().parents[1])]
-    db = psutil.Process(args.db_pid)
-    runs: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
-    for rnd in range(args.rounds):
-        for tree in trees if rnd % 2 == 0 else list(reversed(trees)):
-            if args.old or not (rnd or tree != trees[0]):
-                # the window as this tree's relay leaves it (--old 0: as the last tree's relay leaves
-                # it, once: a pass then deletes nothing and every tree reads the same table)
-                child(tree if args.old else trees[-1], args.url, "setup", args)
-                child(tree, args.url, "refill", args)
-            child(tree, args.url, "settle", args)  # the setup's undo purged before the window
-            load = round(os.getloadavg()[0], 2)
-            c0 = sum(db.cpu_times()[:2])
-            out = json.loads(child(tree, args.url, "purge", args))
-            cpu = sum(db.cpu_times()[:2]) - c0
-            run = {
-                "cpu_ms_per_pass": round(cpu * 1000 / args.repeat, 1),
-                "purged": out["purged"],
-                "load": load,
-            }
-            run["us_per_purged_row"] = round(cpu / max(1, out["purged"]) * 1e6, 1)
-            print(json.dumps({"tree": tree, **run}), flush=True)
-            runs[tree].append(run)
-    for tree, rs in runs.items():
-        print(
-            json.dumps(
-                {
-                    "tree": tree,
-                    "window": args.window,
-                    "old": args.old,
-                    "median_cpu_ms_per_pass": statistics.median(r["cpu_ms_per_pass"] for r in rs),
-                    "median_us_per_purged_row": statistics.median(r["us_per_purged_row"] for r in rs),
-                    "loads": [r["load"] for r in rs],
-                }
-            )
-        )
+    runs: list[dict[str, Any]] = []
+    for rnd, tree in abba.order(trees, args.rounds):
+        if args.old or not (rnd or tree != trees[0]):
+            # the window as this tree's relay leaves it (--old 0: as the last tree's relay leaves
+            # it, once: a pass then deletes nothing and every tree reads the same table)
+            child(tree if args.old else trees[-1], args.url, "setup", args)
+            child(tree, args.url, "refill", args)
+        child(tree, args.url, "settle", args)  # the setup's undo purged before the window
+        load = abba.load1()
+        c0 = abba.cpu_seconds([args.db_pid])
+        out = json.loads(child(tree, args.url, "purge", args))
+        cpu = abba.cpu_seconds([args.db_pid]) - c0
+        run = {
+            "tree": tree,
+            "cpu_ms_per_pass": round(cpu * 1000 / args.repeat, 1),
+            "purged": out["purged"],
+            "load": load,
+            "us_per_purged_row": round(cpu / max(1, out["purged"]) * 1e6, 1),
+        }
+        print(json.dumps(run), flush=True)
+        runs.append(run)
+    for tree, medians in abba.medians(runs, "tree", ["cpu_ms_per_pass", "us_per_purged_row"]).items():
+        summary = {
+            "tree": tree,
+            "window": args.window,
+            "old": args.old,
+            "median_cpu_ms_per_pass": medians["cpu_ms_per_pass"],
+            "median_us_per_purged_row": medians["us_per_purged_row"],
+            "loads": [r["load"] for r in runs if r["tree"] == tree],
+        }
+        print(json.dumps(summary))
 
 
 if __name__ == "__main__":

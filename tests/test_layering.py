@@ -9,8 +9,8 @@
   included) and status_api/domain; gateway/protocol imports nothing from the gateway outside itself;
 * nothing imports the composition root gateway/app.py but the entry points (gateway/cli.py,
   taskcast/up.py) and tests;
-* only the transports and the composition root import the connection driver
-  gateway/connection/client.py;
+* only the transports, the composition root and the connections' factory
+  (gateway/connection/factory.py) import the connection driver gateway/connection/client.py;
 * the driver's parts (gateway/connection/subscriptions.py, server_subscriptions.py, channel_commands.py)
   import only the modules listed for them in ``CONNECTION_PARTS``: the node, hub, send queue,
   policy and the other pure or engine-facing collaborators, never the driver, a transport, the
@@ -60,7 +60,7 @@ IO_MODULES = {
 PURE = ["gateway/protocol", "gateway/maps", "status_api/domain"]
 APP_IMPORTERS = {"gateway/cli.py", "taskcast/up.py"}
 CLIENT_IMPORTERS_PREFIX = "gateway/transports/"
-CLIENT_IMPORTERS = {"gateway/app.py"}
+CLIENT_IMPORTERS = {"gateway/app.py", "gateway/connection/factory.py"}
 CLIENT_DRIVER = "gateway/connection/client.py"
 #: The parts of the connection driver and everything each may import (a gateway module, or a
 #: name in one; anything else is stdlib typing/plumbing listed in ``CONNECTION_PARTS_STDLIB``).
@@ -111,6 +111,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "config": {"protocol"},
     "errors": {"protocol"},
     "log_limit": set(),
+    "cleanup": {"log_limit"},
     "metrics": set(),
     "logging_setup": {"config"},
     "gc_pauses": {"metrics"},
@@ -126,6 +127,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
     "webhooks": {"config", "engine", "protocol"},
     "positions": {"config", "engine", "hub", "maps", "metrics", "protocol"},
     "node": {
+        "cleanup",
         "cluster",
         "config",
         "conflation",
@@ -155,7 +157,7 @@ PACKAGE_MAP: dict[str, set[str]] = {
         "proxy",
         "sharedpoll",
     },
-    "transports": {"connection", "engine", "http", "hub", "protocol"},
+    "transports": {"config", "connection", "engine", "http", "hub", "protocol"},
     "consumers": {"api.requests", "config", "log_limit", "protocol"},
     "workers": {"config", "engine"},
     "admin": {"api.requests", "config", "engine", "node", "protocol"},

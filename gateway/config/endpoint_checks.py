@@ -1,7 +1,8 @@
 """Validation of what the gateway serves: its listeners (``http_server``: TLS, the internal
 port; ``grpc_api.tls``), every endpoint's ``handler_prefix`` (a path, no two enabled endpoints
 on one, none under the server API's), the WebSocket compression options and the admin UI
-(credentials unless insecure, a path that shadows no endpoint). Pure, like
+(credentials unless insecure, a path that shadows no endpoint); and what follows from them:
+the admin UI's paths, the paths served only on the internal port. Pure, like
 gateway/config/checks.py, which calls it; raises ``ConfigError`` naming the option.
 """
 
@@ -19,6 +20,7 @@ __all__ = [
     "check_endpoints",
     "check_listeners",
     "check_transports",
+    "internal_prefixes",
     "served_endpoints",
 ]
 
@@ -161,3 +163,17 @@ def check_admin(settings: Settings, warnings: list[str]) -> None:
     for section, path in served_endpoints(settings).items():
         if path in (page, endpoints) or path.startswith(endpoints + "/"):
             raise ConfigError("admin.handler_prefix", f"the admin UI's {path!r} is {section}.handler_prefix")
+
+
+def internal_prefixes(settings: Settings) -> tuple[str, ...]:
+    """Paths served only on ``http_server.internal_port`` when it is set (Centrifugo's internal
+    endpoints: the server API, ``prometheus``, ``health``, ``admin`` unless ``admin.external``);
+    empty when it is not."""
+    if not settings.http_server.internal_port:
+        return ()
+    prefixes = [settings.prometheus.handler_prefix, settings.health.handler_prefix]
+    if not settings.http_api.disabled:
+        prefixes.append(settings.http_api.handler_prefix)
+    if settings.admin.enabled and not settings.admin.external:
+        prefixes += admin_paths(settings)
+    return tuple(prefixes)

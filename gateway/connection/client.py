@@ -22,7 +22,9 @@ deadline wheel (gateway/connection/wheel.py), not a loop timer of its own. A pin
 prebuilt frame per codec, shared by every connection (its WebSocket frame is built once) and
 written at once when nothing else is queued.
 
-Only the transports and the composition root import this module.
+Connections are built by gateway/connection/factory.py (``ClientFactory``: what a node's
+connections share). Only the transports, the factory and the composition root import this
+module.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Protocol
 
 from gateway.connection.authorization import Authorizer, Caller, TokenAuthorizer
 from gateway.connection.command_queue import CommandQueue, Job, internal_error
@@ -83,49 +84,7 @@ def _ping_push(frame: bytes) -> SharedPush:
     return push
 
 
-__all__ = ["Client", "ClientFactory", "Connect", "Flusher", "Transport"]
-
-
-class ClientFactory:
-    """Builds the connections of one node; ``connect`` is the callable transports get."""
-
-    def __init__(
-        self,
-        node: Node,
-        *,
-        verifier: TokenVerifier,
-        sub_verifier: TokenVerifier,
-        clock: Callable[[], float] = time.time,
-        authorizer: Authorizer | None = None,
-    ) -> None:
-        self.node = node
-        self.verifier = verifier
-        self.sub_verifier = sub_verifier
-        self.clock = clock
-        self.authorizer = authorizer or TokenAuthorizer(node.settings, verifier, sub_verifier, clock)
-        self.flusher = Flusher()
-        self.wheel = Wheel(clock)
-
-    def connect(self, transport: Transport, codec: Codec | None = None) -> Client:
-        """A new connection on an open transport (the stale-connect deadline starts now),
-        speaking ``codec`` (None: the node's default, JSON)."""
-        return Client(
-            self.node,
-            transport,
-            codec=codec,
-            verifier=self.verifier,
-            sub_verifier=self.sub_verifier,
-            clock=self.clock,
-            flusher=self.flusher,
-            authorizer=self.authorizer,
-            wheel=self.wheel,
-        )
-
-
-class Connect(Protocol):
-    """What transports call to open a connection (``ClientFactory.connect``)."""
-
-    def __call__(self, transport: Transport, codec: Codec | None = None, /) -> Client: ...
+__all__ = ["Client", "Flusher", "Transport"]
 
 
 class Client:

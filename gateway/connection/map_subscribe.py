@@ -258,6 +258,7 @@ class MapSubscriptions:
         session.add_subscription(sub)
         position = since
         replay: list[Publication] = []
+        joining = False
         try:
             await node.add_subscriber(channel, driver)
             if mopts.has_stream:
@@ -270,11 +271,12 @@ class MapSubscriptions:
                 if pending.tags_filter is not None:
                     replay = [p for p in replay if pending.tags_filter.match(p.tags)]
                 session.position(sub, position.offset, position.epoch)
+            joining = True
+            await self._subscriptions.presence.join(sub)  # engine and map presence (connection/presence.py)
         except BaseException:
             if session.remove_subscription(channel) is not None:
-                await node.remove_subscriber(channel, driver)
+                await self._subscriptions.undo(sub, presence=joining)
             raise
-        await self._subscriptions.presence.join(sub)  # engine and map presence (connection/presence.py)
         session.schedule_sub_expiry(sub)
         recovering = state is None and req.recover
         metrics = node.metrics

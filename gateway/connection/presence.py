@@ -73,28 +73,28 @@ class ChannelPresence:
         await self.join(sub)
 
     async def leave(self, sub: Subscription) -> None:
-        """``sub`` ended: its presence entries are removed (a users map entry expires)."""
+        """``sub`` ended: its presence entries are removed (a users map entry expires). Each
+        removal runs whatever the others did; failures are logged (``node.cleanup``), never
+        raised."""
         member, node = self._member, self._node
+        cleanup = node.cleanup
         if sub.presence:
-            await node.presence.remove(sub.channel, member.client_id)
+            await cleanup.step("presence removal", node.presence.remove(sub.channel, member.client_id))
         opts = node.settings.channel_options(sub.channel)
         if opts is None or node.maps is None:
             return
         if opts.is_map and opts.map.remove_client_on_unsubscribe:  # the key the client wrote
-            try:
-                await node.maps.remove(sub.channel, member.client_id, resolve(opts.map))
-            except EngineError as exc:
-                log.debug("map key of %s in %s not removed: %s", member.client_id, sub.channel, exc)
+            removal = node.maps.remove(sub.channel, member.client_id, resolve(opts.map))
+            await cleanup.step("map key removal", removal)
         if not opts.map_clients_presence_channel_prefix:
             return
         target = opts.map_clients_presence_channel_prefix + sub.channel
         target_opts = node.settings.channel_options(target)
         if target_opts is None:
             return
-        try:
-            await node.maps.remove(target, member.client_id, resolve(target_opts.map))
-        except EngineError as exc:
-            log.debug("map presence of %s in %s not removed: %s", member.client_id, target, exc)
+        await cleanup.step(
+            "map presence removal", node.maps.remove(target, member.client_id, resolve(target_opts.map))
+        )
 
     async def _map_presence(self, sub: Subscription) -> None:
         member, node = self._member, self._node

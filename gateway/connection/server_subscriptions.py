@@ -65,11 +65,20 @@ class ServerSubscriptions(Subscriptions):
         connect's ``subs``); they go live once the connect reply is queued.
 
         Raises:
-            CommandError: one was refused (the connect fails, as Centrifugo's does).
+            CommandError: one was refused (the connect fails, as Centrifugo's does); the ones
+                established before it are undone, so a failed connect holds no subscription.
+            EngineError: the same, for an engine failure.
         """
         results: dict[str, SubscribeResult] = {}
-        for channel, server_sub in server_subs.items():
-            results[channel] = await self._subscribe_server(channel, server_sub, wanted.get(channel))
+        try:
+            for channel, server_sub in server_subs.items():
+                results[channel] = await self._subscribe_server(channel, server_sub, wanted.get(channel))
+        except BaseException:
+            for channel in results:
+                sub = self._session.remove_subscription(channel)
+                if sub is not None:
+                    await self.abandon(sub)
+            raise
         self._driver.after_reply(self._connect_replied)
         return results
 

@@ -309,13 +309,15 @@ class Subscriptions:
         data: bytes | None,
     ) -> SubscribeResult:
         """Add ``sub`` to the table and the hub, position it, add presence and publish the join
-        (a server-side subscription's join when it goes live). A failure before the position is
-        known leaves nothing subscribed."""
+        (a server-side subscription's join when it goes live). A failure of any of these steps
+        leaves nothing subscribed: the table entry, the hub entry and broker subscription, and
+        presence are undone (each undo step runs whatever the others did)."""
         node = self._node
         driver = self._driver
         channel = sub.channel
         self._session.add_subscription(sub)
         positioned = None
+        joining = False
         try:
             await node.add_subscriber(channel, driver)
             if sub.positioned:
@@ -325,13 +327,14 @@ class Subscriptions:
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
                     raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
                 self._session.position(sub, positioned.start.offset, positioned.start.epoch)
+            joining = True
+            await self.presence.join(sub)
+            if opts.join_leave and not sub.server_side:
+                await node.broker.publish_join(channel, driver.client_info(sub))
         except BaseException:
             if self._session.remove_subscription(channel) is not None:
-                await node.remove_subscriber(channel, driver)
+                await self.undo(sub, presence=joining)
             raise
-        await self.presence.join(sub)
-        if opts.join_leave and not sub.server_side:
-            await node.broker.publish_join(channel, driver.client_info(sub))
         node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
         node.lifecycle.subscribed(channel, driver.client_info(sub), sub.presence)
         self._session.schedule_sub_expiry(sub)
@@ -394,18 +397,52 @@ class Subscriptions:
         await self._release(sub)
 
     async def _release(self, sub: Subscription) -> None:
-        """Undo a subscription's node-level effects: hub/broker, presence, leave."""
+        """Undo a subscription's node-level effects: hub/broker, presence, leave. Every step
+        runs whatever the others did (``node.cleanup``): a failure is logged, never raised."""
         node = self._node
         driver = self._driver
-        node.lifecycle.unsubscribed(sub.channel, driver.client_info(sub), sub.presence)
-        if self._streams is not None and self._streams.release(sub):  # not in the hub
+        cleanup = node.cleanup
+        channel = sub.channel
+        info = driver.client_info(sub)
+        cleanup.call("unsubscribed hook", lambda: node.lifecycle.unsubscribed(channel, info, sub.presence))
+        streams = self._streams
+        if streams is not None and self._stream_released(streams, sub):  # not in the hub
             await self.presence.leave(sub)
             return
-        await node.remove_subscriber(sub.channel, driver)
-        opts = self._settings.channel_options(sub.channel)
+        await cleanup.step("hub removal and broker unsubscribe", node.remove_subscriber(channel, driver))
         await self.presence.leave(sub)
+        opts = self._settings.channel_options(channel)
         if opts is not None and opts.join_leave:
-            await node.broker.publish_leave(sub.channel, driver.client_info(sub))
+            await cleanup.step("leave message", node.broker.publish_leave(channel, info))
+
+    async def undo(self, sub: Subscription, *, presence: bool) -> None:
+        """Undo a subscription that failed to establish (already out of the table): its hub entry
+        and broker subscription and, with ``presence``, its presence entries. Every step runs
+        whatever the others did; failures are logged, never raised."""
+        await self._node.cleanup.step(
+            "hub removal and broker unsubscribe", self._node.remove_subscriber(sub.channel, self._driver)
+        )
+        if presence:
+            await self.presence.leave(sub)
+
+    async def abandon(self, sub: Subscription) -> None:
+        """Undo an established subscription that never went live (already out of the table):
+        the lifecycle hooks are told, then ``undo`` with presence. No leave message: a
+        subscription that never went live published no join."""
+        node, info = self._node, self._driver.client_info(sub)
+        node.cleanup.call(
+            "unsubscribed hook", lambda: node.lifecycle.unsubscribed(sub.channel, info, sub.presence)
+        )
+        await self.undo(sub, presence=True)
+
+    def _stream_released(self, streams: StreamHook, sub: Subscription) -> bool:
+        """Whether ``sub`` was a backend stream's (now released). A failing release is logged
+        and ``sub`` is released as a hub subscription too (its hub removal finds nothing)."""
+        try:
+            return streams.release(sub)
+        except Exception as exc:
+            self._node.cleanup.failed("stream release", exc)
+            return False
 
     def close(self) -> None:
         """The connection is gone: deliver nothing more, forget every subscription and release
@@ -417,6 +454,7 @@ class Subscriptions:
             self._node.background(self._release_all(subs))
 
     async def _release_all(self, subs: list[Subscription]) -> None:
+        """Release each subscription; one failing to release never keeps the others."""
         for sub in subs:
             await self._release(sub)
 

@@ -38,6 +38,7 @@ from gateway.api.requests import ApiError
 from gateway.log_limit import LogLimiter
 from gateway.protocol import codes
 from httpwire.cancellation import raise_if_cancelling
+from httpwire.tracing import Tracing
 
 log = logging.getLogger("taskcast.gateway.consumers")
 
@@ -281,4 +282,16 @@ __all__ = [
     "Verdict",
     "backoff",
     "parse_flag",
+    "traced_consuming",
 ]
+
+
+def traced_consuming(tracing: Tracing, execute: Execute) -> Execute:
+    """``opentelemetry.consuming``: each command an async consumer runs is a consumer span
+    (``consuming.<method>``; a refused command marks it as an error)."""
+
+    async def traced(method: str, params: object) -> dict[str, Any]:
+        with tracing.span(f"consuming.{method}", kind="consumer", attributes={"rpc.method": method}):
+            return await execute(method, params)
+
+    return traced

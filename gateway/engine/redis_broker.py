@@ -3,17 +3,18 @@
 Publishing is one Lua script (lua/publish.lua, PROTOCOL.md §3.5) that checks the idempotency key,
 reads or mints the epoch, takes ``top + 1``, appends, trims, refreshes TTLs and PUBLISHes the
 publication with its position, so offsets and deliveries cannot reorder. Each shard has one
-PUB/SUB connection, read by one task, so a channel's deliveries arrive in offset order.
+PUB/SUB connection, read by one task (gateway/engine/redis_pubsub.py's ``PubSubListener``), so a
+channel's deliveries arrive in offset order; this module decodes them for the node.
 
 That connection is watched (reliability-notes §1.5): every ``probe_interval_seconds`` the broker
 publishes a probe to its own node channel on every shard; a connection that hears nothing (no
-probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt (noticed within
-``SILENCE_SLACK`` of a timeout more). After any rebuild, every channel is subscribed again and
-``on_broker_reconnect`` tells the node that deliveries may have been lost, so it re-checks
-positions against history. The probe also runs the publish script on the node's own probe keys:
-``healthy()`` follows what publishing needs, so a Redis that still LOADs its dataset after a
-restart (PUBLISH and SUBSCRIBE work, scripts do not) is unhealthy.
-Failures are logged once per state change (``failures.FailureRun``). Must not import starlette.
+probe, no publication) for ``probe_timeout_seconds`` is torn down and rebuilt by its listener.
+After any rebuild, every channel is subscribed again and ``on_broker_reconnect`` tells the
+node that deliveries may have been lost, so it re-checks positions against history. The probe
+also runs the publish script on the node's own probe keys: ``healthy()`` follows what
+publishing needs, so a Redis that still LOADs its dataset after a restart (PUBLISH and
+SUBSCRIBE work, scripts do not) is unhealthy. Failures are logged once per state change
+(``failures.FailureRun``). Must not import starlette.
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import random
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
-
-from redis.asyncio.connection import AbstractConnection
-from redis.exceptions import RedisError
 
 from gateway.engine.base import (
     BrokerEventHandler,
@@ -57,6 +54,7 @@ from gateway.engine.redis_codec import (
     encode_publication,
 )
 from gateway.engine.redis_keys import RedisKeys, shard_index
+from gateway.engine.redis_pubsub import PubSubListener
 from gateway.protocol.messages import ClientInfo, Publication, StreamPosition
 from httpwire.cancellation import raise_if_cancelling
 
@@ -64,13 +62,7 @@ logger = logging.getLogger(__name__)
 
 PUBLISH = LuaScript("publish.lua")
 HISTORY = LuaScript("history.lua")
-SUBSCRIBE_BATCH = 512
-SUBSCRIBE_WINDOW = 2 * SUBSCRIBE_BATCH
-"""Most channels a (re)subscribing PUB/SUB connection has asked for and Redis not yet confirmed."""
 PROBE_PUBLICATION = encode_publication(Publication(data=b"null"))
-SILENCE_SLACK = 0.25
-"""A deaf PUB/SUB connection is noticed after a silence of between 1 and 1 + this many probe
-timeouts."""
 
 
 MAX_TOP_OFFSET = 2**63 - 1
@@ -95,172 +87,6 @@ def history_bounds(since: StreamPosition | None, limit: int, reverse: bool) -> t
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000)) if seconds > 0 else 0
-
-
-class _Listener:
-    """The PUB/SUB connection of one shard: (re)connects, subscribes, reads and dispatches."""
-
-    def __init__(self, broker: RedisBroker, shard: RedisShard) -> None:
-        self.broker = broker
-        self.shard = shard
-        self.channels: dict[bytes, str] = {}
-        """PUB/SUB name of each subscribed channel -> the channel."""
-        self.pending: dict[bytes, list[asyncio.Future[None]]] = {}
-        self.conn: AbstractConnection | None = None
-        self.ready = False
-        self._awaiting: set[bytes] = set()
-        """Names of the current (re)subscribe sent and not yet confirmed by Redis."""
-        self._reconnected = False
-        self.connects = 0
-        self.failures = FailureRun(f"redis {shard.name} (PUB/SUB)", logger, level=logging.WARNING)
-
-    def static_names(self) -> list[bytes]:
-        keys = self.broker.keys
-        names = [keys.node(self.broker.node_id).encode()]
-        if self.shard.index == 0:
-            names.append(keys.control.encode())
-        return names
-
-    async def run(self) -> None:
-        attempt = 0
-        while True:
-            conn = self.shard.pubsub_connection()
-            try:
-                async with asyncio.timeout(self.shard.connect_timeout):
-                    await conn.connect()  # type: ignore[no-untyped-call]  # unannotated in redis-py
-                # No await between publishing the connection and taking the names: a concurrent
-                # subscribe() either sees no connection (and is in the names) or sends itself.
-                self.conn = conn
-                names = [*self.static_names(), *self.channels]
-                self._awaiting = set()
-                self._reconnected = self.connects > 0
-                self.connects += 1
-                attempt = 0
-                await self._read(conn, names)
-            except (RedisError, OSError, TimeoutError, ValueError) as exc:
-                raise_if_cancelling(exc)
-                # Logged once per outage, not per reconnect attempt; the metric counts each.
-                self.failures.failed(f"connection lost: {type(exc).__name__}: {exc}")
-                self.shard.count_error("pubsub")
-                self.shard.suspect()
-            finally:
-                self.conn = None
-                self.ready = False
-                with contextlib.suppress(Exception):
-                    await conn.disconnect()
-            await asyncio.sleep(self.broker.backoff(attempt))
-            attempt += 1
-
-    async def _read(self, conn: AbstractConnection, names: list[bytes]) -> None:
-        """Subscribe ``names`` on the new connection ``conn``, then read and dispatch until it fails.
-
-        SUBSCRIBE batches go out while confirmations are read (``_send_subscribes``), so a large
-        resubscribe takes as long as Redis needs while it progresses; no one deadline covers it
-        all. ``ready`` once Redis confirmed every name sent. Silence longer than the probe
-        timeout means a deaf connection (§1.5): one deadline for the whole loop, at most
-        ``SILENCE_SLACK`` timeouts past the last message and never less than a timeout after it.
-        It moves only when a message finds less than a timeout left (once per slack of steady
-        traffic, not once per message: a reschedule replaces the loop's timer).
-        """
-        loop = asyncio.get_running_loop()
-        silence = self.broker.probe_timeout_seconds
-        extended = silence * (1 + SILENCE_SLACK)
-        static = set(self.static_names())
-        async with asyncio.timeout(extended) as deadline:
-            sent = await self._send_subscribes(conn, names, 0, static)
-            while True:
-                response = await conn.read_response(
-                    timeout=math.inf, disconnect_on_error=False, push_request=True
-                )
-                now = loop.time()
-                if (deadline.when() or now) - now < silence:
-                    deadline.reschedule(now + extended)
-                if not isinstance(response, list) or len(response) < 3:
-                    continue
-                kind = response[0]
-                if kind == b"message":
-                    self._message(response[1], response[2])
-                elif kind == b"subscribe":
-                    self._confirmed(response[1])
-                    if not self.ready:
-                        sent = await self._send_subscribes(conn, names, sent, static)
-                        if sent == len(names) and not self._awaiting:
-                            self._subscribed_all()
-
-    async def _send_subscribes(
-        self, conn: AbstractConnection, names: list[bytes], sent: int, static: set[bytes]
-    ) -> int:
-        """Send the SUBSCRIBE batches of ``names`` from index ``sent`` on while fewer than
-        ``SUBSCRIBE_WINDOW`` names are unconfirmed, each batch within ``io_timeout``, skipping
-        channels unsubscribed meanwhile; the new ``sent``."""
-        while sent < len(names) and len(self._awaiting) < SUBSCRIBE_WINDOW:
-            batch = [n for n in names[sent : sent + SUBSCRIBE_BATCH] if n in self.channels or n in static]
-            sent = min(sent + SUBSCRIBE_BATCH, len(names))
-            if batch:
-                self._awaiting.update(batch)
-                async with asyncio.timeout(self.shard.io_timeout):
-                    await conn.send_command("SUBSCRIBE", *batch)
-        return sent
-
-    def _confirmed(self, name: bytes) -> None:
-        for future in self.pending.pop(name, ()):
-            if not future.done():
-                future.set_result(None)
-        self._awaiting.discard(name)
-
-    def _subscribed_all(self) -> None:
-        self.ready = True
-        self.failures.succeeded()
-        if self._reconnected:
-            self._reconnected = False
-            self.broker.reconnected()
-
-    def _message(self, name: bytes, data: bytes) -> None:
-        channel = self.channels.get(name)
-        if channel is not None:
-            self.broker.deliver(channel, data)
-        elif not data.startswith(PROBE):
-            self.broker.control(data)
-
-    async def subscribe(self, name: bytes, channel: str) -> None:
-        self.channels[name] = channel
-        future = asyncio.get_running_loop().create_future()
-        self.pending.setdefault(name, []).append(future)
-        try:
-            async with asyncio.timeout(self.shard.io_timeout):
-                conn = self.conn
-                if conn is not None:
-                    with contextlib.suppress(RedisError, OSError):
-                        # On failure the reader notices the broken connection and resubscribes.
-                        await conn.send_command("SUBSCRIBE", name)
-                await future
-        except TimeoutError as exc:
-            self.shard.count_error("subscribe")
-            raise EngineError(f"redis {self.shard.name}: subscribe timed out") from exc
-        finally:
-            waiting = self.pending.get(name)
-            if waiting is not None and future in waiting:
-                waiting.remove(future)
-                if not waiting:
-                    del self.pending[name]
-
-    async def unsubscribe(self, name: bytes) -> None:
-        if self.channels.pop(name, None) is None:
-            return
-        conn = self.conn
-        if conn is not None:
-            # Best effort: a later message for it is dropped, a reconnect forgets it anyway.
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                async with asyncio.timeout(self.shard.io_timeout):
-                    await conn.send_command("UNSUBSCRIBE", name)
-
-    async def close(self) -> None:
-        conn = self.conn
-        self.conn = None
-        self.ready = False
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.disconnect()
 
 
 class RedisBroker:
@@ -302,7 +128,7 @@ class RedisBroker:
         self._handler: BrokerEventHandler | None = None
         for shard in self.shards:
             shard.set_role("broker")
-        self._listeners = [_Listener(self, shard) for shard in self.shards]
+        self._listeners = [PubSubListener(self, shard) for shard in self.shards]
         self._handling = FailureRun("redis broker: handling PUB/SUB messages", logger)
 
     def set_node_id(self, node_id: str) -> None:
@@ -474,7 +300,7 @@ class RedisBroker:
             with contextlib.suppress(Exception):
                 await shard.close()
 
-    # --- called by the listeners ----------------------------------------------------------------
+    # --- PubSubListener's Receiver ----------------------------------------------------------------
 
     def deliver(self, channel: str, message: bytes) -> None:
         handler = self._handler

@@ -27,6 +27,7 @@ from websockets.extensions.permessage_deflate import PerMessageDeflate, ServerPe
 from websockets.frames import Frame, Opcode
 from websockets.typing import ExtensionParameter
 
+from gateway.config.sections.endpoints import UniWebSocketSettings, WebSocketSettings
 from gateway.hub import SharedPush
 from gateway.transports import framing
 
@@ -35,6 +36,7 @@ __all__ = [
     "DeflateSettings",
     "InflatedTooBig",
     "deflate",
+    "deflate_settings",
     "negotiated",
     "uni_ws_frame",
     "ws_frame",
@@ -68,6 +70,17 @@ class DeflateSettings:
         """The extension factory for one connection; ``wire_limit`` bounds a message's bytes as
         received (``websocket.message_size_limit``; None: no limit)."""
         return _Factory(wire_limit)
+
+
+def deflate_settings(ws: WebSocketSettings | UniWebSocketSettings) -> DeflateSettings | None:
+    """permessage-deflate for a WebSocket endpoint (None: its ``compression`` off).
+    The inflated-message bound defaults to ten times ``message_size_limit``, as Centrifugo's."""
+    if not ws.compression:
+        return None
+    limit = ws.decompressed_message_size_limit or ws.message_size_limit * 10
+    return DeflateSettings(
+        level=ws.compression_level, min_size=ws.compression_min_size, decompressed_limit=limit or None
+    )
 
 
 class InflatedTooBig(PayloadTooBig):

@@ -25,7 +25,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.connection.client import Client, Connect
+from gateway.connection.client import Client
+from gateway.connection.factory import Connect
 from gateway.http.origins import origin_allowed
 from gateway.hub import SharedPush
 from gateway.protocol import codes

@@ -26,7 +26,8 @@ from typing import Literal, Protocol
 
 import orjson
 
-from gateway.connection.client import Client, Connect
+from gateway.connection.client import Client
+from gateway.connection.factory import Connect
 from gateway.hub import SharedPush
 from gateway.protocol import codes
 from gateway.transports.deflate import DeflateSettings, uni_ws_frame

@@ -34,7 +34,8 @@ from websockets.http11 import Request, Response
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
-from gateway.connection.client import Client, Connect
+from gateway.connection.client import Client
+from gateway.connection.factory import Connect
 from gateway.http.origins import origin_allowed
 from gateway.hub import SharedPush
 from gateway.protocol import codes

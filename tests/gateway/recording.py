@@ -13,7 +13,8 @@ import orjson
 
 from gateway.config.loading import load_settings
 from gateway.config.schema import Settings
-from gateway.connection.client import Client, ClientFactory
+from gateway.connection.client import Client
+from gateway.connection.factory import ClientFactory
 from gateway.connection.tokens import TokenVerifier
 from gateway.engine.base import Broker
 from gateway.engine.memory import MemoryBroker, MemoryPresence

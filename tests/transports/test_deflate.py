@@ -12,7 +12,6 @@ import pytest
 from websockets.exceptions import PayloadTooBig
 from websockets.frames import Frame, Opcode
 
-from gateway.app import websocket_compression
 from gateway.config.loading import load_settings
 from gateway.config.schema import ConfigError
 from gateway.hub import SharedPush
@@ -109,7 +108,7 @@ def _load(tmp_path: Path, websocket: dict[str, object]) -> object:
     file.write_text(json.dumps({"websocket": websocket}))
     settings, warnings = load_settings(str(file), {})
     assert not [w for w in warnings if "compression" in w], warnings
-    return websocket_compression(settings.websocket)
+    return deflate.deflate_settings(settings.websocket)
 
 
 def test_the_options_load_with_centrifugos_defaults(tmp_path: Path):
@@ -147,4 +146,4 @@ def test_out_of_range_values_are_refused_by_name(tmp_path: Path, option: str, va
 def test_the_environment_sets_them(tmp_path: Path):
     env = {"CENTRIFUGO_WEBSOCKET_COMPRESSION": "true", "CENTRIFUGO_WEBSOCKET_COMPRESSION_LEVEL": "5"}
     settings, _ = load_settings(None, env)
-    assert websocket_compression(settings.websocket) == deflate.DeflateSettings(5, 0, 655360)
+    assert deflate.deflate_settings(settings.websocket) == deflate.DeflateSettings(5, 0, 655360)
