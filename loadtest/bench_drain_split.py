@@ -153,6 +153,8 @@ async def drain(
     rows = n1 - n0
     return {
         "case": "drain",
+        "relays": args.relays,
+        "concurrency": args.concurrency,
         "rows_measured": int(rows),
         "rows_per_s": round(rows / (t1 - t0)),
         "us_per_row": {
@@ -244,6 +246,8 @@ async def amain(args: argparse.Namespace) -> None:
             await settle(engine)
             result = await drain(engine, db_url, gw_url, psutil.Process(gw.pid), db, args, workdir)
             print(json.dumps(result), flush=True)
+            if args.no_db:
+                continue
             await seed(engine, args.rows)
             await settle(engine)
             print(json.dumps(await database_only(db_url, db, args)), flush=True)
@@ -263,6 +267,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--db-loops", type=int, default=0, help="0: relays × concurrency")
+    p.add_argument("--no-db", action="store_true", help="drains only (no database-only pass)")
     p.add_argument("--rounds", type=int, default=1, help="drain + database-only pairs")
     p.add_argument("--profile", help="directory for py-spy raw profiles of the relays and the gateway")
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from")

@@ -91,7 +91,7 @@ def rows(status: str, first: int, n: int) -> list[dict[str, object]]:
     at = NOW - timedelta(minutes=10)
     return [
         {
-            "aggregate_id": f"s{first + i}",
+            "aggregate_id": f"{status.lower()}-{first + i}",
             "aggregate_version": 1,
             "channel": f"task_user:t/u{(first + i) % 500}",
             "projection": "USER_SUMMARY",
