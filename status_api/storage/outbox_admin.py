@@ -113,12 +113,14 @@ EXACT_STATUSES = (PENDING, PROCESSING, DEAD)
 async def stats(conn: AsyncConnection, now: datetime) -> dict[str, Any]:
     """Counts per status and the age in seconds of the oldest PENDING row (seed §14.1).
 
-    ``counts`` has every status. PENDING, PROCESSING and DEAD are exact (index ranges over those
-    rows only). PUBLISHED is an estimate that costs the same at any retention: the storage
-    engine's row estimate for the whole table (MariaDB/MySQL ``information_schema.TABLES``) less
-    the exact counts, never below 0 — InnoDB keeps it within tens of percent, enough to size the
-    retention window; the publish rate is the relay's ``taskcast_relay_published_rows_total``.
-    SQLite (development) has no estimate and counts PUBLISHED rows.
+    ``counts`` has every status. PENDING, PROCESSING and DEAD are exact: ranges of index entries
+    over those rows only (a backlog costs what it counts). The oldest PENDING row takes a few
+    index dives whatever the backlog (:func:`_oldest_pending`). PUBLISHED is an estimate that
+    costs the same at any retention: the storage engine's row estimate for the whole table
+    (MariaDB/MySQL ``information_schema.TABLES``) less the exact counts, never below 0 — InnoDB
+    keeps it within tens of percent, enough to size the retention window; the publish rate is
+    the relay's ``taskcast_relay_published_rows_total``. SQLite (development) has no estimate
+    and counts PUBLISHED rows.
     """
     c = task_outbox.c
     counts = {
@@ -128,12 +130,39 @@ async def stats(conn: AsyncConnection, now: datetime) -> dict[str, Any]:
         )
     }
     exact = sum(counts.values())
-    oldest = await conn.scalar(sa.select(sa.func.min(c.created_at)).where(c.status == PENDING))
+    oldest = await _oldest_pending(conn)
     counts[PUBLISHED] = max(0, await _table_rows_estimate(conn) - exact)
     return {
         "counts": {s: counts.get(s, 0) for s in (PENDING, PROCESSING, PUBLISHED, DEAD)},
         "oldestPendingAgeSeconds": (now - oldest).total_seconds() if oldest else 0.0,
     }
+
+
+async def _oldest_pending(conn: AsyncConnection) -> datetime | None:
+    """``created_at`` of the oldest PENDING row, looked up among the first-written (lowest id)
+    PENDING row of each priority.
+
+    Each step is one dive into ``outbox_priority_claim_idx (status, priority, id)``: the lowest
+    PENDING priority, its lowest id, the next priority above, … (two per priority present, one
+    more to find there is none), then the ``created_at`` of those rows by primary key. A minimum
+    of ``created_at`` over the PENDING rows would read every one of them (a backlog), or the whole
+    table when they are many. Ids follow the order of writes, ``created_at`` the writer's clock
+    at its transaction's start: the age can fall short of the true oldest by at most how long a
+    writing transaction waited (or how far a writer's clock lags).
+    """
+    c = task_outbox.c
+    pending = c.status == PENDING
+    firsts: list[int] = []
+    priority = await conn.scalar(sa.select(sa.func.min(c.priority)).where(pending))
+    while priority is not None:
+        first = await conn.scalar(sa.select(sa.func.min(c.id)).where(pending, c.priority == priority))
+        if first is not None:
+            firsts.append(int(first))
+        priority = await conn.scalar(sa.select(sa.func.min(c.priority)).where(pending, c.priority > priority))
+    if not firsts:
+        return None
+    oldest: datetime | None = await conn.scalar(sa.select(sa.func.min(c.created_at)).where(c.id.in_(firsts)))
+    return oldest
 
 
 async def _table_rows_estimate(conn: AsyncConnection) -> int:
