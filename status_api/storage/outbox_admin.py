@@ -1,7 +1,7 @@
 """Operators' queries on the outbox (docs/relay.md "Retention and the dead-letter queue"): purge
-published rows, list, requeue and delete dead ones, count rows per status. Neither the writer nor the
-relay's claim loop uses them; the relay's CLI, its gauges and the Status API's
-``GET /admin/v1/outbox/stats`` do.
+published rows, list, requeue and delete dead ones, count rows per status, the oldest PENDING row
+per priority. Neither the writer nor the relay's claim loop uses them; the relay's CLI, its gauges,
+the Status API's ``GET /admin/v1/outbox/stats`` and its ``/metrics`` do.
 """
 
 from __future__ import annotations
@@ -139,15 +139,20 @@ async def stats(conn: AsyncConnection, now: datetime) -> dict[str, Any]:
 
 
 async def _oldest_pending(conn: AsyncConnection) -> datetime | None:
-    """``created_at`` of the oldest PENDING row, looked up among the first-written (lowest id)
-    PENDING row of each priority.
+    """``created_at`` of the oldest PENDING row (see :func:`oldest_pending_by_priority`)."""
+    return min((await oldest_pending_by_priority(conn)).values(), default=None)
+
+
+async def oldest_pending_by_priority(conn: AsyncConnection) -> dict[int, datetime]:
+    """For each priority that has PENDING rows, the ``created_at`` of its first-written (lowest
+    id) PENDING row: the oldest of that priority.
 
     Each step is one dive into ``outbox_priority_claim_idx (status, priority, id)``: the lowest
     PENDING priority, its lowest id, the next priority above, … (two per priority present, one
     more to find there is none), then the ``created_at`` of those rows by primary key. A minimum
     of ``created_at`` over the PENDING rows would read every one of them (a backlog), or the whole
     table when they are many. Ids follow the order of writes, ``created_at`` the writer's clock
-    at its transaction's start: the age can fall short of the true oldest by at most how long a
+    at its transaction's start: an age can fall short of the true oldest by at most how long a
     writing transaction waited (or how far a writer's clock lags).
     """
     c = task_outbox.c
@@ -160,9 +165,9 @@ async def _oldest_pending(conn: AsyncConnection) -> datetime | None:
             firsts.append(int(first))
         priority = await conn.scalar(sa.select(sa.func.min(c.priority)).where(pending, c.priority > priority))
     if not firsts:
-        return None
-    oldest: datetime | None = await conn.scalar(sa.select(sa.func.min(c.created_at)).where(c.id.in_(firsts)))
-    return oldest
+        return {}
+    rows = await conn.execute(sa.select(c.priority, c.created_at).where(c.id.in_(firsts)))
+    return {int(r[0]): r[1] for r in rows}
 
 
 async def _table_rows_estimate(conn: AsyncConnection) -> int:

@@ -100,6 +100,9 @@ async def test_the_stats_query_reads_the_same_rows_at_1k_and_50k_published(engin
     assert backlog_reads <= small_reads + 20_000 + 10, (small_reads, backlog_reads)
     assert backlog["counts"][PENDING] == FEW[PENDING] + 20_000
     assert backlog["oldestPendingAgeSeconds"] == 42.0
+    async with engine.connect() as conn:  # what the Status API's /metrics exports per priority
+        by_priority = await outbox_admin.oldest_pending_by_priority(conn)
+    assert by_priority == {0: NOW, 5: NOW, 10: NOW - timedelta(seconds=42)}
 
 
 async def test_the_relay_gauges_show_exact_counts_and_the_published_estimate(engine: AsyncEngine) -> None:
