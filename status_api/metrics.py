@@ -207,8 +207,8 @@ class StatusMetrics:
         self.oldest_active_task_age.set(_age(now, oldest))
         self.outbox_held.set(held_rows or 0)
         self.outbox_oldest_pending.clear()
-        for priority in ("0", "10"):
-            self.outbox_oldest_pending.labels(priority).set(0)
+        for label in ("0", "10"):
+            self.outbox_oldest_pending.labels(label).set(0)
         for priority, created in pending_rows.items():
             self.outbox_oldest_pending.labels(str(priority)).set(_age(now, created))
         return generate_latest(self.registry)
