@@ -25,6 +25,7 @@ from status_api.domain.model import TERMINAL
 
 if TYPE_CHECKING:
     from status_api.telemetry import ClientReport
+from status_api.storage import outbox_admin
 from status_api.storage.tables import task, task_outbox
 
 NS = "taskcast_status_api"
@@ -189,11 +190,6 @@ class StatusMetrics:
         active = sa.select(sa.func.count(), sa.func.min(task.c.created_at)).where(
             task.c.lifecycle_status.not_in(terminal)
         )
-        pending = (
-            sa.select(task_outbox.c.priority, sa.func.min(task_outbox.c.created_at))
-            .where(task_outbox.c.status == "PENDING")
-            .group_by(task_outbox.c.priority)
-        )
         now = datetime.now(UTC)
         held = sa.select(sa.func.count()).where(
             task_outbox.c.status == "PENDING", task_outbox.c.available_at > now.replace(tzinfo=None)
@@ -201,7 +197,7 @@ class StatusMetrics:
         try:
             async with engine.connect() as conn:
                 count, oldest = (await conn.execute(active)).one()
-                pending_rows = (await conn.execute(pending)).all()
+                pending_rows = await outbox_admin.oldest_pending_by_priority(conn)
                 held_rows = await conn.scalar(held)
         except Exception:
             self.database_up.set(0)
@@ -211,9 +207,9 @@ class StatusMetrics:
         self.oldest_active_task_age.set(_age(now, oldest))
         self.outbox_held.set(held_rows or 0)
         self.outbox_oldest_pending.clear()
-        for priority in ("0", "10"):
-            self.outbox_oldest_pending.labels(priority).set(0)
-        for priority, created in pending_rows:
+        for label in ("0", "10"):
+            self.outbox_oldest_pending.labels(label).set(0)
+        for priority, created in pending_rows.items():
             self.outbox_oldest_pending.labels(str(priority)).set(_age(now, created))
         return generate_latest(self.registry)
 

@@ -95,7 +95,7 @@ async function showTask(taskId) {
 async function showBacklog() {
   const data = await call('outbox/backlog');
   const c = data.counts;
-  $('#backlog-summary').textContent = `PENDING ${c.PENDING} · PROCESSING ${c.PROCESSING} · PUBLISHED ${c.PUBLISHED} · DEAD ${c.DEAD} · oldest pending ${data.oldestPendingAgeSeconds.toFixed(1)} s`;
+  $('#backlog-summary').textContent = `PENDING ${c.PENDING} · PROCESSING ${c.PROCESSING} · PUBLISHED ≈${c.PUBLISHED} · DEAD ${c.DEAD} · oldest pending ${data.oldestPendingAgeSeconds.toFixed(1)} s`;
   fill($('#backlog-table tbody'), data.backlog.map((b) => el('tr', { dataset: { status: b.status, priority: String(b.priority) } },
     td(b.status), num(b.priority), num(b.rows), num(b.oldestAgeSeconds?.toFixed(1)), ...b.byAge.map((n) => num(n)))));
 }
