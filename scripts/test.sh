@@ -32,4 +32,7 @@ parallel=()
 if [ "$workers" -gt 0 ]; then
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=25 "${paths[@]}" "$@"
+# Every run leaves its per-test times for scripts/test_durations.py (docs/testing.md "Wall times").
+mkdir -p .test-results
+.venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" --durations=25 \
+  --junitxml=.test-results/last.xml "${paths[@]}" "$@"
