@@ -7,10 +7,11 @@ body with ``content-length`` or chunked transfer encoding (chunked when the app 
 except for HEAD, 204 and 304). The head goes out with the first body message when the app sends
 that in the same step of its task (one socket write for a whole small response instead of two);
 otherwise (a stream that waits before its first chunk) it is written as soon as the app's task
-yields to the event loop, so a client never waits for the head longer than before. A request that does not keep its connection alive (HTTP/1.0,
-``connection: close``, or a server shutting down) ends with the connection closed. An exception
-in the app before its response started is a 500 with ``connection: close``; after it started,
-the connection is closed. ``Expect: 100-continue`` is answered when the app first reads the body.
+yields to the event loop, so a client never waits for the head longer than that. A request that
+does not keep its connection alive (HTTP/1.0, ``connection: close``, or a server shutting down)
+ends with the connection closed. An exception in the app before its response started is a 500
+with ``connection: close``; after it started, the head is written and the connection closed.
+``Expect: 100-continue`` is answered when the app first reads the body.
 
 Imports nothing from the gateway.
 """
