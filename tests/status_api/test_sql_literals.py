@@ -17,9 +17,7 @@ from status_api.storage import driver_sql
 from status_api.storage.database import utc_now
 from status_api.storage.outbox import Priority
 
-OFFSETS = st.one_of(
-    st.none(), st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m)))
-)
+OFFSETS = st.one_of(st.none(), st.integers(-14 * 60, 14 * 60).map(lambda m: timezone(timedelta(minutes=m))))
 
 
 @given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)), OFFSETS)
