@@ -7,7 +7,9 @@ tree in a palindromic order (A B B A per round), and prints every run and, per t
 over its runs of: the workers' CPU ms per accepted event (psutil user+sys), MariaDB's, events/s,
 p50/p99 and the 1-minute load average. On a shared machine the load drifts; alternating and taking
 medians keeps the drift from favouring one tree. The database at ``--url`` is emptied by the
-server's schema setup of each run (use a database of your own).
+server's schema setup of each run (use a database of your own). ``--spy PREFIX`` samples the
+workers of every run with py-spy (100 Hz) and keeps the raw stacks in ``PREFIX.<tree>.<n>.txt``
+(``loadtest/spy_summary.py`` prints their shares; the sampler's own CPU is not the workers').
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ import ingest_http  # noqa: E402
 from bench_ingest import _mariadb_pid  # noqa: E402
 
 
-def one_run(url: str, tree: Path, args: argparse.Namespace, label: str) -> dict[str, Any]:
+def one_run(url: str, tree: Path, args: argparse.Namespace, label: str, n: int) -> dict[str, Any]:
     ns = argparse.Namespace(
         pool=args.pool,
         tasks=args.tasks,
         wide_events=args.events,
         generators=args.generators,
         concurrency=args.concurrency,
-        profile=False,
+        profile=bool(args.spy),
+        spy_out=f"{args.spy}.{label}.{n}.txt" if args.spy else None,
         server_root=str(tree),
     )
     load = os.getloadavg()[0]
@@ -66,13 +69,14 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--generators", type=int, default=2)
     p.add_argument("--pool", type=int, default=20)
+    p.add_argument("--spy", metavar="PREFIX", help="py-spy raw stacks of every run's workers here")
     args = p.parse_args()
     trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
     order = trees + trees[::-1]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
     for _ in range(args.rounds):
         for name, tree in order:
-            runs[name].append(one_run(args.url, tree, args, name))
+            runs[name].append(one_run(args.url, tree, args, name, len(runs[name])))
     keys = ("status_api_ms_per_event", "mariadb_ms_per_event", "events_per_s", "p50_ms", "p99_ms", "load")
     print("| tree | runs | " + " | ".join(keys) + " |")
     print("|---|---:|" + "---:|" * len(keys))
