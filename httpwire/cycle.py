@@ -4,10 +4,14 @@ A ``Cycle`` is built by the connection (httpwire/protocol.py) at the end of a re
 and run as a task the server owns. It writes the response as the app sends it: the status line,
 the server's default headers (``date``), the app's headers (names and values checked), then the
 body with ``content-length`` or chunked transfer encoding (chunked when the app gives no length,
-except for HEAD, 204 and 304). A request that does not keep its connection alive (HTTP/1.0,
-``connection: close``, or a server shutting down) ends with the connection closed. An exception
-in the app before its response started is a 500 with ``connection: close``; after it started,
-the connection is closed. ``Expect: 100-continue`` is answered when the app first reads the body.
+except for HEAD, 204 and 304). The head goes out with the first body message when the app sends
+that in the same step of its task (one socket write for a whole small response instead of two);
+otherwise (a stream that waits before its first chunk) it is written as soon as the app's task
+yields to the event loop, so a client never waits for the head longer than that. A request that
+does not keep its connection alive (HTTP/1.0, ``connection: close``, or a server shutting down)
+ends with the connection closed. An exception in the app before its response started is a 500
+with ``connection: close``; after it started, the head is written and the connection closed.
+``Expect: 100-continue`` is answered when the app first reads the body.
 
 Imports nothing from the gateway.
 """
@@ -83,6 +87,7 @@ class Cycle:
         "default_headers",
         "disconnected",
         "expect_100",
+        "head",
         "keep_alive",
         "left",
         "message_event",
@@ -123,6 +128,8 @@ class Cycle:
         self.response_started = False
         self.response_complete = False
         self.chunked: bool | None = None
+        self.head = b""
+        """The response head, while it waits for the first body message (``_start``)."""
         self.left = 0
         """Body bytes still due under the response's ``content-length``."""
         self.access_log = False
@@ -147,6 +154,7 @@ class Cycle:
             if not self.response_started:
                 await self._send_500()
             else:
+                self._flush_head()
                 self.transport.close()
         else:
             if result is not None:
@@ -157,6 +165,7 @@ class Cycle:
                 await self._send_500()
             elif not self.response_complete and not self.disconnected:
                 logger.error("ASGI callable returned without completing its response")
+                self._flush_head()
                 self.transport.close()
         finally:
             self.on_response = _nothing
@@ -223,21 +232,34 @@ class Cycle:
             self.chunked = True
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
-        self.transport.write(b"".join(content))
+        self.head = b"".join(content)
+        asyncio.get_running_loop().call_soon(self._flush_head)
+
+    def _flush_head(self) -> None:
+        """Write the head if no body message took it along (scheduled by ``_start``)."""
+        head = self.head
+        if head:
+            self.head = b""
+            if not self.disconnected:
+                self.transport.write(head)
 
     def _body(self, body: bytes, more_body: bool) -> None:
         if self.scope["method"] == "HEAD":
             self.left = 0
+            out = b""
         elif self.chunked:
-            if body:
-                self.transport.write(b"%x\r\n%s\r\n" % (len(body), body))
+            out = b"%x\r\n%s\r\n" % (len(body), body) if body else b""
             if not more_body:
-                self.transport.write(b"0\r\n\r\n")
+                out += b"0\r\n\r\n"
         else:
             if len(body) > self.left:
                 raise RuntimeError("Response content longer than Content-Length")
             self.left -= len(body)
-            self.transport.write(body)
+            out = body
+        if self.head:
+            out, self.head = self.head + out, b""
+        if out:
+            self.transport.write(out)
         if not more_body:
             if self.left != 0:
                 raise RuntimeError("Response content shorter than Content-Length")

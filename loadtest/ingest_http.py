@@ -199,7 +199,7 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
         cpu0 = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
         outs = [json.loads(g.communicate(timeout=600)[0]) for g in gens]
         cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu0[p.pid] for p in procs}
-        split = _stop_spies(spies)
+        split = _stop_spies(spies, getattr(args, "spy_out", None))
     finally:
         server.terminate()
         try:
@@ -279,7 +279,11 @@ def _start_spies(workers: list[psutil.Process], work: Path) -> list[tuple[subpro
     return out
 
 
-def _stop_spies(spies: list[tuple[subprocess.Popen[bytes], Path]]) -> list[tuple[str, float]]:
+def _stop_spies(
+    spies: list[tuple[subprocess.Popen[bytes], Path]], raw_out: str | None = None
+) -> list[tuple[str, float]]:
+    """Stop the samplers; the categories of their stacks (``raw_out``: the raw stacks there too,
+    for ``loadtest/spy_summary.py``)."""
     import signal
 
     raw = []
@@ -290,6 +294,8 @@ def _stop_spies(spies: list[tuple[subprocess.Popen[bytes], Path]]) -> list[tuple
         except subprocess.TimeoutExpired:
             proc.kill()
         raw.append(path.read_text() if path.exists() else "")
+    if raw_out and spies:
+        Path(raw_out).write_text("\n".join(raw))
     return categorize("\n".join(raw)) if spies else []
 
 

@@ -142,9 +142,13 @@ def version_change(
     *,
     new_attempt: bool = False,
     dedup: DedupRow | None = None,
+    coalesce: bool = False,
+    due_at: datetime | None = None,
+    traceparent: str | None = None,
 ) -> Change:
     """The Change of one new task version: task (+ step), its event-log row, one outbox message per
-    projection channel. ``steps`` is the state before; ``new_attempt`` inserts the step row."""
+    projection channel. ``steps`` is the state before; ``new_attempt`` inserts the step row;
+    ``coalesce``, ``due_at`` and ``traceparent`` are the Change's own (``storage/write.py``)."""
     after, step = applied.task, applied.step
     new_steps = {**steps, step.step_id: step} if step is not None else steps
     messages = outbox_messages(
@@ -160,6 +164,9 @@ def version_change(
         log=(event_log_row(trigger, after, step, log_fields),),
         outbox=messages,
         dedup=dedup,
+        coalesce=coalesce,
+        due_at=due_at,
+        traceparent=traceparent,
     )
 
 

@@ -349,17 +349,29 @@ class EventIngestor:
             "payload": _event_payload(event),
         }
         dedup = self._dedup(b, item, task.id, result, now)
-        change = version_change(task, steps, outcome, defs, trigger, log_fields, dedup=dedup)
+        coalesce, due_at = False, None
         if event.event_type is EventType.STEP_PROGRESS:
             # Seed §3.5/§9.1: progress is throttled and overwritable: its rows are due when the
             # task's progress window allows, and replace the task's older supersedable rows still
-            # waiting for a relay (storage/write.py coalesce, due_at).
+            # waiting for a relay (storage/write.py coalesce, due_at). The projections do not show
+            # the window, so the version is projected from the task that carries it.
             window = progress_window.window_ms(defs.operations, core.settings.progress_min_interval_ms)
             due = progress_window.progress_due(task.progress_due_at, now, timedelta(milliseconds=window))
             after = dataclasses.replace(after, progress_due_at=due)
-            change = dataclasses.replace(change, task=after, coalesce=True, due_at=due if due > now else None)
-        if item.traceparent is not None:
-            change = dataclasses.replace(change, traceparent=item.traceparent)
+            outcome = ingest.Applied(after, new_step)
+            coalesce, due_at = True, due if due > now else None
+        change = version_change(
+            task,
+            steps,
+            outcome,
+            defs,
+            trigger,
+            log_fields,
+            dedup=dedup,
+            coalesce=coalesce,
+            due_at=due_at,
+            traceparent=item.traceparent,
+        )
         b.changes.append(change)
         b.tasks[task.id] = after
         if new_step is not None:

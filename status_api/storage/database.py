@@ -29,8 +29,9 @@ nothing of the domain or the services (the relay imports it: tests/test_layering
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -44,7 +45,8 @@ from status_api.storage.tables import RETIRED_INDEXES, metadata
 RETRYABLE_MYSQL_ERRORS = frozenset({1205, 1213})
 #: Prepared statements asyncmy keeps per connection (only executemany uses them).
 _STMT_CACHE_SIZE = 32
-#: Bounds on waiting for MariaDB/MySQL (see the module docstring). A read covers one statement.
+#: Bounds on waiting for MariaDB/MySQL (see the module docstring). A read covers one statement
+#: (a ``driver_sql.Request``: its whole exchange).
 CONNECT_TIMEOUT_SECONDS = 5
 READ_TIMEOUT_SECONDS = 10.0
 #: ``innodb_lock_wait_timeout`` of every session (whole seconds; below :data:`READ_TIMEOUT_SECONDS`).
@@ -54,10 +56,13 @@ LOCK_WAIT_TIMEOUT_SECONDS = 5
 Clock = Callable[[], datetime]
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 def utc_now() -> datetime:
-    """Naive UTC now, truncated to milliseconds (what ``DATETIME(3)`` stores)."""
-    now = datetime.now(UTC).replace(tzinfo=None)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    """Naive UTC now, truncated to milliseconds (what ``DATETIME(3)`` stores): the system clock
+    ``datetime.now`` reads, as whole milliseconds since the epoch (a third of its CPU)."""
+    return _EPOCH + timedelta(milliseconds=time.time_ns() // 1_000_000)
 
 
 def json_dumps(value: Any) -> str:

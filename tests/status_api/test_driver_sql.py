@@ -1,6 +1,7 @@
 """``storage/driver_sql.insert_rows`` stores rows exactly as SQLAlchemy's INSERT does (JSON columns,
 a ``None`` in a JSON column, quotes and non-ASCII text, timestamps), cuts a large batch into several
-statements, and its upsert counts 2 affected rows per updated row."""
+statements, and its upsert counts 2 affected rows per updated row. A request past the driver's read
+bound is a lost, invalidated connection."""
 
 from __future__ import annotations
 
@@ -183,4 +184,26 @@ async def test_a_lost_connection_is_invalidated(engine: AsyncEngine) -> None:
                 await driver_sql.select_in(conn, task_event_dedup, "event_id", ["e1"], _ANY)
     assert caught.value.connection_invalidated
     async with engine.connect() as conn:  # the pool hands out a working connection
+        assert (await conn.exec_driver_sql("SELECT 1")).scalar() == 1
+
+
+@pytest.mark.mysql
+async def test_a_request_past_the_read_bound_is_a_lost_connection(engine: AsyncEngine) -> None:
+    """A request bounds its whole exchange by the driver's ``read_timeout`` (one timer, not one
+    per socket read): past it, the error is the driver's for a timed-out read (``CR_SERVER_LOST``)
+    as SQLAlchemy's, with the connection invalidated; the pool then hands out a working one."""
+    if engine.dialect.name == "sqlite":
+        pytest.skip("the request path is MariaDB's")
+    with pytest.raises(sa.exc.OperationalError) as caught:
+        async with engine.connect() as conn:
+            sync = conn.sync_connection
+            assert sync is not None
+            driver: Any = sync.connection.driver_connection
+            driver._read_timeout = 0.3
+            req = driver_sql.Request(conn)
+            req.add("SELECT SLEEP(5)")
+            await req.send()
+    assert caught.value.connection_invalidated
+    assert caught.value.orig is not None and caught.value.orig.args[0] == 2013
+    async with engine.connect() as conn:
         assert (await conn.exec_driver_sql("SELECT 1")).scalar() == 1
