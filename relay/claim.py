@@ -41,7 +41,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from status_api.storage import outbox_admin, outbox_claims
-from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
+from status_api.storage.database import (
+    Clock,
+    create_engine,
+    is_retryable,
+    restore_read_timeout,
+    suspend_read_timeout,
+    utc_now,
+)
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
 
 try:
@@ -74,7 +81,7 @@ class _Held:
 
     async def give_back(self) -> None:
         """Return it to the pool as it was taken (the driver's read timeout restored)."""
-        self.driver._read_timeout = self.read_timeout
+        restore_read_timeout(self.driver, self.read_timeout)
         await self.conn.close()
 
     async def drop(self) -> None:
@@ -427,9 +434,7 @@ class OutboxLeases:
             await conn.close()
             raise
         driver: Any = raw.driver_connection
-        read_timeout = getattr(driver, "_read_timeout", None)
-        if read_timeout:
-            driver._read_timeout = None  # bounded per body instead (see _Held)
+        read_timeout = suspend_read_timeout(driver)  # bounded per body instead (see _Held)
         return _Held(conn, driver, time.monotonic(), read_timeout)
 
     async def release(self, ids: Sequence[int]) -> int:

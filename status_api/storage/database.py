@@ -147,6 +147,27 @@ def create_engine(
     return engine
 
 
+#: asyncmy's per-read bound on a connection: every read that waits is wrapped in
+#: ``asyncio.wait_for`` (a task and a timer per read) while it is set.
+_DRIVER_READ_TIMEOUT = "_read_timeout"
+
+
+def suspend_read_timeout(driver_conn: Any) -> float | None:
+    """Turn off the driver's own per-read timeout on ``driver_conn`` (an asyncmy connection) and
+    return the bound it had; the caller then bounds its whole request by that value itself (one
+    timer per request) and must hand it back with :func:`restore_read_timeout`."""
+    bound = getattr(driver_conn, _DRIVER_READ_TIMEOUT, None)
+    if bound is not None:
+        setattr(driver_conn, _DRIVER_READ_TIMEOUT, None)
+    return bound
+
+
+def restore_read_timeout(driver_conn: Any, bound: float | None) -> None:
+    """Put back the per-read bound :func:`suspend_read_timeout` returned."""
+    if hasattr(driver_conn, _DRIVER_READ_TIMEOUT):
+        setattr(driver_conn, _DRIVER_READ_TIMEOUT, bound)
+
+
 #: Driver connections whose open transaction a request ending in ``COMMIT`` has just committed
 #: (id -> the connection, kept alive while marked so its id cannot be reused).
 _committed_by_request: dict[int, Any] = {}

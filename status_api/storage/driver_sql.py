@@ -58,7 +58,13 @@ from asyncmy import errors as driver_errors
 from asyncmy.converters import escape_datetime, escape_string
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.storage.database import committed_by_request, json_dumps, mariadb
+from status_api.storage.database import (
+    committed_by_request,
+    json_dumps,
+    mariadb,
+    restore_read_timeout,
+    suspend_read_timeout,
+)
 
 #: (table name, columns, upsert) -> (SQL before the rows, one row's placeholders, SQL after the
 #: rows, a row's values in column order, JSON columns' indexes).
@@ -411,8 +417,7 @@ class Request:
         counts = self._counts
         out: list[list[Any]] = []
         driver = self._driver
-        bound = driver._read_timeout  # the driver's per-read bound, for the whole request here
-        driver._read_timeout = None
+        bound = suspend_read_timeout(driver)  # the driver's per-read bound, for the whole request here
         try:
             listeners = sync.dispatch.before_cursor_execute
             if listeners:
@@ -438,7 +443,7 @@ class Request:
                 raise RuntimeError(str(exc.args[-1])) from exc
             raise _translated(sync, cursor, sql, (), exc) from exc
         finally:
-            driver._read_timeout = bound
+            restore_read_timeout(driver, bound)
             await cursor.close()
 
     def _rows(self, index: int, rows: Sequence[tuple[Any, ...]]) -> list[Any]:
