@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from taskcast.dev import procs
-from tests.support import suite
+from tests.support import leaks, suite
 from tests.support.waiting import scaled
 
 HYPOTHESIS_TIMEOUT_SECONDS = 600.0
@@ -49,7 +49,8 @@ def _fixture_modules(item: pytest.Item) -> set[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Each xdist worker hands out listening ports from a range of its own (``free_port``), so
-    two workers never pick the same port before either binds it."""
+    two workers never pick the same port before either binds it. ``TASKCAST_TEST_LEAKS=1``
+    charges a leaked socket to the test that leaked it (tests/support/leaks.py)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
     if worker.startswith("gw") and worker[2:].isdigit() and count > 0:
@@ -57,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
         width = (hi - lo) // count
         start = lo + int(worker[2:]) * width
         os.environ[procs.PORT_RANGE_ENV] = f"{start}-{start + width}"
+    if leaks.enabled():
+        config.pluginmanager.register(leaks.CollectAfterEachTest(), "taskcast-leaks")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -223,6 +223,9 @@ def run_locust(topo: Topology, args: argparse.Namespace, workdir: Path) -> dict[
         proc.kill()
         _, err = proc.communicate()
     finally:
+        if proc.poll() is None:  # interrupted (a test's time limit, Ctrl-C): no locust outlives us
+            proc.kill()
+            proc.communicate()
         stop.set()
         thread.join(timeout=30)
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}

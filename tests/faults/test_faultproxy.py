@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
 import pytest
 
 from tests.helpers.faultproxy import FaultProxy
-from tests.support import scaled
+from tests.support import scaled, wait_until
 
 WITHIN = scaled(5.0)
 
@@ -128,3 +129,43 @@ async def test_close_ends_every_link(proxy: FaultProxy) -> None:
     with pytest.raises(ConnectionError):
         await _roundtrip(reader, writer, b"after close")
     assert proxy.open_connections == 0
+
+
+async def test_a_link_reset_while_its_upstream_connect_is_in_flight_closes_that_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The proxy's upstream connect is held until the link has been reset; the connection that
+    # completes afterwards must be closed too, not left open with nobody to close it.
+    arrived: list[asyncio.StreamWriter] = []
+    closed = asyncio.Event()
+
+    async def upstream_peer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        arrived.append(writer)
+        with contextlib.suppress(ConnectionError):
+            await reader.read()  # until the proxy closes or resets its side
+        closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(upstream_peer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    release = asyncio.Event()
+    real_open_connection = asyncio.open_connection
+
+    async def held_open_connection(host: str, port_: int, **kwargs: object) -> object:
+        if port_ == port:
+            await release.wait()
+        return await real_open_connection(host, port_, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(asyncio, "open_connection", held_open_connection)
+    try:
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            _, writer = await _open(proxy)
+            await wait_until(lambda: proxy.accepted == 1, WITHIN, "the proxy accepted")
+            proxy.reset()  # the link is gone before its upstream connect completes
+            release.set()
+            await wait_until(lambda: arrived, WITHIN, "the late upstream connection")
+            await asyncio.wait_for(closed.wait(), WITHIN)
+            writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()

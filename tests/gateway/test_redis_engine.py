@@ -599,6 +599,7 @@ class BlackholeProxy:
         self.silenced: set[asyncio.StreamWriter] = set()
         self.clients: set[asyncio.StreamWriter] = set()
         self.tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
 
     async def start(self) -> BlackholeProxy:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -610,6 +611,10 @@ class BlackholeProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        if self.closed:  # closed while connecting: close() did not see these two
+            upstream_writer.transport.abort()
+            writer.transport.abort()
+            return
         self.clients.add(writer)
 
         async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter, client: bool) -> None:
@@ -629,6 +634,7 @@ class BlackholeProxy:
             task.add_done_callback(self.tasks.discard)
 
     async def close(self) -> None:
+        self.closed = True
         if self.server is not None:
             self.server.close()
         for task in list(self.tasks):

@@ -161,8 +161,12 @@ class FaultProxy:
     async def _connect_upstream(self, link: _Link) -> asyncio.StreamWriter:
         """Opened on accept; but a connection accepted while stalled opens its upstream only when
         its first bytes are released, so a held request reaches a fresh upstream connection
-        (HTTP servers close connections idle for a few seconds)."""
+        (HTTP servers close connections idle for a few seconds). A link closed while the connect
+        was in flight gets its new upstream connection reset here (ConnectionResetError)."""
         up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(*self.upstream), scaled(5))
+        if link.closed:  # reset or dropped while the connect was in flight: nobody else closes it
+            _rst(up_writer)
+            raise ConnectionResetError("link closed while connecting upstream")
         link.upstream_writer = up_writer
         link.tasks.append(asyncio.create_task(self._pump(link, up_reader, link.client_writer, "down")))
         return up_writer
