@@ -33,7 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))  # last: a child's ``gateway`` is its tree's (``PYTHONPATH``)
 
 from loadtest.bench_api_publish import _Transport, request  # noqa: E402
 from loadtest.bench_gateway_publish import payload  # noqa: E402
@@ -86,7 +86,9 @@ async def child(batch: int, publications: int) -> None:
         blocks.append((time.process_time() - c0) / (requests * batch) * 1e6)
         # every request answered inline (a 200 of ``batch`` replies is written per request)
         assert transport.written - written >= requests * batch * 10, "not answered inline"
-    print(json.dumps({"us_per_publication": statistics.median(blocks)}))
+    import gateway
+
+    print(json.dumps({"us_per_publication": statistics.median(blocks), "gateway": gateway.__file__}))
 
 
 def one(tree: Path, batch: int, publications: int) -> float:
@@ -94,7 +96,9 @@ def one(tree: Path, batch: int, publications: int) -> float:
         [sys.executable, __file__, "--child", "--batch", str(batch), "--publications", str(publications)],
         env=clean_env(PYTHONPATH=str(tree)), cwd=str(tree), check=True, capture_output=True, text=True,
     )  # fmt: skip
-    return float(json.loads(out.stdout.splitlines()[-1])["us_per_publication"])
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert Path(result["gateway"]).is_relative_to(tree), f"{tree}: imported {result['gateway']}"
+    return float(result["us_per_publication"])
 
 
 def main(argv: list[str] | None = None) -> None:
