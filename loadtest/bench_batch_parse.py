@@ -29,7 +29,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -48,7 +47,12 @@ def batch_body(first: int, size: int) -> bytes:
     for i in range(first, first + size):
         tags = {"task": f"t{i:08d}", "conflate": "task.summary", "committed_at_ms": "1764700000000",
                 "published_at_ms": "1764700000123"}  # fmt: skip
-        params = {"channel": f"bench_u{i % 5000}", "data": payload(i), "idempotency_key": f"outbox-{i}", "tags": tags}
+        params = {
+            "channel": f"bench_u{i % 5000}",
+            "data": payload(i),
+            "idempotency_key": f"outbox-{i}",
+            "tags": tags,
+        }
         commands.append({"publish": params})
     return orjson.dumps({"commands": commands})
 
@@ -125,14 +129,27 @@ def main(argv: list[str] | None = None) -> None:
         loads.append(os.getloadavg()[0])
     load = f"{min(loads):.1f}-{max(loads):.1f}"
     if a.markdown:
-        print("| tree | batch | µs CPU per publication (median) | rounds | load (1 min) |\n|---|---:|---:|---|---|")
+        print(
+            "| tree | batch | µs CPU per publication (median) | rounds | load (1 min) |\n"
+            "|---|---:|---:|---|---|"
+        )
     for (name, batch), runs in results.items():
         med = statistics.median(runs)
         rounds = " / ".join(f"{x:.2f}" for x in runs)
         if a.markdown:
             print(f"| {name} | {batch} | **{med:.2f}** | {rounds} | {load} |")
         else:
-            print(json.dumps({"tree": name, "batch": batch, "us_per_publication": round(med, 2), "rounds": runs, "load1": load}))
+            print(
+                json.dumps(
+                    {
+                        "tree": name,
+                        "batch": batch,
+                        "us_per_publication": round(med, 2),
+                        "rounds": runs,
+                        "load1": load,
+                    }
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -53,7 +53,13 @@ def exact(fn: Any, params: object) -> object:
 
 # The relay's publish (relay/publisher.py ``publish_params``) and its neighbours: every field in
 # and out of type, tags at and past their bound, unknown and null keys.
-tag_values = st.text(max_size=3) | st.none() | st.integers() | st.booleans() | st.lists(st.text(max_size=1), max_size=1)
+tag_values = (
+    st.text(max_size=3)
+    | st.none()
+    | st.integers()
+    | st.booleans()
+    | st.lists(st.text(max_size=1), max_size=1)
+)
 relay_tags = (
     st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=4)
     | st.dictionaries(st.text(max_size=4), tag_values, max_size=3)
@@ -61,7 +67,10 @@ relay_tags = (
 )
 relay_core = st.fixed_dictionaries(
     {"channel": st.sampled_from(["c", "task_user:u1#t1", ""]), "data": json_values},
-    optional={"idempotency_key": st.sampled_from(["", "outbox-1"]) | json_values, "tags": relay_tags | json_values},
+    optional={
+        "idempotency_key": st.sampled_from(["", "outbox-1"]) | json_values,
+        "tags": relay_tags | json_values,
+    },
 )
 relay_params = relay_core | st.fixed_dictionaries(
     {},
@@ -127,7 +136,9 @@ def parsed(cmd: object) -> object:
 
 
 batch_commands = (
-    st.dictionaries(st.sampled_from(["publish", "broadcast", "batch", "nope"]), relay_params | json_values, max_size=2)
+    st.dictionaries(
+        st.sampled_from(["publish", "broadcast", "batch", "nope"]), relay_params | json_values, max_size=2
+    )
     | json_values
 )
 
@@ -147,7 +158,11 @@ def test_relay_publish_is_the_fast_form():
     tags = {"task": "t1", "conflate": "task.summary", "committed_at_ms": "1"}
     params = {"channel": "c", "data": {"a": [1]}, "idempotency_key": "outbox-1", "tags": tags}
     req = publish_fast(params)
-    assert req == parse(PublishRequest, params) == PublishRequest("c", {"a": [1]}, tags=tags, idempotency_key="outbox-1")
+    assert (
+        req
+        == parse(PublishRequest, params)
+        == PublishRequest("c", {"a": [1]}, tags=tags, idempotency_key="outbox-1")
+    )
     assert req is not None and req.tags is tags
     assert publish_fast({**params, "tags": {f"k{i}": "v" for i in range(MAX_TAGS + 1)}}) is None
 
