@@ -297,22 +297,11 @@ class Node:
             pub = Publication(data, 0, None, None, int(self.clock() * 1000), opts.delta_publish)
             return PublishItem(channel, pub, self.history_options(opts), write_now=write_now)
         history = NO_HISTORY if options.get("skip_history") else self.history_options(opts)
-        pub = Publication(
-            data=data,
-            info=options.get("info"),
-            tags=options.get("tags") or None,
-            time=int(self.clock() * 1000),
-            delta=options.get("delta", False) or opts.delta_publish,
-        )
-        return PublishItem(
-            channel,
-            pub,
-            history,
-            options.get("idempotency_key", ""),
-            options.get("version", 0),
-            options.get("version_epoch", ""),
-            write_now,
-        )
+        delta = options.get("delta", False) or opts.delta_publish
+        now = int(self.clock() * 1000)
+        pub = Publication(data, 0, options.get("info"), options.get("tags") or None, now, delta)
+        key, version = options.get("idempotency_key", ""), options.get("version", 0)
+        return PublishItem(channel, pub, history, key, version, options.get("version_epoch", ""), write_now)
 
     async def publish_many(self, items: Sequence[PublishItem]) -> list[PublishResult | EngineError]:
         """``publish`` of every item, in order, with the engine's cheapest path: one round trip

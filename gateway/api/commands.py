@@ -30,7 +30,7 @@ from gateway.api.requests import (
     UnsubscribeRequest,
     bad_request,
     parse,
-    publish_common,
+    publish_fast,
 )
 from gateway.protocol import codes
 
@@ -101,9 +101,9 @@ def command(method: str, params: object, where: str = "") -> Command:
     if cls is None:
         return Refused("", ApiError(codes.ERROR_NOT_FOUND, method))
     if cls is PublishRequest:
-        channel = publish_common(params)
-        if channel is not None:  # the common form (``requests.parse_publish``'s short way)
-            return PublishRequest(channel, params["data"])  # type: ignore[index]
+        fast = publish_fast(params)  # the relay's forms (``requests.parse_publish``'s short way)
+        if fast is not None:
+            return fast
     try:
         req: Request = parse(cls, params, where)
     except ApiError as exc:
@@ -118,9 +118,9 @@ def batch_command(raw: object) -> Command:
     if type(raw) is not dict or len(raw) != 1:
         return Refused("", bad_request("commands[]"))
     params = raw.get("publish")
-    if params is not None:  # the common command: no method lookup, and the common form
-        channel = publish_common(params)
-        if channel is not None:
-            return PublishRequest(channel, params["data"])
+    if params is not None:  # the common command: no method lookup, and the relay's forms
+        fast = publish_fast(params)
+        if fast is not None:
+            return fast
     ((method, params),) = raw.items()
     return command(method, params)

@@ -56,7 +56,7 @@ def decode_publication(payload: bytes, offset: int) -> Publication:
     delta = bool(rest[0]) if rest else False
     if len(rest) >= 3:
         return Publication(data, offset, _info(info), tags, time, delta, str(rest[1]), bool(rest[2]))
-    return Publication(data=data, offset=offset, info=_info(info), tags=tags, time=time, delta=delta)
+    return Publication(data, offset, _info(info), tags, time, delta)
 
 
 def encode_info(info: ClientInfo) -> bytes:

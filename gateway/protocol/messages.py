@@ -35,9 +35,13 @@ class ClientInfo:
     chan_info: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Publication:
-    """One publication. ``data`` is raw JSON; ``offset`` is 0 in channels without history."""
+    """One publication. ``data`` is raw JSON; ``offset`` is 0 in channels without history.
+
+    Not frozen: built for every publication published and every one received from the engine
+    (a frozen ``__init__`` sets its ten fields through ``object.__setattr__``: ~1.3 against
+    ~0.3 µs); nothing changes one once built. Hashed by its fields, as a frozen one is."""
 
     data: bytes
     offset: int = 0
