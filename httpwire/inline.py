@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import urllib.parse
 from collections.abc import Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import httptools
 
-from httpwire.cycle import STATUS_LINE, Writable
+from httpwire.cycle import STATUS_LINE, Writable, access_logger
 
 log = logging.getLogger("taskcast.gateway.server")
 
@@ -36,6 +37,12 @@ INLINE_BODY_BYTES = 1 << 20
 
 Response = tuple[int, bytes, bytes | None]
 """(status, body, content type or None)."""
+
+ResponseWithHeaders = tuple[int, bytes, bytes | None, bytes]
+"""A ``Response`` with header lines of its own after the content type (each ``name: value\r\n``);
+a handler may answer with either."""
+
+AnyResponse = Response | ResponseWithHeaders
 
 INTERNAL_ERROR: Response = (500, b"Internal Server Error", b"text/plain; charset=utf-8")
 
@@ -46,7 +53,7 @@ class Deferred:
 
     __slots__ = ("coro", "inline")
 
-    def __init__(self, coro: Coroutine[Any, Any, Response], inline: bool) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, AnyResponse], inline: bool) -> None:
         self.coro = coro
         self.inline = inline
 
@@ -59,9 +66,18 @@ class InlineHandler(Protocol):
 
     def respond_inline(
         self, method: str, http_method: str, headers: list[tuple[bytes, bytes]], query: bytes, body: bytes
-    ) -> Response | Deferred:
+    ) -> AnyResponse | Deferred:
         """The response to one complete request (every check of the ASGI endpoint included):
         computed now, or ``Deferred``."""
+
+
+class HeadCheck(Protocol):
+    """Optional on an ``InlineHandler``: a last look at a routed request's head. False leaves the
+    request to the ASGI app (e.g. a header the ASGI stack must see). Without it, a routed request
+    is taken inline whatever its headers."""
+
+    def accepts_head(self, method: str, headers: list[tuple[bytes, bytes]]) -> bool:
+        """``method``: what ``route`` returned; ``headers``: lower-cased names, as received."""
 
 
 class Pending:
@@ -84,11 +100,11 @@ class _Resume:
 
     __slots__ = ("coro", "first")
 
-    def __init__(self, coro: Coroutine[Any, Any, Response], first: Any) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, AnyResponse], first: Any) -> None:
         self.coro = coro
         self.first = first
 
-    def __await__(self) -> Generator[Any, Any, Response]:
+    def __await__(self) -> Generator[Any, Any, AnyResponse]:
         coro, value = self.coro, self.first
         while True:
             try:
@@ -118,6 +134,9 @@ class InlineRequests:
     _inline_size = 0
     _inline_query = b""
     _inline_keep_alive = True
+    _inline_access: tuple[str, str, str] | None = None
+    """With a handler whose ``access_log`` is True and the access log on: (client, path, version)
+    of the request being answered, logged on ``uvicorn.access`` as an ASGI ``Cycle`` does."""
 
     if TYPE_CHECKING:  # the connection's state and steps (httpwire/protocol.py)
         parser: Any
@@ -127,6 +146,8 @@ class InlineRequests:
         headers: list[tuple[bytes, bytes]]
         cycle: Any
         server: tuple[str, int | None] | None
+        client: tuple[str, int | None] | None
+        access_log: bool
         expect_100: bool
         server_state: Any
         loop: asyncio.AbstractEventLoop
@@ -166,6 +187,18 @@ class InlineRequests:
         method = handler.route(raw_path.decode("ascii"))
         if method is None:
             return False
+        accepts_head = getattr(handler, "accepts_head", None)
+        if accepts_head is not None and not accepts_head(method, self.headers):
+            return False
+        if self.access_log and getattr(handler, "access_log", False):
+            client = self.client
+            self._inline_access = (
+                f"{client[0]}:{client[1]}" if client else "",
+                urllib.parse.quote(raw_path.decode("ascii")) + ("?" + query.decode("ascii") if query else ""),
+                parser.get_http_version(),
+            )
+        else:
+            self._inline_access = None
         self._inline_method = method
         self._inline_query = query
         self._inline_chunks = []
@@ -190,55 +223,68 @@ class InlineRequests:
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         handler = self.inline_handler
         keep_alive = self._inline_keep_alive
+        access, self._inline_access = self._inline_access, None
         try:
             answer = handler.respond_inline(method, "POST", self.headers, self._inline_query, body)
         except Exception:
             log.exception("server API request failed")
-            self._inline_write(INTERNAL_ERROR, False)
+            self._inline_write(INTERNAL_ERROR, False, access)
             return
         if not isinstance(answer, Deferred):
-            self._inline_write(answer, keep_alive)
+            self._inline_write(answer, keep_alive, access)
             return
         coro = answer.coro
-        rest: Coroutine[Any, Any, Response] | _Resume = coro
+        rest: Coroutine[Any, Any, AnyResponse] | _Resume = coro
         if answer.inline:
             try:
                 first = coro.send(None)
             except StopIteration as stop:
-                self._inline_write(stop.value, keep_alive)
+                self._inline_write(stop.value, keep_alive, access)
                 return
             except Exception:
                 log.exception("server API request failed")
-                self._inline_write(INTERNAL_ERROR, False)
+                self._inline_write(INTERNAL_ERROR, False, access)
                 return
             rest = _Resume(coro, first)  # it suspended after all: a task drives the rest
         pending = Pending(keep_alive)
         self.cycle = pending
-        task = self.loop.create_task(self._inline_finish(rest, pending))
+        task = self.loop.create_task(self._inline_finish(rest, pending, access))
         tasks = self.tasks
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    async def _inline_finish(self, rest: Coroutine[Any, Any, Response] | _Resume, pending: Pending) -> None:
+    async def _inline_finish(
+        self,
+        rest: Coroutine[Any, Any, AnyResponse] | _Resume,
+        pending: Pending,
+        access: tuple[str, str, str] | None = None,
+    ) -> None:
         try:
-            response = await rest
+            response: AnyResponse = await rest
         except Exception:
             log.exception("server API request failed")
             response, pending.keep_alive = INTERNAL_ERROR, False
         pending.response_complete = True
         if not pending.disconnected:
-            self._inline_write(response, pending.keep_alive)
+            self._inline_write(response, pending.keep_alive, access)
 
-    def _inline_write(self, response: Response, keep_alive: bool) -> None:
-        status, body, content_type = response
+    def _inline_write(
+        self, response: AnyResponse, keep_alive: bool, access: tuple[str, str, str] | None = None
+    ) -> None:
+        status, body, content_type = response[0], response[1], response[2]
         transport = self.transport
         if transport.is_closing():
             return
         if status == 500:
             keep_alive = False
-        transport.write(
-            _head(self.server_state.default_headers, status, content_type, keep_alive, len(body)) + body
-        )
+        if access is not None:
+            access_logger.info('%s - "%s %s HTTP/%s" %d', access[0], "POST", access[1], access[2], status)
+        head = _head(self.server_state.default_headers, status, content_type, keep_alive, len(body))
+        if len(response) > 3:
+            extra = response[3]
+            if extra:
+                head = head[:-2] + extra + b"\r\n"
+        transport.write(head + body)
         if not keep_alive:
             transport.close()
         self._response_complete()

@@ -32,6 +32,7 @@ from status_api.auth import (
 from status_api.body_limit import BodyLimitMiddleware
 from status_api.config import Config
 from status_api.cors import CorsMiddleware, normalize_origin
+from status_api.event_inline import EventInline
 from status_api.event_route import EventFastPath
 from status_api.http import Api, routes
 from status_api.metrics import MetricsMiddleware, StatusMetrics
@@ -243,6 +244,11 @@ def create_app(
         metrics=metrics,
         max_body_bytes=cfg.http.max_body_bytes,
         cors_on=bool(cfg.cors.allowed_origins),
+    )
+    # The same route answered by the HTTP connection itself when nothing in the stack above could
+    # answer it differently (status_api/event_inline.py; bound by status_api/server.py).
+    app.state.event_inline = EventInline(
+        comp.api, metrics, max_body_bytes=cfg.http.max_body_bytes, cors_on=bool(cfg.cors.allowed_origins)
     )
     app.state.api = comp.api
     app.state.stop = budget  # the server starts it when graceful shutdown begins (status_api/server.py)

@@ -16,9 +16,13 @@ of uvicorn's private modules), bound to the Status API's limits and JSON refusal
   ``timeout_keep_alive``.
 * Bytes that are not HTTP: ``400`` and closed.
 
-The body bound is the app's (``status_api/body_limit.py``). This is the only module that knows how
-the Status API is served; ``taskcast status-api serve`` and ``taskcast up`` go through :func:`run`
-(``serve --workers N`` runs N of them on one port: ``status_api/workers.py``).
+The body bound is the app's (``status_api/body_limit.py``). The event POST is answered by the
+connection itself when the app offers an inline handler (``app.state.event_inline``:
+status_api/event_inline.py, httpwire/inline.py); every other request goes to the app.
+
+This is the only module that knows how the Status API is served; ``taskcast status-api serve``
+and ``taskcast up`` go through :func:`run` (``serve --workers N`` runs N of them on one port:
+``status_api/workers.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 import uvicorn
 
+from httpwire.inline import InlineHandler
 from httpwire.protocol import HttpProtocol, Limits, bound, canned
 from status_api.config import HttpConfig
 
@@ -48,9 +53,9 @@ def _refusal(status: bytes, code: str, message: str) -> bytes:
     return canned(status, body, b"application/json")
 
 
-def protocol_class(limits: ListenerLimits) -> type[HttpProtocol]:
-    """The HTTP protocol class bound to ``limits`` and the Status API's JSON refusals (uvicorn
-    instantiates the class per connection)."""
+def protocol_class(limits: ListenerLimits, inline: InlineHandler | None = None) -> type[HttpProtocol]:
+    """The HTTP protocol class bound to ``limits``, the Status API's JSON refusals and the inline
+    handler (None: every request goes to the app; uvicorn instantiates the class per connection)."""
     return bound(
         Limits(
             max_head_bytes=limits.max_head_bytes,
@@ -62,6 +67,7 @@ def protocol_class(limits: ListenerLimits) -> type[HttpProtocol]:
             ),
             timed_out=_refusal(b"408 Request Timeout", "REQUEST_TIMEOUT", "request not received in time"),
         ),
+        inline_handler=inline,
         name="StatusApiHttpProtocol",
     )
 
@@ -76,11 +82,12 @@ def uvicorn_config(
     """The uvicorn configuration of a Status API listener (``host``/``port`` override ``http``):
     in-flight requests get ``http.shutdown_timeout_seconds`` at shutdown, then are cancelled."""
     extra.setdefault("timeout_graceful_shutdown", math.ceil(http.shutdown_timeout_seconds))
+    inline = getattr(getattr(app, "state", None), "event_inline", None)
     return uvicorn.Config(
         app,
         host=host or http.host,
         port=http.port if port is None else port,
-        http=protocol_class(limits_of(http)),
+        http=protocol_class(limits_of(http), inline),
         ws="none",
         lifespan="on",
         log_level=http.log_level,

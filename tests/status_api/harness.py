@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from status_api.app import Components, build_components, create_app
 from status_api.service import utc_now
 from status_api.storage.tables import task_outbox
+from tests.status_api.listener_transport import ListenerTransport
+from tests.status_api.listener_transport import wanted as listener_wanted
 
 SERVICE_SECRET = "service-secret-for-tests-0123456789"
 USER_SECRET = "user-secret-for-tests-0123456789ab"
@@ -96,7 +98,10 @@ class Harness:
         self.service = comp.service
         self.schemas = comp.service.schemas
         self.app = create_app(load_config_dict(TEST_CONFIG), components=comp)
-        self.http = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://status")
+        transport: httpx.AsyncBaseTransport = (
+            ListenerTransport(self.app) if listener_wanted() else httpx.ASGITransport(app=self.app)
+        )
+        self.http = httpx.AsyncClient(transport=transport, base_url="http://status")
         self._validators = {
             "USER_SUMMARY": "task-summary",
             "TASK_DETAIL": "task-detail",
