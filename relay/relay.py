@@ -45,18 +45,17 @@ import contextlib
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from httpwire.cancellation import raise_if_cancelling
-from relay.backoff import full_jitter, staggered_delay
+from relay.backoff import full_jitter
 from relay.claim import OutboxLeases
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
+from relay.wakeups import Wakeups
 from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")
@@ -65,9 +64,6 @@ log = logging.getLogger("taskcast.relay")
 CRASH_POINTS = ("before_publish", "after_publish", "after_mark")
 #: Upper bound of the pause between gateway probes, and of a loop's pause after a database error.
 LOOP_BACKOFF_CAP_SECONDS = 5.0
-#: How long after a held-back row's due time the relay wakes for it: the claim's clock must have
-#: passed the stored due time (millisecond precision) when it runs.
-DUE_SLACK_SECONDS = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +129,10 @@ class Relay:
         self._gateway_up.set()
         self._gateway_down = asyncio.Event()
         self.metrics.gateway_up.set(1)
-        # Wake-up: ``wake`` resolves the future of ONE idle loop (it claims at once), or, when
-        # every loop is busy, sets the flag: the next loop to go idle sees it and claims again
-        # right away. A sleeping loop waits on one future resolved by a wake-up (True), its poll
-        # timer or shutdown (False): no task, event or waiter per wait, no wake-up of the others.
-        self._wake_pending = False
-        self._sleepers: deque[asyncio.Future[bool]] = deque()
-        self._hints_up = False
+        #: When the idle loops claim: wake-ups, coverage, claim spacing, the poll, due times.
+        self.wakeups = Wakeups(config, self.metrics)
         #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
         self._backlog = False
-        #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
-        self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
-        self._wakeup_counters: dict[str, Any] = {}
-        #: Loops waiting out ``linger_ms`` before their claim: while one does, wake-ups are absorbed.
-        self._lingering = 0
         #: Deferred marks (``mark_defer_ms``): the timer that marks them if no claim carried them
         #: within the bound, and the task of such a flush.
         self._mark_timer: asyncio.TimerHandle | None = None
@@ -158,82 +144,32 @@ class Relay:
         return self._gateway_up.is_set()
 
     def wake(self, source: str = "local") -> None:
-        """Due rows were just committed: one idle loop claims now instead of at its poll slot.
+        """Due rows were just committed: one idle loop claims now instead of at its poll slot
+        (``relay/wakeups.py``: absorbed when a claim that covers it is already due).
         Call on the relay's event loop (the Redis listener, or ``taskcast up``'s Status API hook).
         Harmless when nothing is due or when called many times: wake-ups coalesce."""
-        counter = self._wakeup_counters.get(source)
-        if counter is None:
-            counter = self._wakeup_counters[source] = self.metrics.wakeups.labels(source)
-        counter.inc()
-        if self._lingering:
-            return  # a woken loop claims within linger_ms: after this wake-up's rows were committed
-        while self._sleepers:
-            sleeper = self._sleepers.popleft()
-            if not sleeper.done():
-                sleeper.set_result(True)
-                return
-        self._wake_pending = True
+        self.wakeups.wake(source)
 
     def hints_up(self, up: bool) -> None:
         """The hint listener is subscribed (``up``) or not: sets which poll interval applies. Going
         down wakes the relay once (hints may have been lost meanwhile) and back to the fast poll."""
-        was, self._hints_up = self._hints_up, up
-        if was and not up:
-            self.wake("listener-down")
+        self.wakeups.hints_up(up)
 
     @property
     def poll_interval_seconds(self) -> float:
         """The safety-net poll interval in force: ``wake_poll_interval_seconds`` while hints flow."""
-        cfg = self.config
-        if self._hints_up:
-            return max(cfg.wake_poll_interval_seconds, cfg.poll_interval_seconds)
-        return cfg.poll_interval_seconds
+        return self.wakeups.poll_interval_seconds
 
-    async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> bool:
-        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop`` (:meth:`run` ends every
-        wait when it is set), whichever comes first; True for a wake-up, False for the poll (or
-        ``stop``). A loop woken from its sleep then lingers ``linger_ms`` (:meth:`_linger`); one
-        that finds a wake-up pending (it came while every loop was busy) claims at once."""
-        if self._wake_pending or stop.is_set():
-            woken, self._wake_pending = self._wake_pending, False
-            return woken
-        loop = asyncio.get_running_loop()
-        sleeper: asyncio.Future[bool] = loop.create_future()
-        timer = loop.call_later(self.idle_delay(slot, origin, time.monotonic()), _resolve, sleeper, False)
-        self._sleepers.append(sleeper)
-        try:
-            woken = await sleeper
-        finally:
-            timer.cancel()
-            with contextlib.suppress(ValueError):  # still listed unless a wake-up took it
-                self._sleepers.remove(sleeper)
-        if woken and self.config.linger_ms:
-            await self._linger(stop)
-        return woken
-
-    def _end_sleeps(self) -> None:
-        """Shutdown: every idle loop returns from its wait (it then sees ``stop``)."""
-        while self._sleepers:
-            _resolve(self._sleepers.popleft(), False)
+    def idle_delay(self, slot: int, origin: float, now: float) -> float:
+        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
+        return self.wakeups.idle_delay(slot, origin, now)
 
     def _wake_when_due(self) -> None:
-        """Schedule one wake-up for the earliest held-back row the last claim saw
-        (``leases.next_due``), unless an earlier one is already scheduled. A row that was
-        superseded meanwhile costs one claim that finds nothing (and reads the next due time)."""
+        """Wake one idle loop when the earliest held-back row the last claim saw
+        (``leases.next_due``) becomes due."""
         due = self.leases.next_due
-        if due is None:
-            return
-        delay = max(0.0, (due - self.leases.now()).total_seconds()) + DUE_SLACK_SECONDS
-        at = time.monotonic() + delay
-        if self._due_wake is not None:
-            if self._due_wake[0] <= at:
-                return
-            self._due_wake[1].cancel()
-        self._due_wake = (at, asyncio.get_running_loop().call_later(delay, self._due))
-
-    def _due(self) -> None:
-        self._due_wake = None
-        self.wake("due")
+        if due is not None:
+            self.wakeups.wake_when_due((due - self.leases.now()).total_seconds())
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -261,6 +197,7 @@ class Relay:
         if limit is None:
             self._backlog = len(rows) >= size
         if not rows:
+            m.empty_claims.inc()
             return BatchReport()
         m.claim_seconds.observe(time.perf_counter() - started)
         m.claims.inc()
@@ -433,15 +370,13 @@ class Relay:
             workers.append(tg.create_task(self._maintenance(stop)))
             await stop.wait()
             log.info("relay %s stopping: no new claims, finishing in-flight batches", cfg.relay_id)
-            self._end_sleeps()
+            self.wakeups.end_sleeps()
             self._gateway_up.set()  # wake paused loops and the prober so they see ``stop``
             self._gateway_down.set()
             _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
             for task in pending:
                 task.cancel()  # run_batch releases the leases of a cancelled batch
-            if self._due_wake is not None:
-                self._due_wake[1].cancel()
-                self._due_wake = None
+            self.wakeups.close()
         await self._flush_on_stop()
         log.info("relay %s stopped", cfg.relay_id)
 
@@ -462,16 +397,20 @@ class Relay:
                 "could not mark %d published rows at stop; they will be republished", self.leases.unmarked
             )
 
-    def idle_delay(self, slot: int, origin: float, now: float) -> float:
-        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
-        return staggered_delay(now, origin, self.poll_interval_seconds, slot, self.config.concurrency)
-
     async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
         cfg = self.config
         db_failures = 0
-        woken = await self._idle(stop, slot, origin)
+        wakeups = self.wakeups
+
+        def poll_delay() -> float:
+            return self.idle_delay(slot, origin, time.monotonic())
+
+        woken = await wakeups.idle(stop, poll_delay)
         while not stop.is_set():
             await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
+            if stop.is_set():
+                return
+            await wakeups.before_claim(stop, woken, self._backlog)  # then the claim, nothing between
             if stop.is_set():
                 return
             try:
@@ -492,17 +431,7 @@ class Relay:
             if report.claimed >= cfg.batch_size:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
-            woken = await self._idle(stop, slot, origin)
-
-    async def _linger(self, stop: asyncio.Event) -> None:
-        """Wait ``linger_ms`` before a woken loop's claim (or until ``stop``), absorbing the wake-ups
-        that arrive meanwhile: each is for rows committed before it, so before the claim that
-        follows; one claim carries them all instead of one claim each."""
-        self._lingering += 1
-        try:
-            await _wait(stop, self.config.linger_ms / 1000)
-        finally:
-            self._lingering -= 1
+            woken = await wakeups.idle(stop, poll_delay)
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():
@@ -587,11 +516,6 @@ class Relay:
         if n:
             log.info("purged %d published outbox rows", n)
         return n
-
-
-def _resolve(future: asyncio.Future[bool], value: bool) -> None:
-    if not future.done():
-        future.set_result(value)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
