@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from status_api.storage import outbox_admin, outbox_claims
 from status_api.storage.database import Clock, create_engine, is_retryable, utc_now
+from status_api.storage.driver_statements import DriverCursor
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
 
 try:
@@ -225,7 +226,7 @@ class OutboxLeases:
         marks = self._take_unmarked()
         mark = None if marks is None else (marks[0], marks[1])
 
-        def driver_body(cur: outbox_claims.DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
+        def driver_body(cur: DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
             return outbox_claims.claim_driver(
                 cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog, mark=mark
             )
@@ -375,7 +376,7 @@ class OutboxLeases:
     async def _driver(
         self,
         engine: AsyncEngine,
-        body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
+        body: Callable[[DriverCursor], Awaitable[T]],
         *,
         transactional: bool,
     ) -> T:

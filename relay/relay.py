@@ -14,23 +14,16 @@ A row is only ever marked after its publish was acknowledged, so there is no los
 
 Deferred marks (``mark_defer_ms``, docs/relay.md): the loops' batches whose rows were all published
 are marked by the relay's next claim (its request carries the mark) instead of an UPDATE of their
-own; a timer marks them alone after ``mark_defer_ms`` without a claim, and :meth:`Relay.run`'s
-graceful stop marks them. Until then they stay PROCESSING under the lease: the window "after
-publish, before mark" lasts up to ``mark_defer_ms``, and a crash in it republishes.
+own; ``relay/deferred_marks.py`` bounds the wait (a timer, the graceful stop). Until then they stay
+PROCESSING under the lease: the window "after publish, before mark" lasts up to
+``mark_defer_ms``, and a crash in it republishes.
 
-Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
-Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
-loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
-While the hint listener reports itself subscribed (:meth:`Relay.hints_up`) the safety net polls at
-``wake_poll_interval_seconds`` instead of ``poll_interval_seconds`` (a lost hint then costs at most
-``wake_poll_interval_seconds / concurrency``); the moment it is not, the relay claims once and polls
-fast again. A claim made for a hint skips the expired-lease scan; polls and backlog claims do it.
-
-Held-back rows (a progress waiting for its window, a retry): a claim with room reads when the
-earliest PENDING row not yet due becomes due (``OutboxLeases.next_due``), and the relay wakes one
-idle loop at that moment (``wakeups_total{source="due"}``), so such a row is published when it
-becomes due, not at the next poll. Hints never publish a row before it is due: claims only take
-due rows.
+Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the Status API
+(``relay/wake.py``'s Redis listener, ``relay/wake_udp.py``'s UDP one, or in-process in
+``taskcast up``) — makes one idle loop claim at once; when and how the idle loops claim (wake-ups
+and their coverage, claim spacing, linger, the staggered safety-net poll, held-back rows' due
+times) is ``relay/wakeups.py``. A claim made for a wake-up skips the expired-lease scan; polls and
+backlog claims do it. Hints never publish a row before it is due: claims only take due rows.
 
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
@@ -41,7 +34,6 @@ releases the leases of any batch it had to cancel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -53,6 +45,7 @@ from httpwire.cancellation import raise_if_cancelling
 from relay.backoff import full_jitter
 from relay.claim import OutboxLeases
 from relay.config import RelayConfig
+from relay.deferred_marks import DeferredMarks
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
 from relay.wakeups import Wakeups
@@ -133,10 +126,8 @@ class Relay:
         self.wakeups = Wakeups(config, self.metrics)
         #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
         self._backlog = False
-        #: Deferred marks (``mark_defer_ms``): the timer that marks them if no claim carried them
-        #: within the bound, and the task of such a flush.
-        self._mark_timer: asyncio.TimerHandle | None = None
-        self._mark_flush: asyncio.Task[None] | None = None
+        #: Deferred marks (``mark_defer_ms``): their bound (a timer) and the graceful stop's flush.
+        self.marks = DeferredMarks(leases, config, self.metrics, self._lost_marks)
 
     @property
     def gateway_up(self) -> bool:
@@ -280,7 +271,7 @@ class Relay:
         pub_ids = [r.id for r in published] + [r.id for r in superseded]
         if defer_mark and not failures and self.leases.defers_marks and self.config.mark_defer_seconds > 0:
             self.leases.defer_published(pub_ids, now)
-            self._mark_later()
+            self.marks.later()
         else:
             started = time.perf_counter()
             n_pub, n_back, n_dead = await self.leases.settle(pub_ids, retries, dead, released)
@@ -307,54 +298,9 @@ class Relay:
             self.metrics.lost_leases.inc(lost)
             log.warning("%d rows were taken over by another relay before being marked", lost)
 
-    # --- deferred marks --------------------------------------------------------------------------
-
-    def _mark_later(self) -> None:
-        """Rows were deferred: make sure they are marked within ``mark_defer_seconds`` even when
-        no claim comes to carry them (one timer, armed for the oldest waiting row)."""
-        self.leases.on_lost_marks = self._lost_marks  # the claim that carries them counts them
-        if self._mark_timer is None and self._mark_flush is None:
-            self._arm_mark_timer()
-
-    def _arm_mark_timer(self, at_least: float = 0.0) -> None:
-        since = self.leases.unmarked_since
-        if since is None:
-            return
-        delay = max(at_least, since + self.config.mark_defer_seconds - time.monotonic())
-        self._mark_timer = asyncio.get_running_loop().call_later(delay, self._mark_due)
-
-    def _mark_due(self) -> None:
-        """The timer: mark what still waits, unless a claim carried it meanwhile (then re-arm for
-        the rows deferred after that claim, if any)."""
-        self._mark_timer = None
-        since = self.leases.unmarked_since
-        if since is None:
-            return
-        if time.monotonic() < since + self.config.mark_defer_seconds:
-            self._arm_mark_timer()
-            return
-        self._mark_flush = asyncio.get_running_loop().create_task(self._flush_deferred())
-
-    async def _flush_deferred(self) -> None:
-        pause = 0.0
-        try:
-            await self.flush_marks()
-        except Exception as exc:
-            raise_if_cancelling(exc)
-            log.warning("deferred mark failed; the next claim or timer retries it", exc_info=True)
-            self.metrics.loop_errors.inc()
-            pause = self.config.mark_defer_seconds  # not a hot loop while the database is away
-        finally:
-            self._mark_flush = None
-            if self._mark_timer is None:
-                self._arm_mark_timer(pause)
-
     async def flush_marks(self) -> int:
         """Mark every deferred row now (the timer, the graceful stop); returns how many."""
-        started = time.perf_counter()
-        n = await self.leases.flush_marks()
-        self.metrics.mark_seconds.observe(time.perf_counter() - started)
-        return n
+        return await self.marks.flush()
 
     # --- the long-running loop -------------------------------------------------------------------
 
@@ -377,25 +323,8 @@ class Relay:
             for task in pending:
                 task.cancel()  # run_batch releases the leases of a cancelled batch
             self.wakeups.close()
-        await self._flush_on_stop()
+        await self.marks.flush_on_stop()
         log.info("relay %s stopped", cfg.relay_id)
-
-    async def _flush_on_stop(self) -> None:
-        """The graceful stop marks the deferred rows (published, still leased) so that no replica
-        publishes them again after the lease; a failure leaves exactly that (at-least-once)."""
-        if self._mark_timer is not None:
-            self._mark_timer.cancel()
-            self._mark_timer = None
-        if self._mark_flush is not None:
-            with contextlib.suppress(Exception):
-                await self._mark_flush
-        try:
-            await self.flush_marks()
-        except Exception as exc:
-            raise_if_cancelling(exc)
-            log.warning(
-                "could not mark %d published rows at stop; they will be republished", self.leases.unmarked
-            )
 
     async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
         cfg = self.config
