@@ -112,7 +112,7 @@ class Relay:
         rand: Callable[[], float] = random.random,
         crash_hook: Callable[[str], None] | None = None,
     ) -> None:
-        self.leases = leases
+        self._leases = leases
         self.publisher = publisher
         self.config = config
         self.metrics = metrics or RelayMetrics()
@@ -128,6 +128,17 @@ class Relay:
         self._backlog = False
         #: Deferred marks (``mark_defer_ms``): their bound (a timer) and the graceful stop's flush.
         self.marks = DeferredMarks(leases, config, self.metrics, self._lost_marks)
+
+    @property
+    def leases(self) -> OutboxLeases:
+        """The relay's outbox leases (tests may swap them for recording ones: the deferred marks
+        follow)."""
+        return self._leases
+
+    @leases.setter
+    def leases(self, leases: OutboxLeases) -> None:
+        self._leases = leases
+        self.marks.leases = leases
 
     @property
     def gateway_up(self) -> bool:
