@@ -53,9 +53,12 @@ BACKLOG = "backlog"
 class Wakeups:
     """The idle loops' waits and the wake-ups that end them (see the module contract)."""
 
-    def __init__(self, config: RelayConfig, metrics: RelayMetrics) -> None:
+    def __init__(
+        self, config: RelayConfig, metrics: RelayMetrics, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.config = config
         self.metrics = metrics
+        self.clock = clock
         #: A wake-up came while every loop was busy: the next loop to go idle claims at once.
         self.pending = False
         #: Idle loops' waits: a wake-up resolves one with True, its poll timer or the stop with False.
@@ -65,7 +68,7 @@ class Wakeups:
         #: Loops waiting out ``linger_ms`` (tests look at it).
         self.lingering = 0
         self._hints_up = False
-        #: When the next woken claim may start (``claim_spacing_ms``), ``time.monotonic()``.
+        #: When the next woken claim may start (``claim_spacing_ms``), on ``clock``.
         self._slot_at = 0.0
         #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
         self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
@@ -150,7 +153,7 @@ class Wakeups:
         try:
             spacing = self.config.claim_spacing_ms / 1000
             if spacing and not backlog:
-                now = time.monotonic()
+                now = self.clock()
                 start = max(now, self._slot_at)
                 self._slot_at = start + spacing
                 if start > now:
