@@ -82,11 +82,11 @@ class RelayConfig:
     #: so that one claim carries the events committed meanwhile; wake-ups during the wait are
     #: absorbed by it. 0 = claim at once. Never delays a row by more than this.
     linger_ms: int = 0
-    #: The shortest time between the starts of two claims of this relay made for wake-ups
-    #: (docs/relay.md "Claim spacing"): a wake-up that comes sooner waits for the slot, and every
-    #: wake-up meanwhile rides on that one claim. Only a relay woken faster than once per spacing
-    #: waits at all; polls and backlogs are never spaced. 0 = off.
-    claim_spacing_ms: int = 10
+    #: While this relay's hints arrive faster than one per this many ms on average, the shortest
+    #: time between the starts of two claims made for wake-ups (docs/relay.md "Claim spacing"): a
+    #: wake-up that comes sooner waits for the slot, and every wake-up meanwhile rides on that one
+    #: claim. Below that rate nothing waits; polls and backlogs are never spaced. 0 = off.
+    claim_spacing_ms: int = 20
     #: How long the mark of a fully published batch may wait to ride with the relay's next claim
     #: (docs/relay.md "Deferred marks"): the claim's own request carries it; a timer marks it
     #: alone when no claim comes within this time; a graceful stop marks it. 0 = mark at once.

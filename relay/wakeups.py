@@ -12,11 +12,13 @@ wake-up or the stop, then calls :meth:`Wakeups.before_claim` right before its cl
   ``taskcast_relay_wakeups_total`` and ``taskcast_relay_wakeups_absorbed_total``, no claim of its
   own. When every loop is busy, the wake-up becomes the *pending flag*, which covers the same way;
   the next loop to go idle claims at once.
-* **Claim spacing** (``claim_spacing_ms``): a woken claim starts at least that long after the
-  previous woken claim of this relay started; a wake-up that comes sooner waits for the slot
-  (covering, so the wake-ups meanwhile ride on that claim). At rates below one wake-up per
-  spacing nothing waits; above, the relay makes at most one woken claim per spacing and each one
-  carries the events of several hints. A row waits at most ``claim_spacing_ms`` more.
+* **Claim spacing** (``claim_spacing_ms``): while this relay's hints arrive faster than one per
+  spacing on average (:data:`GAP_WEIGHT`-weighted moving average of the gaps between them), a
+  woken claim starts at least that long after the previous woken claim started; a wake-up that
+  comes sooner waits for the slot (covering, so the wake-ups meanwhile ride on that claim). Below
+  that rate nothing ever waits, bursts included; above it the relay makes at most one woken
+  claim per spacing and each carries the events of several hints. A row waits at most
+  ``claim_spacing_ms`` more.
 * **Backlogs are never held back**: a ``backlog`` wake-up (a full batch: more rows are probably
   due) is never absorbed, and a claim that follows a full claim is never spaced, so every loop
   drains a backlog; SKIP LOCKED spreads the rows.
@@ -48,6 +50,12 @@ from relay.metrics import RelayMetrics
 DUE_SLACK_SECONDS = 0.002
 #: The wake-up source that asks for one more loop on a backlog (never absorbed).
 BACKLOG = "backlog"
+#: The sources that are post-commit hints (their rate decides whether claims are spaced).
+HINTS = frozenset({"redis", "udp", "local"})
+#: Weight of the newest gap in the moving average of the gaps between hints.
+GAP_WEIGHT = 0.125
+#: The average gap a relay starts with (an idle relay: nothing is spaced until hints flow).
+IDLE_GAP_SECONDS = 1.0
 
 
 class Wakeups:
@@ -70,6 +78,9 @@ class Wakeups:
         self._hints_up = False
         #: When the next woken claim may start (``claim_spacing_ms``), on ``clock``.
         self._slot_at = 0.0
+        #: Moving average of the gaps between hints, and when the last one came (on ``clock``).
+        self.hint_gap = IDLE_GAP_SECONDS
+        self._hint_at: float | None = None
         #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
         self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
         self._counters: dict[str, Any] = {}
@@ -84,6 +95,11 @@ class Wakeups:
         if counter is None:
             counter = self._counters[source] = self.metrics.wakeups.labels(source)
         counter.inc()
+        if source in HINTS:
+            now = self.clock()
+            if self._hint_at is not None:
+                self.hint_gap += GAP_WEIGHT * (min(now - self._hint_at, IDLE_GAP_SECONDS) - self.hint_gap)
+            self._hint_at = now
         if (self.covering or self.pending) and source != BACKLOG:
             self.metrics.wakeups_absorbed.inc()
             return
@@ -146,15 +162,16 @@ class Wakeups:
 
     async def before_claim(self, stop: asyncio.Event, woken: bool, backlog: bool) -> None:
         """Right before a loop's claim: a ``woken`` loop waits for its claim slot
-        (``claim_spacing_ms``; not after a full claim, ``backlog``) and stops covering. The caller
-        must send its claim without awaiting anything else in between."""
+        (``claim_spacing_ms``, while hints come faster than one per spacing; not after a full
+        claim, ``backlog``) and stops covering. The caller must send its claim without awaiting
+        anything else in between."""
         if not woken:
             return
         try:
             spacing = self.config.claim_spacing_ms / 1000
             if spacing and not backlog:
                 now = self.clock()
-                start = max(now, self._slot_at)
+                start = max(now, self._slot_at) if self.hint_gap < spacing else now
                 self._slot_at = start + spacing
                 if start > now:
                     await _wait(stop, start - now)

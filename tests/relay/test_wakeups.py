@@ -67,6 +67,11 @@ async def test_woken_claims_are_spaced_but_never_after_a_full_claim() -> None:
     w = _wakeups(clock, claim_spacing_ms=10)
     stop = asyncio.Event()
     stop.set()  # the waits return at once; the slots they would wait for are what is checked
+    for _ in range(40):  # hints every millisecond: the average gap falls below the spacing
+        clock.now += 0.001
+        w.wake("redis")
+    assert w.hint_gap < 0.010
+    clock.now = 100.0
     for _ in range(4):
         w.covering += 1
     await w.before_claim(stop, True, backlog=False)
@@ -78,7 +83,7 @@ async def test_woken_claims_are_spaced_but_never_after_a_full_claim() -> None:
     assert w._slot_at == pytest.approx(100.020)  # a claim after a full one is not spaced
     clock.now = 101.0
     await w.before_claim(stop, True, backlog=False)
-    assert w._slot_at == pytest.approx(101.010)  # a relay woken rarely never waits
+    assert w._slot_at == pytest.approx(101.010)  # the previous slot is long past: at once
     assert w.covering == 0
     await w.before_claim(stop, False, backlog=False)  # a poll: not woken, not spaced
     assert w._slot_at == pytest.approx(101.010) and w.covering == 0
@@ -91,3 +96,22 @@ async def test_claim_spacing_zero_never_waits() -> None:
     await w.before_claim(stop, True, backlog=False)
     await w.before_claim(stop, True, backlog=False)
     assert w._slot_at == 0.0 and w.covering == 0
+
+
+async def test_a_relay_with_rare_hints_never_waits_even_for_a_burst() -> None:
+    """Spacing applies only while the hints' average gap is below it: hints 100 ms apart with a
+    burst of three in a millisecond (two commits and a due time) never make a claim wait."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, claim_spacing_ms=20)
+    for _ in range(20):
+        clock.now += 0.1
+        w.wake("redis")
+    for _ in range(3):
+        clock.now += 0.0005
+        w.wake("redis")
+    assert w.hint_gap > 0.020
+    w.covering = 2
+    stop = asyncio.Event()
+    await w.before_claim(stop, True, backlog=False)
+    await w.before_claim(stop, True, backlog=False)  # 0 s after the previous one: still no wait
+    assert w._slot_at == pytest.approx(clock.now + 0.020)
