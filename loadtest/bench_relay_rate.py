@@ -208,6 +208,10 @@ async def step(
         "published": published,
         "claims": claims,
         "rows_per_claim": published / max(claims, 1),
+        # claim transactions that found nothing, and wake-ups that rode on another claim (relays
+        # that export these counters)
+        "empty_claims": total("taskcast_relay_empty_claims_total"),
+        "absorbed": total("taskcast_relay_wakeups_absorbed_total"),
         "hints": [round(a - b) for a, b in zip(wakeups, wakeups0, strict=True)],
         "relay_cpu_s": cpu,
         "relay_cpu_share": cpu / elapsed,

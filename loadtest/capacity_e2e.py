@@ -306,7 +306,12 @@ class Capacity:
         print(f"setup: {json.dumps(out)}", flush=True)
         out["rungs"] = []
         try:
-            for rate in ladder(self.args.rates, self.args.descend, out["rungs"]):
+            rates = (
+                self.args.rates
+                if self.args.every_rate
+                else ladder(self.args.rates, self.args.descend, out["rungs"])
+            )
+            for rate in rates:
                 out["rungs"].append(await self.rung(producer, rate))
         finally:
             await producer.stop()
@@ -396,6 +401,7 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
         status_apis=1,
         status_api_workers=args.workers,
         heartbeat_timeout_seconds=3600.0,
+        relay_root=Path(args.relay_tree).resolve() if args.relay_tree else None,
     )
     result: dict[str, Any] = {
         "tasks": args.e2e_tasks,
@@ -470,6 +476,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[500, 400, 300, 200, 100],
         help="events/s tried, highest first, when the first rate fails (until one holds)",
     )
+    g.add_argument("--every-rate", action="store_true", help="offer every --rates rung, held or not (an A/B)")
+    g.add_argument("--relay-tree", help="run the relays from this checkout (an A/B of the relay; same venv)")
     g.add_argument("--warmup", type=float, default=10.0, help="seconds of each rung not measured")
     g.add_argument("--window", type=float, default=30.0, help="measured seconds of each rung")
     g.add_argument("--drain", type=float, default=10.0, help="bound on waiting for deliveries after a rung")

@@ -49,6 +49,7 @@ from status_api.storage.database import (
     suspend_read_timeout,
     utc_now,
 )
+from status_api.storage.driver_statements import DriverCursor
 from status_api.storage.outbox import DeadRow, OutboxRow, Retry
 
 try:
@@ -232,7 +233,7 @@ class OutboxLeases:
         marks = self._take_unmarked()
         mark = None if marks is None else (marks[0], marks[1])
 
-        def driver_body(cur: outbox_claims.DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
+        def driver_body(cur: DriverCursor) -> Awaitable[outbox_claims.DriverClaim]:
             return outbox_claims.claim_driver(
                 cur, self.relay_id, limit, now, lease_seconds=lease, probe=not backlog, mark=mark
             )
@@ -382,7 +383,7 @@ class OutboxLeases:
     async def _driver(
         self,
         engine: AsyncEngine,
-        body: Callable[[outbox_claims.DriverCursor], Awaitable[T]],
+        body: Callable[[DriverCursor], Awaitable[T]],
         *,
         transactional: bool,
     ) -> T:

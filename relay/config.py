@@ -34,6 +34,8 @@ def default_relay_id() -> str:
 
 #: The longest ``linger_ms``: a wait meant to gather a few events, never a latency of its own.
 MAX_LINGER_MS = 1000
+#: The longest ``claim_spacing_ms``: a pacing of claims, never a latency of its own.
+MAX_CLAIM_SPACING_MS = 100
 #: The longest ``mark_defer_ms``: a published row stays PROCESSING (leased) at most this long.
 MAX_MARK_DEFER_MS = 5000
 
@@ -80,6 +82,11 @@ class RelayConfig:
     #: so that one claim carries the events committed meanwhile; wake-ups during the wait are
     #: absorbed by it. 0 = claim at once. Never delays a row by more than this.
     linger_ms: int = 0
+    #: While this relay's hints arrive faster than one per this many ms on average, the shortest
+    #: time between the starts of two claims made for wake-ups (docs/relay.md "Claim spacing"): a
+    #: wake-up that comes sooner waits for the slot, and every wake-up meanwhile rides on that one
+    #: claim. Below that rate nothing waits; polls and backlogs are never spaced. 0 = off.
+    claim_spacing_ms: int = 20
     #: How long the mark of a fully published batch may wait to ride with the relay's next claim
     #: (docs/relay.md "Deferred marks"): the claim's own request carries it; a timer marks it
     #: alone when no claim comes within this time; a graceful stop marks it. 0 = mark at once.
@@ -138,6 +145,8 @@ def _validate(cfg: RelayConfig) -> None:
         )
     if not 0 <= cfg.linger_ms <= MAX_LINGER_MS:
         raise ConfigError(f"linger_ms: must be 0..{MAX_LINGER_MS} (0 = off)")
+    if not 0 <= cfg.claim_spacing_ms <= MAX_CLAIM_SPACING_MS:
+        raise ConfigError(f"claim_spacing_ms: must be 0..{MAX_CLAIM_SPACING_MS} (0 = off)")
     if not 0 <= cfg.mark_defer_ms <= MAX_MARK_DEFER_MS:
         raise ConfigError(f"mark_defer_ms: must be 0..{MAX_MARK_DEFER_MS} (0 = mark at once)")
     if cfg.metrics_port is not None and not 0 <= cfg.metrics_port <= 65535:

@@ -34,6 +34,12 @@ class RelayMetrics:
         self.claims = Counter(
             "taskcast_relay_claims_total", "Claim transactions that leased at least one row.", registry=r
         )
+        self.empty_claims = Counter(
+            "taskcast_relay_empty_claims_total",
+            "Claim transactions that found no due row (a hint another claim had already served, a "
+            "poll of an empty outbox).",
+            registry=r,
+        )
         self.claimed_rows = Counter("taskcast_relay_claimed_rows_total", "Rows leased.", registry=r)
         self.published = Counter(
             "taskcast_relay_published_rows_total", "Rows published and marked PUBLISHED.", registry=r
@@ -82,6 +88,12 @@ class RelayMetrics:
             "taskcast_relay_wakeups_total",
             "Post-commit wake-up hints received (Redis PUB/SUB or in-process), by source.",
             ["source"],
+            registry=r,
+        )
+        self.wakeups_absorbed = Counter(
+            "taskcast_relay_wakeups_absorbed_total",
+            "Wake-ups that cost no claim of their own: a loop already woken (or the pending flag) "
+            'claims after them (docs/relay.md "Claim coverage").',
             registry=r,
         )
         self.wake_listener_up = Gauge(

@@ -14,23 +14,16 @@ A row is only ever marked after its publish was acknowledged, so there is no los
 
 Deferred marks (``mark_defer_ms``, docs/relay.md): the loops' batches whose rows were all published
 are marked by the relay's next claim (its request carries the mark) instead of an UPDATE of their
-own; a timer marks them alone after ``mark_defer_ms`` without a claim, and :meth:`Relay.run`'s
-graceful stop marks them. Until then they stay PROCESSING under the lease: the window "after
-publish, before mark" lasts up to ``mark_defer_ms``, and a crash in it republishes.
+own; ``relay/deferred_marks.py`` bounds the wait (a timer, the graceful stop). Until then they stay
+PROCESSING under the lease: the window "after publish, before mark" lasts up to
+``mark_defer_ms``, and a crash in it republishes.
 
-Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the
-Status API (``relay/wake.py``'s Redis listener, or in-process in ``taskcast up``) — makes one idle
-loop claim at once; the staggered poll stays as the safety net for lost hints, crashes and leases.
-While the hint listener reports itself subscribed (:meth:`Relay.hints_up`) the safety net polls at
-``wake_poll_interval_seconds`` instead of ``poll_interval_seconds`` (a lost hint then costs at most
-``wake_poll_interval_seconds / concurrency``); the moment it is not, the relay claims once and polls
-fast again. A claim made for a hint skips the expired-lease scan; polls and backlog claims do it.
-
-Held-back rows (a progress waiting for its window, a retry): a claim with room reads when the
-earliest PENDING row not yet due becomes due (``OutboxLeases.next_due``), and the relay wakes one
-idle loop at that moment (``wakeups_total{source="due"}``), so such a row is published when it
-becomes due, not at the next poll. Hints never publish a row before it is due: claims only take
-due rows.
+Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the Status API
+(``relay/wake.py``'s Redis listener, ``relay/wake_udp.py``'s UDP one, or in-process in
+``taskcast up``) — makes one idle loop claim at once; when and how the idle loops claim (wake-ups
+and their coverage, claim spacing, linger, the staggered safety-net poll, held-back rows' due
+times) is ``relay/wakeups.py``. A claim made for a wake-up skips the expired-lease scan; polls and
+backlog claims do it. Hints never publish a row before it is due: claims only take due rows.
 
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
@@ -41,22 +34,21 @@ releases the leases of any batch it had to cancel.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from httpwire.cancellation import raise_if_cancelling
-from relay.backoff import full_jitter, staggered_delay
+from relay.backoff import full_jitter
 from relay.claim import OutboxLeases
 from relay.config import RelayConfig
+from relay.deferred_marks import DeferredMarks
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
+from relay.wakeups import Wakeups
 from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")
@@ -65,9 +57,6 @@ log = logging.getLogger("taskcast.relay")
 CRASH_POINTS = ("before_publish", "after_publish", "after_mark")
 #: Upper bound of the pause between gateway probes, and of a loop's pause after a database error.
 LOOP_BACKOFF_CAP_SECONDS = 5.0
-#: How long after a held-back row's due time the relay wakes for it: the claim's clock must have
-#: passed the stored due time (millisecond precision) when it runs.
-DUE_SLACK_SECONDS = 0.002
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +112,7 @@ class Relay:
         rand: Callable[[], float] = random.random,
         crash_hook: Callable[[str], None] | None = None,
     ) -> None:
-        self.leases = leases
+        self._leases = leases
         self.publisher = publisher
         self.config = config
         self.metrics = metrics or RelayMetrics()
@@ -133,24 +122,23 @@ class Relay:
         self._gateway_up.set()
         self._gateway_down = asyncio.Event()
         self.metrics.gateway_up.set(1)
-        # Wake-up: ``wake`` resolves the future of ONE idle loop (it claims at once), or, when
-        # every loop is busy, sets the flag: the next loop to go idle sees it and claims again
-        # right away. A sleeping loop waits on one future resolved by a wake-up (True), its poll
-        # timer or shutdown (False): no task, event or waiter per wait, no wake-up of the others.
-        self._wake_pending = False
-        self._sleepers: deque[asyncio.Future[bool]] = deque()
-        self._hints_up = False
+        #: When the idle loops claim: wake-ups, coverage, claim spacing, the poll, due times.
+        self.wakeups = Wakeups(config, self.metrics)
         #: The last full-size claim was full: a backlog, so the next claim skips the probe query.
         self._backlog = False
-        #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
-        self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
-        self._wakeup_counters: dict[str, Any] = {}
-        #: Loops waiting out ``linger_ms`` before their claim: while one does, wake-ups are absorbed.
-        self._lingering = 0
-        #: Deferred marks (``mark_defer_ms``): the timer that marks them if no claim carried them
-        #: within the bound, and the task of such a flush.
-        self._mark_timer: asyncio.TimerHandle | None = None
-        self._mark_flush: asyncio.Task[None] | None = None
+        #: Deferred marks (``mark_defer_ms``): their bound (a timer) and the graceful stop's flush.
+        self.marks = DeferredMarks(leases, config, self.metrics, self._lost_marks)
+
+    @property
+    def leases(self) -> OutboxLeases:
+        """The relay's outbox leases (tests may swap them for recording ones: the deferred marks
+        follow)."""
+        return self._leases
+
+    @leases.setter
+    def leases(self, leases: OutboxLeases) -> None:
+        self._leases = leases
+        self.marks.leases = leases
 
     @property
     def gateway_up(self) -> bool:
@@ -158,82 +146,32 @@ class Relay:
         return self._gateway_up.is_set()
 
     def wake(self, source: str = "local") -> None:
-        """Due rows were just committed: one idle loop claims now instead of at its poll slot.
+        """Due rows were just committed: one idle loop claims now instead of at its poll slot
+        (``relay/wakeups.py``: absorbed when a claim that covers it is already due).
         Call on the relay's event loop (the Redis listener, or ``taskcast up``'s Status API hook).
         Harmless when nothing is due or when called many times: wake-ups coalesce."""
-        counter = self._wakeup_counters.get(source)
-        if counter is None:
-            counter = self._wakeup_counters[source] = self.metrics.wakeups.labels(source)
-        counter.inc()
-        if self._lingering:
-            return  # a woken loop claims within linger_ms: after this wake-up's rows were committed
-        while self._sleepers:
-            sleeper = self._sleepers.popleft()
-            if not sleeper.done():
-                sleeper.set_result(True)
-                return
-        self._wake_pending = True
+        self.wakeups.wake(source)
 
     def hints_up(self, up: bool) -> None:
         """The hint listener is subscribed (``up``) or not: sets which poll interval applies. Going
         down wakes the relay once (hints may have been lost meanwhile) and back to the fast poll."""
-        was, self._hints_up = self._hints_up, up
-        if was and not up:
-            self.wake("listener-down")
+        self.wakeups.hints_up(up)
 
     @property
     def poll_interval_seconds(self) -> float:
         """The safety-net poll interval in force: ``wake_poll_interval_seconds`` while hints flow."""
-        cfg = self.config
-        if self._hints_up:
-            return max(cfg.wake_poll_interval_seconds, cfg.poll_interval_seconds)
-        return cfg.poll_interval_seconds
+        return self.wakeups.poll_interval_seconds
 
-    async def _idle(self, stop: asyncio.Event, slot: int, origin: float) -> bool:
-        """Wait for loop ``slot``'s next poll slot, a wake-up or ``stop`` (:meth:`run` ends every
-        wait when it is set), whichever comes first; True for a wake-up, False for the poll (or
-        ``stop``). A loop woken from its sleep then lingers ``linger_ms`` (:meth:`_linger`); one
-        that finds a wake-up pending (it came while every loop was busy) claims at once."""
-        if self._wake_pending or stop.is_set():
-            woken, self._wake_pending = self._wake_pending, False
-            return woken
-        loop = asyncio.get_running_loop()
-        sleeper: asyncio.Future[bool] = loop.create_future()
-        timer = loop.call_later(self.idle_delay(slot, origin, time.monotonic()), _resolve, sleeper, False)
-        self._sleepers.append(sleeper)
-        try:
-            woken = await sleeper
-        finally:
-            timer.cancel()
-            with contextlib.suppress(ValueError):  # still listed unless a wake-up took it
-                self._sleepers.remove(sleeper)
-        if woken and self.config.linger_ms:
-            await self._linger(stop)
-        return woken
-
-    def _end_sleeps(self) -> None:
-        """Shutdown: every idle loop returns from its wait (it then sees ``stop``)."""
-        while self._sleepers:
-            _resolve(self._sleepers.popleft(), False)
+    def idle_delay(self, slot: int, origin: float, now: float) -> float:
+        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
+        return self.wakeups.idle_delay(slot, origin, now)
 
     def _wake_when_due(self) -> None:
-        """Schedule one wake-up for the earliest held-back row the last claim saw
-        (``leases.next_due``), unless an earlier one is already scheduled. A row that was
-        superseded meanwhile costs one claim that finds nothing (and reads the next due time)."""
+        """Wake one idle loop when the earliest held-back row the last claim saw
+        (``leases.next_due``) becomes due."""
         due = self.leases.next_due
-        if due is None:
-            return
-        delay = max(0.0, (due - self.leases.now()).total_seconds()) + DUE_SLACK_SECONDS
-        at = time.monotonic() + delay
-        if self._due_wake is not None:
-            if self._due_wake[0] <= at:
-                return
-            self._due_wake[1].cancel()
-        self._due_wake = (at, asyncio.get_running_loop().call_later(delay, self._due))
-
-    def _due(self) -> None:
-        self._due_wake = None
-        self.wake("due")
+        if due is not None:
+            self.wakeups.wake_when_due((due - self.leases.now()).total_seconds())
 
     def _hook(self, point: str) -> None:
         if self.crash_hook is not None:
@@ -261,6 +199,7 @@ class Relay:
         if limit is None:
             self._backlog = len(rows) >= size
         if not rows:
+            m.empty_claims.inc()
             return BatchReport()
         m.claim_seconds.observe(time.perf_counter() - started)
         m.claims.inc()
@@ -343,7 +282,7 @@ class Relay:
         pub_ids = [r.id for r in published] + [r.id for r in superseded]
         if defer_mark and not failures and self.leases.defers_marks and self.config.mark_defer_seconds > 0:
             self.leases.defer_published(pub_ids, now)
-            self._mark_later()
+            self.marks.later()
         else:
             started = time.perf_counter()
             n_pub, n_back, n_dead = await self.leases.settle(pub_ids, retries, dead, released)
@@ -370,54 +309,9 @@ class Relay:
             self.metrics.lost_leases.inc(lost)
             log.warning("%d rows were taken over by another relay before being marked", lost)
 
-    # --- deferred marks --------------------------------------------------------------------------
-
-    def _mark_later(self) -> None:
-        """Rows were deferred: make sure they are marked within ``mark_defer_seconds`` even when
-        no claim comes to carry them (one timer, armed for the oldest waiting row)."""
-        self.leases.on_lost_marks = self._lost_marks  # the claim that carries them counts them
-        if self._mark_timer is None and self._mark_flush is None:
-            self._arm_mark_timer()
-
-    def _arm_mark_timer(self, at_least: float = 0.0) -> None:
-        since = self.leases.unmarked_since
-        if since is None:
-            return
-        delay = max(at_least, since + self.config.mark_defer_seconds - time.monotonic())
-        self._mark_timer = asyncio.get_running_loop().call_later(delay, self._mark_due)
-
-    def _mark_due(self) -> None:
-        """The timer: mark what still waits, unless a claim carried it meanwhile (then re-arm for
-        the rows deferred after that claim, if any)."""
-        self._mark_timer = None
-        since = self.leases.unmarked_since
-        if since is None:
-            return
-        if time.monotonic() < since + self.config.mark_defer_seconds:
-            self._arm_mark_timer()
-            return
-        self._mark_flush = asyncio.get_running_loop().create_task(self._flush_deferred())
-
-    async def _flush_deferred(self) -> None:
-        pause = 0.0
-        try:
-            await self.flush_marks()
-        except Exception as exc:
-            raise_if_cancelling(exc)
-            log.warning("deferred mark failed; the next claim or timer retries it", exc_info=True)
-            self.metrics.loop_errors.inc()
-            pause = self.config.mark_defer_seconds  # not a hot loop while the database is away
-        finally:
-            self._mark_flush = None
-            if self._mark_timer is None:
-                self._arm_mark_timer(pause)
-
     async def flush_marks(self) -> int:
         """Mark every deferred row now (the timer, the graceful stop); returns how many."""
-        started = time.perf_counter()
-        n = await self.leases.flush_marks()
-        self.metrics.mark_seconds.observe(time.perf_counter() - started)
-        return n
+        return await self.marks.flush()
 
     # --- the long-running loop -------------------------------------------------------------------
 
@@ -433,45 +327,30 @@ class Relay:
             workers.append(tg.create_task(self._maintenance(stop)))
             await stop.wait()
             log.info("relay %s stopping: no new claims, finishing in-flight batches", cfg.relay_id)
-            self._end_sleeps()
+            self.wakeups.end_sleeps()
             self._gateway_up.set()  # wake paused loops and the prober so they see ``stop``
             self._gateway_down.set()
             _, pending = await asyncio.wait(workers, timeout=cfg.shutdown_timeout_seconds)
             for task in pending:
                 task.cancel()  # run_batch releases the leases of a cancelled batch
-            if self._due_wake is not None:
-                self._due_wake[1].cancel()
-                self._due_wake = None
-        await self._flush_on_stop()
+            self.wakeups.close()
+        await self.marks.flush_on_stop()
         log.info("relay %s stopped", cfg.relay_id)
-
-    async def _flush_on_stop(self) -> None:
-        """The graceful stop marks the deferred rows (published, still leased) so that no replica
-        publishes them again after the lease; a failure leaves exactly that (at-least-once)."""
-        if self._mark_timer is not None:
-            self._mark_timer.cancel()
-            self._mark_timer = None
-        if self._mark_flush is not None:
-            with contextlib.suppress(Exception):
-                await self._mark_flush
-        try:
-            await self.flush_marks()
-        except Exception as exc:
-            raise_if_cancelling(exc)
-            log.warning(
-                "could not mark %d published rows at stop; they will be republished", self.leases.unmarked
-            )
-
-    def idle_delay(self, slot: int, origin: float, now: float) -> float:
-        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
-        return staggered_delay(now, origin, self.poll_interval_seconds, slot, self.config.concurrency)
 
     async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
         cfg = self.config
         db_failures = 0
-        woken = await self._idle(stop, slot, origin)
+        wakeups = self.wakeups
+
+        def poll_delay() -> float:
+            return self.idle_delay(slot, origin, time.monotonic())
+
+        woken = await wakeups.idle(stop, poll_delay)
         while not stop.is_set():
             await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
+            if stop.is_set():
+                return
+            await wakeups.before_claim(stop, woken, self._backlog)  # then the claim, nothing between
             if stop.is_set():
                 return
             try:
@@ -492,17 +371,7 @@ class Relay:
             if report.claimed >= cfg.batch_size:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
-            woken = await self._idle(stop, slot, origin)
-
-    async def _linger(self, stop: asyncio.Event) -> None:
-        """Wait ``linger_ms`` before a woken loop's claim (or until ``stop``), absorbing the wake-ups
-        that arrive meanwhile: each is for rows committed before it, so before the claim that
-        follows; one claim carries them all instead of one claim each."""
-        self._lingering += 1
-        try:
-            await _wait(stop, self.config.linger_ms / 1000)
-        finally:
-            self._lingering -= 1
+            woken = await wakeups.idle(stop, poll_delay)
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():
@@ -587,11 +456,6 @@ class Relay:
         if n:
             log.info("purged %d published outbox rows", n)
         return n
-
-
-def _resolve(future: asyncio.Future[bool], value: bool) -> None:
-    if not future.done():
-        future.set_result(value)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

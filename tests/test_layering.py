@@ -207,6 +207,7 @@ RELAY_MAY_IMPORT = (
     "status_api.storage.outbox",
     "status_api.storage.outbox_claims",
     "status_api.storage.outbox_admin",
+    "status_api.storage.driver_statements",
     "status_api.storage.database",
     "status_api.config_file",
     "status_api.redis_client",

@@ -24,7 +24,7 @@ plumbing, nothing else of the Status API.
   the next :func:`claim`.
 * **Driver path (MySQL/MariaDB)**: :func:`claim_driver` and :func:`mark_published_driver` run the
   same statements (compiled once from the SQLAlchemy ones above with the MySQL dialect,
-  :class:`DriverSQL`) straight on the DBAPI connection (asyncmy's), with the same semantics:
+  ``driver_statements.DriverSQL``) straight on the DBAPI connection (asyncmy's), with the same semantics:
   SQLAlchemy's execute path (compiled-cache lookup, parameter processing, the greenlet bridge,
   result rows) was about half of a relay's Python per claim → publish → mark cycle. A claim
   without a backlog is two requests (multi-statement texts): its locking reads, then the lease
@@ -36,36 +36,18 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.compiler import SQLCompiler
 
+from status_api.storage.driver_statements import DriverCursor, DriverSQL, Part, committed, round_trip
 from status_api.storage.outbox import DEAD, PENDING, PROCESSING, PUBLISHED, OutboxRow, Retry
 from status_api.storage.tables import task_outbox
 
 #: The longest ``last_error`` stored (a sanitized message, never a payload).
 LAST_ERROR_LIMIT = 1024
-
-
-class DriverCursor(Protocol):
-    """What the driver path uses of a DBAPI cursor (asyncmy's)."""
-
-    async def execute(self, query: str, args: Sequence[Any] | None = None) -> int: ...
-
-    async def fetchall(self) -> Sequence[Any]: ...
-
-    async def nextset(self) -> bool | None: ...
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def mogrify(self, query: str, args: Sequence[Any]) -> str: ...
-
-    @property
-    def connection(self) -> Any: ...
 
 
 def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
@@ -350,42 +332,6 @@ async def release(
     return int(res.rowcount or 0)
 
 
-class DriverSQL:
-    """One statement above as the driver runs it: its MySQL text (``%s`` placeholders) and how to
-    build the positional arguments from the same parameter dict the SQLAlchemy path binds. An
-    expanding ``IN`` parameter (``ids``) becomes one placeholder per id."""
-
-    def __init__(self, stmt: sa.ClauseElement) -> None:
-        from sqlalchemy.dialects import mysql
-
-        compiled = stmt.compile(dialect=mysql.dialect(paramstyle="format"))
-        assert isinstance(compiled, SQLCompiler)
-        names = list(compiled.positiontup or ())
-        values = compiled.params
-        #: per position: a bound parameter's name (str: required, given by the caller) or a
-        #: constant of the statement (a 1-tuple: ``status = 'PENDING'``, ``locked_by = NULL``)
-        self._slots: list[str | tuple[Any]] = [
-            n if compiled.binds[n].required else (values[n],) for n in names
-        ]
-        self._head, marker, self._tail = str(compiled).partition("__[POSTCOMPILE_ids]")
-        self._expanding = bool(marker)
-        self.sql = str(compiled)
-
-    def render(self, params: dict[str, Any]) -> tuple[str, list[Any]]:
-        """The SQL text and positional arguments for ``params``."""
-        args: list[Any] = []
-        for slot in self._slots:
-            if isinstance(slot, tuple):
-                args.append(slot[0])
-            elif slot == "ids" and self._expanding:
-                args.extend(params["ids"])
-            else:
-                args.append(params[slot])
-        if not self._expanding:
-            return self.sql, args
-        return self._head + ", ".join(["%s"] * len(params["ids"])) + self._tail, args
-
-
 _DRIVER_STATEMENTS: _Statements = (
     DriverSQL(_TAKEOVER),
     DriverSQL(_ALL_DUE),
@@ -394,34 +340,6 @@ _DRIVER_STATEMENTS: _Statements = (
 )
 _D_NEXT_DUE = DriverSQL(_NEXT_DUE)
 _D_MARK_PUBLISHED = DriverSQL(_MARK_PUBLISHED)
-
-
-#: One statement of a request: its SQL text and positional arguments (:meth:`DriverSQL.render`).
-_Part = tuple[str, Sequence[Any]]
-
-
-async def _round_trip(
-    cur: DriverCursor, parts: Sequence[_Part], counts: list[int] | None = None
-) -> list[list[Any]]:
-    """Run ``parts`` as ONE request and return every statement's rows, in order (``[]`` for a
-    statement without a result set); ``counts``, when given, receives every statement's affected
-    row count in the same order. One statement goes as it is (the driver may prepare it);
-    several are sent as one multi-statement text (the connection allows them: asyncmy connects
-    with ``CLIENT_MULTI_STATEMENTS``), rendered with the driver's own escaping. The server stops at
-    the first failing statement: later ones (a trailing COMMIT) never run, and the error is raised
-    here."""
-    if len(parts) == 1:
-        await cur.execute(*parts[0])
-    else:
-        await cur.execute("; ".join(cur.mogrify(sql, args) for sql, args in parts))
-    sets = [list(await cur.fetchall())]
-    if counts is not None:
-        counts.append(cur.rowcount)
-    while await cur.nextset():
-        sets.append(list(await cur.fetchall()))
-        if counts is not None:
-            counts.append(cur.rowcount)
-    return sets
 
 
 class DriverClaim(NamedTuple):
@@ -434,23 +352,8 @@ class DriverClaim(NamedTuple):
     marked: int
 
 
-#: ``SERVER_STATUS_IN_TRANS`` of the MySQL protocol's status flags.
-_IN_TRANS = 0x0001
-
-
-def _committed(cur: DriverCursor) -> None:
-    """Record on the driver connection that a request ending in COMMIT left no transaction open.
-    The server's last OK packet says so with status flags of 0, which asyncmy ignores (it keeps the
-    flags of the request's previous statement, IN_TRANS set); the pool's reset reads them
-    (``status_api.storage.database``) and would otherwise send a needless ROLLBACK."""
-    conn = cur.connection
-    status = getattr(conn, "server_status", None)
-    if isinstance(status, int):
-        conn.server_status = status & ~_IN_TRANS
-
-
 _D_TAKEOVER, _D_ALL_DUE, _D_TIERS, _D_LEASE = _DRIVER_STATEMENTS
-_COMMIT: _Part = ("COMMIT", ())
+_COMMIT: Part = ("COMMIT", ())
 
 
 async def claim_driver(
@@ -486,13 +389,13 @@ async def claim_driver(
     how many rows of ``mark`` were marked (0 without ``mark``). The caller rolls back on an
     error (the server ran nothing after the failing statement; a ``mark`` is then not applied).
     """
-    reads: list[_Part] = []
+    reads: list[Part] = []
     if lease_seconds is not None:
         reads.append(_D_TAKEOVER.render({"cutoff": now - timedelta(seconds=lease_seconds), "limit": limit}))
     room = min(limit, FAST_CLAIM_ROWS) if probe else 0
     if room:
         reads.append(_D_ALL_DUE.render({"now": now, "limit": room}))
-    sets = await _round_trip(cur, reads) if reads else []
+    sets = await round_trip(cur, reads) if reads else []
     found: list[Any] = sets.pop(0) if lease_seconds is not None else []
     taken = frozenset(int(r[0]) for r in found)
     due = sets[0] if room else []
@@ -506,9 +409,9 @@ async def claim_driver(
         for tier in _D_TIERS:
             if len(found) >= limit:
                 break
-            (more,) = await _round_trip(cur, [tier.render({"now": now, "limit": limit - len(found)})])
+            (more,) = await round_trip(cur, [tier.render({"now": now, "limit": limit - len(found)})])
             found += more
-    settle: list[_Part] = []
+    settle: list[Part] = []
     if mark is not None and mark[0]:
         settle.append(_D_MARK_PUBLISHED.render({"ids": list(mark[0]), "b_me": relay_id, "b_at": mark[1]}))
     if found:
@@ -518,8 +421,8 @@ async def claim_driver(
         settle.append(_D_NEXT_DUE.render({"now": now}))
     settle.append(_COMMIT)
     counts: list[int] = []
-    results = await _round_trip(cur, settle, counts)
-    _committed(cur)
+    results = await round_trip(cur, settle, counts)
+    committed(cur)
     marked = counts[0] if mark is not None and mark[0] else 0
     next_at = None
     if has_room:

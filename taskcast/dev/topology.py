@@ -54,6 +54,8 @@ class Topology:
     #: Redis for wake-ups: ``wake.udp_targets`` → each relay's ``wake_udp_listen``; the deploy
     #: files are copied into the work directory without their ``wake`` Redis URL).
     wake: str = "redis"
+    #: Run the relays from this checkout instead of this one (benchmarks' A/B of the relay).
+    relay_root: Path | None = None
     #: How long each process may take to become ready (loaded CI machines need more than a laptop).
     ready_timeout_seconds: float = 60.0
     hmac_secret: str = field(default_factory=lambda: secrets.token_urlsafe(32))
@@ -261,7 +263,7 @@ class Topology:
             else:
                 env["TASKCAST_RELAY_WAKE_REDIS_URL"] = self.redis_url
             argv = service_argv("relay", "run", "--config", relay_cfg)
-            self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics")
+            self._add(f"relay{n + 1}", argv, env, f"http://127.0.0.1:{port}/metrics", cwd=self.relay_root)
         for proc in self.procs.values():
             proc.wait_ready(self.ready_timeout_seconds)
         return self
@@ -281,8 +283,12 @@ class Topology:
         path.write_text(yaml.safe_dump(doc), encoding="utf-8")
         return str(path)
 
-    def _add(self, name: str, argv: list[str], env: dict[str, str], health_url: str = "") -> Proc:
+    def _add(
+        self, name: str, argv: list[str], env: dict[str, str], health_url: str = "", cwd: Path | None = None
+    ) -> Proc:
         proc = Proc(name, argv, env, self.workdir / "logs" / f"{name}.log", health_url)
+        if cwd is not None:
+            proc.cwd = cwd
         proc.new_session = self.detach
         proc.start()
         self.procs[name] = proc

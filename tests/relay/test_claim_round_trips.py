@@ -33,6 +33,7 @@ from relay.config import build_config
 from relay.publisher import PUBLISHED, PublishResult
 from relay.relay import Relay
 from status_api.storage import database, outbox_claims, write
+from status_api.storage.driver_statements import DriverCursor
 from status_api.storage.outbox import OutboxMessage, OutboxRow
 from status_api.storage.tables import task_outbox
 
@@ -448,7 +449,7 @@ async def test_a_held_connection_bounds_each_claim_and_gets_its_read_timeout_bac
     assert held.driver._read_timeout is None and held.read_timeout == database.READ_TIMEOUT_SECONDS
     held.read_timeout = 0.2  # (the production bound is 10 s)
 
-    async def stalled(cur: outbox_claims.DriverCursor) -> None:
+    async def stalled(cur: DriverCursor) -> None:
         await cur.execute("SELECT SLEEP(5)")
 
     with pytest.raises(sa.exc.DBAPIError) as failed:

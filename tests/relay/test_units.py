@@ -193,6 +193,8 @@ def test_config_defaults_and_env_overrides() -> None:
         ({"batch_size": "ten"}, "batch_size: expected int"),
         ({"batch_size": 0}, "batch_size: must be > 0"),
         ({"wake_poll_interval_seconds": 0}, "wake_poll_interval_seconds: must be > 0"),
+        ({"claim_spacing_ms": 101}, "claim_spacing_ms: must be 0..100"),
+        ({"claim_spacing_ms": -1}, "claim_spacing_ms: must be 0..100"),
         ({"poll_interval_seconds": -1}, "poll_interval_seconds"),
         ({"lease_seconds": 1.0, "publish_timeout_seconds": 1.0}, "lease_seconds"),
         ({"backoff_base_seconds": 10, "backoff_max_seconds": 1}, "backoff_max_seconds"),

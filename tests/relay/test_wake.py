@@ -149,11 +149,15 @@ async def test_a_lingering_loop_absorbs_the_wake_ups_and_one_claim_carries_their
     async with Subscriber(gateway, _channels(first + second)) as sub:
         stop, task = await _running(relay)
         try:
-            await wait_until(lambda: len(relay._sleepers) == 2, within=WITHIN, what="both loops asleep")
+            await wait_until(
+                lambda: len(relay.wakeups.sleepers) == 2, within=WITHIN, what="both loops asleep"
+            )
             await insert(engine, first)
             await insert(engine, second)
             relay.wake()
-            await wait_until(lambda: relay._lingering == 1, within=WITHIN, what="the woken loop lingers")
+            await wait_until(
+                lambda: relay.wakeups.lingering == 1, within=WITHIN, what="the woken loop lingers"
+            )
             relay.wake()  # absorbed: the lingering loop's claim comes after it
             await wait_until(lambda: sub.has_all(first + second), within=WITHIN, what="every row")
         finally:

@@ -59,7 +59,7 @@ def test_the_poll_slows_only_while_hints_flow_and_a_lost_listener_claims_at_once
     assert relay.metrics.wakeups.labels("listener-down")._value.get() == 0
     relay.hints_up(False)  # hints sent from now on are lost: look once, and poll fast again
     assert relay.poll_interval_seconds == 0.2
-    assert relay._wake_pending
+    assert relay.wakeups.pending
     assert relay.metrics.wakeups.labels("listener-down")._value.get() == 1
     relay.hints_up(False)  # no transition, no extra claim
     assert relay.metrics.wakeups.labels("listener-down")._value.get() == 1

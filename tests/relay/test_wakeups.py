@@ -1,0 +1,117 @@
+"""When the idle loops claim (relay/wakeups.py, docs/relay.md "Claim coverage", "Claim spacing"):
+pure scheduling, no database; the clock is injected, no test waits on time.
+
+Invariants: a wake-up resolves one idle loop, which then covers every later wake-up until its
+claim (absorbed, counted), except a ``backlog`` one; the pending flag covers the same way; a woken
+claim starts at least ``claim_spacing_ms`` after the previous one, never after a full claim, and
+at once when the previous woken claim is older than the spacing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from relay.config import build_config
+from relay.metrics import RelayMetrics
+from relay.wakeups import Wakeups
+
+
+class Clock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _wakeups(clock: Clock, **overrides: object) -> Wakeups:
+    cfg = build_config(
+        {"database_url": "sqlite+aiosqlite:///unused.db", "gateway_api_url": "http://x/api", **overrides}
+    )
+    return Wakeups(cfg, RelayMetrics(), clock)
+
+
+def _absorbed(w: Wakeups) -> float:
+    return float(w.metrics.wakeups_absorbed._value.get())
+
+
+async def test_a_woken_loop_covers_the_wake_ups_until_its_claim_but_not_a_backlog_one() -> None:
+    w = _wakeups(Clock())
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[bool] = loop.create_future()
+    second: asyncio.Future[bool] = loop.create_future()
+    w.sleepers.extend([first, second])
+    w.wake("redis")
+    assert first.result() is True and w.covering == 1
+    w.wake("redis")
+    w.wake("due")
+    assert not second.done() and _absorbed(w) == 2  # the first loop's claim comes after them
+    w.wake("backlog")
+    assert second.result() is True and w.covering == 2  # a backlog adds a loop
+    stop = asyncio.Event()
+    await w.before_claim(stop, True, backlog=True)
+    await w.before_claim(stop, True, backlog=True)
+    assert w.covering == 0
+    w.wake("redis")  # no loop covers any more: nobody idle, so the pending flag
+    assert w.pending and _absorbed(w) == 2
+    w.wake("redis")  # the flag covers too
+    assert _absorbed(w) == 3
+    assert await w.idle(stop, lambda: 60.0) is True  # the next loop to go idle takes the flag
+    assert w.covering == 1 and not w.pending
+
+
+async def test_woken_claims_are_spaced_but_never_after_a_full_claim() -> None:
+    clock = Clock(100.0)
+    w = _wakeups(clock, claim_spacing_ms=10)
+    stop = asyncio.Event()
+    stop.set()  # the waits return at once; the slots they would wait for are what is checked
+    for _ in range(40):  # hints every millisecond: the average gap falls below the spacing
+        clock.now += 0.001
+        w.wake("redis")
+    assert w.hint_gap < 0.010
+    clock.now = 100.0
+    for _ in range(4):
+        w.covering += 1
+    await w.before_claim(stop, True, backlog=False)
+    assert w._slot_at == pytest.approx(100.010)  # the first claim starts at once
+    clock.now = 100.002
+    await w.before_claim(stop, True, backlog=False)
+    assert w._slot_at == pytest.approx(100.020)  # the second waits for 100.010
+    await w.before_claim(stop, True, backlog=True)
+    assert w._slot_at == pytest.approx(100.020)  # a claim after a full one is not spaced
+    clock.now = 101.0
+    await w.before_claim(stop, True, backlog=False)
+    assert w._slot_at == pytest.approx(101.010)  # the previous slot is long past: at once
+    assert w.covering == 0
+    await w.before_claim(stop, False, backlog=False)  # a poll: not woken, not spaced
+    assert w._slot_at == pytest.approx(101.010) and w.covering == 0
+
+
+async def test_claim_spacing_zero_never_waits() -> None:
+    w = _wakeups(Clock(), claim_spacing_ms=0)
+    w.covering = 2
+    stop = asyncio.Event()
+    await w.before_claim(stop, True, backlog=False)
+    await w.before_claim(stop, True, backlog=False)
+    assert w._slot_at == 0.0 and w.covering == 0
+
+
+async def test_a_relay_with_rare_hints_never_waits_even_for_a_burst() -> None:
+    """Spacing applies only while the hints' average gap is below it: hints 100 ms apart with a
+    burst of three in a millisecond (two commits and a due time) never make a claim wait."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, claim_spacing_ms=20)
+    for _ in range(20):
+        clock.now += 0.1
+        w.wake("redis")
+    for _ in range(3):
+        clock.now += 0.0005
+        w.wake("redis")
+    assert w.hint_gap > 0.020
+    w.covering = 2
+    stop = asyncio.Event()
+    await w.before_claim(stop, True, backlog=False)
+    await w.before_claim(stop, True, backlog=False)  # 0 s after the previous one: still no wait
+    assert w._slot_at == pytest.approx(clock.now + 0.020)
