@@ -71,17 +71,23 @@ def watched(j: int, share: float) -> bool:
 
 class Clients:
     """The subscribers: a board connection per user, a detail connection per user with watched
-    tasks. Records (committed_at_ms, receipt ms) of every publication that carries the tag."""
+    tasks. Records (committed_at_ms, receipt ms) of every publication that carries the tag, and
+    (committed_at_ms, published_at_ms, receipt ms) where the relay's send time is tagged too."""
 
     def __init__(self) -> None:
         self.samples: list[tuple[float, float]] = []
+        self.staged: list[tuple[float, float, float]] = []
         self.conns: list[WSConn] = []
 
     def on_push(self, conn: WSConn, channel: str, pub: dict[str, Any]) -> None:
-        committed = (pub.get("tags") or {}).get("committed_at_ms")
+        tags = pub.get("tags") or {}
+        committed = tags.get("committed_at_ms")
         if committed is not None:
             now = now_ms()
             self.samples.append((float(committed), now))
+            published = tags.get("published_at_ms")
+            if published is not None:
+                self.staged.append((float(committed), float(published), now))
 
     async def connect(self, secret: str, ports: list[int], plan: list[list[str]]) -> dict[str, Any]:
         """One connection per channel list of ``plan`` (round robin over ``ports``)."""
@@ -257,7 +263,8 @@ class Capacity:
         args = self.args
         settled = await self.settle()
         relays = [f"http://127.0.0.1:{p}/metrics" for p in self.topo.relay_metrics_ports]
-        self.clients.samples = []
+        self.clients.samples, self.clients.staged = [], []
+        gateways = [f"{self.topo.gateway_url(n)}/metrics" for n in range(len(self.topo.gateway_ports))]
         start_at = time.time() + 1.0
         w0, w1 = start_at + args.warmup, start_at + args.warmup + args.window
         cmd = {
@@ -271,12 +278,16 @@ class Capacity:
         await sleep_until(w0)
         load0, cpu0 = os.getloadavg()[0], self.cpu()
         relay0 = [await asyncio.to_thread(e2e_stages.relay_counters, u) for u in relays]
+        gc0 = [await asyncio.to_thread(e2e_stages.gc_pauses, u) for u in gateways]
         await sleep_until(w1)
         cpu1, load1 = self.cpu(), os.getloadavg()[0]
         relay1 = [await asyncio.to_thread(e2e_stages.relay_counters, u) for u in relays]
+        gc1 = [await asyncio.to_thread(e2e_stages.gc_pauses, u) for u in gateways]
         res = await answer
         await self.drain(w0 * 1000, res["ok"] * self.per_event)
         lat = [seen - c for c, seen in self.clients.samples if w0 * 1000 <= c < w1 * 1000]
+        staged = [(p - c, seen - p) for c, p, seen in self.clients.staged if w0 * 1000 <= c < w1 * 1000]
+        to_send, send_to_visible = [a for a, _ in staged], [b for _, b in staged]
         accepted = res["accepted_per_s"] * args.window
         per_event = {n: round(1000 * (cpu1[n] - cpu0[n]) / max(accepted, 1), 3) for n in cpu0}
         groups: dict[str, float] = {}
@@ -285,6 +296,9 @@ class Capacity:
         res.update(
             commit_to_visible_p50_ms=pct(lat, 50),
             commit_to_visible_p99_ms=pct(lat, 99),
+            commit_to_relay_send_p50_p99_ms=(pct(to_send, 50), pct(to_send, 99)),
+            relay_send_to_visible_p50_p99_ms=(pct(send_to_visible, 50), pct(send_to_visible, 99)),
+            gateway_gc=[e2e_stages.gc_delta(a, b) for a, b in zip(gc0, gc1, strict=True)],
             deliveries=len(lat),
             received=len(self.clients.samples),
             deliveries_per_s=round(len(lat) / args.window, 1),

@@ -108,6 +108,39 @@ def relay_counters(url: str) -> dict[str, float]:
     return {}
 
 
+def gc_pauses(url: str) -> dict[str, float]:
+    """A gateway's ``taskcast_gateway_gc_pause_seconds`` samples (count, sum, buckets; labels in the
+    name), {} when its ``/metrics`` does not answer."""
+    with contextlib.suppress(OSError):
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("taskcast_gateway_gc_pause_seconds"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
+    return {}
+
+
+def gc_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Per generation, what a rung added: collections, their total ms, and those over 50 ms."""
+    out: dict[str, float] = {}
+    for gen in ("0", "1", "2"):
+        label = f'generation="{gen}"'
+
+        def delta(suffix: str, extra: str = "", label: str = label) -> float:
+            keys = [k for k in after if suffix in k and label in k and extra in k]
+            return after[keys[0]] - before.get(keys[0], 0.0) if keys else 0.0
+
+        n = delta("_count")
+        if n:
+            out[f"gen{gen}_collections"] = n
+            out[f"gen{gen}_ms"] = round(1000 * delta("_sum"), 1)
+            out[f"gen{gen}_over_50ms"] = n - delta("_bucket", 'le="0.05"')
+    return out
+
+
 def relay_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """What a rung added: claims, wake-ups by source, mean claim/publish/mark ms."""
     d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
