@@ -20,6 +20,22 @@ def _cpu_columns(rungs: list[dict[str, Any]]) -> list[str]:
     return sorted(names, key=lambda n: (next((i for i, g in enumerate(order) if n.startswith(g)), 99), n))
 
 
+def _pair(v: Any) -> str:
+    return f"{_n(v[0])} / {_n(v[1])}" if v else "–"
+
+
+def _gc(gateways: list[dict[str, float]]) -> str:
+    """Per gateway: ``n, ms total, k over 50 ms`` of its full (generation 2) collections."""
+    return (
+        "; ".join(
+            f"{g.get('gen2_collections', 0):.0f}, {g.get('gen2_ms', 0):.0f} ms, "
+            f"{g.get('gen2_over_50ms', 0):.0f} > 50 ms"
+            for g in gateways
+        )
+        or "–"
+    )
+
+
 def markdown_e2e(e2e: dict[str, Any]) -> str:
     rungs = e2e.get("rungs", [])
     rows = [
@@ -38,6 +54,11 @@ def markdown_e2e(e2e: dict[str, Any]) -> str:
     ]
     share_rows = [
         f"| {r['offered']:,} | " + " | ".join(_n(r["cpu_share"][c], 0) for c in cols) + " |" for r in rungs
+    ]
+    stage_rows = [
+        f"| {r['offered']:,} | {_pair(r.get('commit_to_relay_send_p50_p99_ms'))} "
+        f"| {_pair(r.get('relay_send_to_visible_p50_p99_ms'))} | {_gc(r.get('gateway_gc', []))} |"
+        for r in rungs
     ]
     first = rungs[0] if rungs else None
     verdict = "not measured"
@@ -77,6 +98,16 @@ def markdown_e2e(e2e: dict[str, Any]) -> str:
             *rows,
             "",
             f"{verdict}. Ceiling (≥ 95 % accepted and p99 ≤ 100 ms): {ceiling_text}.",
+            "",
+            "Where commit→visible goes (the relay's send time is each publication's `published_at_ms` "
+            "tag; one machine, one clock) and the gateway's garbage-collector pauses in the window "
+            "(`taskcast_gateway_gc_pause_seconds`, per gateway: full collections, their total ms, "
+            "how many over 50 ms):",
+            "",
+            "| offered/s | commit → relay send p50 / p99 ms | relay send → visible p50 / p99 ms "
+            "| gateway full collections |",
+            "|---:|---:|---:|---|",
+            *stage_rows,
             "",
             "CPU ms per accepted event, per process "
             "(path = Status API + relays + gateway + MariaDB + Redis):",
