@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
+from abba import median_table  # noqa: E402
 from ingest_http import SECRET, server_config  # noqa: E402
 
 BODY = json.dumps(
@@ -152,12 +152,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, tree in order:
             runs[name].append(one_run(tree, name, args))
-    keys = ("server_us_per_request", "requests_per_s", "load")
-    print("| tree | runs | " + " | ".join(keys) + " |")
-    print("|---|---:|" + "---:|" * len(keys))
-    for name, rows in runs.items():
-        medians = [statistics.median(r[k] for r in rows) for k in keys]
-        print(f"| {name} | {len(rows)} | " + " | ".join(f"{m:g}" for m in medians) + " |")
+    print(median_table(runs, ("server_us_per_request", "requests_per_s", "load")))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
 import ingest_http  # noqa: E402
+from abba import median_table  # noqa: E402
 from bench_ingest import _mariadb_pid  # noqa: E402
 
 
@@ -78,11 +78,7 @@ def main() -> None:
         for name, tree in order:
             runs[name].append(one_run(args.url, tree, args, name, len(runs[name])))
     keys = ("status_api_ms_per_event", "mariadb_ms_per_event", "events_per_s", "p50_ms", "p99_ms", "load")
-    print("| tree | runs | " + " | ".join(keys) + " |")
-    print("|---|---:|" + "---:|" * len(keys))
-    for name, rows in runs.items():
-        medians = [statistics.median(r[k] for r in rows) for k in keys]
-        print(f"| {name} | {len(rows)} | " + " | ".join(f"{m:g}" for m in medians) + " |")
+    print(median_table(runs, keys))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,16 @@ def medians(
     return out
 
 
+def median_table(runs: Mapping[str, Sequence[Mapping[str, Any]]], keys: Sequence[str]) -> str:
+    """A markdown table: per tree (``runs``' keys, in order) its run count and the median of each of
+    ``keys`` over its runs."""
+    lines = ["| tree | runs | " + " | ".join(keys) + " |", "|---|---:|" + "---:|" * len(keys)]
+    for name, rows in runs.items():
+        cells = [statistics.median(r[k] for r in rows) for k in keys]
+        lines.append(f"| {name} | {len(rows)} | " + " | ".join(f"{m:g}" for m in cells) + " |")
+    return "\n".join(lines)
+
+
 def load_spans(rows: Iterable[Mapping[str, Any]], key: str = "load") -> str:
     """The rows' load averages for a report: ``a→b`` for (start, end) pairs, ``a`` for one value,
     joined by ``; ``."""

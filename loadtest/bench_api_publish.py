@@ -119,7 +119,7 @@ async def one_round(tree: Path, mode: str, a: argparse.Namespace, workdir: Path)
     }
 
 
-class _Transport(asyncio.Transport):
+class LoopbackTransport(asyncio.Transport):
     """Takes every write; reports a loopback socket."""
 
     def __init__(self) -> None:
@@ -155,8 +155,9 @@ class _Transport(asyncio.Transport):
         return True
 
 
-async def inproc_child(publications: int) -> None:
-    """Child of ``inproc``: this interpreter's gateway (``PYTHONPATH``); prints µs per request."""
+def inline_server() -> tuple[Any, LoopbackTransport]:
+    """This interpreter's gateway (API key ``k``) behind its HTTP/1.1 protocol on a
+    :class:`LoopbackTransport`: feed requests with ``protocol.data_received``; call on a loop."""
     import uvicorn
     import uvicorn.server
 
@@ -172,9 +173,15 @@ async def inproc_child(publications: int) -> None:
     protocol = config.http_protocol_class(  # type: ignore[call-arg]
         config=config, server_state=uvicorn.server.ServerState(), app_state={}
     )
-    transport = _Transport()
+    transport = LoopbackTransport()
     transport.protocol = protocol
     protocol.connection_made(transport)
+    return protocol, transport
+
+
+async def inproc_child(publications: int) -> None:
+    """Child of ``inproc``: this interpreter's gateway (``PYTHONPATH``); prints µs per request."""
+    protocol, transport = inline_server()
     payload = request(b"k", b"/api/publish", b'{"channel":"bench","data":{"n":1,"s":"0123456789"}}')
     for _ in range(WARM * 4):
         protocol.data_received(payload)  # type: ignore[attr-defined]

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # last: a child's ``gateway`` is its tree's (``PYTHONPATH``)
 
-from loadtest.bench_api_publish import _Transport, request  # noqa: E402
+from loadtest.bench_api_publish import inline_server, request  # noqa: E402
 from loadtest.bench_gateway_publish import payload  # noqa: E402
 from loadtest.procs import clean_env  # noqa: E402
 
@@ -59,24 +59,7 @@ def batch_body(first: int, size: int) -> bytes:
 
 async def child(batch: int, publications: int) -> None:
     """This interpreter's gateway (``PYTHONPATH``); prints µs of CPU per publication."""
-    import uvicorn
-    import uvicorn.server
-
-    from gateway.app import build
-    from gateway.config.loading import load_settings
-    from gateway.http.server import http_protocol
-
-    settings, _ = load_settings(None, {"TASKCAST_HTTP_API_KEY": "k"})
-    served = build(settings)
-    cls = http_protocol(request_timeout=10.0, inline_handler=served.inline)
-    config = uvicorn.Config(served.app, http=cls, ws="none", lifespan="off", log_level="warning")
-    config.load()
-    protocol = config.http_protocol_class(  # type: ignore[call-arg]
-        config=config, server_state=uvicorn.server.ServerState(), app_state={}
-    )
-    transport = _Transport()
-    transport.protocol = protocol
-    protocol.connection_made(transport)
+    protocol, transport = inline_server()
     requests = max(1, publications // batch)
     bodies = [request(b"k", b"/api/batch", batch_body(n * batch, batch)) for n in range(requests)]
     for body in bodies:  # warm: every channel resolved once

@@ -40,3 +40,16 @@ def test_cpu_of_this_process_grows_and_a_gone_process_counts_zero() -> None:
 def test_load_spans() -> None:
     assert abba.load_spans([{"load": (1.0, 2.5)}, {"load": 3.2}]) == "1.0→2.5; 3.2"
     assert isinstance(abba.load1(), float)
+
+
+def test_median_table_has_a_row_per_tree_with_its_run_count_and_medians() -> None:
+    table = abba.median_table(
+        {"main": [{"us": 10, "load": 1}, {"us": 30, "load": 3}], "this": [{"us": 7, "load": 2}]},
+        ("us", "load"),
+    )
+    assert table.splitlines() == [
+        "| tree | runs | us | load |",
+        "|---|---:|---:|---:|",
+        "| main | 2 | 20 | 2 |",
+        "| this | 1 | 7 | 2 |",
+    ]
