@@ -26,9 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from status_api.storage.outbox import relay_wake_channel
 from status_api.wake import RedisWakePublisher
 from tests.relay.harness import RelayProcess, Subscriber, insert, plan, statuses, wait_until
-from tests.relay.test_crash_points import process_config
-from tests.relay.test_wake import NEVER, WITHIN, _channels
-from tests.support import GatewayProcess, free_port
+from tests.relay.test_wake import NEVER, WITHIN, _channels, _relay_doc
+from tests.support import GatewayProcess
 
 pytestmark = [pytest.mark.mysql, pytest.mark.redis]
 
@@ -41,16 +40,7 @@ BURST = 5
 def _config(
     db_url: str, gateway: GatewayProcess, redis_url: str, channel: str, **extra: Any
 ) -> dict[str, Any]:
-    return process_config(
-        db_url,
-        gateway,
-        wake_redis_url=redis_url,
-        wake_channel=channel,
-        metrics_port=free_port(),
-        concurrency=4,
-        lease_seconds=30.0,
-        **extra,
-    )
+    return _relay_doc(db_url, gateway, redis_url, channel, concurrency=4, lease_seconds=30.0, **extra)
 
 
 async def _metrics(relay: RelayProcess) -> str:
