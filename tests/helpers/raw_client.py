@@ -70,7 +70,8 @@ class Raw:
                             f"it sent {skipped[-5:]}"
                         )
                     get = asyncio.ensure_future(self.messages.get())
-                    await asyncio.wait([get, self.closed], return_when=asyncio.FIRST_COMPLETED)
+                    either: list[asyncio.Future[Any]] = [get, self.closed]
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
                     if not get.done():
                         get.cancel()
                         continue

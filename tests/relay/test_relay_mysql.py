@@ -129,8 +129,11 @@ async def test_expired_lease_is_taken_over_and_the_stale_owner_cannot_mark(
     assert len(held) == len(specs)
     relay = make_relay(engine, relay_config(url, gateway, batch_size=100))
     assert await relay.run_once() == 0, "a live lease must not be taken"
+    short = {"lease_seconds": 2.0, "publish_timeout_seconds": 1.0}  # the leases' length is what expires
     later = make_relay(
-        engine, relay_config(url, gateway, batch_size=100), now=lambda: utc_now() + timedelta(seconds=3)
+        engine,
+        relay_config(url, gateway, batch_size=100, **short),
+        now=lambda: utc_now() + timedelta(seconds=3),
     )
     async with Subscriber(gateway, channels_of(specs)) as sub:
         assert await later.run_once() == len(specs)
