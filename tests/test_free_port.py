@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from taskcast.dev import procs
+from tests.support import scaled
 
 
 def _ephemeral() -> tuple[int, int]:
@@ -19,9 +23,10 @@ def _ephemeral() -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _unused_block(size: int) -> int:
-    """The first of ``size`` consecutive ports below every worker's range that are free now."""
-    for first in range(6000, procs.PORT_RANGE[0] - size, size):
+def _unused_block(size: int, start: int = 6000) -> int:
+    """The first of ``size`` consecutive ports from ``start``, below every worker's range, that
+    are free now (tests handing ports out use different ``start``s: a port is handed out once)."""
+    for first in range(start, procs.PORT_RANGE[0] - size, size):
         socks = [socket.socket() for _ in range(size)]
         try:
             for i, sock in enumerate(socks):
@@ -65,3 +70,58 @@ def test_each_xdist_worker_has_its_own_range() -> None:
     count = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     assert hi - lo == (procs.PORT_RANGE[1] - procs.PORT_RANGE[0]) // count
     assert lo == procs.PORT_RANGE[0] + int(worker[2:]) * (hi - lo)
+
+
+def test_a_port_another_process_picked_is_skipped_until_it_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs on one machine (other checkouts, other agents) walk the same range: a port one
+    picked is locked for that process's life, so the other never picks it before the service
+    binds it (the later service would fail to bind while the earlier one answered its probe)."""
+    lo = _unused_block(2, start=8000)
+    monkeypatch.setenv(procs.PORT_RANGE_ENV, f"{lo}-{lo + 2}")
+    argv = [sys.executable, "-c", PICK_AND_HOLD, f"{lo}-{lo + 2}"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as picker:
+        assert picker.stdout is not None and picker.stdin is not None
+        theirs = int(picker.stdout.readline())
+        mine = procs.free_port()
+        picker.stdin.close()
+        picker.wait(scaled(30))
+    assert {theirs, mine} == {lo, lo + 1}
+
+
+PICK_AND_HOLD = """
+import os, sys
+os.environ["TASKCAST_DEV_PORT_RANGE"] = sys.argv[1]
+from taskcast.dev import procs
+print(procs.free_port(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_health_probe_answered_by_another_process_is_not_ready(tmp_path: Path) -> None:
+    """The port's other holder answers ``/health`` with 200: the child is ready only once it
+    listens itself, so here its failure to bind ends the wait (not a test against a stranger)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        server = threading.Thread(target=_answer_ok, args=(other,), daemon=True)
+        server.start()
+        bind = f"import socket, time; time.sleep(0.5); socket.socket().bind(('127.0.0.1', {port}))"
+        child = procs.Proc("binder", [sys.executable, "-c", bind], None, tmp_path / "binder.log",
+                           f"http://127.0.0.1:{port}/health").start()  # fmt: skip
+        try:
+            with pytest.raises(RuntimeError, match="Address already in use"):
+                child.wait_ready(scaled(30))
+        finally:
+            child.stop(scaled(10))
+
+
+def _answer_ok(sock: socket.socket) -> None:
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return  # closed: the test is over
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")

@@ -58,30 +58,73 @@ def locust_env(topo: Topology, summary: Path, args: argparse.Namespace) -> dict[
     return env
 
 
-def _clients_on(topo: Topology, n: int, stop: threading.Event, within: float) -> bool:
-    """Whether gateway ``n`` (0-based) has a connected client within ``within`` seconds (its own
-    ``/api/info`` entry, which is live for the node answering), unless ``stop`` is set first."""
+def _num_clients(topo: Topology, n: int) -> int:
+    """Gateway ``n``'s (0-based) connected clients from its own ``/api/info`` entry (live for the
+    node answering); -1 when it does not answer."""
     name = f"gateway{n + 1}"
-    url = f"{topo.gateway_url(n)}/api/info"
+    request = urllib.request.Request(
+        f"{topo.gateway_url(n)}/api/info",
+        data=b"{}",
+        headers={"X-API-Key": topo.api_key, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            nodes = json.loads(response.read())["result"]["nodes"]
+    except (OSError, ValueError, KeyError):
+        return -1  # not answering (yet)
+    return max((int(node.get("num_clients", 0)) for node in nodes if node.get("name") == name), default=0)
+
+
+def _clients_on(topo: Topology, n: int, stop: threading.Event, within: float, at_least: int = 1) -> bool:
+    """Whether gateway ``n`` (0-based) has ``at_least`` connected clients within ``within`` seconds,
+    unless ``stop`` is set first."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        try:
-            request = urllib.request.Request(
-                url, data=b"{}", headers={"X-API-Key": topo.api_key, "Content-Type": "application/json"}
-            )
-            with urllib.request.urlopen(request, timeout=5) as response:
-                nodes = json.loads(response.read())["result"]["nodes"]
-            if any(node.get("name") == name and node.get("num_clients", 0) > 0 for node in nodes):
-                return True
-        except (OSError, ValueError, KeyError):
-            pass  # not answering yet: keep polling within the bound
+        if _num_clients(topo, n) >= at_least:
+            return True
         if stop.wait(0.2):  # polling interval of a bounded wait
             return False
     return False
 
 
-def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], stop: threading.Event) -> None:
-    """The scenario's fault, on a thread, at fixed fractions of the run (only our own processes)."""
+def _locust_rows(prefix: Path) -> dict[tuple[str, str], int]:
+    """Request counts per (type, name) in the stats CSV that locust rewrites every second."""
+    path = Path(f"{prefix}_stats.csv")
+    try:
+        with path.open(newline="") as fh:
+            return {(r["Type"], r["Name"]): int(r["Request Count"]) for r in csv.DictReader(fh) if r["Type"]}
+    except (OSError, KeyError, ValueError):
+        return {}  # not written yet, or caught mid-rewrite: read again at the next poll
+
+
+def _seen(prefix: Path, wanted: tuple[tuple[str, str], ...]) -> bool:
+    """Whether locust has counted a request of every ``(type, name prefix)`` in ``wanted``."""
+    rows = _locust_rows(prefix)
+    return all(
+        any(t == kind and n.startswith(name) and c > 0 for (t, n), c in rows.items()) for kind, name in wanted
+    )
+
+
+# What a run that ends after its fault waits for, besides the fault itself: the scenario's effect
+# as locust's users counted it (a reconnect after the node's 3001, publications received).
+END_AFTER_FAULT = {"node_restart": (("WS", "reconnect recovered="), ("PUSH", "task_project"))}
+
+
+def fault(
+    topo: Topology,
+    scenario: str,
+    seconds: float,
+    log: dict[str, Any],
+    stop: threading.Event,
+    on_conditions: bool = False,
+) -> None:
+    """The scenario's fault, on a thread, at fixed fractions of the run (only our own processes).
+    ``on_conditions`` (``node_restart``): each step waits for its condition instead, within the
+    run's bound: the node is stopped once clients are on it and restarted once the moved clients
+    are connected to the other node."""
+    if scenario == "node_restart" and on_conditions:
+        _restart_on_conditions(topo, seconds, log, stop)
+        return
     if scenario == "backlog":
         if stop.wait(seconds * 0.25):
             return
@@ -109,6 +152,27 @@ def fault(topo: Topology, scenario: str, seconds: float, log: dict[str, Any], st
         node.start()
         node.wait_ready()
         log["restarted_at"] = time.time()
+
+
+def _restart_on_conditions(
+    topo: Topology, seconds: float, log: dict[str, Any], stop: threading.Event
+) -> None:
+    """node_restart on conditions: stop gateway1 once clients are on it, start it again once the
+    clients it had are connected to gateway2, all within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    if not _clients_on(topo, 0, stop, within=seconds):
+        return
+    moved, stayed = _num_clients(topo, 0), max(0, _num_clients(topo, 1))
+    node = topo.procs["gateway1"]
+    log["stopped_at"] = time.time()
+    node.stop()
+    log["stop_took_s"] = time.time() - log["stopped_at"]
+    log["moved"] = moved
+    if not _clients_on(topo, 1, stop, within=deadline - time.monotonic(), at_least=stayed + moved):
+        return
+    node.start()
+    node.wait_ready()
+    log["restarted_at"] = time.time()
 
 
 def _number(cell: str) -> float:
@@ -212,22 +276,36 @@ def run_locust(topo: Topology, args: argparse.Namespace, workdir: Path) -> dict[
     else:
         argv += ["--headless", "--only-summary"]
     env = locust_env(topo, summary_path, args)
-    proc = subprocess.Popen(
-        argv, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    stderr_path = workdir / f"locust-{args.scenario}.stderr"
+    end_after_fault = args.end_after_fault and args.scenario in END_AFTER_FAULT
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen(argv, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    thread = threading.Thread(
+        target=fault, args=(topo, args.scenario, args.time, log, stop, end_after_fault), daemon=True
     )
-    thread = threading.Thread(target=fault, args=(topo, args.scenario, args.time, log, stop), daemon=True)
     thread.start()
     try:
-        _, err = proc.communicate(timeout=args.time + 60)
+        if end_after_fault:
+            # -t is then the bound: the run ends (SIGTERM: locust writes its statistics and exits)
+            # once the fault is over and locust counted its effect.
+            wanted = END_AFTER_FAULT[args.scenario]
+            while proc.poll() is None and not ("restarted_at" in log and _seen(prefix, wanted)):
+                if not thread.is_alive() and "restarted_at" not in log:
+                    break  # the fault gave up within its bound: let the run end at -t
+                time.sleep(0.2)  # polling interval of a bounded wait (locust's -t bounds it)
+            if proc.poll() is None and "restarted_at" in log:
+                proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=args.time + 60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
+        proc.wait()
     finally:
         if proc.poll() is None:  # interrupted (a test's time limit, Ctrl-C): no locust outlives us
             proc.kill()
-            proc.communicate()
+            proc.wait()
         stop.set()
         thread.join(timeout=30)
+    err = stderr_path.read_text(errors="replace")
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     return {
         "scenario": args.scenario,
@@ -274,6 +352,12 @@ def build_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-r", "--spawn-rate", type=float, default=50)
     p.add_argument("-t", "--time", type=int, default=30, help="run time, seconds")
     p.add_argument("--storm-percent", type=float, default=30)
+    p.add_argument(
+        "--end-after-fault",
+        action="store_true",
+        help="node_restart: restart once the moved clients reconnected and end the run once locust "
+        "counted a reconnect and a push (-t is then only the bound)",
+    )
     p.add_argument("--web", action="store_true", help="web UI on 127.0.0.1 (the run still ends after -t)")
     p.add_argument("--web-port", type=int, default=8089)
     p.add_argument("--redis-url", default="")

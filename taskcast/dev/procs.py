@@ -9,14 +9,17 @@ the child exits before it is ready.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,27 @@ ephemeral range). A test run gives each of its worker processes a range of its o
 PORT_RANGE = (10000, 20000)
 _handed_out: set[int] = set()
 _next_port: dict[tuple[int, int], int] = {}
+PORT_LOCK_PATH = Path(tempfile.gettempdir()) / "taskcast-dev-ports.lock"
+"""One byte per port, locked by the process ``free_port`` handed the port to, for its lifetime:
+every run on the machine (other checkouts, other agents) skips a port another process picked,
+between the pick and the service's bind and across a restart of the service on it."""
+_port_lock_fd: int | None = None
+
+
+def _reserve(port: int) -> bool:
+    """Lock ``port``'s byte of :data:`PORT_LOCK_PATH` (released when this process exits); False
+    when another process holds it. Without the shared file the bind check alone decides."""
+    global _port_lock_fd
+    if _port_lock_fd is None:
+        try:
+            _port_lock_fd = os.open(PORT_LOCK_PATH, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return True
+    try:
+        fcntl.lockf(_port_lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, port, os.SEEK_SET)
+    except OSError:
+        return False
+    return True
 
 
 def _ephemeral_low() -> int:
@@ -53,7 +77,9 @@ def free_port(host: str = "127.0.0.1") -> int:
     binds it: outside the kernel's ephemeral range (``TASKCAST_DEV_PORT_RANGE``, default
     10000-20000), never the same one twice in this process, the next after the last one handed out
     (from a random start). Falls back to a kernel-picked port when the range overlaps the ephemeral
-    range or has no free port left."""
+    range or has no free port left. A port is free when it binds now and no other process holds
+    its lock (:data:`PORT_LOCK_PATH`): two runs on one machine never pick the same port, where the
+    later service would fail to bind while the earlier one answered its readiness probe."""
     lo, hi = _port_range()
     if hi <= _ephemeral_low():
         start = _next_port.get((lo, hi), random.randrange(lo, hi))
@@ -66,12 +92,64 @@ def free_port(host: str = "127.0.0.1") -> int:
                     sock.bind((host, port))
                 except OSError:
                     continue
+            if not _reserve(port):
+                continue
             _handed_out.add(port)
             _next_port[(lo, hi)] = port + 1
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP ``port`` (any address) in this network namespace."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rpartition(":")[2], 16) == port:  # 0A: LISTEN
+                inodes.add(f[9])
+    return inodes
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a service's worker processes)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue  # gone meanwhile
+    return out
+
+
+def listens_on(pid: int, port: int) -> bool | None:
+    """Whether ``pid`` or a descendant holds a socket listening on ``port``; False when only other
+    processes do; None when this cannot be told (no /proc, nothing listening)."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    for p in _tree(pid):
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{p}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return True
+    return False
 
 
 def http_ok(url: str, timeout: float = 1.0) -> bool:
@@ -134,17 +212,32 @@ class Proc:
         return self
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_SECONDS) -> None:
-        """Poll ``health_url`` until 200; RuntimeError if the child exits, TimeoutError after ``timeout``."""
+        """Poll ``health_url`` until 200 from this child; RuntimeError if the child exits,
+        TimeoutError after ``timeout``. A loopback ``health_url`` counts only once this child (or
+        a worker of it) listens on its port: another process on that port answers too, and this
+        child then fails to bind and exits."""
         assert self.popen is not None, f"{self.name} was never started"
         deadline = time.monotonic() + timeout
+        foreign = False
         while True:
             if self.popen.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.popen.returncode}:\n{self.log_text()}")
-            if not self.health_url or http_ok(self.health_url):
+            if not self.health_url:
                 return
+            if http_ok(self.health_url):
+                foreign = self._answered_by_another_process()
+                if not foreign:
+                    return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} not ready within {timeout}s:\n{self.log_text()}")
+                why = " (its port is another process's)" if foreign else ""
+                raise TimeoutError(f"{self.name} not ready within {timeout}s{why}:\n{self.log_text()}")
             time.sleep(READY_POLL_SECONDS)  # polling interval of a bounded wait
+
+    def _answered_by_another_process(self) -> bool:
+        url = urllib.parse.urlsplit(self.health_url)
+        if self.popen is None or url.hostname not in ("127.0.0.1", "localhost") or url.port is None:
+            return False
+        return listens_on(self.popen.pid, url.port) is False
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

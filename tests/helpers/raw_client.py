@@ -57,11 +57,31 @@ class Raw:
             return await self.closed
 
     async def wait_for(self, match: Callable[[dict[str, Any]], bool], within: float = 5.0) -> dict[str, Any]:
-        async with asyncio.timeout(scaled(within)):
-            while True:
-                msg = await self.messages.get()
-                if match(msg):
-                    return msg
+        """The first message ``match`` accepts. AssertionError at once when the connection closes
+        first (with its close code: a wait for a reply on a closed connection is a refusal, not
+        a slow server), or after ``within`` seconds (scaled)."""
+        skipped: list[dict[str, Any]] = []
+        try:
+            async with asyncio.timeout(scaled(within)):
+                while True:
+                    if self.messages.empty() and self.closed.done():
+                        raise AssertionError(
+                            f"connection closed with {self.closed.result()} before the message; "
+                            f"it sent {skipped[-5:]}"
+                        )
+                    get = asyncio.ensure_future(self.messages.get())
+                    either: list[asyncio.Future[Any]] = [get, self.closed]
+                    await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+                    if not get.done():
+                        get.cancel()
+                        continue
+                    msg = get.result()
+                    if match(msg):
+                        return msg
+                    skipped.append(msg)
+        except TimeoutError:
+            bound = scaled(within)
+            raise AssertionError(f"no such message within {bound:g}s; it sent {skipped[-5:]}") from None
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         cmd_id = await self.send(method, params)

@@ -194,8 +194,11 @@ def relay_config(db_url: str, gateway: GatewayProcess, **overrides: Any) -> Rela
         "batch_size": 50,
         "concurrency": 1,
         "poll_interval_seconds": 0.1,
-        "lease_seconds": 2.0,
-        "publish_timeout_seconds": 1.0,
+        # Bounds, not the subject of these tests (takeover tests hold their own short leases or
+        # move the clock): on a loaded machine a 1 s publish timed out and a 2 s lease expired
+        # while its batch was still being published, so another replica claimed the rows again.
+        "lease_seconds": scaled(30.0),
+        "publish_timeout_seconds": scaled(10.0),
         "backoff_base_seconds": 0.01,
         "backoff_max_seconds": 0.05,
         "stats_interval_seconds": 0.2,

@@ -50,6 +50,17 @@ def sample(relay: Relay, name: str, **labels: str) -> float:
     return 0.0 if value is None else value
 
 
+def _put_back(relay: Relay) -> int:
+    """Rows ``relay`` made claimable again: publish failures retried or requeued, released rows."""
+    failed = sum(
+        s.value
+        for metric in relay.metrics.registry.collect()
+        for s in metric.samples
+        if s.name == f"{FAILURES}" and s.labels.get("outcome") in ("retry", "requeue")
+    )
+    return int(failed + sample(relay, "taskcast_relay_released_rows_total"))
+
+
 def channels_of(specs: Sequence[RowSpec]) -> list[str]:
     return sorted({s.channel for s in specs})
 
@@ -129,8 +140,11 @@ async def test_expired_lease_is_taken_over_and_the_stale_owner_cannot_mark(
     assert len(held) == len(specs)
     relay = make_relay(engine, relay_config(url, gateway, batch_size=100))
     assert await relay.run_once() == 0, "a live lease must not be taken"
+    short = {"lease_seconds": 2.0, "publish_timeout_seconds": 1.0}  # the leases' length is what expires
     later = make_relay(
-        engine, relay_config(url, gateway, batch_size=100), now=lambda: utc_now() + timedelta(seconds=3)
+        engine,
+        relay_config(url, gateway, batch_size=100, **short),
+        now=lambda: utc_now() + timedelta(seconds=3),
     )
     async with Subscriber(gateway, channels_of(specs)) as sub:
         assert await later.run_once() == len(specs)
@@ -210,7 +224,11 @@ async def test_concurrent_relays_publish_every_row_and_versions_only_increase_at
         sub.assert_exactly_once(specs)
         sub.assert_gate_monotonic(specs)
     claimed = [int(sample(r, "taskcast_relay_claimed_rows_total")) for r in relays]
-    assert sum(claimed) == len(specs), f"rows claimed twice: {claimed}"
+    # A row a relay put back (a publish that failed and is retried, a released batch) is claimed
+    # again, legitimately: on a loaded machine a publish's 2 s connect bound expires. Any other
+    # second claim is a row two replicas held at once.
+    put_back = sum(_put_back(r) for r in relays)
+    assert sum(claimed) == len(specs) + put_back, f"rows claimed twice: {claimed}, {put_back} put back"
     assert all(c > 0 for c in claimed), f"a replica never got work: {claimed}"
     assert await statuses(engine) == {"PUBLISHED": len(specs)}
     for r in relays:

@@ -113,7 +113,10 @@ async def test_a_hint_claim_leaves_expired_leases_to_the_poll(
     await insert(engine, held, now=clock.now)
     assert len(await crashed.claim(100)) == len(held)  # and it dies holding the leases
     clock.advance(5.0)  # the leases expired
-    cfg = relay_config(relay_db_url, gateway, poll_interval_seconds=NEVER)
+    # the leases' length is what expires on the fake clock
+    cfg = relay_config(
+        relay_db_url, gateway, poll_interval_seconds=NEVER, lease_seconds=2.0, publish_timeout_seconds=1.0
+    )
     relay = make_relay(engine, cfg, now=clock)
     recording = _Recording(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, now=clock)
     recording.flags = []

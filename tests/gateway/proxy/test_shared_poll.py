@@ -127,15 +127,21 @@ class Raw:
         return raw
 
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The command's reply; every other message is kept for :meth:`push`, also those after
+        the reply in its frame (the gateway writes what one loop tick queued as one frame: a
+        track's reply and a poll's answer fanned out meanwhile share it on a loaded machine)."""
         self.next_id += 1
         await self.ws.send(json.dumps({"id": self.next_id, method: params}))
+        reply = None
         async with asyncio.timeout(scaled(10)):
-            while True:
+            while reply is None:
                 for line in str(await self.ws.recv()).splitlines():
                     msg = json.loads(line)
                     if msg.get("id") == self.next_id:
-                        return msg  # type: ignore[no-any-return]
-                    self.pushes.append(msg)
+                        reply = msg
+                    else:
+                        self.pushes.append(msg)
+        return reply
 
     async def push(self) -> dict[str, Any]:
         try:
