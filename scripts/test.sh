@@ -6,7 +6,7 @@
 #   bash scripts/test.sh -k name         extra pytest arguments
 #   TASKCAST_TEST_WORKERS=N              xdist workers (default: twice the cores; 0 = serial)
 #   TASKCAST_TEST_TIME_SCALE=F           every test bound times F (default: 1, or the 1-minute load
-#                                        average per core, rounded up, at most 3, when other work
+#                                        average per core, rounded up, at most 2, when other work
 #                                        keeps the cores busy: docs/testing.md "Under load")
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ fi
 if [ -z "${TASKCAST_TEST_TIME_SCALE:-}" ]; then
   # Measured before this run adds its own load: the machine is shared (other agents, other runs).
   TASKCAST_TEST_TIME_SCALE=$(awk -v cores="$(nproc)" '{ s = $1 / cores; s = (s == int(s)) ? s : int(s) + 1;
-    print (s < 1) ? 1 : (s > 3) ? 3 : s }' /proc/loadavg)
+    print (s < 1) ? 1 : (s > 2) ? 2 : s }' /proc/loadavg)
   if [ "$TASKCAST_TEST_TIME_SCALE" != 1 ]; then
     echo "load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores: TASKCAST_TEST_TIME_SCALE=$TASKCAST_TEST_TIME_SCALE (set it to override)"
   fi
