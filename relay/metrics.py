@@ -40,6 +40,12 @@ class RelayMetrics:
             "poll of an empty outbox).",
             registry=r,
         )
+        self.polls = Counter(
+            "taskcast_relay_polls_total",
+            "Claims made by the relay-wide safety-net poll: no claim of the relay had started for "
+            'the poll bound (docs/relay.md "Wake-up").',
+            registry=r,
+        )
         self.claimed_rows = Counter("taskcast_relay_claimed_rows_total", "Rows leased.", registry=r)
         self.published = Counter(
             "taskcast_relay_published_rows_total", "Rows published and marked PUBLISHED.", registry=r
