@@ -1,0 +1,156 @@
+"""The relay-wide safety-net poll (relay/wakeups.py, docs/relay.md "Wake-up"): a relay claims for
+the poll only when none of its claims started for the poll bound (``poll interval / concurrency``),
+so a relay whose hints keep it claiming never polls on top of them; its hint claims scan for
+expired leases once per bound instead; a hint that is dropped is still published by the poll.
+
+Real MariaDB, a real gateway process; the first test drives an in-process relay (its claims are
+recorded), the second a ``taskcast relay run`` process woken through Redis. No test waits on a
+clock: the claims' start instants are compared with the bound the relay itself reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from relay.claim import OutboxLeases
+from relay.relay import Relay
+from status_api.storage.database import utc_now
+from status_api.storage.outbox import OutboxRow
+from tests.relay.harness import RelayProcess, insert, make_relay, plan, relay_config, statuses, wait_until
+from tests.relay.test_crash_points import process_config
+from tests.status_api.harness import FakeClock
+from tests.support import GatewayProcess, free_port, scaled
+
+pytestmark = pytest.mark.mysql
+
+WITHIN = 30.0  # bound on "eventually" on this loaded machine (scaled)
+
+
+class _Recording(OutboxLeases):
+    """Real leases that record each claim: (monotonic start, rows leased, rows taken over, scan)."""
+
+    claims: list[tuple[float, int, int, bool]]
+
+    async def claim(self, limit: int, *, takeover: bool = True, backlog: bool = False) -> list[OutboxRow]:
+        started = time.monotonic()
+        rows = await super().claim(limit, takeover=takeover, backlog=backlog)
+        self.claims.append((started, len(rows), sum(r.taken_over for r in rows), takeover))
+        return rows
+
+
+async def _published(engine: AsyncEngine, n: int) -> bool:
+    return (await statuses(engine)).get("PUBLISHED", 0) == n
+
+
+async def test_a_relay_claiming_for_hints_does_not_poll_and_its_hint_claims_take_over_expired_leases(
+    engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
+) -> None:
+    clock = FakeClock(utc_now())
+    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=clock)
+    held = plan(tasks=2, versions=1)
+    await insert(engine, held, now=clock.now)
+    assert len(await crashed.claim(100)) == len(held)  # and it dies holding the leases
+    clock.advance(5.0)  # the leases expired
+    # 4 loops, a 0.4 s interval: the relay-wide bound is 0.1 s; staggered loops polled 10 times a second
+    cfg = relay_config(relay_db_url, gateway, concurrency=4, poll_interval_seconds=0.4)
+    relay: Relay = make_relay(engine, cfg, now=clock)
+    recording = _Recording(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, now=clock)
+    recording.claims = []
+    relay.leases = recording
+    bound = relay.wakeups.poll_bound_seconds
+    assert bound == pytest.approx(0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    fresh = 0
+    try:
+        for _ in range(60):  # one event per ~10 ms: the relay claims for hints, far inside the bound
+            specs = plan(tasks=1, versions=1)
+            await insert(engine, specs, now=clock.now)
+            fresh += len(specs)
+            relay.wake()
+            await asyncio.sleep(0.01)  # pacing of the events, not a sync point
+        await wait_until(
+            lambda: _published(engine, fresh + len(held)), within=WITHIN, what="every row published"
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, scaled(30))
+        await relay.publisher.aclose()
+    claims = recording.claims
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(claims)]
+    # A poll needs a gap of the bound without any claim start before it (the first claim may be one).
+    quiet = 1 + sum(g >= bound for g in gaps)
+    polls = relay.metrics.polls._value.get()
+    empty = sum(1 for c in claims if c[1] == 0)
+    assert polls <= quiet, (polls, quiet, gaps)
+    assert empty <= 2 * quiet, (empty, quiet, claims)  # a poll, and the hint claim it emptied
+    # the crashed relay's rows were taken over by a claim that scanned, at most once per bound
+    assert sum(c[2] for c in claims) == len(held)
+    scans = [c[0] for c in claims if c[3]]
+    assert all(b - a >= bound for a, b in itertools.pairwise(scans)), scans
+
+
+def _samples(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("taskcast_relay_"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+async def _metrics(doc: dict[str, Any]) -> dict[str, float]:
+    async with httpx.AsyncClient() as c:
+        return _samples((await c.get(f"http://127.0.0.1:{doc['metrics_port']}/metrics")).text)
+
+
+@pytest.mark.redis
+async def test_a_dropped_hint_is_published_by_the_relay_wide_poll(
+    engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """A relay process subscribed to the hints (0.4 s interval, 2 loops: bound 0.2 s) gets rows
+    whose hint never comes: its poll publishes them. Idle, every claim it makes is a poll (or the
+    one look after subscribing): one claim per bound, not one per loop per interval."""
+    doc = process_config(
+        relay_db_url,
+        gateway,
+        concurrency=2,
+        poll_interval_seconds=0.1,
+        wake_poll_interval_seconds=0.4,
+        wake_redis_url=redis_url,
+        wake_channel=f"taskcast:test:wake:{uuid.uuid4().hex[:8]}",
+        metrics_port=free_port(),
+        stats_interval_seconds=60,
+    )
+    relay = RelayProcess(doc, tmp_path).start()
+    try:
+
+        async def subscribed() -> bool:
+            return (await _metrics(doc)).get("taskcast_relay_wake_listener_up") == 1.0
+
+        await wait_until(subscribed, within=WITHIN, what="relay subscribed")
+        specs = plan(tasks=2, versions=1)
+        await insert(engine, specs)  # committed; its hint is lost
+        await wait_until(lambda: _published(engine, len(specs)), within=WITHIN, what="rows published")
+
+        async def polled_twice_more() -> dict[str, float]:
+            m = await _metrics(doc)
+            return m if m.get("taskcast_relay_polls_total", 0) >= polls + 2 else {}
+
+        polls = (await _metrics(doc)).get("taskcast_relay_polls_total", 0)
+        m = await wait_until(polled_twice_more, within=WITHIN, what="two more polls")
+    finally:
+        relay.terminate()
+    assert m["taskcast_relay_claims_total"] >= 1 and m["taskcast_relay_published_rows_total"] == len(specs)
+    transactions = m["taskcast_relay_claims_total"] + m["taskcast_relay_empty_claims_total"]
+    # the polls, the look after subscribing, and the wait for this scrape (at most one more poll)
+    assert transactions <= m["taskcast_relay_polls_total"] + 2, m
