@@ -179,7 +179,12 @@ class Relay:
         return (await self.run_batch()).claimed
 
     async def run_batch(
-        self, limit: int | None = None, *, takeover: bool = True, defer_mark: bool = False
+        self,
+        limit: int | None = None,
+        *,
+        takeover: bool = True,
+        defer_mark: bool = False,
+        look_first: bool = False,
     ) -> BatchReport:
         """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``);
         ``takeover=False`` leaves expired leases to a later claim (a hint's claim: the fresh rows
@@ -187,8 +192,14 @@ class Relay:
         the next claim (or within ``mark_defer_ms`` by a timer, or at the graceful stop) instead
         of now (:meth:`OutboxLeases.defer_published`); the report counts it as published. Database
         errors propagate (rows stay leased and are taken over after the lease); publish failures
-        never raise."""
+        never raise. ``look_first`` (a poll): first look without a lock or a transaction whether
+        the claim would lease anything (:meth:`OutboxLeases.nothing_to_claim`), and make no claim
+        transaction when it would not (not counted as an empty claim)."""
         m = self.metrics
+        if look_first and await self.leases.nothing_to_claim(takeover=takeover):
+            self._wake_when_due()
+            self._backlog = False
+            return BatchReport()
         started = time.perf_counter()
         size = limit or self.config.batch_size
         rows = await self.leases.claim(size, takeover=takeover, backlog=self._backlog)
@@ -346,7 +357,8 @@ class Relay:
             if stop.is_set():
                 return
             try:
-                report = await self.run_batch(takeover=wakeups.claim_starts(), defer_mark=True)
+                start = wakeups.claim_starts()
+                report = await self.run_batch(takeover=start.scan, defer_mark=True, look_first=start.quiet)
             except Exception as exc:
                 raise_if_cancelling(exc)
                 log.exception("relay iteration failed; backing off")

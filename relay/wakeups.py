@@ -49,7 +49,7 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
@@ -65,6 +65,15 @@ HINTS = frozenset({"redis", "udp", "local"})
 GAP_WEIGHT = 0.125
 #: The average gap a relay starts with (an idle relay: nothing is spaced until hints flow).
 IDLE_GAP_SECONDS = 1.0
+
+
+class ClaimStart(NamedTuple):
+    """What :meth:`Wakeups.claim_starts` decides about the claim that starts."""
+
+    #: The claim scans for expired leases.
+    scan: bool
+    #: A poll (no wake-up since the previous claim): it may look before it claims.
+    quiet: bool
 
 
 class Wakeups:
@@ -100,6 +109,8 @@ class Wakeups:
         #: The relay-wide poll's timer (:meth:`start_polls`); None before the start and after close.
         self._poll_timer: asyncio.TimerHandle | None = None
         self._polls = metrics.polls
+        #: A wake-up came since the relay's last claim started (:meth:`claim_starts`).
+        self._stirred = False
         #: The idle loop's wait the poll ended last (it does not linger: no wake-up to gather).
         self._polled: asyncio.Future[bool] | None = None
 
@@ -113,6 +124,7 @@ class Wakeups:
         if counter is None:
             counter = self._counters[source] = self.metrics.wakeups.labels(source)
         counter.inc()
+        self._stirred = True
         if source in HINTS:
             now = self.clock()
             if self._hint_at is not None:
@@ -188,15 +200,18 @@ class Wakeups:
         else:
             self._arm_poll(self._claimed_at + bound)
 
-    def claim_starts(self) -> bool:
+    def claim_starts(self) -> ClaimStart:
         """A loop of the relay sends a claim now (call right before it, after
-        :meth:`before_claim`): it counts as the relay's claim for the poll. True when this claim
-        must also scan for expired leases (none of the relay's claims scanned for the poll bound)."""
+        :meth:`before_claim`): it counts as the relay's claim for the poll. ``scan``: this claim
+        must also scan for expired leases (none of the relay's claims scanned for the poll bound).
+        ``quiet``: a scanning claim with no wake-up since the relay's previous claim started (a
+        poll, or a retry after an error), which may look before it claims."""
         now = self._claimed_at = self.clock()
+        stirred, self._stirred = self._stirred, False
         if now >= self._scanned_at + self.poll_bound_seconds:
             self._scanned_at = now
-            return True
-        return False
+            return ClaimStart(True, not stirred)
+        return ClaimStart(False, False)
 
     # --- the loops' side --------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from relay.claim import OutboxLeases
+from relay.claim import OutboxLeases, create_engine
 from relay.relay import Relay
 from status_api.storage.database import utc_now
 from status_api.storage.outbox import OutboxRow
@@ -118,8 +118,9 @@ async def test_a_dropped_hint_is_published_by_the_relay_wide_poll(
     engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     """A relay process subscribed to the hints (0.4 s interval, 2 loops: bound 0.2 s) gets rows
-    whose hint never comes: its poll publishes them. Idle, every claim it makes is a poll (or the
-    one look after subscribing): one claim per bound, not one per loop per interval."""
+    whose hint never comes: its poll publishes them. Idle, it makes no claim transaction but the
+    polls' (and the one after subscribing), and once every row is marked, none at all: each poll
+    only looks (one statement, no transaction)."""
     doc = process_config(
         relay_db_url,
         gateway,
@@ -148,9 +149,48 @@ async def test_a_dropped_hint_is_published_by_the_relay_wide_poll(
 
         polls = (await _metrics(doc)).get("taskcast_relay_polls_total", 0)
         m = await wait_until(polled_twice_more, within=WITHIN, what="two more polls")
+        assert await _published(engine, len(specs))  # marked (the deferred mark rode on a claim)
+        polls = m["taskcast_relay_polls_total"]
+        idle = await wait_until(polled_twice_more, within=WITHIN, what="two more polls, idle")
     finally:
         relay.terminate()
     assert m["taskcast_relay_claims_total"] >= 1 and m["taskcast_relay_published_rows_total"] == len(specs)
     transactions = m["taskcast_relay_claims_total"] + m["taskcast_relay_empty_claims_total"]
     # the polls, the look after subscribing, and the wait for this scrape (at most one more poll)
     assert transactions <= m["taskcast_relay_polls_total"] + 2, m
+    for name in ("taskcast_relay_claims_total", "taskcast_relay_empty_claims_total"):
+        assert idle[name] == m[name], (name, m, idle)  # the idle polls only looked
+
+
+async def test_a_poll_that_looks_still_takes_expired_leases_over(
+    engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
+) -> None:
+    """Nothing due, no hint: the poll's look sees the crashed relay's expired leases and claims."""
+    clock = FakeClock(utc_now())
+    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=clock)
+    held = plan(tasks=2, versions=1)
+    await insert(engine, held, now=clock.now)
+    assert len(await crashed.claim(100)) == len(held)
+    cfg = relay_config(relay_db_url, gateway, concurrency=2, poll_interval_seconds=0.2)
+    relay: Relay = make_relay(engine, cfg, now=clock)
+    settle = create_engine(relay_db_url, pool_size=2, autocommit=True)  # as OutboxLeases.open
+    relay.leases = OutboxLeases(
+        engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, now=clock, settle_engine=settle
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        polls = relay.metrics.polls
+
+        await wait_until(lambda: polls._value.get() >= 2, within=WITHIN, what="two polls")
+        assert (await statuses(engine))["PROCESSING"] == len(held)  # leases alive: only looked
+        assert relay.metrics.claims._value.get() == relay.metrics.empty_claims._value.get() == 0
+        clock.advance(5.0)  # the leases expire
+        await wait_until(lambda: _published(engine, len(held)), within=WITHIN, what="taken over")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, scaled(30))
+        await relay.publisher.aclose()
+        await relay.leases.return_connections()
+        await settle.dispose()
+    assert relay.metrics.takeovers._value.get() == len(held)

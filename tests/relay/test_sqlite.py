@@ -19,6 +19,7 @@ from relay.claim import OutboxLeases, create_engine, utc_now
 from relay.config import RelayConfig, build_config
 from relay.publisher import PUBLISHED, Outcome, PublishResult
 from relay.relay import Relay
+from relay.wakeups import ClaimStart
 from status_api.storage.database import init_db
 from status_api.storage.outbox import OutboxRow
 from status_api.storage.tables import task_outbox
@@ -178,7 +179,7 @@ async def test_an_idle_relay_polls_once_per_bound_whatever_its_loop_count(sqlite
     starts: list[float] = []
     claim_starts = relay.wakeups.claim_starts
 
-    def recording() -> bool:
+    def recording() -> ClaimStart:
         scan = claim_starts()
         starts.append(relay.wakeups._claimed_at)
         if len(starts) >= 8:

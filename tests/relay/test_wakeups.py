@@ -165,11 +165,14 @@ async def test_a_claim_scans_for_expired_leases_once_per_poll_bound() -> None:
         scans = []
         for _ in range(16):  # a claim every 0.125 s for 2 s
             clock.now += 0.125
-            scans.append(w.claim_starts())
+            scans.append(w.claim_starts().scan)
         assert [i for i, scan in enumerate(scans) if scan] == [3, 7, 11, 15]  # 100.5, 101, 101.5, 102
         clock.now += 0.5
+        w.wake("redis")  # a wake-up since the last claim: a scanning claim, but no look first
+        assert w.claim_starts() == (True, False)
+        clock.now += 0.5
         w._poll()  # no claim for the bound: the poll, which scans
-        assert w.pending and w.claim_starts() is True
+        assert w.pending and w.claim_starts() == (True, True)  # scans, and may look first
     finally:
         w.close()
 
