@@ -37,7 +37,8 @@ class RelayMetrics:
         self.empty_claims = Counter(
             "taskcast_relay_empty_claims_total",
             "Claim transactions that found no due row (a hint another claim had already served, a "
-            "poll of an empty outbox).",
+            "poll of an empty outbox on SQLite: on MySQL/MariaDB a poll looks first and claims only "
+            "when something is claimable).",
             registry=r,
         )
         self.polls = Counter(
