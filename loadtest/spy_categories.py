@@ -19,7 +19,10 @@ from collections import Counter
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("claim (two requests, the deferred mark riding on it)", ("OutboxLeases.claim ",)),
     ("a poll's look", ("OutboxLeases.nothing_to_claim ",)),
-    ("deferred mark on its own (timer)", ("DeferredMarks.", "OutboxLeases.flush_marks ", "OutboxLeases.settle ")),
+    (
+        "deferred mark on its own (timer)",
+        ("DeferredMarks.", "OutboxLeases.flush_marks ", "OutboxLeases.settle "),
+    ),
     ("HTTP publish to the gateway", ("HttpGatewayPublisher.",)),
     ("cycle bookkeeping (run_batch, _settle, metrics)", ("Relay.run_batch ", "Relay._settle ")),
     ("hint listener (Redis PUB/SUB, UDP)", ("RedisWakeListener.", "UdpWakeListener.", "_WakeProtocol.")),
