@@ -63,9 +63,9 @@ async def test_a_relay_claiming_for_hints_does_not_poll_and_its_hint_claims_take
     held = plan(tasks=2, versions=1)
     await insert(engine, held, now=clock.now)
     assert len(await crashed.claim(100)) == len(held)  # and it dies holding the leases
-    clock.advance(5.0)  # the leases expired
     # 4 loops, a 0.4 s interval: the relay-wide bound is 0.1 s; staggered loops polled 10 times a second
     cfg = relay_config(relay_db_url, gateway, concurrency=4, poll_interval_seconds=0.4)
+    clock.advance(cfg.lease_seconds + 5.0)  # the leases expired (the clock stands still from now on)
     relay: Relay = make_relay(engine, cfg, now=clock)
     recording = _Recording(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, now=clock)
     recording.claims = []
@@ -192,7 +192,7 @@ async def test_a_poll_that_looks_still_takes_expired_leases_over(
         await wait_until(lambda: polls._value.get() >= 2, within=WITHIN, what="two polls")
         assert (await statuses(engine))["PROCESSING"] == len(held)  # leases alive: only looked
         assert relay.metrics.claims._value.get() == relay.metrics.empty_claims._value.get() == 0
-        clock.advance(5.0)  # the leases expire
+        clock.advance(cfg.lease_seconds + 5.0)  # the leases expire
         await wait_until(lambda: _published(engine, len(held)), within=WITHIN, what="taken over")
     finally:
         stop.set()
