@@ -249,6 +249,24 @@ class OutboxLeases:
             self._count_lost(len(marks[0]) - result.marked)
         return result.rows
 
+    async def nothing_to_claim(self, *, takeover: bool = True) -> bool:
+        """A poll's look before its claim (MySQL/MariaDB, with the autocommit engine): True when a
+        :meth:`claim` now would lease nothing — no due row and, with ``takeover``, no expired
+        lease — read by one statement without a lock or a transaction; :attr:`next_due` is then
+        set as the empty claim would have set it. False (claim) when something is claimable,
+        when deferred marks wait for a claim to carry them, and on SQLite (no look: claim)."""
+        if self.settle_engine is None or self._unmarked or self.dialect != "mysql":
+            return False
+        now = self.now()
+        lease = self.lease_seconds if takeover else None
+        look = await self._driver(
+            self.settle_engine, lambda cur: outbox_claims.look_driver(cur, now, lease), transactional=False
+        )
+        if look.claimable:
+            return False
+        self.next_due = look.next_due
+        return True
+
     @property
     def defers_marks(self) -> bool:
         """Whether :meth:`defer_published` is available: the claim can carry a mark (the

@@ -37,7 +37,14 @@ class RelayMetrics:
         self.empty_claims = Counter(
             "taskcast_relay_empty_claims_total",
             "Claim transactions that found no due row (a hint another claim had already served, a "
-            "poll of an empty outbox).",
+            "poll of an empty outbox on SQLite: on MySQL/MariaDB a poll looks first and claims only "
+            "when something is claimable).",
+            registry=r,
+        )
+        self.polls = Counter(
+            "taskcast_relay_polls_total",
+            "Claims made by the relay-wide safety-net poll: no claim of the relay had started for "
+            'the poll bound (docs/relay.md "Wake-up").',
             registry=r,
         )
         self.claimed_rows = Counter("taskcast_relay_claimed_rows_total", "Rows leased.", registry=r)

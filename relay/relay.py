@@ -21,9 +21,10 @@ PROCESSING under the lease: the window "after publish, before mark" lasts up to
 Wake-up (docs/relay.md): :meth:`Relay.wake` — called for a post-commit hint from the Status API
 (``relay/wake.py``'s Redis listener, ``relay/wake_udp.py``'s UDP one, or in-process in
 ``taskcast up``) — makes one idle loop claim at once; when and how the idle loops claim (wake-ups
-and their coverage, claim spacing, linger, the staggered safety-net poll, held-back rows' due
-times) is ``relay/wakeups.py``. A claim made for a wake-up skips the expired-lease scan; polls and
-backlog claims do it. Hints never publish a row before it is due: claims only take due rows.
+and their coverage, claim spacing, linger, the relay-wide safety-net poll, held-back rows' due
+times) is ``relay/wakeups.py``, and so is which claims scan for expired leases (one per poll bound
+at most: ``Wakeups.claim_starts``). Hints never publish a row before it is due: claims only take
+due rows.
 
 :meth:`Relay.run_once` is one claim → publish → mark cycle (tests call it directly, like arq's burst
 mode). :meth:`Relay.run` drives ``concurrency`` such loops plus gauges and retention until ``stop``
@@ -146,7 +147,7 @@ class Relay:
         return self._gateway_up.is_set()
 
     def wake(self, source: str = "local") -> None:
-        """Due rows were just committed: one idle loop claims now instead of at its poll slot
+        """Due rows were just committed: one idle loop claims now instead of at the next poll
         (``relay/wakeups.py``: absorbed when a claim that covers it is already due).
         Call on the relay's event loop (the Redis listener, or ``taskcast up``'s Status API hook).
         Harmless when nothing is due or when called many times: wake-ups coalesce."""
@@ -161,10 +162,6 @@ class Relay:
     def poll_interval_seconds(self) -> float:
         """The safety-net poll interval in force: ``wake_poll_interval_seconds`` while hints flow."""
         return self.wakeups.poll_interval_seconds
-
-    def idle_delay(self, slot: int, origin: float, now: float) -> float:
-        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
-        return self.wakeups.idle_delay(slot, origin, now)
 
     def _wake_when_due(self) -> None:
         """Wake one idle loop when the earliest held-back row the last claim saw
@@ -182,7 +179,12 @@ class Relay:
         return (await self.run_batch()).claimed
 
     async def run_batch(
-        self, limit: int | None = None, *, takeover: bool = True, defer_mark: bool = False
+        self,
+        limit: int | None = None,
+        *,
+        takeover: bool = True,
+        defer_mark: bool = False,
+        look_first: bool = False,
     ) -> BatchReport:
         """:meth:`run_once` with the details, for up to ``limit`` rows (default ``batch_size``);
         ``takeover=False`` leaves expired leases to a later claim (a hint's claim: the fresh rows
@@ -190,8 +192,14 @@ class Relay:
         the next claim (or within ``mark_defer_ms`` by a timer, or at the graceful stop) instead
         of now (:meth:`OutboxLeases.defer_published`); the report counts it as published. Database
         errors propagate (rows stay leased and are taken over after the lease); publish failures
-        never raise."""
+        never raise. ``look_first`` (a poll): first look without a lock or a transaction whether
+        the claim would lease anything (:meth:`OutboxLeases.nothing_to_claim`), and make no claim
+        transaction when it would not (not counted as an empty claim)."""
         m = self.metrics
+        if look_first and await self.leases.nothing_to_claim(takeover=takeover):
+            self._wake_when_due()
+            self._backlog = False
+            return BatchReport()
         started = time.perf_counter()
         size = limit or self.config.batch_size
         rows = await self.leases.claim(size, takeover=takeover, backlog=self._backlog)
@@ -318,11 +326,10 @@ class Relay:
     async def run(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then shut down gracefully within ``shutdown_timeout_seconds``."""
         cfg = self.config
-        # Loop ``i`` polls at ``origin + k * interval + i * interval / concurrency``, so the loops
-        # of one relay never poll together; the random phase spreads replicas too.
-        origin = time.monotonic() + self.rand() * cfg.poll_interval_seconds / cfg.concurrency
+        # One relay-wide poll (relay/wakeups.py); the random phase spreads replicas.
+        self.wakeups.start_polls(self.rand())
         async with asyncio.TaskGroup() as tg:
-            workers = [tg.create_task(self._worker(stop, i, origin)) for i in range(cfg.concurrency)]
+            workers = [tg.create_task(self._worker(stop)) for _ in range(cfg.concurrency)]
             workers.append(tg.create_task(self._prober(stop)))
             workers.append(tg.create_task(self._maintenance(stop)))
             await stop.wait()
@@ -337,15 +344,11 @@ class Relay:
         await self.marks.flush_on_stop()
         log.info("relay %s stopped", cfg.relay_id)
 
-    async def _worker(self, stop: asyncio.Event, slot: int, origin: float) -> None:
+    async def _worker(self, stop: asyncio.Event) -> None:
         cfg = self.config
         db_failures = 0
         wakeups = self.wakeups
-
-        def poll_delay() -> float:
-            return self.idle_delay(slot, origin, time.monotonic())
-
-        woken = await wakeups.idle(stop, poll_delay)
+        woken = await wakeups.idle(stop)
         while not stop.is_set():
             await self._gateway_up.wait()  # paused while the gateway is down: the prober probes
             if stop.is_set():
@@ -354,7 +357,8 @@ class Relay:
             if stop.is_set():
                 return
             try:
-                report = await self.run_batch(takeover=not woken, defer_mark=True)
+                start = wakeups.claim_starts()
+                report = await self.run_batch(takeover=start.scan, defer_mark=True, look_first=start.quiet)
             except Exception as exc:
                 raise_if_cancelling(exc)
                 log.exception("relay iteration failed; backing off")
@@ -371,7 +375,7 @@ class Relay:
             if report.claimed >= cfg.batch_size:
                 self.wake("backlog")  # a full batch: there is probably more; an idle loop joins in
                 continue  # and this one goes on without pausing
-            woken = await wakeups.idle(stop, poll_delay)
+            woken = await wakeups.idle(stop)
 
     def _gateway_failed(self) -> None:
         if self._gateway_up.is_set():

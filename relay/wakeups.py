@@ -1,8 +1,10 @@
 """When the relay's idle loops claim (docs/relay.md "Wake-up", "Claim coverage", "Claim spacing").
 
 :class:`Wakeups` is the relay's scheduling of claims, without I/O of its own: each of the relay's
-``concurrency`` loops, when idle, waits in :meth:`Wakeups.idle` for its staggered poll slot, a
-wake-up or the stop, then calls :meth:`Wakeups.before_claim` right before its claim. Contract:
+``concurrency`` loops, when idle, waits in :meth:`Wakeups.idle` for a wake-up (a hint, a due time,
+the relay-wide poll) or the stop, then calls :meth:`Wakeups.before_claim` and
+:meth:`Wakeups.claim_starts` right before its claim. :meth:`Wakeups.start_polls` arms the poll
+when the relay starts, :meth:`Wakeups.close` disarms it. Contract:
 
 * **One claim per wake-up at most, often fewer.** A wake-up (a post-commit hint, a due time, the
   hint listener going down) makes ONE idle loop claim. From the moment a loop is woken until it
@@ -23,9 +25,17 @@ wake-up or the stop, then calls :meth:`Wakeups.before_claim` right before its cl
   due) is never absorbed, and a claim that follows a full claim is never spaced, so every loop
   drains a backlog; SKIP LOCKED spreads the rows.
 * ``linger_ms``: a loop woken from its sleep first waits that long (covering meanwhile).
-* The safety-net poll (``poll_interval_seconds``, or ``wake_poll_interval_seconds`` while the hint
-  listener is subscribed) is unchanged: a wake-up absorbed by a claim that then fails, or lost
-  with a relay that died, costs at most one poll slot of another loop or relay.
+* **The safety-net poll is relay-wide**: one timer, no timer per loop. It makes an idle loop
+  claim when no claim of the relay (woken, polled or a backlog's) has *started* for the poll bound
+  :attr:`Wakeups.poll_bound_seconds` = ``poll_interval_seconds / concurrency`` (the interval is
+  ``wake_poll_interval_seconds`` while the hint listener is subscribed). A lost hint (or one
+  absorbed by a claim that then failed) therefore waits at most that bound for some claim of this
+  relay, the same bound as ``concurrency`` loops polling in staggered slots; but a relay whose
+  hints keep it claiming never polls on top of them. An idle relay still polls once per bound.
+* **The expired-lease scan** rides on the relay's claims: a claim scans
+  (:meth:`Wakeups.claim_starts` answers True) when no claim of the relay scanned for the poll
+  bound, so expired leases are found within the bound whether the relay claims for hints, for a
+  backlog or for the poll (which always scans: no claim started for the bound).
 * Held-back rows: :meth:`wake_when_due` keeps one timer for the earliest not-yet-due row a claim
   saw, which wakes the relay (``source="due"``) when it becomes due.
 
@@ -39,9 +49,8 @@ import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from relay.backoff import staggered_delay
 from relay.config import RelayConfig
 from relay.metrics import RelayMetrics
 
@@ -56,6 +65,15 @@ HINTS = frozenset({"redis", "udp", "local"})
 GAP_WEIGHT = 0.125
 #: The average gap a relay starts with (an idle relay: nothing is spaced until hints flow).
 IDLE_GAP_SECONDS = 1.0
+
+
+class ClaimStart(NamedTuple):
+    """What :meth:`Wakeups.claim_starts` decides about the claim that starts."""
+
+    #: The claim scans for expired leases.
+    scan: bool
+    #: A poll (no wake-up since the previous claim): it may look before it claims.
+    quiet: bool
 
 
 class Wakeups:
@@ -84,6 +102,17 @@ class Wakeups:
         #: The wake-up scheduled for the earliest held-back row: (monotonic time, timer).
         self._due_wake: tuple[float, asyncio.TimerHandle] | None = None
         self._counters: dict[str, Any] = {}
+        #: When the last claim of the relay started, and the last one that scanned for expired
+        #: leases (on ``clock``; :meth:`claim_starts`).
+        self._claimed_at = clock()
+        self._scanned_at = self._claimed_at
+        #: The relay-wide poll's timer (:meth:`start_polls`); None before the start and after close.
+        self._poll_timer: asyncio.TimerHandle | None = None
+        self._polls = metrics.polls
+        #: A wake-up came since the relay's last claim started (:meth:`claim_starts`).
+        self._stirred = False
+        #: The idle loop's wait the poll ended last (it does not linger: no wake-up to gather).
+        self._polled: asyncio.Future[bool] | None = None
 
     # --- wake-ups ---------------------------------------------------------------------------------
 
@@ -95,6 +124,7 @@ class Wakeups:
         if counter is None:
             counter = self._counters[source] = self.metrics.wakeups.labels(source)
         counter.inc()
+        self._stirred = True
         if source in HINTS:
             now = self.clock()
             if self._hint_at is not None:
@@ -103,13 +133,19 @@ class Wakeups:
         if (self.covering or self.pending) and source != BACKLOG:
             self.metrics.wakeups_absorbed.inc()
             return
+        self._resume_one()
+
+    def _resume_one(self) -> asyncio.Future[bool] | None:
+        """One idle loop claims now (it covers until its claim), else the next one to go idle;
+        returns the idle loop's wait it ended (None: the pending flag)."""
         while self.sleepers:
             sleeper = self.sleepers.popleft()
             if not sleeper.done():
                 sleeper.set_result(True)
                 self.covering += 1
-                return
+                return sleeper
         self.pending = True
+        return None
 
     def hints_up(self, up: bool) -> None:
         """The hint listener is subscribed (``up``) or not: sets which poll interval applies. Going
@@ -117,6 +153,8 @@ class Wakeups:
         was, self._hints_up = self._hints_up, up
         if was and not up:
             self.wake("listener-down")
+        if was != up and self._poll_timer is not None:
+            self._arm_poll(self._claimed_at + self.poll_bound_seconds)  # the bound in force now
 
     @property
     def poll_interval_seconds(self) -> float:
@@ -126,33 +164,76 @@ class Wakeups:
             return max(cfg.wake_poll_interval_seconds, cfg.poll_interval_seconds)
         return cfg.poll_interval_seconds
 
-    def idle_delay(self, slot: int, origin: float, now: float) -> float:
-        """How long idle loop ``slot`` waits before its next claim (its staggered slot)."""
-        return staggered_delay(now, origin, self.poll_interval_seconds, slot, self.config.concurrency)
+    @property
+    def poll_bound_seconds(self) -> float:
+        """The longest the relay goes without starting a claim while a loop is idle: the poll
+        interval in force / ``concurrency`` (what a lost hint waits at most)."""
+        return self.poll_interval_seconds / self.config.concurrency
+
+    # --- the relay-wide poll ----------------------------------------------------------------------
+
+    def start_polls(self, phase: float = 0.0) -> None:
+        """Arm the relay-wide poll (the relay started): its first claim comes at most ``phase``
+        (0..1) of the poll bound from now, unless a claim starts before (the random phase spreads
+        replicas)."""
+        self._claimed_at = self._scanned_at = self.clock()
+        self._arm_poll(self._claimed_at + phase * self.poll_bound_seconds)
+
+    def _arm_poll(self, at: float) -> None:
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+        delay = max(0.0, at - self.clock())
+        self._poll_timer = asyncio.get_running_loop().call_later(delay, self._poll)
+
+    def _poll(self) -> None:
+        """The poll's timer: when no claim started for the bound, one idle loop claims (else the
+        next one to go idle); then wait for the bound after the latest claim's start. One timer
+        per bound at most, however many claims the relay makes meanwhile."""
+        self._poll_timer = None
+        bound = self.poll_bound_seconds
+        now = self.clock()
+        if now >= self._claimed_at + bound:
+            if not (self.covering or self.pending):  # else a claim is coming anyway
+                self._polls.inc()
+                self._polled = self._resume_one()
+            self._arm_poll(now + bound)
+        else:
+            self._arm_poll(self._claimed_at + bound)
+
+    def claim_starts(self) -> ClaimStart:
+        """A loop of the relay sends a claim now (call right before it, after
+        :meth:`before_claim`): it counts as the relay's claim for the poll. ``scan``: this claim
+        must also scan for expired leases (none of the relay's claims scanned for the poll bound).
+        ``quiet``: a scanning claim with no wake-up since the relay's previous claim started (a
+        poll, or a retry after an error), which may look before it claims."""
+        now = self._claimed_at = self.clock()
+        stirred, self._stirred = self._stirred, False
+        if now >= self._scanned_at + self.poll_bound_seconds:
+            self._scanned_at = now
+            return ClaimStart(True, not stirred)
+        return ClaimStart(False, False)
 
     # --- the loops' side --------------------------------------------------------------------------
 
-    async def idle(self, stop: asyncio.Event, poll_delay: Callable[[], float]) -> bool:
-        """Wait for the loop's next poll slot (``poll_delay()`` seconds from now: usually
-        :meth:`idle_delay`), a wake-up or ``stop`` (:meth:`end_sleeps`), whichever comes first.
-        True for a wake-up (the loop then covers: call :meth:`before_claim` before its claim),
-        False for the poll (or ``stop``). A loop woken from its sleep then lingers ``linger_ms``;
-        one that finds a wake-up pending (it came while every loop was busy) goes on at once."""
+    async def idle(self, stop: asyncio.Event) -> bool:
+        """Wait for a wake-up (a hint, a due time, the relay-wide poll: see :meth:`start_polls`)
+        or ``stop`` (:meth:`end_sleeps`), whichever comes first. True for a wake-up (the loop then
+        covers: call :meth:`before_claim` before its claim), False for ``stop``. A loop woken by a
+        wake-up (not the poll) then lingers ``linger_ms``; one that finds a wake-up pending (it
+        came while every loop was busy) goes on at once. No timer of its own."""
         if self.pending or stop.is_set():
             woken, self.pending = self.pending, False
             self.covering += woken
             return woken
-        loop = asyncio.get_running_loop()
-        sleeper: asyncio.Future[bool] = loop.create_future()
-        timer = loop.call_later(poll_delay(), _resolve, sleeper, False)
+        sleeper: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.sleepers.append(sleeper)
         try:
             woken = await sleeper
         finally:
-            timer.cancel()
-            with contextlib.suppress(ValueError):  # still listed unless a wake-up took it
-                self.sleepers.remove(sleeper)
-        if woken and self.config.linger_ms:
+            if sleeper.cancelled():  # every other way out took it off the list
+                with contextlib.suppress(ValueError):
+                    self.sleepers.remove(sleeper)
+        if woken and self.config.linger_ms and sleeper is not self._polled:
             self.lingering += 1
             try:
                 await _wait(stop, self.config.linger_ms / 1000)
@@ -202,7 +283,10 @@ class Wakeups:
         self.wake("due")
 
     def close(self) -> None:
-        """Cancel the held-back row's timer (the relay stopped)."""
+        """Cancel the poll's and the held-back row's timers (the relay stopped)."""
+        if self._poll_timer is not None:
+            self._poll_timer.cancel()
+            self._poll_timer = None
         if self._due_wake is not None:
             self._due_wake[1].cancel()
             self._due_wake = None

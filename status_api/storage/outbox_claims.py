@@ -29,7 +29,8 @@ plumbing, nothing else of the Status API.
   result rows) was about half of a relay's Python per claim → publish → mark cycle. A claim
   without a backlog is two requests (multi-statement texts): its locking reads, then the lease
   ``UPDATE`` + the next-due read + ``COMMIT``; it commits itself, the caller rolls back after an
-  error and maps driver errors (``relay.claim``).
+  error and maps driver errors (``relay.claim``). :func:`look_driver` is a poll's look before its
+  claim: one statement, no lock, no transaction.
 """
 
 from __future__ import annotations
@@ -340,6 +341,39 @@ _DRIVER_STATEMENTS: _Statements = (
 )
 _D_NEXT_DUE = DriverSQL(_NEXT_DUE)
 _D_MARK_PUBLISHED = DriverSQL(_MARK_PUBLISHED)
+#: A poll's look: the earliest PENDING row's due time and the oldest lease, in one statement (two
+#: index seeks of ``outbox_claim_idx``; the second reads the PROCESSING rows' ``locked_at``).
+_D_LOOK = DriverSQL(
+    sa.select(
+        sa.select(sa.func.min(_c.available_at)).where(_c.status == PENDING).scalar_subquery(),
+        sa.select(sa.func.min(_c.locked_at)).where(_c.status == PROCESSING).scalar_subquery(),
+    )
+)
+
+
+class Look(NamedTuple):
+    """What :func:`look_driver` saw."""
+
+    #: A row is due now, or (with a lease bound) a lease expired: a claim would lease something.
+    claimable: bool
+    #: When the earliest PENDING row not yet due becomes due (None: none waits, or ``claimable``).
+    next_due: datetime | None
+
+
+async def look_driver(cur: DriverCursor, now: datetime, lease_seconds: float | None) -> Look:
+    """Whether a :func:`claim_driver` at ``now`` (with ``lease_seconds``: scanning for leases
+    older than that) would find anything, without a lock or a transaction (an autocommit
+    connection; committed rows only, as the claim's reads see them). A row committed after this
+    read is the next claim's, as it would be after an empty claim."""
+    (rows,) = await round_trip(cur, [_D_LOOK.render({})])
+    pending, locked = rows[0] if rows else (None, None)
+    pending = pending if isinstance(pending, datetime) else None
+    if pending is not None and pending <= now:
+        return Look(True, None)
+    cutoff = None if lease_seconds is None else now - timedelta(seconds=lease_seconds)
+    if cutoff is not None and isinstance(locked, datetime) and locked < cutoff:
+        return Look(True, None)
+    return Look(False, pending)
 
 
 class DriverClaim(NamedTuple):

@@ -4,6 +4,7 @@ cycle, and the operator CLI (dead list / dead requeue / purge). No services need
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -18,6 +19,7 @@ from relay.claim import OutboxLeases, create_engine, utc_now
 from relay.config import RelayConfig, build_config
 from relay.publisher import PUBLISHED, Outcome, PublishResult
 from relay.relay import Relay
+from relay.wakeups import ClaimStart
 from status_api.storage.database import init_db
 from status_api.storage.outbox import OutboxRow
 from status_api.storage.tables import task_outbox
@@ -165,35 +167,35 @@ def test_cli_refuses_a_bad_config_naming_the_option(
     assert "lease: unknown option" in capsys.readouterr().err
 
 
-async def test_idle_loops_of_one_relay_poll_in_their_own_staggered_slots(sqlite_url: str) -> None:
-    """Defect 8, through Relay.run: with concurrency 4 and nothing to do, every loop sleeps until its
-    own slot (``interval / 4`` apart), so the wake-ups of an idle relay never coincide. Checked on
-    the wake-up instants the loops ask for, not on when a loaded machine ran them."""
+async def test_an_idle_relay_polls_once_per_bound_whatever_its_loop_count(sqlite_url: str) -> None:
+    """Defect 8, through Relay.run: with concurrency 4 and nothing to do, the relay claims once per
+    poll bound (``poll_interval_seconds / concurrency``), one loop at a time: its claims never
+    coincide, every one of them is the relay-wide poll, each starts a bound or more after the
+    previous one. Checked on the instants the claims start, not on how fast a loaded machine ran."""
     engine = create_engine(sqlite_url)
     cfg = config(sqlite_url, concurrency=4, poll_interval_seconds=0.2, stats_interval_seconds=60)
     stop = asyncio.Event()
-    wakes: dict[int, list[float]] = {}
+    relay = Relay(OutboxLeases(engine, cfg.relay_id, lease_seconds=30), RecordingPublisher(), cfg)
+    starts: list[float] = []
+    claim_starts = relay.wakeups.claim_starts
 
-    class Recording(Relay):
-        def idle_delay(self, slot: int, origin: float, now: float) -> float:
-            delay = super().idle_delay(slot, origin, now)
-            wakes.setdefault(slot, []).append(now + delay - origin)
-            if all(len(wakes.get(i, [])) >= 3 for i in range(4)):
-                stop.set()
-            return delay
+    def recording() -> ClaimStart:
+        scan = claim_starts()
+        starts.append(relay.wakeups._claimed_at)
+        if len(starts) >= 8:
+            stop.set()
+        return scan
 
-    relay = Recording(OutboxLeases(engine, cfg.relay_id, lease_seconds=30), RecordingPublisher(), cfg)
+    relay.wakeups.claim_starts = recording  # type: ignore[method-assign]
     try:
         async with asyncio.timeout(scaled(60)):
             await relay.run(stop)
     finally:
         await engine.dispose()
-    interval = cfg.poll_interval_seconds
-    for slot, instants in wakes.items():
-        for t in instants:  # each wake-up sits on the loop's own phase
-            phase = (t - slot * interval / 4) % interval
-            assert min(phase, interval - phase) < 1e-6, (slot, t)
-    assert sorted(wakes) == [0, 1, 2, 3]
+    bound = relay.wakeups.poll_bound_seconds
+    assert bound == cfg.poll_interval_seconds / 4
+    assert all(b - a >= bound for a, b in itertools.pairwise(starts)), starts
+    assert relay.metrics.polls._value.get() == len(starts)  # no other claim while idle
 
 
 async def test_a_backlog_drains_in_full_batches_with_every_loop_awake(sqlite_url: str) -> None:

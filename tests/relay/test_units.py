@@ -3,7 +3,6 @@ superseded progress, configuration and the crash hook parser. No services needed
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.backoff import ceiling, full_jitter, staggered_delay
+from relay.backoff import ceiling, full_jitter
 from relay.config import ConfigError, build_config, load_config
 from relay.publisher import (
     Outcome,
@@ -254,30 +253,6 @@ def test_production_code_reads_no_test_switch() -> None:
         assert "TASKCAST_TEST" not in text, path.name
         if path.name != "config.py":
             assert "os.environ" not in text and "getenv" not in text, path.name
-
-
-@pytest.mark.parametrize("slots", [1, 2, 3, 4, 8])
-def test_idle_loops_are_staggered_over_the_poll_interval(slots: int) -> None:
-    """Defect 8: whatever instant the loops go idle at (the same one, after a backlog), their next
-    polls are ``interval / slots`` apart, so an idle row waits at most that long for some loop."""
-    interval, origin = 0.5, 123.456
-    for now in (origin, origin + 0.01, origin + 7.77, origin - 3.0):
-        wakes = sorted(now + staggered_delay(now, origin, interval, i, slots) for i in range(slots))
-        assert all(0 < w - now <= interval + 1e-9 for w in wakes)
-        gaps = [b - a for a, b in itertools.pairwise(wakes)]
-        assert all(abs(g - interval / slots) < 1e-6 for g in gaps), (now, wakes)
-        # each loop keeps its own phase: ``slot * interval / slots`` after ``origin``
-        for i in range(slots):
-            phase = (now + staggered_delay(now, origin, interval, i, slots) - origin) % interval
-            assert min(abs(phase - i * interval / slots), interval - abs(phase - i * interval / slots)) < 1e-6
-
-
-@given(st.floats(-1e6, 1e6), st.floats(0.01, 60), st.integers(1, 16), st.data())
-def test_staggered_delay_is_within_one_interval(
-    now: float, interval: float, slots: int, data: st.DataObject
-) -> None:
-    slot = data.draw(st.integers(0, slots - 1))
-    assert 0 < staggered_delay(now, 0.0, interval, slot, slots) <= interval + 1e-6
 
 
 def test_a_returning_gateway_is_probed_within_a_second_whatever_the_outage_length() -> None:

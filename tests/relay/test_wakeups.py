@@ -58,7 +58,7 @@ async def test_a_woken_loop_covers_the_wake_ups_until_its_claim_but_not_a_backlo
     assert w.pending and _absorbed(w) == 2
     w.wake("redis")  # the flag covers too
     assert _absorbed(w) == 3
-    assert await w.idle(stop, lambda: 60.0) is True  # the next loop to go idle takes the flag
+    assert await w.idle(stop) is True  # the next loop to go idle takes the flag
     assert w.covering == 1 and not w.pending
 
 
@@ -115,3 +115,82 @@ async def test_a_relay_with_rare_hints_never_waits_even_for_a_burst() -> None:
     await w.before_claim(stop, True, backlog=False)
     await w.before_claim(stop, True, backlog=False)  # 0 s after the previous one: still no wait
     assert w._slot_at == pytest.approx(clock.now + 0.020)
+
+
+def _polls(w: Wakeups) -> float:
+    return float(w.metrics.polls._value.get())
+
+
+async def test_the_poll_claims_only_when_no_claim_of_the_relay_started_for_the_bound() -> None:
+    """The safety-net poll is relay-wide: with 4 loops and a 2 s interval the relay claims when no
+    claim started for 0.5 s, so a lost hint waits at most 0.5 s (as 4 staggered loops), but a
+    relay that claims for hints never polls on top of them. The timer is always armed for the
+    bound after the latest claim's start."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, concurrency=4, poll_interval_seconds=2.0)
+    assert w.poll_bound_seconds == 0.5
+    loop = asyncio.get_running_loop()
+    sleeper: asyncio.Future[bool] = loop.create_future()
+    w.sleepers.append(sleeper)
+    w.start_polls(0.0)
+    try:
+        for _ in range(10):  # hint claims every 0.3 s: never a poll
+            clock.now += 0.3
+            w.claim_starts()
+            w._poll()
+            assert not sleeper.done() and _polls(w) == 0
+            assert w._poll_timer is not None
+            assert w._poll_timer.when() - loop.time() <= 0.5 + 1e-3  # claimed_at + bound
+        clock.now += 0.5  # no claim for the bound: one idle loop claims, not lingering
+        w._poll()
+        assert sleeper.result() is True and w.covering == 1 and _polls(w) == 1
+        w._poll()  # the same instant again: that loop's claim is coming, no second poll
+        assert _polls(w) == 1
+        w.covering = 0
+        clock.now += 0.5  # every loop busy: the next one to go idle claims at once
+        w._poll()
+        assert w.pending and _polls(w) == 2
+    finally:
+        w.close()
+    assert w._poll_timer is None
+
+
+async def test_a_claim_scans_for_expired_leases_once_per_poll_bound() -> None:
+    """Hint claims scan too, at most once per bound: expired leases are found within the bound
+    whether the relay claims for hints or polls (a poll always scans)."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, concurrency=2, poll_interval_seconds=1.0)
+    w.start_polls(0.5)
+    try:
+        scans = []
+        for _ in range(16):  # a claim every 0.125 s for 2 s
+            clock.now += 0.125
+            scans.append(w.claim_starts().scan)
+        assert [i for i, scan in enumerate(scans) if scan] == [3, 7, 11, 15]  # 100.5, 101, 101.5, 102
+        clock.now += 0.5
+        w.wake("redis")  # a wake-up since the last claim: a scanning claim, but no look first
+        assert w.claim_starts() == (True, False)
+        clock.now += 0.5
+        w._poll()  # no claim for the bound: the poll, which scans
+        assert w.pending and w.claim_starts() == (True, True)  # scans, and may look first
+    finally:
+        w.close()
+
+
+async def test_the_poll_bound_follows_the_hint_listener() -> None:
+    """Subscribed: ``wake_poll_interval_seconds / concurrency``; the moment it is lost the poll is
+    re-armed at the fast bound after the latest claim (and the relay claims once at once)."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, concurrency=4, poll_interval_seconds=0.2, wake_poll_interval_seconds=2.0)
+    loop = asyncio.get_running_loop()
+    w.start_polls(0.0)
+    try:
+        w.hints_up(True)
+        assert w.poll_bound_seconds == 0.5
+        w.claim_starts()
+        assert w._poll_timer is not None and w._poll_timer.when() - loop.time() > 0.4
+        w.hints_up(False)
+        assert w.poll_bound_seconds == 0.05 and w.pending
+        assert w._poll_timer is not None and w._poll_timer.when() - loop.time() <= 0.05 + 1e-3
+    finally:
+        w.close()
