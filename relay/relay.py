@@ -49,7 +49,7 @@ from relay.config import RelayConfig
 from relay.deferred_marks import DeferredMarks
 from relay.metrics import RelayMetrics
 from relay.publisher import Outcome, Publisher, PublishResult
-from relay.wakeups import Wakeups
+from relay.wakeups import Wakeups, wait_or_stop
 from status_api.storage.outbox import OutboxRow, Retry, supersedable
 
 log = logging.getLogger("taskcast.relay")
@@ -364,7 +364,7 @@ class Relay:
                 log.exception("relay iteration failed; backing off")
                 self.metrics.loop_errors.inc()
                 db_failures += 1
-                await _wait(stop, self._pause(db_failures))
+                await wait_or_stop(stop, self._pause(db_failures))
                 woken = False
                 continue
             db_failures = 0
@@ -425,7 +425,7 @@ class Relay:
             probes = 0
             while not stop.is_set():
                 probes += 1
-                await _wait(stop, self.probe_pause(probes))
+                await wait_or_stop(stop, self.probe_pause(probes))
                 if stop.is_set() or await self.probe():
                     break
             if not stop.is_set():
@@ -444,7 +444,7 @@ class Relay:
                 raise_if_cancelling(exc)
                 log.exception("relay maintenance failed")
                 self.metrics.loop_errors.inc()
-            await _wait(stop, cfg.stats_interval_seconds)
+            await wait_or_stop(stop, cfg.stats_interval_seconds)
 
     async def refresh_gauges(self) -> None:
         """Set the outbox gauges from the table (counts by status, oldest PENDING age)."""
@@ -460,12 +460,3 @@ class Relay:
         if n:
             log.info("purged %d published outbox rows", n)
         return n
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    """Sleep up to ``seconds``, returning early when ``stop`` is set."""
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        pass

@@ -236,7 +236,7 @@ class Wakeups:
         if woken and self.config.linger_ms and sleeper is not self._polled:
             self.lingering += 1
             try:
-                await _wait(stop, self.config.linger_ms / 1000)
+                await wait_or_stop(stop, self.config.linger_ms / 1000)
             finally:
                 self.lingering -= 1
         return woken
@@ -255,7 +255,7 @@ class Wakeups:
                 start = max(now, self._slot_at) if self.hint_gap < spacing else now
                 self._slot_at = start + spacing
                 if start > now:
-                    await _wait(stop, start - now)
+                    await wait_or_stop(stop, start - now)
         finally:
             self.covering -= 1
 
@@ -297,7 +297,7 @@ def _resolve(future: asyncio.Future[bool], value: bool) -> None:
         future.set_result(value)
 
 
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
+async def wait_or_stop(stop: asyncio.Event, seconds: float) -> None:
     """Sleep up to ``seconds``, returning early when ``stop`` is set."""
     try:
         async with asyncio.timeout(seconds):
