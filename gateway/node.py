@@ -173,11 +173,13 @@ class Node:
         self.maps = maps
         maps.set_handler(self)
 
-    def background(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
+    def background(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run cleanup work that outlives a connection; owned here and awaited by ``drain``.
+        Returns its task (for a caller that acts once the work is done)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
+        return task
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

@@ -31,6 +31,7 @@ Imports no transport and not gateway/connection/client.py (tests/test_layering.p
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -444,14 +445,15 @@ class Subscriptions:
             self._node.cleanup.failed("stream release", exc)
             return False
 
-    def close(self) -> None:
+    def close(self) -> asyncio.Task[None] | None:
         """The connection is gone: deliver nothing more, forget every subscription and release
-        them in the background (idempotent)."""
+        them in the background (idempotent). Returns the release's task (None: nothing to release)."""
         self._closed = True
         self.fanout.close()
         subs = self._session.clear_subscriptions()
         if subs:
-            self._node.background(self._release_all(subs))
+            return self._node.background(self._release_all(subs))
+        return None
 
     async def _release_all(self, subs: list[Subscription]) -> None:
         """Release each subscription; one failing to release never keeps the others."""
