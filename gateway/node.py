@@ -173,13 +173,11 @@ class Node:
         self.maps = maps
         maps.set_handler(self)
 
-    def background(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        """Run cleanup work that outlives a connection; owned here and awaited by ``drain``.
-        Returns its task (for a caller that acts once the work is done)."""
+    def background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run cleanup work that outlives a connection; owned here and awaited by ``drain``."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
-        return task
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

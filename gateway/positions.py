@@ -85,7 +85,7 @@ class Positions:
         settings: Settings,
         metrics: Metrics,
         clock: Callable[[], float],
-        background: Callable[[Coroutine[Any, Any, Any]], object],
+        background: Callable[[Coroutine[Any, Any, Any]], None],
     ) -> None:
         self._streams = streams
         self._hub = hub

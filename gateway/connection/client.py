@@ -486,15 +486,10 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
             self.node.lifecycle.disconnected(self.client_info(), disconnect)
-        released = self.subscriptions.close()
+        releasing = self.subscriptions.close(self._sever)
         self.shared_poll.close()
-        if released is None:
+        if not releasing:
             self.loop.call_soon(self._sever)
-        else:
-            released.add_done_callback(self._severed_after)
-
-    def _severed_after(self, _release: asyncio.Task[None]) -> None:
-        self._sever()
 
     def _sever(self) -> None:
         """Drop the references to the parts: each references this connection (its driver), so

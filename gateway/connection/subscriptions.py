@@ -31,7 +31,6 @@ Imports no transport and not gateway/connection/client.py (tests/test_layering.p
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -445,20 +444,25 @@ class Subscriptions:
             self._node.cleanup.failed("stream release", exc)
             return False
 
-    def close(self) -> asyncio.Task[None] | None:
+    def close(self, then: Callable[[], None]) -> bool:
         """The connection is gone: deliver nothing more, forget every subscription and release
-        them in the background (idempotent). Returns the release's task (None: nothing to release)."""
+        them in the background (idempotent). Whether a release runs: ``then`` is called once it
+        ended (however); nothing to release, it is not called."""
         self._closed = True
         self.fanout.close()
         subs = self._session.clear_subscriptions()
         if subs:
-            return self._node.background(self._release_all(subs))
-        return None
+            self._node.background(self._release_all(subs, then))
+            return True
+        return False
 
-    async def _release_all(self, subs: list[Subscription]) -> None:
+    async def _release_all(self, subs: list[Subscription], then: Callable[[], None]) -> None:
         """Release each subscription; one failing to release never keeps the others."""
-        for sub in subs:
-            await self._release(sub)
+        try:
+            for sub in subs:
+                await self._release(sub)
+        finally:
+            then()
 
     def presence_tick(self) -> None:
         """Re-add the connection to the presence of its live channels (every
