@@ -53,10 +53,11 @@ from gateway.metrics import LoopHistograms
 #: large node hundreds of milliseconds.
 PAUSE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-FROZEN_PER_CONNECTION = 400
-"""Frozen objects one live connection explains: a WebSocket connection with a subscription holds
-about 60 tracked objects (``loadtest/bench_gc.py``); the rest is margin for larger ones
-(several subscriptions, streaming transports, in-flight commands)."""
+FROZEN_PER_CONNECTION = 150
+"""Frozen objects one live connection explains: a WebSocket connection with one subscription
+accounts for about 52 (10,000 connections: 606,000 frozen, 85,000 of them startup's;
+``loadtest/bench_gc.py``); the rest is margin for larger ones (several subscriptions, streaming
+transports, commands in flight)."""
 
 FROZEN_SLACK = 200_000
 """Frozen objects beyond startup's and the connections' that the safety valve lets pass: caches,
