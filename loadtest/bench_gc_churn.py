@@ -113,6 +113,19 @@ async def churn(port: int, args: argparse.Namespace, cycles: list[int], stop: fl
     await asyncio.gather(*(worker(w) for w in range(args.workers)))
 
 
+async def answer_pings(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A held connection stays: every ping (``{}``) is answered with a pong (``{}``)."""
+    try:
+        while True:
+            opcode, payload = await read_frame(reader)
+            if opcode == 1 and payload.strip() == b"{}":
+                writer.write(frame(b"{}"))
+            elif opcode == 8:
+                return
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return
+
+
 def metrics(port: int) -> dict[str, float]:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
     out: dict[str, float] = {}
@@ -129,6 +142,7 @@ async def run_async(port: int, pid: int, args: argparse.Namespace) -> list[dict[
         held += await asyncio.gather(
             *(open_subscribed(port, f"held-{i}") for i in range(k, min(args.held, k + 200)))
         )
+    pongs = [asyncio.create_task(answer_pings(reader, writer)) for reader, writer in held]
     proc = psutil.Process(pid)
     cycles = [0]
     started = time.monotonic()
@@ -156,6 +170,8 @@ async def run_async(port: int, pid: int, args: argparse.Namespace) -> list[dict[
     await task
     for _, writer in held:
         writer.close()
+    for pong in pongs:
+        pong.cancel()
     return samples
 
 
