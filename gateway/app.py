@@ -353,7 +353,8 @@ def create_app(settings: Settings, runtime: Runtime | None = None) -> Starlette:
             loops.add(f"consumer {consumer.name}", consumer.run())
         if rt.webhooks is not None:
             loops.add("webhooks", rt.webhooks.run())
-        rt.gc.install()
+        hub = rt.node.hub
+        rt.gc.install(asyncio.get_running_loop(), lambda: len(hub.clients) + len(rt.node.connecting))
         freeze_startup()
         if settings.grpc_api.enabled:
             loops.add("grpc api", grpc_api.serve(rt.api, settings.grpc_api))

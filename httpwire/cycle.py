@@ -168,7 +168,10 @@ class Cycle:
                 self._flush_head()
                 self.transport.close()
         finally:
+            # Both are bound methods of the connection, which references this cycle: dropped, the
+            # two free each other by reference counting once closed (httpwire/cycles.py).
             self.on_response = _nothing
+            self.resume_reading = _nothing
 
     async def _send_500(self) -> None:
         await self.send({"type": "http.response.start", "status": 500, "headers": _500_HEADERS})

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 import httptools
 
 from httpwire.cycle import HIGH_WATER, Cycle, Writable
+from httpwire.cycles import release_transport
 from httpwire.inline import InlineRequests, Pending
 from httpwire.limits import LINGER_BYTES, Limits, RequestBounds, canned
 
@@ -166,6 +167,10 @@ class HttpProtocol(RequestBounds, InlineRequests, asyncio.Protocol):
         self.writable.resume()
         if exc is None:
             self.transport.close()
+        # No reference cycle outlives the connection (httpwire/cycles.py): the parser's callbacks
+        # are bound methods of this protocol.
+        release_transport(self.transport)
+        del self.parser
 
     def eof_received(self) -> bool | None:
         return None  # the transport closes
@@ -408,6 +413,7 @@ class HttpProtocol(RequestBounds, InlineRequests, asyncio.Protocol):
         protocol.connection_made(self.transport)
         protocol.data_received(b"".join(head))
         self.transport.set_protocol(protocol)
+        del self.parser  # its callbacks are bound methods of this protocol: a reference cycle
 
 
 def bound(

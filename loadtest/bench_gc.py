@@ -9,7 +9,11 @@ publications/s go to random clients through ``/api/publish`` for ``--window`` se
 * every garbage collection of the gateway's main thread during the connect phase and the window,
   by generation: count, longest, total (a ``gc.callbacks`` hook injected with ``sitecustomize``,
   CPU time of the thread, so the machine's load does not inflate it);
-* the cost of one full collection at the end of the window (``SIGUSR1`` → ``gc.collect()``, CPU).
+* the cost of one full collection at the end of the window (``SIGUSR1`` → ``gc.collect()``, CPU),
+  the objects it scanned and the objects frozen out of it (``gc.get_freeze_count()``).
+
+10,000 clients need an fd limit above 10,000 for the client process and the gateway (``ulimit -n``;
+one client process holds up to ~19,000 at 20,000).
 
 ``--tree DIR`` (repeatable) runs the same with another checkout (A/B in one run, trees alternating
 ``--repeat`` times). Prints JSON; ``--out`` replaces the ``gc`` block of a markdown file.
@@ -66,7 +70,7 @@ if _log:
             if gc.get_stats()[2]["collections"] > before:
                 break
             time.sleep(0.01)
-        _f.write(f"full {d:.3f} {len(gc.get_objects())}\\n")
+        _f.write(f"full {d:.3f} {len(gc.get_objects())} {gc.get_freeze_count()}\\n")
     signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=_measure).start())
 """
 
@@ -149,6 +153,7 @@ def run_tree(tree: Path, args: argparse.Namespace, site: Path) -> dict[str, Any]
         "gc_window": phase(window_start, window_end),
         "full_collection_ms": float(full[1]) if full else None,
         "objects": int(full[2]) if full else None,
+        "frozen": int(full[3]) if full and len(full) > 3 else None,
     }
 
 
@@ -214,7 +219,7 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, load: tupl
         "",
         "| tree | deliveries | p50 / p99 / max ms | over 50 ms "
         "| full collections while connecting: n, longest ms | in the window: n, longest ms "
-        "| young (gen 1) longest ms | one full collection, ms (objects) |",
+        "| young (gen 1) longest ms | one full collection, ms (objects scanned; frozen) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -222,7 +227,8 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, load: tupl
         lines.append(
             f"| {Path(r['tree']).name} | {r['deliveries']} | {r['p50_ms']} / {r['p99_ms']} / {r['max_ms']} "
             f"| {r['over_50ms']} | {c['2']['n']}, {c['2']['max_ms']} | {w['2']['n']}, {w['2']['max_ms']} "
-            f"| {max(c['1']['max_ms'], w['1']['max_ms'])} | {r['full_collection_ms']} ({r['objects']}) |"
+            f"| {max(c['1']['max_ms'], w['1']['max_ms'])} | {r['full_collection_ms']} ({r['objects']}; "
+            f"{r.get('frozen')}) |"
         )
     lines.append("<!-- gc:end -->")
     return "\n".join(lines)

@@ -101,6 +101,7 @@ class Client:
         "_closed",
         "_decoded_before",
         "_decoded_metric",
+        "_lost",
         "_registered",
         "_wheel",
         "authorizer",
@@ -175,6 +176,7 @@ class Client:
         self.refresher = ServerRefresher(self, self.loop, clock)
         self.name = ""
         self._closed = False
+        self._lost = False
         self._registered = False
         self.send_queue = SendQueue(
             transport,
@@ -467,7 +469,11 @@ class Client:
 
     def connection_lost(self, disconnect: codes.Disconnect = codes.DISCONNECT_CONNECTION_CLOSED) -> None:
         """The transport is gone (``disconnect``: why, for the lifecycle hooks): release
-        everything this connection held (idempotent)."""
+        everything this connection held (idempotent). Once released, the connection drops its
+        parts (``_sever``): it is then freed by reference counting, with no collection."""
+        if self._lost:
+            return
+        self._lost = True
         self._closed = True
         self.send_queue.close()
         self.session.closed()
@@ -480,5 +486,16 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
             self.node.lifecycle.disconnected(self.client_info(), disconnect)
-        self.subscriptions.close()
+        releasing = self.subscriptions.close(self._sever)
         self.shared_poll.close()
+        if not releasing:
+            self.loop.call_soon(self._sever)
+
+    def _sever(self) -> None:
+        """Drop the references to the parts: each references this connection (its driver), so
+        keeping them would leave a reference cycle per closed connection for the garbage collector
+        (and frozen connections, gateway/gc_pauses.py, for ever). Runs after every release step,
+        outside the transport's callbacks; a closed connection answers nothing through them."""
+        self._after_reply.clear()
+        del self.refresher, self.commands, self.streams, self.shared_poll
+        del self.subscriptions, self.fanout, self.maps, self.send_queue

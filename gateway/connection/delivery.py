@@ -255,8 +255,10 @@ class Fanout:
         self._closed = False
 
     def close(self) -> None:
-        """The connection is gone: deliver nothing more."""
+        """The connection is gone: deliver nothing more. Drops the subscriptions' unsubscribe
+        (a bound method of the owner of this fan-out, which references it: a reference cycle)."""
         self._closed = True
+        self._unsubscribe = _unsubscribed
 
     def on_publication(self, channel: str, pub: Publication, epoch: str, push: SharedPush) -> None:
         """A live publication (hot path: runs once per subscriber of each publication)."""
@@ -329,3 +331,7 @@ class Fanout:
         else:
             channel, unsubscribe = sub.channel, self._unsubscribe
             self._driver.spawn(lambda: unsubscribe(channel, codes.UNSUBSCRIBE_INSUFFICIENT_STATE))
+
+
+async def _unsubscribed(_channel: str, _push: codes.Unsubscribe) -> None:
+    """A closed fan-out's unsubscribe: nothing is subscribed any more."""

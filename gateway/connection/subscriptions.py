@@ -444,19 +444,25 @@ class Subscriptions:
             self._node.cleanup.failed("stream release", exc)
             return False
 
-    def close(self) -> None:
+    def close(self, then: Callable[[], None]) -> bool:
         """The connection is gone: deliver nothing more, forget every subscription and release
-        them in the background (idempotent)."""
+        them in the background (idempotent). Whether a release runs: ``then`` is called once it
+        ended (however); nothing to release, it is not called."""
         self._closed = True
         self.fanout.close()
         subs = self._session.clear_subscriptions()
         if subs:
-            self._node.background(self._release_all(subs))
+            self._node.background(self._release_all(subs, then))
+            return True
+        return False
 
-    async def _release_all(self, subs: list[Subscription]) -> None:
+    async def _release_all(self, subs: list[Subscription], then: Callable[[], None]) -> None:
         """Release each subscription; one failing to release never keeps the others."""
-        for sub in subs:
-            await self._release(sub)
+        try:
+            for sub in subs:
+                await self._release(sub)
+        finally:
+            then()
 
     def presence_tick(self) -> None:
         """Re-add the connection to the presence of its live channels (every

@@ -111,6 +111,11 @@ class UniWebSocketTransport:
             return
         self.client.feed(command)
 
+    def release(self) -> None:
+        """The socket is gone and the client released it: drop the client, which references this
+        transport (a reference cycle otherwise). Nothing is received after this."""
+        del self.client
+
     def write(self, payloads: list[bytes], shared: SharedPush | None) -> None:
         pushes = [unwrap_push(payload) for payload in payloads]
         compression, bits = self.endpoint.compression, self.window_bits

@@ -44,6 +44,7 @@ from gateway.protocol.protobuf.codec import PROTOBUF
 from gateway.protocol.protobuf.codec import SUBPROTOCOL as PROTOBUF_SUBPROTOCOL
 from gateway.transports import deflate, framing
 from gateway.transports.uni_websocket import UniWebSocketEndpoint, UniWebSocketTransport, uni_url_connect
+from httpwire.cycles import release_transport
 
 log = logging.getLogger("taskcast.gateway.websocket")
 protocol_log = logging.getLogger("taskcast.gateway.websocket.frames")
@@ -81,11 +82,16 @@ class WebSocketEndpoint:
     """permessage-deflate offered on the bidirectional endpoint (None: never negotiated)."""
 
 
-def _select_subprotocol(_: ServerProtocol, offered: Sequence[Subprotocol]) -> Subprotocol | None:
-    # Protobuf when offered; else JSON, naming it when the client did (none otherwise).
-    if _PROTOBUF_SUBPROTOCOL in offered:
-        return _PROTOBUF_SUBPROTOCOL
-    return JSON_SUBPROTOCOL if JSON_SUBPROTOCOL in offered else None
+class _ServerProtocol(ServerProtocol):
+    """websockets' server side with the gateway's subprotocol choice as a method: passed as the
+    ``select_subprotocol`` argument it would be bound to each connection's instance, a reference
+    cycle per connection."""
+
+    def select_subprotocol(self, subprotocols: Sequence[Subprotocol]) -> Subprotocol | None:
+        # Protobuf when offered; else JSON, naming it when the client did (none otherwise).
+        if _PROTOBUF_SUBPROTOCOL in subprotocols:
+            return _PROTOBUF_SUBPROTOCOL
+        return JSON_SUBPROTOCOL if JSON_SUBPROTOCOL in subprotocols else None
 
 
 class GatewayWebSocketProtocol(asyncio.Protocol):
@@ -104,11 +110,10 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         self.connections: set[Any] = server_state.connections if server_state is not None else set()
         compression = self.endpoint.compression
         wire_limit = self.endpoint.message_size_limit or None
-        self.conn = ServerProtocol(
+        self.conn = _ServerProtocol(
             # websockets bounds the whole message across its fragments (RFC 6455 §5.4), closing
             # with 1009 when it grows past the limit.
             max_size=wire_limit,
-            select_subprotocol=_select_subprotocol,
             extensions=[compression.factory(wire_limit)] if compression is not None else None,
             logger=protocol_log,
         )
@@ -146,6 +151,14 @@ class GatewayWebSocketProtocol(asyncio.Protocol):
         if self.client is not None:
             self.client.connection_lost()
             self.client = None
+        # No reference cycle outlives the connection: websockets' parser is a generator suspended
+        # in a method of ``conn`` (closing it drops its frame), the transport references itself,
+        # the unidirectional transport references this protocol.
+        uni, self.uni = self.uni, None
+        if uni is not None:
+            uni.release()
+        self.conn.parser.close()
+        release_transport(self.transport)
 
     def data_received(self, data: bytes) -> None:
         if self.close_sent:

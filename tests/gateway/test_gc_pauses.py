@@ -3,6 +3,7 @@ this process's real collector (each test restores it), and in a gateway process 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from gateway import gc_pauses
 from gateway.gc_pauses import GcPauses, freeze_startup, thaw
 from tests.support import GatewayProcess, scaled
 
@@ -72,6 +74,63 @@ def test_every_collection_pause_is_exported_by_generation(collector: None) -> No
     assert 'taskcast_gateway_gc_pause_seconds_count{generation="2"} 1.0' in text
     assert 'taskcast_gateway_gc_pause_seconds_bucket{generation="2",le="0.0025"} 1.0' in text
     assert 'taskcast_gateway_gc_pause_seconds_bucket{generation="2",le="0.001"} 0.0' in text
+
+
+async def _loop_turns() -> None:
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def test_the_survivors_of_each_full_collection_are_frozen_on_the_loop(collector: None) -> None:
+    pauses = GcPauses(CollectorRegistry())
+    pauses.install(asyncio.get_running_loop(), lambda: 0)
+    frozen = freeze_startup()
+    try:
+        kept = [Cycle() for _ in range(1000)]  # made after startup: scanned until a full collection
+        garbage_ref = weakref.ref(Cycle())
+        gc.collect()
+        assert garbage_ref() is None  # cyclic garbage is collected, not frozen
+        await _loop_turns()
+        assert gc.get_freeze_count() >= frozen + 900  # the survivors left every later scan
+        scanned = len(gc.get_objects())
+        assert scanned < 1000
+        freed = weakref.ref(kept[0])
+        kept[0].me = None
+        kept.pop(0)
+        assert freed() is None  # a frozen object without a cycle still goes by reference counting
+    finally:
+        pauses.close()
+        thaw()
+
+
+async def test_past_what_the_connections_explain_the_valve_unfreezes_and_collects(
+    collector: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = CollectorRegistry()
+    pauses = GcPauses(registry)
+    live = [100]
+    pauses.install(asyncio.get_running_loop(), lambda: live[0])
+    monkeypatch.setattr(gc_pauses, "FROZEN_SLACK", 0)
+    monkeypatch.setattr(gc_pauses, "FROZEN_PER_CONNECTION", 50)
+    freeze_startup()
+    try:
+        leaked = [Cycle() for _ in range(2000)]
+        gc.collect()
+        await _loop_turns()  # 100 connections explain 5,000 objects: frozen
+        assert pauses.frozen_bound() == gc_pauses._startup_frozen[0] + 5000
+        assert gc.get_freeze_count() >= gc_pauses._startup_frozen[0] + 1900
+        leaked_ref = weakref.ref(leaked[0])
+        del leaked  # frozen cyclic garbage: only a thaw can collect it
+        live[0] = 0  # the connections went: the frozen count is past the bound
+        gc.collect()
+        await _loop_turns()
+        assert leaked_ref() is None
+        text = generate_latest(registry).decode()
+        assert "taskcast_gateway_gc_thaws_total 1.0" in text
+        assert gc.get_freeze_count() > 0  # what survived is frozen again
+    finally:
+        pauses.close()
+        thaw()
 
 
 @pytest.fixture
