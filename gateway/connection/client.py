@@ -486,16 +486,21 @@ class Client:
             self._registered = False
             self.node.hub.remove_client(self)
             self.node.lifecycle.disconnected(self.client_info(), disconnect)
-        releasing = self.subscriptions.close(self._sever)
+        releasing = self.subscriptions.close(self._released)
         self.shared_poll.close()
         if not releasing:
-            self.loop.call_soon(self._sever)
+            self._released()
+
+    def _released(self) -> None:
+        """Every subscription released: sever once the (cancelled) command task has ended too."""
+        self.commands.when_done(self._sever)
 
     def _sever(self) -> None:
         """Drop the references to the parts: each references this connection (its driver), so
         keeping them would leave a reference cycle per closed connection for the garbage collector
-        (and frozen connections, gateway/gc_pauses.py, for ever). Runs after every release step,
-        outside the transport's callbacks; a closed connection answers nothing through them."""
+        (and frozen connections, gateway/gc_pauses.py, for ever). Runs after every release step
+        and after the command task's end, outside the transport's callbacks; a closed connection
+        answers nothing through them."""
         self._after_reply.clear()
         del self.refresher, self.commands, self.streams, self.shared_poll
         del self.subscriptions, self.fanout, self.maps, self.send_queue

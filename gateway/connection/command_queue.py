@@ -124,6 +124,15 @@ class CommandQueue:
         if self._worker is not None and not self._worker.done():
             self._worker.cancel()
 
+    def when_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the loop once the command task has ended (at once, soon, when
+        there is none): after :meth:`close`, once a cancelled command has run its last line."""
+        worker = self._worker
+        if worker is None or worker.done():
+            self._loop.call_soon(callback)
+        else:
+            worker.add_done_callback(lambda _: callback())
+
     async def _run(self) -> None:
         runner = self._runner
         try:

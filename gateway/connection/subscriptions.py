@@ -444,10 +444,10 @@ class Subscriptions:
             self._node.cleanup.failed("stream release", exc)
             return False
 
-    def close(self, then: Callable[[], None]) -> bool:
+    def close(self, then: Callable[[], None] | None = None) -> bool:
         """The connection is gone: deliver nothing more, forget every subscription and release
-        them in the background (idempotent). Whether a release runs: ``then`` is called once it
-        ended (however); nothing to release, it is not called."""
+        them in the background (idempotent). Whether a release runs: ``then`` (if given) is
+        called once it ended (however); nothing to release, it is not called."""
         self._closed = True
         self.fanout.close()
         subs = self._session.clear_subscriptions()
@@ -456,13 +456,14 @@ class Subscriptions:
             return True
         return False
 
-    async def _release_all(self, subs: list[Subscription], then: Callable[[], None]) -> None:
+    async def _release_all(self, subs: list[Subscription], then: Callable[[], None] | None) -> None:
         """Release each subscription; one failing to release never keeps the others."""
         try:
             for sub in subs:
                 await self._release(sub)
         finally:
-            then()
+            if then is not None:
+                then()
 
     def presence_tick(self) -> None:
         """Re-add the connection to the presence of its live channels (every
