@@ -34,7 +34,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
-from abba import median_table  # noqa: E402
+from abba import median_table, named_trees  # noqa: E402
 from ingest_http import SECRET, server_config  # noqa: E402
 
 BODY = json.dumps(
@@ -146,7 +146,7 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=20000)
     p.add_argument("--connections", type=int, default=16)
     args = p.parse_args()
-    trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
+    trees = named_trees(args.tree)
     order = trees + trees[::-1]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
     for _ in range(args.rounds):

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
 import ingest_http  # noqa: E402
-from abba import median_table  # noqa: E402
+from abba import median_table, named_trees  # noqa: E402
 from bench_ingest import _mariadb_pid  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     p.add_argument("--pool", type=int, default=20)
     p.add_argument("--spy", metavar="PREFIX", help="py-spy raw stacks of every run's workers here")
     args = p.parse_args()
-    trees = [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in args.tree)]
+    trees = named_trees(args.tree)
     order = trees + trees[::-1]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
     for _ in range(args.rounds):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psutil
@@ -70,6 +71,11 @@ def medians(
         values = {k: [r[k] for r in group if r.get(k) is not None] for k in keys}
         out[arm] = {k: statistics.median(v) for k, v in values.items() if v}
     return out
+
+
+def named_trees(specs: Sequence[str]) -> list[tuple[str, Path]]:
+    """``NAME=DIR`` command-line values as ``(name, resolved directory)``, in order."""
+    return [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in specs)]
 
 
 def median_table(runs: Mapping[str, Sequence[Mapping[str, Any]]], keys: Sequence[str]) -> str:

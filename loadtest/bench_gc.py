@@ -80,6 +80,31 @@ def pct(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else float("nan")
 
 
+def start_gateway(tree: Path, work: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``taskcast gateway`` of ``tree`` with ``work/gw.json`` (output in ``work/gw.log``), returned
+    once its ``/health`` on ``port`` answers 200; stopped, with the log's tail raised, when it does
+    not within 120 s."""
+    gw = subprocess.Popen(
+        [sys.executable, "-m", "taskcast", "gateway", "--config", str(work / "gw.json")],
+        env=env,
+        cwd=tree,
+        stdout=(work / "gw.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                return gw
+        except OSError:
+            pass
+        if time.monotonic() > deadline or gw.poll() is not None:
+            gw.kill()
+            gw.wait()
+            raise RuntimeError(f"gateway did not start: {(work / 'gw.log').read_text()[-2000:]}")
+        time.sleep(0.2)
+
+
 def run_tree(tree: Path, args: argparse.Namespace, site: Path) -> dict[str, Any]:
     port = free_port()
     work = Path(tempfile.mkdtemp(prefix="bench-gc-"))
@@ -99,24 +124,8 @@ def run_tree(tree: Path, args: argparse.Namespace, site: Path) -> dict[str, Any]
     (work / "gw.json").write_text(json.dumps(cfg))
     gclog = work / "gc.log"
     env = {**os.environ, "PYTHONPATH": f"{site}:{tree}", "BENCH_GC_LOG": str(gclog)}
-    gw = subprocess.Popen(
-        [sys.executable, "-m", "taskcast", "gateway", "--config", str(work / "gw.json")],
-        env=env,
-        cwd=tree,
-        stdout=(work / "gw.log").open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    gw = start_gateway(tree, work, port, env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or gw.poll() is not None:
-                raise RuntimeError(f"gateway did not start: {(work / 'gw.log').read_text()[-2000:]}")
-            time.sleep(0.2)
         started = time.time()
         lat, window_start, window_end = asyncio.run(drive(port, args))
         gw.send_signal(signal.SIGUSR1)

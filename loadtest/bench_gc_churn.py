@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from loadtest.bench_gc import start_gateway  # noqa: E402
 from taskcast.dev.procs import free_port  # noqa: E402
 
 API_KEY = "bench-gc-churn-key"
@@ -189,24 +189,8 @@ def run_tree(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
     (work / "gw.json").write_text(json.dumps(cfg))
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    gw = subprocess.Popen(
-        [sys.executable, "-m", "taskcast", "gateway", "--config", str(work / "gw.json")],
-        env=env,
-        cwd=tree,
-        stdout=(work / "gw.log").open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    gw = start_gateway(tree, work, port, env)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or gw.poll() is not None:
-                raise RuntimeError(f"gateway did not start: {(work / 'gw.log').read_text()[-2000:]}")
-            time.sleep(0.2)
         samples = asyncio.run(run_async(port, gw.pid, args))
     finally:
         gw.terminate()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
+from spy_summary import stacks
+
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("claim (two requests, the deferred mark riding on it)", ("OutboxLeases.claim ",)),
     ("a poll's look", ("OutboxLeases.nothing_to_claim ",)),
@@ -36,19 +38,14 @@ def categorise(paths: list[str]) -> tuple[int, Counter[str]]:
     counts: Counter[str] = Counter()
     total = 0
     for path in paths:
-        with open(path) as lines:
-            for line in lines:
-                stack, _, count = line.rstrip().rpartition(" ")
-                if not stack:
-                    continue
-                n = int(count)
-                total += n
-                for name, needles in CATEGORIES:
-                    if any(needle in stack for needle in needles):
-                        counts[name] += n
-                        break
-                else:
-                    counts["event loop and the rest"] += n
+        for stack, n in stacks(path):
+            total += n
+            for name, needles in CATEGORIES:
+                if any(needle in stack for needle in needles):
+                    counts[name] += n
+                    break
+            else:
+                counts["event loop and the rest"] += n
     return total, counts
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from collections.abc import Iterator
 
 
 def frame_name(frame: str) -> str:
@@ -18,22 +19,26 @@ def frame_name(frame: str) -> str:
     return f"{function} ({where.split(':')[0].rsplit('/', 1)[-1]})" if where else function
 
 
+def stacks(path: str) -> Iterator[tuple[str, int]]:
+    """Each ``(collapsed stack, samples)`` line of a raw profile; blank or malformed lines skipped."""
+    with open(path) as lines:
+        for line in lines:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if stack:
+                yield stack, int(count)
+
+
 def summarise(path: str) -> tuple[int, Counter[str], Counter[str]]:
     """(samples, inclusive samples per frame, self samples per frame)."""
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
     total = 0
-    with open(path) as lines:
-        for line in lines:
-            stack, _, count = line.rstrip().rpartition(" ")
-            if not stack:
-                continue
-            n = int(count)
-            total += n
-            frames = [frame_name(f) for f in stack.split(";")]
-            for frame in set(frames):
-                inclusive[frame] += n
-            own[frames[-1]] += n
+    for stack, n in stacks(path):
+        total += n
+        frames = [frame_name(f) for f in stack.split(";")]
+        for frame in set(frames):
+            inclusive[frame] += n
+        own[frames[-1]] += n
     return total, inclusive, own
 
 

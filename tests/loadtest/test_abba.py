@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from loadtest import abba
 
@@ -52,4 +53,11 @@ def test_median_table_has_a_row_per_tree_with_its_run_count_and_medians() -> Non
         "|---|---:|---:|---:|",
         "| main | 2 | 20 | 2 |",
         "| this | 1 | 7 | 2 |",
+    ]
+
+
+def test_named_trees_split_at_the_first_equals_and_resolve() -> None:
+    assert abba.named_trees(["main=/tmp/a/../b", "x=rel=dir"]) == [
+        ("main", Path("/tmp/b")),
+        ("x", Path("rel=dir").resolve()),
     ]

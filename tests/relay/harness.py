@@ -185,6 +185,17 @@ class Subscriber:
         assert self.gate == newest, "the client's final versions are not the newest committed ones"
 
 
+async def crashed_relay_rows(
+    engine: AsyncEngine, now: Callable[[], datetime], tasks: int = 2
+) -> list[RowSpec]:
+    """Rows a relay ("crashed-relay", 2 s leases on the clock ``now``) claimed and died holding."""
+    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=now)
+    held = plan(tasks=tasks, versions=1)
+    await insert(engine, held, now=now())
+    assert len(await crashed.claim(100)) == len(held)
+    return held
+
+
 def relay_config(db_url: str, gateway: GatewayProcess, **overrides: Any) -> RelayConfig:
     raw: dict[str, Any] = {
         "database_url": db_url,

@@ -25,7 +25,16 @@ from relay.claim import OutboxLeases, create_engine
 from relay.relay import Relay
 from status_api.storage.database import utc_now
 from status_api.storage.outbox import OutboxRow
-from tests.relay.harness import RelayProcess, insert, make_relay, plan, relay_config, statuses, wait_until
+from tests.relay.harness import (
+    RelayProcess,
+    crashed_relay_rows,
+    insert,
+    make_relay,
+    plan,
+    relay_config,
+    statuses,
+    wait_until,
+)
 from tests.relay.test_crash_points import process_config
 from tests.status_api.harness import FakeClock
 from tests.support import GatewayProcess, free_port, scaled
@@ -59,10 +68,7 @@ async def test_a_relay_claiming_for_hints_does_not_poll_and_its_hint_claims_take
     engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
 ) -> None:
     clock = FakeClock(utc_now())
-    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=clock)
-    held = plan(tasks=2, versions=1)
-    await insert(engine, held, now=clock.now)
-    assert len(await crashed.claim(100)) == len(held)  # and it dies holding the leases
+    held = await crashed_relay_rows(engine, clock)
     # 4 loops, a 0.4 s interval: the relay-wide bound is 0.1 s; staggered loops polled 10 times a second
     cfg = relay_config(relay_db_url, gateway, concurrency=4, poll_interval_seconds=0.4)
     clock.advance(cfg.lease_seconds + 5.0)  # the leases expired (the clock stands still from now on)
@@ -185,10 +191,7 @@ async def test_a_poll_that_looks_still_takes_expired_leases_over(
 ) -> None:
     """Nothing due, no hint: the poll's look sees the crashed relay's expired leases and claims."""
     clock = FakeClock(utc_now())
-    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=clock)
-    held = plan(tasks=2, versions=1)
-    await insert(engine, held, now=clock.now)
-    assert len(await crashed.claim(100)) == len(held)
+    held = await crashed_relay_rows(engine, clock)
     cfg = relay_config(relay_db_url, gateway, concurrency=2, poll_interval_seconds=0.2)
     relay: Relay = make_relay(engine, cfg, now=clock)
     settle = create_engine(relay_db_url, pool_size=2, autocommit=True)  # as OutboxLeases.open

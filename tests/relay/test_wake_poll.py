@@ -24,7 +24,15 @@ from relay.relay import Relay
 from relay.wake import RedisWakeListener
 from status_api.storage.database import init_db, utc_now
 from status_api.storage.outbox import OutboxRow
-from tests.relay.harness import insert, make_relay, plan, relay_config, statuses, wait_until
+from tests.relay.harness import (
+    crashed_relay_rows,
+    insert,
+    make_relay,
+    plan,
+    relay_config,
+    statuses,
+    wait_until,
+)
 from tests.relay.test_wake import NEVER, WITHIN, _channel, _running, _stopped
 from tests.status_api.harness import FakeClock
 from tests.support import GatewayProcess
@@ -107,10 +115,7 @@ async def test_a_hint_claim_leaves_expired_leases_to_the_poll(
     engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
 ) -> None:
     clock = FakeClock(utc_now())
-    crashed = OutboxLeases(engine, "crashed-relay", lease_seconds=2.0, now=clock)
-    held = plan(tasks=2, versions=1)
-    await insert(engine, held, now=clock.now)
-    assert len(await crashed.claim(100)) == len(held)  # and it dies holding the leases
+    held = await crashed_relay_rows(engine, clock)
     clock.advance(5.0)  # the leases expired
     # the leases' length is what expires on the fake clock
     cfg = relay_config(
