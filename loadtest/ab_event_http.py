@@ -34,7 +34,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
-from abba import median_table, named_trees  # noqa: E402
+from abba import median_table, named_trees, tree_runs  # noqa: E402
 from ingest_http import SECRET, server_config  # noqa: E402
 
 BODY = json.dumps(
@@ -147,11 +147,7 @@ def main() -> None:
     p.add_argument("--connections", type=int, default=16)
     args = p.parse_args()
     trees = named_trees(args.tree)
-    order = trees + trees[::-1]
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
-    for _ in range(args.rounds):
-        for name, tree in order:
-            runs[name].append(one_run(tree, name, args))
+    runs = tree_runs(trees, args.rounds, lambda name, tree, _: one_run(tree, name, args))
     print(median_table(runs, ("server_us_per_request", "requests_per_s", "load")))
 
 

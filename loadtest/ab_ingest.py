@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "loadtest"))
 
 import ingest_http  # noqa: E402
-from abba import median_table, named_trees  # noqa: E402
+from abba import median_table, named_trees, tree_runs  # noqa: E402
 from bench_ingest import _mariadb_pid  # noqa: E402
 
 
@@ -72,11 +72,7 @@ def main() -> None:
     p.add_argument("--spy", metavar="PREFIX", help="py-spy raw stacks of every run's workers here")
     args = p.parse_args()
     trees = named_trees(args.tree)
-    order = trees + trees[::-1]
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
-    for _ in range(args.rounds):
-        for name, tree in order:
-            runs[name].append(one_run(args.url, tree, args, name, len(runs[name])))
+    runs = tree_runs(trees, args.rounds, lambda name, tree, i: one_run(args.url, tree, args, name, i))
     keys = ("status_api_ms_per_event", "mariadb_ms_per_event", "events_per_s", "p50_ms", "p99_ms", "load")
     print(median_table(runs, keys))
 

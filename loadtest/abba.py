@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,6 +76,18 @@ def medians(
 def named_trees(specs: Sequence[str]) -> list[tuple[str, Path]]:
     """``NAME=DIR`` command-line values as ``(name, resolved directory)``, in order."""
     return [(name, Path(path).resolve()) for name, _, path in (t.partition("=") for t in specs)]
+
+
+def tree_runs(
+    trees: Sequence[tuple[str, Path]], rounds: int, run: Callable[[str, Path, int], dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per tree, the results of ``run(name, tree, its run index)`` over ``rounds`` rounds, each round
+    running the trees in order and then reversed (A B B A)."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
+    for _ in range(rounds):
+        for name, tree in [*trees, *trees[::-1]]:
+            runs[name].append(run(name, tree, len(runs[name])))
+    return runs
 
 
 def median_table(runs: Mapping[str, Sequence[Mapping[str, Any]]], keys: Sequence[str]) -> str:

@@ -61,3 +61,15 @@ def test_named_trees_split_at_the_first_equals_and_resolve() -> None:
         ("main", Path("/tmp/b")),
         ("x", Path("rel=dir").resolve()),
     ]
+
+
+def test_tree_runs_alternate_abba_within_each_round_and_count_each_trees_runs() -> None:
+    calls: list[tuple[str, int]] = []
+
+    def run(name: str, tree: Path, i: int) -> dict[str, object]:
+        calls.append((name, i))
+        return {"tree": str(tree)}
+
+    runs = abba.tree_runs([("a", Path("/a")), ("b", Path("/b"))], 2, run)
+    assert calls == [("a", 0), ("b", 0), ("b", 1), ("a", 1), ("a", 2), ("b", 2), ("b", 3), ("a", 3)]
+    assert runs == {"a": [{"tree": "/a"}] * 4, "b": [{"tree": "/b"}] * 4}
