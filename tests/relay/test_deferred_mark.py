@@ -170,7 +170,7 @@ def _relay(
     config = relay_config(
         engine.url.render_as_string(False),
         gateway,
-        lease_seconds=30.0,
+        lease_seconds=scaled(30.0),  # at least 2 x the harness's (scaled) publish timeout
         poll_interval_seconds=30.0,  # no poll comes to carry a mark: only the timer or the stop
         **cfg,
     )
