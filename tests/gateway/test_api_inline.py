@@ -15,9 +15,10 @@ import pytest
 
 from gateway.app import build
 from gateway.config.loading import load_settings
-from gateway.http.server import Served, build_server
+from gateway.http.server import Served
 from httpwire.inline import INLINE_BODY_BYTES
 from tests.support import scaled
+from tests.support.in_process import serving
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,21 +50,10 @@ async def gateway() -> AsyncIterator[tuple[CountingApp, int]]:
     )
     served = build(settings)
     app = CountingApp(served.app)
-    server = build_server(
-        settings,
-        Served(app=app, inline=served.inline, on_shutdown=served.on_shutdown),
-        host="127.0.0.1",
-        port=0,
-        handle_signals=False,
-    )
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(scaled(10)):
-        while not server.started:
-            assert not task.done(), "server did not start"
-            await asyncio.sleep(0.01)  # polling a flag uvicorn sets, not timing
-    yield app, server.servers[0].sockets[0].getsockname()[1]
-    server.should_exit = True
-    await task
+    async with serving(
+        settings, Served(app=app, inline=served.inline, on_shutdown=served.on_shutdown)
+    ) as port:
+        yield app, port
 
 
 def request(

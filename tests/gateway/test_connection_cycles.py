@@ -30,11 +30,10 @@ import pytest
 from gateway.api.requests import DisconnectReason, DisconnectRequest
 from gateway.app import build
 from gateway.config.loading import load_settings
-from gateway.http.server import build_server
 from gateway.node import Node
 from gateway.protocol.protobuf import client_pb2 as pb
 from gateway.protocol.protobuf.framing import delimited
-from tests.support import scaled
+from tests.support.in_process import serving
 from tests.support.procs import mint_token
 from tests.support.waiting import wait_until
 
@@ -64,21 +63,8 @@ async def gateway(tmp_path: Path) -> AsyncIterator[Gateway]:
     (tmp_path / "gw.json").write_text(json.dumps(config))
     settings, _ = load_settings(str(tmp_path / "gw.json"), {})
     served = build(settings)
-    server = build_server(
-        settings,
-        served,
-        host="127.0.0.1",
-        port=0,
-        handle_signals=False,
-    )
-    task = asyncio.create_task(server.serve())
-    async with asyncio.timeout(scaled(10)):
-        while not server.started:
-            assert not task.done(), "server did not start"
-            await asyncio.sleep(0.01)  # polling a flag uvicorn sets, not timing
-    yield Gateway(server.servers[0].sockets[0].getsockname()[1], served.app.state.runtime.node)
-    server.should_exit = True
-    await task
+    async with serving(settings, served) as port:
+        yield Gateway(port, served.app.state.runtime.node)
 
 
 # --- a blocking client (worker thread) ---------------------------------------------------------
