@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from status_api.storage.outbox import VERSION_PROJECTION, described
 from status_api.storage.tables import task, task_event_log, task_outbox
 
 
@@ -40,6 +41,7 @@ class TracedEvent:
 @dataclass(frozen=True, slots=True)
 class TracedRow:
     id: int
+    #: A VERSION row's publications' channels and projections, joined by ``,``.
     channel: str
     projection: str
     status: str
@@ -92,8 +94,15 @@ async def trace_event(engine: AsyncEngine, event_id: str) -> Trace | None:
             sa.select(
                 out.id, out.channel, out.projection, out.status, out.priority, out.attempts,
                 out.created_at, out.published_at, out.last_error, out.traceparent,
+                sa.case((out.projection == VERSION_PROJECTION, sa.type_coerce(out.payload, sa.Text))),
             )
             .where(out.aggregate_id == event.task_id, out.aggregate_version == event.task_version)
             .order_by(out.id)
         )  # fmt: skip
-        return Trace(event, tuple(TracedRow(*tuple(r)) for r in rows))
+        return Trace(event, tuple(_traced(tuple(r)) for r in rows))
+
+
+def _traced(r: tuple[Any, ...]) -> TracedRow:
+    """A :class:`TracedRow` from the selected columns, the VERSION payload last."""
+    channels, projections = described(r[1], r[2], r[-1])
+    return TracedRow(r[0], channels, projections, *r[3:-1])
