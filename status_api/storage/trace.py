@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from status_api.storage.outbox import VERSION_PROJECTION, described
+from status_api.storage.outbox import VERSION_PROJECTION, MalformedRow, decode_publications
 from status_api.storage.tables import task, task_event_log, task_outbox
 
 
@@ -40,8 +40,10 @@ class TracedEvent:
 
 @dataclass(frozen=True, slots=True)
 class TracedRow:
+    """One publication of an outbox row: a VERSION row (``outbox.VERSION_PROJECTION``) is one
+    TracedRow per publication (its channel and projection), all with the row's id and columns."""
+
     id: int
-    #: A VERSION row's publications' channels and projections, joined by ``,``.
     channel: str
     projection: str
     status: str
@@ -99,10 +101,16 @@ async def trace_event(engine: AsyncEngine, event_id: str) -> Trace | None:
             .where(out.aggregate_id == event.task_id, out.aggregate_version == event.task_version)
             .order_by(out.id)
         )  # fmt: skip
-        return Trace(event, tuple(_traced(tuple(r)) for r in rows))
+        return Trace(event, tuple(t for r in rows for t in _traced(tuple(r))))
 
 
-def _traced(r: tuple[Any, ...]) -> TracedRow:
-    """A :class:`TracedRow` from the selected columns, the VERSION payload last."""
-    channels, projections = described(r[1], r[2], r[-1])
-    return TracedRow(r[0], channels, projections, *r[3:-1])
+def _traced(r: tuple[Any, ...]) -> list[TracedRow]:
+    """The :class:`TracedRow` of each publication of a row (the selected columns, the VERSION
+    payload last); a malformed VERSION payload shows as the row's own channel and projection."""
+    if r[-1] is None:
+        return [TracedRow(*r[:-1])]
+    try:
+        pubs = decode_publications(r[-1])
+    except MalformedRow:
+        return [TracedRow(*r[:-1])]
+    return [TracedRow(r[0], p.channel, p.projection, *r[3:-1]) for p in pubs]
