@@ -39,7 +39,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -122,8 +122,14 @@ def expand(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[int], dict[
         except MalformedRow as exc:
             dead[i] = PublishResult(Outcome.DEAD, "malformed", sanitize(str(exc)))
             continue
-        for p in pubs:
-            units.append(replace(row, channel=p.channel, projection=p.projection, payload=p.data))
+        for p in pubs:  # positional: dataclasses.replace costs ~3 µs a unit
+            units.append(
+                OutboxRow(
+                    row.id, row.aggregate_type, row.aggregate_id, row.aggregate_version, p.channel,
+                    p.projection, p.data, row.priority, row.attempts, row.created_at, row.taken_over,
+                    row.traceparent,
+                )
+            )  # fmt: skip
             owner.append(i)
     return units, owner, dead
 
