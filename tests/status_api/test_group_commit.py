@@ -66,7 +66,7 @@ async def test_concurrent_events_of_one_task_apply_in_order_in_one_batch(h: Harn
     assert parse["version"] == "7" and parse["progress"]["current"] == 5
     # Progress v3..v6 are replaced in the batch by v7, the newest progress (seed §3.5 coalescing);
     # v7, held back by the task's progress window, is replaced by v8 (a newer complete state of
-    # its channels); every other version keeps its two rows.
+    # its channels); every other version keeps its one row of two publications.
     assert await _per_version_outbox(h, t.id) == {1: 2, 2: 2, 8: 2}
     logged = await h.scalar(sa.select(sa.func.count()).where(task_event_log.c.task_id == t.id))
     assert logged == 8
