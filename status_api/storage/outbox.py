@@ -242,7 +242,8 @@ class Retry:
 
 @dataclass(frozen=True, slots=True)
 class DeadRow:
-    """A dead-lettered row without its payload (it may hold user data)."""
+    """A dead-lettered row without its payload (it may hold user data); a VERSION row's
+    ``channel`` and ``projection`` are its publications', joined by ``,`` (:func:`described`)."""
 
     id: int
     aggregate_id: str
