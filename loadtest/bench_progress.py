@@ -3,12 +3,13 @@
 One process: the Status API's app (``build_components`` + ``create_app``, driven over ASGI like a
 worker would drive it over HTTP), a running relay (``Relay.run``) woken by the Status API's
 post-commit hook as in ``taskcast up``, and a publisher that records what the relay publishes
-instead of sending it to a gateway (this counts outbox rows published; the gateway's cost per
-publication is measured elsewhere). For each ``--windows`` value (``progress.min_interval_ms``):
+instead of sending it to a gateway (this counts publications: a version's one outbox row carries
+one per channel, ``outbox.publications``; the gateway's cost per publication is measured
+elsewhere). For each ``--windows`` value (``progress.min_interval_ms``):
 ``--tasks`` running tasks each send ``--events`` progress reports spread evenly over
 ``--burst-seconds``, all tasks at once; then it waits until the relay has published every task's
 last progress and counts the progress publications (each version goes to the user channel and the
-detail channel: two rows) and the delay from the last report's answer to its publication.
+detail channel: two publications) and the delay from the last report's answer to its publication.
 
 Nothing asserts: ``tests/relay/test_progress_window_e2e.py`` proves the behaviour. Writes the
 section between ``<!-- progress:start -->`` and ``<!-- progress:end -->`` of ``--out``.
@@ -44,21 +45,24 @@ from relay.relay import Relay  # noqa: E402
 from status_api.app import build_components, create_app  # noqa: E402
 from status_api.config import build_config  # noqa: E402
 from status_api.storage.database import create_engine, init_db  # noqa: E402
-from status_api.storage.outbox import OutboxRow  # noqa: E402
+from status_api.storage.outbox import OutboxRow, publications  # noqa: E402
 
 SERVICE_SECRET = "bench-progress-service-secret-0123456789"
 STEP = {"stepId": "01_prepare", "operationCode": "FILE.PREPARE", "producerId": "file-worker"}
 
 
 class Recorder:
-    """A relay publisher that records each row's (task, version, channel) and time, and succeeds."""
+    """A relay publisher that records each publication's (task, version, channel) and time, and
+    succeeds."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, int, str, float]] = []
 
     async def publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
         now = time.monotonic()
-        self.rows += [(r.aggregate_id, r.aggregate_version, r.channel, now) for r in rows]
+        self.rows += [
+            (r.aggregate_id, r.aggregate_version, p.channel, now) for r in rows for p in publications(r)
+        ]
         return [PUBLISHED] * len(rows)
 
     async def aclose(self) -> None:
@@ -224,8 +228,8 @@ def _markdown(results: list[dict[str, Any]], args: argparse.Namespace, load: flo
         f"Run {when}, {os.cpu_count()} CPUs, 1-minute load average {load:.1f} at the start. "
         f"{args.tasks} running tasks each send {args.events} STEP_PROGRESS reports spread over "
         f"{args.burst_seconds:g} s, all at once; the relay (in process, woken by the post-commit hook, "
-        "publishing to a recorder) runs throughout. Rows = outbox rows published for the burst (a "
-        "version goes to the user and the detail channel); delay = the last report's answer → its "
+        "publishing to a recorder) runs throughout. Rows = publications for the burst (a version goes "
+        "to the user and the detail channel); delay = the last report's answer → its "
         "publication.",
         "",
         "| database | `progress.min_interval_ms` | reports | rows published | rows per task "

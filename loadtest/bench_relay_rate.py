@@ -4,9 +4,12 @@ Two ``taskcast relay run`` processes (deploy/relay.yaml's settings: batch 200, 4
 woken through Redis) publish into one real gateway process while this process commits outbox rows
 open-loop at each ``--rates`` events/s: every ``--tick`` seconds one transaction inserts the events
 due by then (2 rows each: a user channel and a detail channel, ~600-byte task.summary payloads, as
-the Status API writes them), then the Status API's own wake-up hook (``status_api.wake``'s
-``RedisWakePublisher``, ``--wake redis``, or ``UdpWakeSender``, ``--wake udp``) is told, exactly as
-the Status API's commit does. After ``--warmup`` seconds, a ``--window`` of seconds is measured:
+the Status API wrote them before VERSION rows; ``--one-row``: ONE row per event carrying both
+publications, ``outbox.VERSION_PROJECTION``, as it writes them now), then the Status API's own
+wake-up hook (``status_api.wake``'s ``RedisWakePublisher``, ``--wake redis``, or
+``UdpWakeSender``, ``--wake udp``) is told, exactly as the Status API's commit does. After
+``--warmup`` seconds, a ``--window`` of seconds is measured (``relay_us_per_event``: the same CPU
+per event, whatever the rows per event):
 
 * relays' CPU (user + sys from /proc, psutil) divided by the rows they published in the window
   (their own ``taskcast_relay_published_rows_total``);
@@ -59,6 +62,7 @@ from procs import Services  # noqa: E402
 
 from relay.metrics import LATENCY_BUCKETS  # noqa: E402
 from status_api.storage.database import create_engine, init_db  # noqa: E402
+from status_api.storage.outbox import VERSION_PROJECTION  # noqa: E402
 from status_api.storage.tables import task_outbox  # noqa: E402
 from status_api.wake import RedisWakePublisher, UdpWakeSender  # noqa: E402
 from taskcast.dev.procs import free_port  # noqa: E402
@@ -104,8 +108,22 @@ def latency_buckets(
     return out
 
 
-def event_rows(now: datetime, task: str, version: int, user: int) -> list[dict[str, Any]]:
+def event_rows(
+    now: datetime, task: str, version: int, user: int, one_row: bool = False
+) -> list[dict[str, Any]]:
     payload = summary_payload(task, version)
+    if one_row:
+        pubs = [
+            {"channel": f"task_user:t1/u{user}", "projection": "USER_SUMMARY", "data": payload},
+            {"channel": f"task_detail:t1/{task}", "projection": "TASK_DETAIL", "data": payload},
+        ]
+        return [
+            {
+                "aggregate_type": "task", "aggregate_id": task, "aggregate_version": version,
+                "channel": pubs[0]["channel"], "projection": VERSION_PROJECTION, "payload": pubs,
+                "status": "PENDING", "priority": 0, "available_at": now, "attempts": 0, "created_at": now,
+            }
+        ]  # fmt: skip
     return [
         {
             "aggregate_type": "task",
@@ -130,7 +148,8 @@ def event_rows(now: datetime, task: str, version: int, user: int) -> list[dict[s
 class Producer:
     """Open-loop commits of outbox rows at ``rate`` events/s, one transaction per tick."""
 
-    def __init__(self, engine: Any, wake: Any, tasks: int) -> None:
+    def __init__(self, engine: Any, wake: Any, tasks: int, one_row: bool = False) -> None:
+        self.one_row = one_row
         self.engine = engine
         self.wake = wake
         self.tasks = [uuid.uuid4().hex for _ in range(tasks)]
@@ -152,7 +171,7 @@ class Producer:
                     i = self.next
                     self.next = (self.next + 1) % len(self.tasks)
                     self.versions[i] += 1
-                    rows += event_rows(now, self.tasks[i], self.versions[i], i % USERS)
+                    rows += event_rows(now, self.tasks[i], self.versions[i], i % USERS, self.one_row)
                 async with self.engine.begin() as conn:
                     await conn.execute(sa.insert(task_outbox), rows)
                 self.events += n
@@ -216,6 +235,7 @@ async def step(
         "relay_cpu_s": cpu,
         "relay_cpu_share": cpu / elapsed,
         "relay_us_per_row": 1e6 * cpu / max(published, 1),
+        "relay_us_per_event": 1e6 * cpu / max(published / (1 if args.one_row else 2), 1),
         # every claim that leased rows, with its share of the empty claims, hints and polls
         "relay_us_per_claim": 1e6 * cpu / max(claims, 1),
         "relay_sys_share": sys_cpu / cpu if cpu else 0.0,
@@ -288,7 +308,7 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
             RedisWakePublisher(svc.redis_url, channel) if args.wake == "redis" else UdpWakeSender(udp_targets)
         )
         await asyncio.sleep(1.0)  # the relays subscribe (pacing, not a sync point: a lost hint is polled)
-        producer = Producer(engine, wake, args.tasks)
+        producer = Producer(engine, wake, args.tasks, args.one_row)
         spies = []
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
@@ -373,6 +393,7 @@ def main() -> None:
         help="events/s (2 rows each); 0 measures the relays' idle floor, subtracted in the net column",
     )  # fmt: skip
     p.add_argument("--relays", type=int, default=2)
+    p.add_argument("--one-row", action="store_true", help="one VERSION row per event (else 2 rows)")
     p.add_argument("--wake", choices=("redis", "udp"), default="redis")
     p.add_argument("--tasks", type=int, default=2000)
     p.add_argument("--warmup", type=float, default=3.0)

@@ -15,6 +15,14 @@ first result and not delivered twice. ``tags.committed_at_ms`` carries the row's
 extra envelope fields); ``tags.task`` and ``tags.conflate`` (``publication_tags``) let a backed-up
 connection keep only each task's newest state and never drop a notice or terminal state (seed §13.3).
 
+A row carries one publication or several (a task version's VERSION row, ``outbox.publications``):
+each publication is one publish command, exactly as a row of one projection was (its channel,
+its data, ``idempotency_key`` with its channel, the row's tags). A row's result merges its
+publications' (:func:`merged`): any retry → the row is retried (re-publishing the ones that got
+through is harmless: complete state, the same idempotency key); else the first refusal → DEAD;
+else PUBLISHED. A VERSION payload that is not an array of publications is DEAD alone.
+One claim is one ``/batch`` request while its commands fit :data:`MAX_BATCH_COMMANDS`.
+
 Tracing (``opentelemetry_enabled``, httpwire/tracing.py): a publish is one ``relay.publish``
 producer span per distinct trace context among its rows (a child of the context the Status API
 stored on the row; a root for rows without one), and the request to the gateway carries the
@@ -40,7 +48,13 @@ import orjson
 
 from httpwire.tracing import CHANNEL, OFF, OUTBOX_IDS, TASK_ID, TRACEPARENT, VERSION, Tracing
 from relay.http_client import HttpReply, KeepAliveClient
-from status_api.storage.outbox import OutboxRow, publication_tags
+from status_api.storage.outbox import (
+    VERSION_PROJECTION,
+    MalformedRow,
+    OutboxRow,
+    publication_tags,
+    publications,
+)
 
 log = logging.getLogger("taskcast.relay.publisher")
 
@@ -51,6 +65,9 @@ COMMITTED_AT_TAG = "committed_at_ms"
 #: When the relay sent the publish (epoch ms, its clock): splits commit→visible into commit→publish
 #: (queueing, claim) and publish→visible (gateway, fan-out, client). Informational, like the other.
 PUBLISHED_AT_TAG = "published_at_ms"
+#: The most publish commands one ``/batch`` request carries (the gateway's default
+#: ``http_api.max_batch_commands``); a claim with more is split into several requests.
+MAX_BATCH_COMMANDS = 1000
 
 
 class Outcome(StrEnum):
@@ -64,7 +81,8 @@ class PublishResult:
     """The fate of one row.
 
     ``failure_class`` is a bounded metric label (``timeout``, ``connect``, ``http_5xx``,
-    ``http_429``, ``http_auth``, ``http_4xx``, ``bad_response``, ``api_<code>``, ``encode``).
+    ``http_429``, ``http_auth``, ``http_4xx``, ``bad_response``, ``api_<code>``, ``encode``,
+    ``malformed``: a VERSION row whose payload is not an array of publications).
     ``gateway_unavailable`` marks failures of the gateway as a whole rather than of this row; they
     never count toward ``max_attempts``, so an outage of any length does not dead-letter rows.
     """
@@ -76,6 +94,54 @@ class PublishResult:
 
 
 PUBLISHED = PublishResult(Outcome.PUBLISHED)
+
+
+def merged(results: Sequence[PublishResult]) -> PublishResult:
+    """One row's result from its publications' results: the first retry (a gateway-wide one
+    first) if any, else the first DEAD, else PUBLISHED."""
+    retries = [r for r in results if r.outcome is Outcome.RETRY]
+    if retries:
+        return next((r for r in retries if r.gateway_unavailable), retries[0])
+    return next((r for r in results if r.outcome is Outcome.DEAD), PUBLISHED)
+
+
+def expand(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[int], dict[int, PublishResult]]:
+    """``(units, owner, dead)``: one row-shaped unit per publication (a VERSION row's publications
+    as rows of their channel, projection and data), ``owner[k]`` the index in ``rows`` of unit
+    ``k``, ``dead`` the results of rows whose VERSION payload is malformed (no unit)."""
+    units: list[OutboxRow] = []
+    owner: list[int] = []
+    dead: dict[int, PublishResult] = {}
+    for i, row in enumerate(rows):
+        if row.projection != VERSION_PROJECTION:
+            units.append(row)
+            owner.append(i)
+            continue
+        try:
+            pubs = publications(row)
+        except MalformedRow as exc:
+            dead[i] = PublishResult(Outcome.DEAD, "malformed", sanitize(str(exc)))
+            continue
+        for p in pubs:  # positional: dataclasses.replace costs ~3 µs a unit
+            units.append(
+                OutboxRow(
+                    row.id, row.aggregate_type, row.aggregate_id, row.aggregate_version, p.channel,
+                    p.projection, p.data, row.priority, row.attempts, row.created_at, row.taken_over,
+                    row.traceparent,
+                )
+            )  # fmt: skip
+            owner.append(i)
+    return units, owner, dead
+
+
+def row_channels(row: OutboxRow) -> str:
+    """The channels a row publishes to, joined by ``,`` (logs and spans)."""
+    if row.projection != VERSION_PROJECTION:
+        return row.channel
+    try:
+        return ",".join(p.channel for p in publications(row))
+    except MalformedRow:
+        return row.channel
 
 
 class Publisher(Protocol):
@@ -193,13 +259,13 @@ class HttpGatewayPublisher:
         if self._tracing.enabled:
             results = await self._traced_publish(rows)
         else:
-            results = await self._publish(rows)
+            results = await self._publish_rows(rows)
         if log.isEnabledFor(logging.DEBUG):
             for row, res in zip(rows, results, strict=True):
                 log.debug(
                     "outbox row %d channel=%s task=%s version=%d trace_id=%s: %s",
                     row.id,
-                    row.channel,
+                    row_channels(row),
                     row.aggregate_id,
                     row.aggregate_version,
                     (row.traceparent or "")[3:35] or "-",
@@ -222,7 +288,7 @@ class HttpGatewayPublisher:
                 first = members[0]
                 attributes = {
                     OUTBOX_IDS: [r.id for r in members],
-                    CHANNEL: first.channel,
+                    CHANNEL: row_channels(first),
                     TASK_ID: first.aggregate_id,
                     VERSION: first.aggregate_version,
                     "taskcast.batch_size": len(rows),
@@ -231,13 +297,25 @@ class HttpGatewayPublisher:
                     tracing.span("relay.publish", parent=traceparent, kind="producer", attributes=attributes)
                 )
                 spans.append((span, members))
-            results = await self._publish(rows)
+            results = await self._publish_rows(rows)
             outcome = {row.id: res for row, res in zip(rows, results, strict=True)}
             for span, members in spans:
                 failed = [outcome[r.id] for r in members if outcome[r.id].outcome is not Outcome.PUBLISHED]
                 if failed:
                     tracing.mark_error(span, failed[0].failure_class)
         return results
+
+    async def _publish_rows(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
+        """One result per row: its publications published (:func:`expand`), merged per row."""
+        if all(r.projection != VERSION_PROJECTION for r in rows):
+            return await self._publish(rows)
+        units, owner, dead = expand(rows)
+        per_row: list[list[PublishResult]] = [[] for _ in rows]
+        for start in range(0, len(units), MAX_BATCH_COMMANDS):
+            chunk = units[start : start + MAX_BATCH_COMMANDS]
+            for k, res in enumerate(await self._publish(chunk), start):
+                per_row[owner[k]].append(res)
+        return [dead[i] if i in dead else merged(per_row[i]) for i in range(len(rows))]
 
     async def _publish(self, rows: Sequence[OutboxRow]) -> list[PublishResult]:
         if not rows:

@@ -77,7 +77,8 @@ class BatchReport:
 def split_superseded(rows: Sequence[OutboxRow]) -> tuple[list[OutboxRow], list[OutboxRow]]:
     """``(to_publish, superseded)``: a supersedable row (``outbox.supersedable``: plain progress) is
     superseded when the same batch holds a newer version for the same task, channel and
-    projection. Terminal states, notices and new tasks are never superseded. Payloads are complete
+    projection (a task version's VERSION row is on its owner's channel: per task, every publication
+    of the row together). Terminal states, notices and new tasks are never superseded. Payloads are complete
     state, so publishing only the newest version converges clients to the same view.
     """
     newest: dict[tuple[str, str, str], int] = {}

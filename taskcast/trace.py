@@ -1,8 +1,9 @@
 """``taskcast trace EVENT_ID --config relay.yaml [--json] [--no-gateway]``: one command from a
 worker's eventId to the browsers' channel — the task version the event produced, that version's
-outbox rows (status, attempts, commit → publish time, last error) and, for each published row,
-the publication in the gateway's history of its channel (offset and epoch), found by the tags
-the relay sets (``task`` and ``committed_at_ms``).
+outbox rows (status, attempts, commit → publish time, last error; a row carrying several
+publications — a task version's VERSION row — shows once per publication, with the row's id) and,
+for each publication of a published row, the publication in the gateway's history of its
+channel (offset and epoch), found by the tags the relay sets (``task`` and ``committed_at_ms``).
 
 The relay's config file holds what it needs: ``database_url``, ``gateway_api_url`` and
 ``gateway_api_key`` (environment overrides apply as for ``taskcast relay``). Exit codes: 0 traced,
@@ -64,7 +65,7 @@ async def _publication(http: httpx.AsyncClient, cfg: RelayConfig, task_id: str, 
     return f"not in the newest {HISTORY_LIMIT} publications ({NOT_IN_HISTORY})"
 
 
-def _text(trace: Trace, found: dict[int, Any]) -> str:
+def _text(trace: Trace, found: dict[tuple[int, str], Any]) -> str:
     e = trace.event
     step = f" step {e.step_id} attempt {e.step_attempt}" if e.step_id else ""
     committed = e.committed_at.isoformat(sep=" ", timespec="milliseconds")
@@ -85,7 +86,7 @@ def _text(trace: Trace, found: dict[int, Any]) -> str:
             + (f", last error: {r.last_error}" if r.last_error else "")
             + (f", trace {r.traceparent[3:35]}" if r.traceparent else "")
         )
-        pub = found.get(r.id)
+        pub = found.get((r.id, r.channel))
         if isinstance(pub, dict):
             lines.append(f"    published: offset {pub['offset']} epoch {pub['epoch']} in {r.channel}")
         elif pub is not None:
@@ -102,16 +103,16 @@ async def _run(args: argparse.Namespace, cfg: RelayConfig) -> int:
     if trace is None:
         print(f"EVENT_NOT_FOUND: no accepted event {args.event_id!r}", file=sys.stderr)
         return 1
-    found: dict[int, Any] = {}
+    found: dict[tuple[int, str], Any] = {}
     if not args.no_gateway:
         async with httpx.AsyncClient(timeout=cfg.publish_timeout_seconds) as http:
             for row in trace.rows:
                 if row.status == "PUBLISHED":
-                    found[row.id] = await _publication(http, cfg, trace.event.task_id, row)
+                    found[(row.id, row.channel)] = await _publication(http, cfg, trace.event.task_id, row)
     if args.json:
         doc = trace.as_json()
         for row in doc["rows"]:
-            row["publication"] = found.get(row["id"])
+            row["publication"] = found.get((row["id"], row["channel"]))
         print(json.dumps(doc))
     else:
         print(_text(trace, found))

@@ -36,7 +36,7 @@ from status_api.domain.sanitize import USER_MESSAGE_LIMIT
 from status_api.schemas import SchemaStore
 from status_api.storage import registries
 from status_api.storage.database import Clock, is_retryable, utc_now
-from status_api.storage.outbox import OutboxMessage, Priority
+from status_api.storage.outbox import OutboxMessage, Priority, Publication, version_message
 from status_api.storage.write import Change, DedupRow, write
 from status_api.tokens import TokenIssuer, epoch
 
@@ -105,9 +105,14 @@ class Decision(Generic[R]):
 
 
 def outbox_messages(projected: Projected) -> tuple[OutboxMessage, ...]:
-    """The outbox messages of a projected version; urgent ones outrank and never get superseded."""
+    """The outbox row of a projected version: ONE message carrying every projection's payload for
+    its channel (``outbox.version_message``: a VERSION row, or the plain row of a version with one
+    payload), of one priority: an urgent version outranks and is never superseded."""
+    if not projected.payloads:
+        return ()
     priority = Priority.of(urgent=projected.urgent)
-    return tuple(OutboxMessage(p.channel, p.projection.name, p.payload, priority) for p in projected.payloads)
+    pubs = [Publication(p.channel, p.projection.name, p.payload) for p in projected.payloads]
+    return (version_message(pubs, priority),)
 
 
 def event_log_row(
@@ -146,9 +151,10 @@ def version_change(
     due_at: datetime | None = None,
     traceparent: str | None = None,
 ) -> Change:
-    """The Change of one new task version: task (+ step), its event-log row, one outbox message per
-    projection channel. ``steps`` is the state before; ``new_attempt`` inserts the step row;
-    ``coalesce``, ``due_at`` and ``traceparent`` are the Change's own (``storage/write.py``)."""
+    """The Change of one new task version: task (+ step), its event-log row, its one outbox
+    message (every projection channel's payload). ``steps`` is the state before; ``new_attempt``
+    inserts the step row; ``coalesce``, ``due_at`` and ``traceparent`` are the Change's own
+    (``storage/write.py``)."""
     after, step = applied.task, applied.step
     new_steps = {**steps, step.step_id: step} if step is not None else steps
     messages = outbox_messages(

@@ -18,8 +18,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.storage.outbox import PENDING, PROCESSING, PUBLISHED
+from status_api.storage.outbox import PENDING, PROCESSING, PUBLISHED, VERSION_PROJECTION, described
 from status_api.storage.tables import operator_action, task, task_event_log, task_outbox
+
+_NAMES = ("channel", "projection")
 
 MAX_ROWS = 200
 """The most rows one list answers (tasks, audit entries)."""
@@ -129,6 +131,9 @@ async def timeline(conn: AsyncConnection, task_id: str) -> dict[str, Any] | None
             o.last_error,
             o.created_at,
             o.published_at,
+            sa.case((o.projection == VERSION_PROJECTION, sa.type_coerce(o.payload, sa.Text))).label(
+                "payload"
+            ),
         )
         .where(o.aggregate_id == task_id)
         .order_by(o.id.desc())
@@ -155,8 +160,8 @@ async def timeline(conn: AsyncConnection, task_id: str) -> dict[str, Any] | None
             {
                 "id": int(r.id),
                 "version": int(r.aggregate_version),
-                "channel": r.channel,
-                "projection": r.projection,
+                # a VERSION row: its publications' channels and projections, joined by ","
+                **dict(zip(_NAMES, described(r.channel, r.projection, r.payload), strict=True)),
                 "status": r.status,
                 "priority": int(r.priority),
                 "attempts": int(r.attempts),

@@ -6,10 +6,15 @@ the relay leases and settles them (``storage/outbox_claims.py``); operators purg
 count them (``storage/outbox_admin.py``). This module is what all three agree on, and it loads
 nothing of ``status_api.domain`` or the service: the relay imports it.
 
-* :class:`OutboxMessage` is what a writer hands over: one projection of one aggregate version for
-  one channel (complete state, with a version). One row per projection channel per task version
-  (unique on aggregate_id, aggregate_version, channel, projection). Rows carry complete state and
+* :class:`OutboxMessage` is what a writer hands over: one row. A task version is ONE row
+  (:func:`version_message`, projection :data:`VERSION_PROJECTION`) whose payload carries every
+  publication of that version (each projection's complete state for its channel); a version with
+  a single publication (a broadcast) is a plain row of that projection. Unique on (aggregate_id,
+  aggregate_version, channel, projection): one row per version. Rows carry complete state and
   ``aggregate_version``: duplicates and reordering are harmless.
+* :func:`publications` is the one reader of a row's publications (:class:`Publication`): a
+  VERSION row's array, or any other row's one (channel, projection, payload) — broadcasts, and
+  rows of one projection each written before VERSION rows existed, which stay publishable.
 * :class:`Priority` orders rows for the relay and says which rows may be superseded
   (:func:`supersedable`). A task's first version is stored raised to
   :attr:`Priority.NEW_AGGREGATE` (:func:`effective_priority`, the one place of that rule) so new
@@ -26,10 +31,13 @@ nothing of ``status_api.domain`` or the service: the relay imports it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import IntEnum
 from typing import Any
+
+import orjson
 
 PENDING = "PENDING"
 PROCESSING = "PROCESSING"
@@ -103,14 +111,100 @@ def effective_priority(priority: int, aggregate_version: int) -> int:
     return max(priority, Priority.NEW_AGGREGATE) if aggregate_version == 1 else priority
 
 
+#: The projection of a row carrying every publication of one task version: its ``payload`` is a
+#: JSON array ``[{"channel": str, "projection": str, "data": {...}}, …]`` in the order the domain
+#: lists the projections (``USER_SUMMARY`` first), its ``channel`` column the first publication's
+#: channel (the owner's user channel: owner and project are fixed when a task is created, so it is
+#: the same for every version of a task and every per-(aggregate, channel, projection) rule —
+#: coalescing, supersession — keeps working per task).
+VERSION_PROJECTION = "VERSION"
+
+
 @dataclass(frozen=True, slots=True)
 class OutboxMessage:
-    """One projection of one aggregate version for one channel (complete state, with a version)."""
+    """One outbox row of one aggregate version: one projection for one channel (complete state,
+    with a version), or (projection :data:`VERSION_PROJECTION`, :func:`version_message`) every
+    publication of the version."""
 
     channel: str
     projection: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | list[dict[str, Any]]
     priority: int
+
+
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """One gateway publication of a row: ``data`` goes to ``channel`` (complete state of
+    ``projection``). ``data`` is a decoded JSON value or an ``orjson.Fragment``."""
+
+    channel: str
+    projection: str
+    data: Any
+
+
+def version_message(publications: Sequence[Publication], priority: int) -> OutboxMessage:
+    """The ONE row of a version with these publications (all of one ``priority``): a
+    :data:`VERSION_PROJECTION` row of all of them, or the plain row of a single one."""
+    if len(publications) == 1:
+        p = publications[0]
+        return OutboxMessage(p.channel, p.projection, p.data, priority)
+    payload = [{"channel": p.channel, "projection": p.projection, "data": p.data} for p in publications]
+    return OutboxMessage(publications[0].channel, VERSION_PROJECTION, payload, priority)
+
+
+class MalformedRow(ValueError):
+    """A VERSION row whose payload is not an array of publications (the relay dead-letters it)."""
+
+
+def publications(row: OutboxRow) -> tuple[Publication, ...]:
+    """The publications of ``row``: a :data:`VERSION_PROJECTION` row's array entries (its payload
+    decoded: the stored text, bytes, or an already decoded list), any other row's one
+    ``(channel, projection, payload)``.
+
+    Raises:
+        MalformedRow: a VERSION payload that is not JSON, not a non-empty array, or holds an entry
+            that is not an object with string ``channel`` and ``projection`` and a ``data``.
+    """
+    if row.projection != VERSION_PROJECTION:
+        return (Publication(row.channel, row.projection, row.payload),)
+    return decode_publications(row.payload)
+
+
+def decode_publications(payload: Any) -> tuple[Publication, ...]:
+    """The entries of a VERSION payload (stored text, bytes or a decoded list); see
+    :func:`publications` for what is refused (:class:`MalformedRow`)."""
+    value = payload
+    if isinstance(value, str | bytes | bytearray | memoryview):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise MalformedRow(f"VERSION payload is not JSON: {exc}") from None
+    if not isinstance(value, list) or not value:
+        raise MalformedRow("VERSION payload is not a non-empty array of publications")
+    out = []
+    for i, item in enumerate(value):
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("channel"), str)
+            and isinstance(item.get("projection"), str)
+            and "data" in item
+        ):
+            raise MalformedRow(f"VERSION payload entry {i} is not {{channel, projection, data}}")
+        out.append(Publication(item["channel"], item["projection"], item["data"]))
+    return tuple(out)
+
+
+def described(channel: str, projection: str, payload: Any) -> tuple[str, str]:
+    """``(channels, projections)`` for operators (cold paths): a VERSION row's publications'
+    channels and projections joined by ``,`` (read from ``payload``, its stored text or decoded
+    value); any other row's own. A malformed VERSION payload shows as the row's columns."""
+    if projection != VERSION_PROJECTION or payload is None:
+        return channel, projection
+    try:
+        pubs = decode_publications(payload)
+    except MalformedRow:
+        return channel, projection
+    return ",".join(p.channel for p in pubs), ",".join(p.projection for p in pubs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +218,9 @@ class OutboxRow:
     channel: str
     projection: str
     #: What orjson encodes as the publication data: a decoded JSON value, or (every row a claim
-    #: returns, ``outbox_claims.claim``) an ``orjson.Fragment`` holding the stored JSON text as it is.
+    #: returns, ``outbox_claims.claim``) an ``orjson.Fragment`` holding the stored JSON text as it
+    #: is; a :data:`VERSION_PROJECTION` row's stored text (``str``) or decoded array instead, read
+    #: through :func:`publications`.
     payload: Any
     priority: int
     attempts: int
@@ -146,7 +242,8 @@ class Retry:
 
 @dataclass(frozen=True, slots=True)
 class DeadRow:
-    """A dead-lettered row without its payload (it may hold user data)."""
+    """A dead-lettered row without its payload (it may hold user data); a VERSION row's
+    ``channel`` and ``projection`` are its publications', joined by ``,`` (:func:`described`)."""
 
     id: int
     aggregate_id: str

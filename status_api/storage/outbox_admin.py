@@ -13,7 +13,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from status_api.storage.outbox import DEAD, PENDING, PROCESSING, PUBLISHED, DeadRow
+from status_api.storage.outbox import (
+    DEAD,
+    PENDING,
+    PROCESSING,
+    PUBLISHED,
+    VERSION_PROJECTION,
+    DeadRow,
+    described,
+)
 from status_api.storage.tables import task_outbox
 
 
@@ -46,7 +54,8 @@ async def purge_published(conn: AsyncConnection, older_than: datetime, limit: in
 
 
 async def list_dead(conn: AsyncConnection, limit: int = 100) -> list[DeadRow]:
-    """DEAD rows, oldest first (no payloads: they may hold user data)."""
+    """DEAD rows, oldest first (no payloads: they may hold user data). A VERSION row shows its
+    publications' channels and projections, joined by ``,`` (``outbox.described``)."""
     c = task_outbox.c
     rows = await conn.execute(
         sa.select(
@@ -58,24 +67,30 @@ async def list_dead(conn: AsyncConnection, limit: int = 100) -> list[DeadRow]:
             c.attempts,
             c.last_error,
             c.created_at,
+            sa.case((c.projection == VERSION_PROJECTION, sa.type_coerce(c.payload, sa.Text))).label(
+                "payload"
+            ),
         )
         .where(c.status == DEAD)
         .order_by(c.id)
         .limit(limit)
     )
-    return [
-        DeadRow(
-            id=int(r.id),
-            aggregate_id=r.aggregate_id,
-            aggregate_version=int(r.aggregate_version),
-            channel=r.channel,
-            projection=r.projection,
-            attempts=int(r.attempts),
-            last_error=r.last_error,
-            created_at=r.created_at,
+    out = []
+    for r in rows:
+        channels, projections = described(r.channel, r.projection, r.payload)
+        out.append(
+            DeadRow(
+                id=int(r.id),
+                aggregate_id=r.aggregate_id,
+                aggregate_version=int(r.aggregate_version),
+                channel=channels,
+                projection=projections,
+                attempts=int(r.attempts),
+                last_error=r.last_error,
+                created_at=r.created_at,
+            )
         )
-        for r in rows
-    ]
+    return out
 
 
 async def requeue_dead(conn: AsyncConnection, ids: Sequence[int] | None, now: datetime) -> int:

@@ -12,8 +12,10 @@ plumbing, nothing else of the Status API.
   cursor: a row committed late with a low id is claimed by the next poll. A claimed row's
   ``payload`` is an ``orjson.Fragment`` of the stored JSON text: the relay never decodes it, it
   splices it into the gateway request as it is (decoding and re-encoding every payload cost the
-  relay ~15 µs a row). Stored payloads are valid JSON (written by the Status API's encoder; a JSON
-  column on MariaDB); a row the gateway still refuses ends DEAD alone (the publisher's per-row retry).
+  relay ~15 µs a row); a VERSION row's payload (``outbox.VERSION_PROJECTION``) stays the stored
+  text, for ``outbox.publications`` to split into its publications. Stored payloads are valid
+  JSON (written by the Status API's encoder; a JSON column on MariaDB); a row the gateway still
+  refuses ends DEAD alone (the publisher's per-row retry).
 * :func:`next_due` (in the same transaction, after a claim that had room): when the earliest
   PENDING row that is not yet due becomes due — a progress held back by its window, a retry — so
   an idle relay sleeps until then instead of until its next poll.
@@ -44,7 +46,15 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from status_api.storage.driver_statements import DriverCursor, DriverSQL, Part, committed, round_trip
-from status_api.storage.outbox import DEAD, PENDING, PROCESSING, PUBLISHED, OutboxRow, Retry
+from status_api.storage.outbox import (
+    DEAD,
+    PENDING,
+    PROCESSING,
+    PUBLISHED,
+    VERSION_PROJECTION,
+    OutboxRow,
+    Retry,
+)
 from status_api.storage.tables import task_outbox
 
 #: The longest ``last_error`` stored (a sanitized message, never a payload).
@@ -62,7 +72,7 @@ def _row(r: Any, taken_over: frozenset[int], attempts_delta: int) -> OutboxRow:
         int(version),
         channel,
         projection,
-        orjson.Fragment(payload),
+        payload if projection == VERSION_PROJECTION else orjson.Fragment(payload),
         int(priority),
         int(attempts) + attempts_delta,
         created_at,

@@ -16,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from status_api.storage.outbox import VERSION_PROJECTION, MalformedRow, decode_publications
 from status_api.storage.tables import task, task_event_log, task_outbox
 
 
@@ -39,6 +40,9 @@ class TracedEvent:
 
 @dataclass(frozen=True, slots=True)
 class TracedRow:
+    """One publication of an outbox row: a VERSION row (``outbox.VERSION_PROJECTION``) is one
+    TracedRow per publication (its channel and projection), all with the row's id and columns."""
+
     id: int
     channel: str
     projection: str
@@ -92,8 +96,21 @@ async def trace_event(engine: AsyncEngine, event_id: str) -> Trace | None:
             sa.select(
                 out.id, out.channel, out.projection, out.status, out.priority, out.attempts,
                 out.created_at, out.published_at, out.last_error, out.traceparent,
+                sa.case((out.projection == VERSION_PROJECTION, sa.type_coerce(out.payload, sa.Text))),
             )
             .where(out.aggregate_id == event.task_id, out.aggregate_version == event.task_version)
             .order_by(out.id)
         )  # fmt: skip
-        return Trace(event, tuple(TracedRow(*tuple(r)) for r in rows))
+        return Trace(event, tuple(t for r in rows for t in _traced(tuple(r))))
+
+
+def _traced(r: tuple[Any, ...]) -> list[TracedRow]:
+    """The :class:`TracedRow` of each publication of a row (the selected columns, the VERSION
+    payload last); a malformed VERSION payload shows as the row's own channel and projection."""
+    if r[-1] is None:
+        return [TracedRow(*r[:-1])]
+    try:
+        pubs = decode_publications(r[-1])
+    except MalformedRow:
+        return [TracedRow(*r[:-1])]
+    return [TracedRow(r[0], p.channel, p.projection, *r[3:-1]) for p in pubs]

@@ -258,7 +258,7 @@ async def append_outbox(
     ``traceparent`` column (empty or None: the column is left out of the statement and stays NULL).
     ``request``: the statement is added to it instead of run (MariaDB/MySQL, :func:`write`)."""
     due = due or {}
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "aggregate_type": aggregate_type,
             "aggregate_id": aggregate_id,

@@ -204,7 +204,8 @@ class Truth:
 
 @dataclass
 class Outbox:
-    """``task_outbox`` rows: ``(channel, task, version) → status``."""
+    """``task_outbox`` rows: ``(channel, task, version) → status``, one key per publication (a
+    task version's one row, ``outbox.VERSION_PROJECTION``: one per channel it carries)."""
 
     rows: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
@@ -212,16 +213,20 @@ class Outbox:
     async def load(cls, engine: Any, tasks: Iterable[str] | None = None) -> Outbox:
         import sqlalchemy as sa
 
+        from status_api.storage.outbox import VERSION_PROJECTION, decode_publications
         from status_api.storage.tables import task_outbox
 
         t = task_outbox.c
-        q = sa.select(t.channel, t.aggregate_id, t.aggregate_version, t.status)
+        version_payload = sa.case((t.projection == VERSION_PROJECTION, sa.type_coerce(t.payload, sa.Text)))
+        q = sa.select(t.channel, t.aggregate_id, t.aggregate_version, t.status, version_payload)
         if tasks is not None:
             q = q.where(t.aggregate_id.in_(list(tasks)))
         out = cls()
         async with engine.connect() as conn:
-            for channel, task_id, version, status in await conn.execute(q):
-                out.rows[(str(channel), str(task_id), int(version))] = str(status)
+            for channel, task_id, version, status, payload in await conn.execute(q):
+                channels = [p.channel for p in decode_publications(payload)] if payload else [channel]
+                for c in channels:
+                    out.rows[(str(c), str(task_id), int(version))] = str(status)
         return out
 
     def expected(self, channels: Iterable[str] | None = None) -> dict[Key, int]:

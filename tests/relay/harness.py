@@ -28,7 +28,7 @@ from relay.config import RelayConfig, build_config
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
 from status_api.storage import write
-from status_api.storage.outbox import OutboxMessage
+from status_api.storage.outbox import OutboxMessage, Publication, version_message
 from status_api.storage.tables import task_outbox
 from tests.support import GatewayProcess, mint_token, scaled
 from tests.support import RelayProcess as RelayProcess  # re-exported for the relay tests
@@ -84,9 +84,13 @@ def payload(spec: RowSpec) -> dict[str, Any]:
     return {"kind": "test.state", "taskId": spec.task, "version": spec.version}
 
 
-async def insert(engine: AsyncEngine, specs: Iterable[RowSpec], *, now: datetime | None = None) -> None:
+async def insert(
+    engine: AsyncEngine, specs: Iterable[RowSpec], *, now: datetime | None = None, one_row: bool = False
+) -> None:
     """Insert PENDING rows through ``write.append_outbox_version`` (one transaction, one call per
-    task version)."""
+    task version): one row per spec (rows of one projection each, as written before VERSION rows
+    existed), or with ``one_row`` ONE row per task version carrying its specs' publications
+    (``outbox.version_message``, as the Status API writes them; the version's highest priority)."""
     grouped: dict[tuple[str, int], list[OutboxMessage]] = defaultdict(list)
     for s in specs:
         projection = "USER_SUMMARY" if s.channel.startswith("task_user") else "TASK_DETAIL"
@@ -94,6 +98,9 @@ async def insert(engine: AsyncEngine, specs: Iterable[RowSpec], *, now: datetime
     when = now or utc_now()
     async with engine.begin() as conn:
         for (task, version), messages in grouped.items():
+            if one_row:
+                pubs = [Publication(m.channel, m.projection, m.payload) for m in messages]
+                messages = [version_message(pubs, max(m.priority for m in messages))]
             await write.append_outbox_version(conn, task, version, messages, when)
 
 

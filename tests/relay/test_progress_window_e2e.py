@@ -168,7 +168,7 @@ async def test_a_burst_in_one_window_publishes_only_the_last_progress_when_the_w
             return rows if all(published for _, published in rows) else None
 
         times = await wait_until(marked, within=WITHIN, what="the last progress marked PUBLISHED")
-        assert len(times) == 2
+        assert len(times) == 1  # one row: both channels' publications
         for due, published in times:
             assert published is not None and published >= due  # never before its window closed
         for channel, tid, version, tags in sub.received:

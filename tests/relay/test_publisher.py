@@ -1,7 +1,8 @@
 """HttpGatewayPublisher against scripted gateway replies (a real HTTP/1.1 server on loopback that
 answers each request with a handler's ``httpx.Response``) and a closed port: per-row results from
 /api/batch, whole-request failures, poison isolation, secrets in errors; the keep-alive client's
-connection reuse, a server-closed idle connection, chunked replies."""
+connection reuse, a server-closed idle connection, chunked replies; a VERSION row's publications
+(one command each, results merged per row, a malformed payload DEAD alone, split requests)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,18 @@ import orjson
 import pytest
 import pytest_asyncio
 
+from relay import publisher as publisher_module
 from relay.http_client import KeepAliveClient
-from relay.publisher import PUBLISHED, HttpGatewayPublisher, Outcome, PublishResult
-from status_api.storage.outbox import OutboxRow
+from relay.publisher import (
+    COMMITTED_AT_TAG,
+    PUBLISHED,
+    PUBLISHED_AT_TAG,
+    HttpGatewayPublisher,
+    Outcome,
+    PublishResult,
+    committed_at_ms,
+)
+from status_api.storage.outbox import VERSION_PROJECTION, OutboxRow
 from tests.support import free_port
 
 KEY = "publisher-test-key-0123456789"
@@ -327,3 +337,131 @@ async def test_an_oversized_reply_is_refused_as_a_protocol_error_not_read(framin
     finally:
         server.close()
         await server.wait_closed()
+
+
+def version_row(rid: int, payload: object, priority: int = 0) -> OutboxRow:
+    """A task version's one row (``outbox.VERSION_PROJECTION``) as a claim hands it over: the
+    stored text of its array of publications."""
+    return OutboxRow(
+        id=rid,
+        aggregate_type="task",
+        aggregate_id=f"task-{rid}",
+        aggregate_version=3,
+        channel="task_user:t1/u1",
+        projection=VERSION_PROJECTION,
+        payload=payload if isinstance(payload, str) else orjson.dumps(payload).decode(),
+        priority=priority,
+        attempts=1,
+        created_at=datetime(2026, 9, 21, 7, 10, 18),
+    )
+
+
+def two_publications(rid: int) -> list[dict[str, object]]:
+    return [
+        {"channel": "task_user:t1/u1", "projection": "USER_SUMMARY", "data": {"kind": "s", "n": rid}},
+        {
+            "channel": f"task_detail:t1/task-{rid}",
+            "projection": "TASK_DETAIL",
+            "data": {"kind": "d", "n": rid},
+        },
+    ]
+
+
+def replies(*items: dict[str, object]) -> httpx.Response:
+    return httpx.Response(200, json={"replies": list(items)})
+
+
+OK = {"publish": {"offset": 1, "epoch": "e"}}
+
+
+async def test_a_version_row_is_one_publish_command_per_publication(publisher: Make) -> None:
+    """Each publication of a VERSION row is the command a row of its projection was: its channel,
+    its data, ``{task}:{version}:{channel}`` as the idempotency key, the row's tags (notice:
+    never conflated); a legacy row in the same claim goes in the same request."""
+    commands: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/batch"
+        commands.extend(c["publish"] for c in json.loads(request.content)["commands"])
+        return replies(OK, OK, OK)
+
+    pub, seen = publisher(handler)
+    results = await pub.publish([version_row(1, two_publications(1), priority=10), row(2)])
+    assert results == [PUBLISHED, PUBLISHED] and len(seen) == 1
+    assert [(c["channel"], c["data"], c["idempotency_key"]) for c in commands] == [
+        ("task_user:t1/u1", {"kind": "s", "n": 1}, "task-1:3:task_user:t1/u1"),
+        ("task_detail:t1/task-1", {"kind": "d", "n": 1}, "task-1:3:task_detail:t1/task-1"),
+        ("task_user:t1/u1", {"n": 2}, "task-2:1:task_user:t1/u1"),
+    ]
+    committed = str(committed_at_ms(datetime(2026, 9, 21, 7, 10, 18)))
+    for c in commands[:2]:
+        tags = c["tags"]
+        assert isinstance(tags, dict) and int(tags.pop(PUBLISHED_AT_TAG)) > 0
+        assert tags == {"task": "task-1", "conflate": "never", COMMITTED_AT_TAG: committed}
+    await pub.aclose()
+
+
+async def test_a_version_rows_results_merge_retry_first_then_dead(publisher: Make) -> None:
+    """One publication temporarily refused → the row is retried, and the next attempt re-sends
+    both; one refused for good → the row is DEAD with that publication's error."""
+    sent: list[list[str]] = []
+    script = [
+        replies(OK, {"error": {"code": 100, "message": "internal"}}),
+        replies(OK, OK),
+        replies({"error": {"code": 102, "message": "unknown channel"}}, OK),
+    ]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append([c["publish"]["channel"] for c in json.loads(request.content)["commands"]])
+        return script.pop(0)
+
+    pub, _ = publisher(handler)
+    [retry] = await pub.publish([version_row(1, two_publications(1))])
+    assert (retry.outcome, retry.failure_class) == (Outcome.RETRY, "api_100")
+    assert await pub.publish([version_row(1, two_publications(1))]) == [PUBLISHED]
+    assert sent[0] == sent[1] == ["task_user:t1/u1", "task_detail:t1/task-1"]  # both re-sent
+    [dead] = await pub.publish([version_row(1, two_publications(1))])
+    assert (dead.outcome, dead.failure_class) == (Outcome.DEAD, "api_102")
+    assert "unknown channel" in dead.error
+    await pub.aclose()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "not json",
+        "[]",
+        '{"channel": "task_user:t1/u1"}',
+        '[{"channel": "task_user:t1/u1", "projection": "USER_SUMMARY"}]',
+        '[{"channel": 7, "projection": "USER_SUMMARY", "data": {}}]',
+        "[1]",
+    ],
+)
+async def test_a_malformed_version_payload_is_dead_alone(publisher: Make, payload: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return replies(*[OK] * len(json.loads(request.content)["commands"]))
+
+    pub, seen = publisher(handler)
+    results = await pub.publish([row(1), version_row(2, payload), version_row(3, two_publications(3))])
+    assert [r.outcome for r in results] == [Outcome.PUBLISHED, Outcome.DEAD, Outcome.PUBLISHED]
+    assert results[1].failure_class == "malformed" and "VERSION payload" in results[1].error
+    assert len(seen) == 1 and len(json.loads(seen[0].content)["commands"]) == 3
+    await pub.aclose()
+
+
+async def test_a_claim_with_more_commands_than_a_batch_takes_is_split(
+    publisher: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publisher_module, "MAX_BATCH_COMMANDS", 3)
+    sizes: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        n = len(json.loads(request.content)["commands"])
+        sizes.append(n)
+        return replies(*[OK] * n)
+
+    pub, _ = publisher(handler)
+    rows = [version_row(i, two_publications(i)) for i in range(1, 4)]
+    assert await pub.publish(rows) == [PUBLISHED] * 3
+    assert sizes == [3, 3]
+    await pub.aclose()

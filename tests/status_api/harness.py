@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from status_api.app import Components, build_components, create_app
 from status_api.service import utc_now
+from status_api.storage.outbox import OutboxRow, publications
 from status_api.storage.tables import task_outbox
 from tests.status_api.listener_transport import ListenerTransport
 from tests.status_api.listener_transport import wanted as listener_wanted
@@ -247,9 +248,32 @@ class Harness:
         async with self.comp.engine.connect() as conn:
             return [dict(r) for r in (await conn.execute(q)).mappings()]
 
+    async def outbox_publications(self, task_id: str | None = None) -> list[dict[str, Any]]:
+        """One dict per publication of the outbox rows (``outbox.publications``): the row's columns
+        with ``channel``, ``projection`` and ``payload`` those of the publication (a VERSION row
+        gives one per projection, in order), ``row_id`` the row's id."""
+        out = []
+        for r in await self.outbox_rows(task_id):
+            row = OutboxRow(
+                r["id"], r["aggregate_type"], r["aggregate_id"], r["aggregate_version"], r["channel"],
+                r["projection"], r["payload"], r["priority"], r["attempts"], r["created_at"],
+            )  # fmt: skip
+            for p in publications(row):
+                out.append(
+                    {
+                        **r,
+                        "row_id": r["id"],
+                        "channel": p.channel,
+                        "projection": p.projection,
+                        "payload": p.data,
+                    }
+                )
+        return out
+
     async def check_outbox_messages(self) -> int:
-        """Every produced message validates against its JSON Schema in schema/json."""
-        rows = await self.outbox_rows()
+        """Every produced publication validates against its JSON Schema in schema/json; returns
+        the number of publications."""
+        rows = await self.outbox_publications()
         for r in rows:
             errs = self.schemas.errors(self._validators[r["projection"]], r["payload"])
             assert not errs, (r["projection"], errs[:3], r["payload"])

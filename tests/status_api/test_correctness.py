@@ -162,7 +162,8 @@ async def test_projections_follow_their_field_whitelists(h: Harness) -> None:
             "diagnosticsRef": "trace://secret-trace",
         },
     )
-    rows = {r["projection"]: r["payload"] for r in await h.outbox_rows(t.id) if r["aggregate_version"] == 5}
+    pubs = await h.outbox_publications(t.id)
+    rows = {r["projection"]: r["payload"] for r in pubs if r["aggregate_version"] == 5}
     summary, detail, project = rows["USER_SUMMARY"], rows["TASK_DETAIL"], rows["PROJECT_BROADCAST"]
     # summary: summaryFields of the operation only (no resultRef), no steps
     assert summary["task"]["summaryData"] == {
@@ -193,7 +194,7 @@ async def test_projections_follow_their_field_whitelists(h: Harness) -> None:
         "stepsSucceeded",
         "stepsFailed",
     }
-    for r in await h.outbox_rows():
+    for r in await h.outbox_publications():
         assert "trace://" not in str(r["payload"]) and "diagnosticsRef" not in str(r["payload"])
 
 
@@ -450,7 +451,7 @@ async def test_failure_reaches_user_summary_channel_without_detail_subscription(
             "userMessage": "Please sign page 3",
         },
     )
-    summaries = [r for r in await h.outbox_rows(t.id) if r["channel"] == "task_user:t1/u1"]
+    summaries = [r for r in await h.outbox_publications(t.id) if r["channel"] == "task_user:t1/u1"]
     action = summaries[-1]["payload"]
     assert action["task"]["businessStatus"] == "WAITING_USER_ACTION"
     assert action["notice"]["type"] == "NEEDS_ACTION" and action["notice"]["requiresAction"] is True
@@ -467,7 +468,8 @@ async def test_failure_reaches_user_summary_channel_without_detail_subscription(
             "userMessage": "Task rejected: <b>unsigned</b> see http://internal/x",
         },
     )
-    final = [r for r in await h.outbox_rows(t.id) if r["channel"] == "task_user:t1/u1"][-1]["payload"]
+    pubs = await h.outbox_publications(t.id)
+    final = [r for r in pubs if r["channel"] == "task_user:t1/u1"][-1]["payload"]
     assert final["task"]["lifecycleStatus"] == "FAILED" and final["notice"]["type"] == "TASK_FAILED"
     assert final["notice"]["message"] == "Task rejected: unsigned see [link]"
     assert final["notice"]["id"] == f"{t.id}:4" and final["task"]["failedStepId"] == "review"
@@ -486,15 +488,16 @@ async def test_failure_terminal_and_action_messages_are_not_coalescible_progress
         error={"category": "BUSINESS_INPUT", "code": "BAD_PDF", "retryable": True},
     )
     await h.task_event(t, "TASK_COMPLETED", "COMPLETED")
-    rows = await h.outbox_rows(t.id)
+    rows = await h.outbox_publications(t.id)
     by_version = {(r["aggregate_version"], r["projection"]): r for r in rows}
     assert by_version[(3, "USER_SUMMARY")]["priority"] == 0
     assert by_version[(4, "USER_SUMMARY")]["priority"] == 10
     assert by_version[(4, "USER_SUMMARY")]["payload"]["notice"]["type"] == "STEP_RETRYING"
     assert by_version[(5, "USER_SUMMARY")]["priority"] == 10
     assert by_version[(5, "USER_SUMMARY")]["payload"]["notice"]["type"] == "TASK_SUCCEEDED"
-    # exactly one row per projection per version: nothing merged away
+    # exactly one publication per projection per version, one row per version: nothing merged away
     assert len(rows) == len(by_version) == 5 * 2
+    assert len(await h.outbox_rows(t.id)) == 5
 
 
 async def test_new_task_and_new_attempt_rows_are_never_superseded_or_conflated(h: Harness) -> None:
@@ -517,7 +520,8 @@ async def test_new_task_and_new_attempt_rows_are_never_superseded_or_conflated(h
         headers={"Authorization": f"Bearer {h_coordinator()}"},
     )
     assert r.status_code == 201, r.text
-    rows = {(row["aggregate_version"], row["projection"]): row for row in await h.outbox_rows(t.id)}
+    pubs = await h.outbox_publications(t.id)
+    rows = {(row["aggregate_version"], row["projection"]): row for row in pubs}
     created, progress = rows[(1, "USER_SUMMARY")], rows[(2, "USER_SUMMARY")]
     attempt = rows[(max(v for v, _ in rows), "USER_SUMMARY")]
     assert not supersedable(created["priority"]) and not supersedable(attempt["priority"])

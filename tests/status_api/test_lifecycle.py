@@ -33,7 +33,8 @@ async def test_stale_only_changes_health_never_failed(h: Harness) -> None:
     snap = await h.user_get(f"/api/tasks/{t.id}")
     assert (snap["version"], snap["lifecycleStatus"], snap["health"]) == ("3", "RUNNING", "STALE")
     assert (snap["steps"][1]["lifecycleStatus"], snap["steps"][1]["health"]) == ("RUNNING", "STALE")
-    summary = [r for r in await h.outbox_rows(t.id) if r["projection"] == "USER_SUMMARY"][-1]["payload"]
+    pubs = await h.outbox_publications(t.id)
+    summary = [r for r in pubs if r["projection"] == "USER_SUMMARY"][-1]["payload"]
     assert summary["notice"]["type"] == "TASK_STALE" and summary["task"]["lifecycleStatus"] == "RUNNING"
     # heartbeats resume -> HEALTHY with a new version
     await h.report(t, "02_parse", "STEP_HEARTBEAT", None)

@@ -1,5 +1,5 @@
 """MariaDB only: 50 concurrent reporters on one task get versions 2..51 with no gap or duplicate and
-exactly one outbox row per projection per version."""
+exactly one outbox row per version, carrying every projection."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import pytest
 import sqlalchemy as sa
 
+from status_api.storage.outbox import VERSION_PROJECTION
 from status_api.storage.tables import task_event_log, task_outbox
 from tests.status_api.harness import Harness
 
@@ -46,7 +47,9 @@ async def test_fifty_concurrent_reporters_one_task_versions_2_to_51(h: Harness) 
             )
         ).all()
     assert sorted(logged) == list(range(1, 52))
-    assert len(per) == 51 * 3 and all(int(c) == 1 for _, _, c in per)
+    assert len(per) == 51 and all(int(c) == 1 and p == VERSION_PROJECTION for _, p, c in per)
+    pubs = await h.outbox_publications(t.id)
+    assert len(pubs) == 51 * 3 and len({(r["aggregate_version"], r["projection"]) for r in pubs}) == 51 * 3
     # retries of all 50 after "lost responses" return the first versions, concurrently too
     again = await asyncio.gather(*(h.send(b, tok) for b, tok in bodies))
     assert [r["taskVersion"] for r in again] == [r["taskVersion"] for r in results]

@@ -57,6 +57,10 @@ async def test_tasks_by_state_and_search_and_one_timeline(h: Harness) -> None:
     assert [e["version"] for e in timeline["events"]] == [1, 2]
     assert {o["version"] for o in timeline["outbox"]} == {1, 2}
     assert all(o["status"] == "PENDING" and "payload" not in o for o in timeline["outbox"])
+    # a version's one row shows its publications' channels and projections
+    assert {(o["channel"], o["projection"]) for o in timeline["outbox"]} == {
+        (f"task_user:t1/u1,task_detail:t1/{first.id}", "USER_SUMMARY,TASK_DETAIL")
+    }
     r = await h.http.get("/admin/v1/tasks/nope/timeline", headers=AUTH)
     assert r.status_code == 404
 
@@ -78,6 +82,10 @@ async def test_backlog_relays_and_dead_rows_requeued_and_deleted_with_an_audit_t
     assert [r["relayId"] for r in relays["instances"]] == ["relay-a"]  # still leases the other rows
     listed = (await h.http.get("/admin/v1/outbox/dead", headers=AUTH)).json()["dead"]
     assert [(d["id"], d["lastError"]) for d in listed] == [(dead, "gateway refused: 400")]
+    assert (listed[0]["channel"], listed[0]["projection"]) == (
+        f"task_user:t1/u1,task_detail:t1/{t.id}",
+        "USER_SUMMARY,TASK_DETAIL",
+    )
 
     r = await h.http.post("/admin/v1/outbox/dead/requeue", json={"ids": [dead]}, headers=AUTH)
     assert r.json() == {"affected": 1}

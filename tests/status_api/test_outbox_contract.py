@@ -65,13 +65,18 @@ async def test_stored_rows_carry_projection_name_kind_and_priority(h: Harness) -
     await h.report(t, "02_parse", "STEP_STARTED", "PARSING")
     await h.task_event(t, "TASK_CANCELLED", "CANCELLED")
     rows = await h.outbox_rows(t.id)
+    # ONE row per version: a VERSION row on the owner's user channel carrying all three projections
+    assert [(r["aggregate_version"], r["projection"], r["channel"]) for r in rows] == [
+        (v, outbox.VERSION_PROJECTION, "task_user:t1/u1") for v in (1, 2, 3)
+    ]
+    pubs = await h.outbox_publications(t.id)
     by_version: dict[int, set[int]] = {}
-    for r in rows:
+    for r in pubs:
         p = Projection[r["projection"]]
         assert r["payload"]["kind"] == p.kind and r["channel"].startswith(p.namespace + ":")
         by_version.setdefault(r["aggregate_version"], set()).add(r["priority"])
     assert by_version == {1: {Priority.NEW_AGGREGATE}, 2: {Priority.PROGRESS}, 3: {Priority.NOTICE}}
-    assert len(rows) == 9  # three projections per version
+    assert [r["projection"] for r in pubs] == ["USER_SUMMARY", "TASK_DETAIL", "PROJECT_BROADCAST"] * 3
 
 
 async def test_release_can_refund_the_claims_attempt(h: Harness) -> None:

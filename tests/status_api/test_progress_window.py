@@ -62,8 +62,9 @@ async def _progress(h: Harness, t: Task, current: int) -> int:
 
 
 async def _rows_of(h: Harness, task_id: str) -> dict[int, list[dict[str, Any]]]:
+    """The publications of each version (``row_id``: its one outbox row)."""
     out: dict[int, list[dict[str, Any]]] = {}
-    for r in await h.outbox_rows(task_id):
+    for r in await h.outbox_publications(task_id):
         out.setdefault(r["aggregate_version"], []).append(r)
     return out
 
@@ -98,6 +99,7 @@ async def test_a_burst_in_one_window_leaves_one_progress_the_last_due_at_the_win
     rows = await _rows_of(h, t.id)
     assert sorted(rows) == [1, 2, first, last]  # the nine in between are replaced
     assert len(rows[last]) == 2  # the user channel and the detail channel
+    assert len({r["row_id"] for r in rows[last]}) == 1  # ... in one row
     due = opened + timedelta(seconds=1)
     assert {r["available_at"] for r in rows[last]} == {due}
     assert all(r["created_at"] < due for r in rows[last])  # committed inside the window
@@ -201,7 +203,7 @@ async def test_a_task_types_window_overrides_the_servers(windowed: Harness) -> N
     assert claimed == {(plain.id, 4)}
     assert leases.next_due == start + timedelta(minutes=10)
     metrics = (await h.http.get("/metrics")).text
-    assert "taskcast_status_api_outbox_held_rows 2.0" in metrics.splitlines()
+    assert "taskcast_status_api_outbox_held_rows 1.0" in metrics.splitlines()  # the held version: one row
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ async def test_no_signing_keys_or_api_keys_reach_the_browser(h: Harness) -> None
         str(await h.user_get("/api/tasks")),
         str(await h.user_get(f"/api/tasks/{t.id}/events")),
         (await h.http.get("/openapi.json")).text,
-        *(str(r["payload"]) for r in await h.outbox_rows()),
+        *(str(r["payload"]) for r in await h.outbox_publications()),
     ]
     for secret in (SERVICE_SECRET, USER_SECRET, REALTIME_SECRET, EXEC_SECRET):
         assert not any(secret in p for p in payloads)
@@ -199,7 +199,7 @@ async def test_project_broadcast_carries_no_private_task_details(h: Harness) -> 
             "diagnosticsRef": "trace://x",
         },
     )
-    project_rows = [r for r in await h.outbox_rows(t.id) if r["projection"] == "PROJECT_BROADCAST"]
+    project_rows = [r for r in await h.outbox_publications(t.id) if r["projection"] == "PROJECT_BROADCAST"]
     assert project_rows and all(r["channel"] == "task_project:t1/p9" for r in project_rows)
     for r in project_rows:
         text = str(r["payload"])

@@ -109,7 +109,8 @@ async def test_progress_is_coalesced_in_the_outbox(h: Harness) -> None:
     await h.report(t, "01_prepare", "STEP_STARTED", "PREPARING")
     for i in range(1, 11):
         await h.report(t, "01_prepare", "STEP_PROGRESS", "PREPARING", progress={"current": i, "total": 10})
-    rows = await h.outbox_rows(t.id)
+    assert len(await h.outbox_rows(t.id)) == 3  # one row per version
+    rows = await h.outbox_publications(t.id)
     versions = sorted({r["aggregate_version"] for r in rows})
     assert versions == [1, 2, 12], versions  # creation, STEP_STARTED, the newest progress
     assert len(rows) == 6
@@ -119,7 +120,7 @@ async def test_progress_is_coalesced_in_the_outbox(h: Harness) -> None:
     assert summary["task"]["currentOperation"]["progress"]["current"] == 10
     await h.report(t, "01_prepare", "STEP_COMPLETED", "PREPARED", durationMs=5)
     assert 13 in {r["aggregate_version"] for r in await h.outbox_rows(t.id)}
-    assert await h.check_outbox_messages() == len(await h.outbox_rows())
+    assert await h.check_outbox_messages() == len(await h.outbox_publications())
 
 
 # --- seed §6.5: the detail-subscription quota is per user ---------------------------------------
@@ -277,7 +278,8 @@ async def test_registered_display_names_and_presentation_reach_clients(h: Harnes
         "severity": "INFO",
         "presentation": {"colorToken": "info", "iconKey": "flame"},
     }
-    rows = {r["projection"]: r["payload"] for r in await h.outbox_rows(t.id) if r["aggregate_version"] == 2}
+    pubs = await h.outbox_publications(t.id)
+    rows = {r["projection"]: r["payload"] for r in pubs if r["aggregate_version"] == 2}
     summary = rows["USER_SUMMARY"]["task"]
     assert summary["businessStatusDisplay"] == warming
     assert summary["currentOperation"]["displayName"] == "Prepare file"

@@ -60,5 +60,7 @@ async def test_full_task_walkthrough_versions_and_projections(h: Harness) -> Non
     rows = await h.outbox_rows(t.id)
     versions = sorted({r["aggregate_version"] for r in rows})
     assert versions == list(range(1, 8))
-    assert len(rows) == 7 * 3  # summary + detail + project per version
+    assert len(rows) == 7  # one row per version
+    pubs = await h.outbox_publications(t.id)
+    assert [p["projection"] for p in pubs] == ["USER_SUMMARY", "TASK_DETAIL", "PROJECT_BROADCAST"] * 7
     assert await h.check_outbox_messages() == 21

@@ -81,7 +81,7 @@ async def test_a_new_task_attempt_after_a_failure_ignores_the_old_attempt(h: Har
     assert len(created) == 1 and created[0]["taskAttempt"] == 2
     assert {e["taskAttempt"] for e in events if e["eventType"] == "STEP_FAILED"} == {1}
     # The new attempt's version was published as urgent (never superseded, seed §13.3).
-    rows = await h.outbox_rows(t.id)
+    rows = await h.outbox_publications(t.id)
     attempt_rows = [
         r
         for r in rows
