@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "loadtest"))
 from fleet import replace_block  # noqa: E402
 
 from status_api.storage.database import create_engine, init_db  # noqa: E402
+from status_api.storage.outbox import Publication, version_message  # noqa: E402
 from status_api.storage.tables import task_outbox  # noqa: E402
 from taskcast.dev.procs import free_port, http_ok, service_argv  # noqa: E402
 
@@ -153,29 +154,34 @@ def summary_payload(task: str, version: int) -> dict[str, Any]:
     }
 
 
-async def seed(engine: AsyncEngine, rows: int, users: int = 500, *, clear: bool = True) -> None:
-    """``rows`` PENDING rows of fresh tasks (10 versions x user + detail channel each)."""
+async def seed(
+    engine: AsyncEngine, rows: int, users: int = 500, *, clear: bool = True, one_row: bool = False
+) -> None:
+    """``rows`` PENDING rows of fresh tasks (10 versions x user + detail channel each); ``one_row``:
+    each version ONE ``VERSION`` row carrying both publications (as the Status API writes them), so
+    ``rows`` rows are ``2 * rows`` publications."""
     if clear:
         async with engine.begin() as conn:
             await conn.execute(task_outbox.delete())
     now = datetime.now(UTC).replace(tzinfo=None)
     versions = 10
-    tasks = [uuid.uuid4().hex for _ in range(rows // (versions * 2))]
+    tasks = [uuid.uuid4().hex for _ in range(rows // (versions * (1 if one_row else 2)))]
     batch: list[dict[str, Any]] = []
     for v in range(1, versions + 1):
         for i, t in enumerate(tasks):
-            for channel, projection in (
-                (f"task_user:t1/u{i % users}", "USER_SUMMARY"),
-                (f"task_detail:t1/{t}", "TASK_DETAIL"),
-            ):
+            pubs = [
+                Publication(f"task_user:t1/u{i % users}", "USER_SUMMARY", summary_payload(t, v)),
+                Publication(f"task_detail:t1/{t}", "TASK_DETAIL", summary_payload(t, v)),
+            ]
+            for m in [version_message(pubs, 0)] if one_row else [version_message([p], 0) for p in pubs]:
                 batch.append(
                     {
                         "aggregate_type": "task",
                         "aggregate_id": t,
                         "aggregate_version": v,
-                        "channel": channel,
-                        "projection": projection,
-                        "payload": summary_payload(t, v),
+                        "channel": m.channel,
+                        "projection": m.projection,
+                        "payload": m.payload,
                         "status": "PENDING",
                         "priority": 0,
                         "available_at": now,
@@ -225,7 +231,7 @@ async def run_case(
     relays: int,
     workdir: Path,
 ) -> dict[str, Any]:
-    await seed(engine, args.rows)
+    await seed(engine, args.rows, one_row=args.one_row)
     load_before = os.getloadavg()[0]
     procs: list[tuple[subprocess.Popen[bytes], int]] = []
     cpu0 = {"gateway": cpu_seconds(gw_proc), "mariadb": cpu_seconds(db_proc)}
@@ -283,6 +289,7 @@ async def run_case(
         "elapsed": elapsed,
         "rate_wall": args.rows / elapsed,
         "rate_steady": args.rows / steady if steady > 0 else float("nan"),
+        "publications_per_row": 2 if args.one_row else 1,
         "claims": int(claims),
         "rows_per_claim": total("taskcast_relay_claimed_rows_total") / max(claims, 1),
         "claim_ms": 1000 * total("taskcast_relay_claim_seconds_sum") / max(claims, 1),
@@ -376,7 +383,14 @@ def markdown(results: list[dict[str, Any]], args: argparse.Namespace, server: st
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {len(os.sched_getaffinity(0))} CPUs "
         f"(shared with the gateway, MariaDB and the bench itself), Python {platform.python_version()}, "
         f"{server}. Backlog: {args.rows:,} PENDING rows (~600-byte task.summary payloads, "
-        f"{args.rows // 20:,} tasks x 10 versions x user + detail channel), drained by `taskcast relay run` "
+        + (
+            f"{args.rows // 10:,} tasks x 10 versions, each ONE `VERSION` row of its user + detail "
+            "publications: "
+            f"{2 * args.rows:,} publications), "
+            if args.one_row
+            else f"{args.rows // 20:,} tasks x 10 versions x user + detail channel), "
+        )
+        + "drained by `taskcast relay run` "
         f"processes (batch_size {args.batch_size}, concurrency {args.concurrency}) into one gateway process "
         "(memory engine, history 100 per channel) through `/api/batch`. Target: >= 10,000 rows/s (issue 16; "
         "issue 14 asked for 5,000).",
@@ -502,6 +516,9 @@ def main() -> None:
     p.add_argument("--outage-seconds", type=float, default=30.0, help="gateway outage case (0 = skip)")
     p.add_argument("--outage-rate", type=int, default=100, help="rows/s committed during the outage")
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
+    p.add_argument(
+        "--one-row", action="store_true", help="one VERSION row per version (2 publications; else 2 rows)"
+    )
     p.add_argument("--gateway-tree", type=Path, default=ROOT, help="source tree the gateway runs from (A/B)")
     p.add_argument("--profile", help="directory for py-spy raw profiles of the relays and the gateway")
     args = p.parse_args()
