@@ -13,8 +13,9 @@ transaction's wait for the items queued behind a busy runner.
 
 **Commit delay** (``delay`` seconds, 0 = off; PostgreSQL's ``commit_delay`` in spirit): at a moderate
 rate no runner is busy when the next item arrives, so each item would start a transaction of its
-own. A runner about to take a batch therefore waits until ``want`` items are queued, or at most
-``delay``, where ``want`` is 1 + the items expected to arrive within ``delay`` at the arrival rate
+own. A runner about to take a batch therefore waits until ``want`` items are queued, or until
+``delay`` after the oldest queued item arrived (an item waits at most ``delay`` for its batch to
+start, plus a transaction in flight), where ``want`` is 1 + the items expected to arrive within ``delay`` at the arrival rate
 measured (an exponentially weighted mean of the gaps between submits), capped by ``max_batch`` and
 ``spawn_queue``. It never waits when ``want`` is 1: a lone request on an idle service, or arrivals
 further apart than ``delay``, start at once; a queue already holding ``want`` items (a loaded
@@ -78,6 +79,8 @@ class GroupCommit(Generic[T, R]):
         #: Mean gap between submits (seconds; inf until two were seen) and the last submit's time.
         self.gap = math.inf
         self._last: float | None = None
+        #: When the queue last went from empty to one item (the arrival clock).
+        self._since = 0.0
         #: The waiting runner's (items wanted, future to wake it), while one waits.
         self._waiter: tuple[int, asyncio.Future[None]] | None = None
         self._queue: deque[tuple[T, asyncio.Future[R]]] = deque()
@@ -92,7 +95,10 @@ class GroupCommit(Generic[T, R]):
         fut: asyncio.Future[R] = loop.create_future()
         self._queue.append((item, fut))
         if self.delay:
-            self._arrived(self._clock() if self._clock else loop.time())
+            now = self._clock() if self._clock else loop.time()
+            self._arrived(now)
+            if len(self._queue) == 1:
+                self._since = now
         waiter = self._waiter
         if waiter is not None:
             if len(self._queue) >= waiter[0] and not waiter[1].done():
@@ -124,11 +130,14 @@ class GroupCommit(Generic[T, R]):
         return cap if self.gap <= self.delay / cap else min(cap, 1 + int(self.delay / self.gap))
 
     async def _fill(self, want: int) -> None:
-        """Wait until ``want`` items are queued or ``delay`` has passed."""
+        """Wait until ``want`` items are queued or ``delay`` has passed since the oldest arrived."""
         loop = asyncio.get_running_loop()
+        left = self._since + self.delay - (self._clock() if self._clock else loop.time())
+        if left <= 0:
+            return
         wake: asyncio.Future[None] = loop.create_future()
         self._waiter = (want, wake)
-        timer = loop.call_later(self.delay, _wake, wake)
+        timer = loop.call_later(left, _wake, wake)
         try:
             await wake
         finally:
