@@ -2,28 +2,29 @@
 batches and hand each batch to one ``run`` call (one database transaction), then answer every
 caller with its own result or exception.
 
-A lone item starts a runner at once, so a lone request pays nothing. Batches are sized by load: while ``k`` runners are busy, another one starts only once at least
-``k * spawn_queue`` items wait; below that the queued items form the next batch of a busy runner
-(they wait at most for the transaction in flight). More transactions in flight at a moderate rate
-would only split the same events into smaller batches, each paying a transaction's fixed cost
-(statements, round trips, commit) for fewer events: CPU per event follows the batch size. The
-default ``spawn_queue`` of 16 is measured: against 8, batches of ~13 instead of ~10 and ~10 % less
-CPU per event with 32 requests in flight (docs/PERFORMANCE.md "Capacity"); the price is at most one
-transaction's wait for the items queued behind a busy runner.
+A lone item starts a runner at once, so a lone request pays nothing. Batches are sized by load:
+while ``k`` runners are busy, another one starts only once at least ``k * spawn_queue`` items
+wait; below that the queued items form the next batch of a busy runner (they wait at most for the
+transaction in flight). More transactions in flight at a moderate rate would only split the same
+events into smaller batches, each paying a transaction's fixed cost (statements, round trips,
+commit) for fewer events: CPU per event follows the batch size. The default ``spawn_queue`` of 16
+is measured: against 8, batches of ~13 instead of ~10 and ~10 % less CPU per event with 32
+requests in flight (docs/PERFORMANCE.md "Capacity"); the price is at most one transaction's wait
+for the items queued behind a busy runner.
 
-**Commit delay** (``delay`` seconds, 0 = off; PostgreSQL's ``commit_delay`` in spirit): at a moderate
-rate no runner is busy when the next item arrives, so each item would start a transaction of its
-own. A runner about to take a batch therefore waits until ``want`` items are queued, or until
-``delay`` after the oldest queued item arrived (an item waits at most ``delay`` for its batch to
-start, plus a transaction in flight), where ``want`` is 1 + the items expected to arrive within ``delay`` at the arrival rate
-measured (an exponentially weighted mean of the gaps between submits), capped by ``max_batch`` and
-``spawn_queue``. It never waits when ``want`` is 1: a lone request on an idle service, or arrivals
-further apart than ``delay``, start at once; a queue already holding ``want`` items (a loaded
-service) starts at once too. One runner waits at a time, and no other runner is started for the
-items it waits for.
-Runner tasks are owned here (kept in a set) and end when the
-queue is empty. A caller cancelled while its item waits is skipped; one cancelled while its batch
-runs does not cancel the batch (its item may still commit, as with a client lost after commit).
+**Commit delay** (``delay`` seconds, 0 = off; PostgreSQL's ``commit_delay`` in spirit): at a
+moderate rate no runner is busy when the next item arrives, so each item would start a
+transaction of its own. A runner about to take a batch therefore waits until ``want`` items are
+queued, or until ``delay`` after the oldest queued item arrived (an item waits at most ``delay``
+for its batch to start, plus a transaction in flight). ``want`` is 1 + the items expected within
+``delay`` at the measured arrival rate (an exponentially weighted mean of the gaps between
+submits), at most ``min(max_batch, spawn_queue)``. No wait when ``want`` is 1 (a lone request on
+an idle service, arrivals further apart than ``delay``) nor when ``want`` items already wait (a
+loaded service). One runner waits at a time; no other runner starts for the items it waits for.
+
+Runner tasks are owned here (kept in a set) and end when the queue is empty. A caller cancelled
+while its item waits is skipped; one cancelled while its batch runs does not cancel the batch (its
+item may still commit, as with a client lost after commit).
 Must not import sqlalchemy or starlette: ``run`` carries all the storage knowledge.
 """
 

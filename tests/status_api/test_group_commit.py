@@ -8,7 +8,6 @@ its events had been processed one by one.
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 import pytest

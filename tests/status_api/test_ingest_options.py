@@ -1,6 +1,7 @@
 """The group-commit options documented in docs/status-api.md (``ingest.batch_max``,
-``ingest.batch_runners``, ``ingest.commit_delay_ms``) are accepted from the file and the environment and reach the service;
-they used to be refused as unknown options."""
+``ingest.batch_runners``, ``ingest.commit_delay_ms``) are accepted from the file and the environment
+and reach the service; they used to be refused as unknown options; values out of range are refused
+naming the option."""
 
 from __future__ import annotations
 
@@ -66,5 +67,5 @@ def test_a_value_below_one_is_refused_by_name(tmp_path: Path, option: str) -> No
 
 @pytest.mark.parametrize("value", [-1, 100.5])
 def test_a_commit_delay_out_of_range_is_refused_by_name(tmp_path: Path, value: float) -> None:
-    with pytest.raises(ConfigError, match="ingest.commit_delay_ms"):
+    with pytest.raises(ConfigError, match=r"ingest\.commit_delay_ms"):
         load_config(_file(tmp_path, ingest={"commit_delay_ms": value}), environ={})
