@@ -139,7 +139,7 @@ class IngestConfig:
 
     batch_max: int = 64
     batch_runners: int = 3
-    commit_delay_ms: float = 0.0
+    commit_delay_ms: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)

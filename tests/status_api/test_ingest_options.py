@@ -56,7 +56,7 @@ async def test_commit_delay_from_file_and_environment_reaches_the_group_commit(t
 
 def test_defaults_are_the_documented_ones(tmp_path: Path) -> None:
     cfg = load_config(_file(tmp_path), environ={})
-    assert (cfg.ingest.batch_max, cfg.ingest.batch_runners) == (64, 3)
+    assert (cfg.ingest.batch_max, cfg.ingest.batch_runners, cfg.ingest.commit_delay_ms) == (64, 3, 10)
 
 
 @pytest.mark.parametrize("option", ["batch_max", "batch_runners"])
