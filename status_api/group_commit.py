@@ -18,9 +18,14 @@ transaction of its own. A runner about to take a batch therefore waits until ``w
 queued, or until ``delay`` after the oldest queued item arrived (an item waits at most ``delay``
 for its batch to start, plus a transaction in flight). ``want`` is 1 + the items expected within
 ``delay`` at the measured arrival rate (an exponentially weighted mean of the gaps between
-submits), at most ``min(max_batch, spawn_queue)``. No wait when ``want`` is 1 (a lone request on
-an idle service, arrivals further apart than ``delay``) nor when ``want`` items already wait (a
-loaded service). One runner waits at a time; no other runner starts for the items it waits for.
+submits), at most ``min(max_batch, spawn_queue)`` and at most 1 + the callers seen waiting
+together (the number of items outstanding, submitted and not answered, that an arrival finds: a
+peak decaying by 1/8 per submit). So it never waits for items no caller can send: a sequential
+caller (its next item comes only after its answer) finds nothing outstanding and is never held,
+however fast it goes; two such callers wait for each other at most. No wait when ``want`` is 1
+(a lone request on an idle service, arrivals further apart than ``delay``) nor when ``want`` items
+already wait (a loaded service). One runner waits at a time; no other runner starts for the items
+it waits for.
 
 Runner tasks are owned here (kept in a set) and end when the queue is empty. A caller cancelled
 while its item waits is skipped; one cancelled while its batch runs does not cancel the batch (its
@@ -80,6 +85,9 @@ class GroupCommit(Generic[T, R]):
         #: Mean gap between submits (seconds; inf until two were seen) and the last submit's time.
         self.gap = math.inf
         self._last: float | None = None
+        #: Items submitted and not answered; the decaying peak of it seen by arrivals.
+        self._pending = 0
+        self.concurrency = 0.0
         #: When the queue last went from empty to one item (the arrival clock).
         self._since = 0.0
         #: The waiting runner's (items wanted, future to wake it), while one waits.
@@ -95,16 +103,26 @@ class GroupCommit(Generic[T, R]):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[R] = loop.create_future()
         self._queue.append((item, fut))
-        if self.delay:
-            now = self._clock() if self._clock else loop.time()
-            self._arrived(now)
-            if len(self._queue) == 1:
-                self._since = now
-        waiter = self._waiter
-        if waiter is not None:
+        if not self.delay:
+            return await self._start(fut)
+        now = self._clock() if self._clock else loop.time()
+        self._arrived(now)
+        if len(self._queue) == 1:
+            self._since = now
+        self.concurrency = max(float(self._pending), self.concurrency * (1 - GAP_WEIGHT))
+        self._pending += 1
+        try:
+            waiter = self._waiter
+            if waiter is None:
+                return await self._start(fut)
             if len(self._queue) >= waiter[0] and not waiter[1].done():
                 waiter[1].set_result(None)
             return await fut  # the waiting runner takes this item
+        finally:
+            self._pending -= 1
+
+    async def _start(self, fut: asyncio.Future[R]) -> R:
+        """Start a runner for the queue if the load calls for one; wait for ``fut``."""
         busy = self._active
         if busy < self.max_runners and len(self._queue) >= busy * self.spawn_queue:
             # Counted from creation to the moment its loop finds the queue empty (no await in
@@ -124,10 +142,12 @@ class GroupCommit(Generic[T, R]):
 
     def wanted(self) -> int:
         """Items worth waiting for: 1 + those expected within ``delay`` at the measured rate, at
-        most ``min(max_batch, spawn_queue)``; 1 (no wait) when the delay is off."""
+        most ``min(max_batch, spawn_queue)`` and 1 + the callers seen waiting together (rounded);
+        1 (no wait) when the delay is off."""
         cap = min(self.max_batch, self.spawn_queue)
         if not self.delay or self.gap >= self.delay:
             return 1
+        cap = min(cap, 1 + int(self.concurrency + 0.5))
         return cap if self.gap <= self.delay / cap else min(cap, 1 + int(self.delay / self.gap))
 
     async def _fill(self, want: int) -> None:

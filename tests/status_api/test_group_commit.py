@@ -253,10 +253,15 @@ async def _ticks(n: int = 4) -> None:
         await asyncio.sleep(0)
 
 
+async def _concurrent(group: GroupCommit[int, int], items: range) -> list[int]:
+    """Submit ``items`` in one loop tick: callers waiting together (one batch, no wait)."""
+    return list(await asyncio.gather(*(group.submit(i) for i in items)))
+
+
 async def test_commit_delay_waits_for_the_items_the_arrival_rate_promises() -> None:
-    """With arrivals 1 ms apart and a delay that never expires here, a runner about to take a batch
-    waits until ``wanted()`` items are queued (capped by spawn_queue), then runs them as one batch;
-    no second runner starts for the items it waits for."""
+    """Concurrent callers arriving 1 ms apart and a delay that never expires here: a runner about
+    to take a batch waits until ``wanted()`` items are queued (capped by spawn_queue), then runs
+    them as one batch; no second runner starts for the items it waits for."""
     seen: list[list[int]] = []
     observed: list[int] = []
 
@@ -269,23 +274,41 @@ async def test_commit_delay_waits_for_the_items_the_arrival_rate_promises() -> N
         run, max_batch=64, max_runners=3, spawn_queue=4, delay=3600, observe=observed.append, clock=clock
     )
     assert group.wanted() == 1, "no rate measured yet: no wait"
-    assert await group.submit(0) == 0, "the first item ever never waits"
+    assert await _concurrent(group, range(8)) == list(range(8)), "8 queued >= 4 wanted: no wait"
+    assert seen == [list(range(8))] and group.concurrency == 7
     pending = []
-    for i in range(1, 5):
+    for i in range(10, 14):
         clock.now += 0.001
         pending.append(asyncio.ensure_future(group.submit(i)))
         await _ticks()
-        if i < 4:
-            assert seen == [[0]], f"{i} of 4 wanted items queued: the runner waits"
-    assert group.gap == pytest.approx(0.001) and group.wanted() == 4
-    assert seen == [[0], [1, 2, 3, 4]] and observed == [1, 4]
-    assert group._active == 1 or not group._runners, "no second runner for the awaited items"
-    assert await asyncio.gather(*pending) == [1, 2, 3, 4]
+        if i < 13:
+            assert seen == [list(range(8))], f"{i - 9} of 4 wanted items queued: the runner waits"
+            assert len(group._runners) == 1, "no second runner for the awaited items"
+    assert group.wanted() == 4
+    assert seen == [list(range(8)), [10, 11, 12, 13]] and observed == [8, 4]
+    assert await asyncio.gather(*pending) == [10, 11, 12, 13]
+
+
+async def test_commit_delay_never_holds_a_sequential_caller() -> None:
+    """A caller that sends its next item only after its answer never waits, however high its rate
+    (0.1 ms apart here, with a delay that would never expire): no item is ever outstanding when
+    the next arrives, so no batch can be promised."""
+
+    async def run(items: Any) -> list[Any]:
+        return list(items)
+
+    clock = _Clock()
+    group: GroupCommit[int, int] = GroupCommit(run, max_batch=64, max_runners=3, delay=3600, clock=clock)
+    async with asyncio.timeout(scaled(5)):
+        for i in range(40):
+            clock.now += 0.0001
+            assert await group.submit(i) == i
+    assert group.gap < 0.001 and group.wanted() == 1
 
 
 async def test_commit_delay_never_holds_a_lone_item_after_an_idle_gap() -> None:
-    """Arrivals 0.1 ms apart make a runner wait for the next item; after an idle gap that lifts the
-    mean gap above the delay, a lone item starts at once."""
+    """Concurrent callers 0.1 ms apart make a runner wait for the next item; after an idle gap
+    that lifts the mean gap above the delay, a lone item starts at once."""
     seen: list[list[int]] = []
 
     async def run(items: Any) -> list[Any]:
@@ -296,14 +319,14 @@ async def test_commit_delay_never_holds_a_lone_item_after_an_idle_gap() -> None:
     group: GroupCommit[int, int] = GroupCommit(
         run, max_batch=64, max_runners=3, spawn_queue=2, delay=3600, clock=clock
     )
-    assert await group.submit(0) == 0
+    await _concurrent(group, range(3))
     clock.now += 0.0001
-    first = asyncio.ensure_future(group.submit(1))
+    first = asyncio.ensure_future(group.submit(4))
     await _ticks()
-    assert seen == [[0]] and group.wanted() == 2, "a high rate: the runner waits for one more"
+    assert seen == [[0, 1, 2]] and group.wanted() == 2, "a high rate: the runner waits for one more"
     clock.now += 0.0001
-    assert await asyncio.gather(first, group.submit(2)) == [1, 2]
-    assert seen == [[0], [1, 2]]
+    assert await asyncio.gather(first, group.submit(5)) == [4, 5]
+    assert seen == [[0, 1, 2], [4, 5]]
     clock.now += 100_000  # idle: the mean gap (1/8 of this) exceeds the delay
     async with asyncio.timeout(scaled(5)):
         assert await group.submit(9) == 9
@@ -318,11 +341,11 @@ async def test_commit_delay_ends_at_its_bound_when_the_promised_items_do_not_com
 
     clock = _Clock()
     group: GroupCommit[int, int] = GroupCommit(run, max_batch=64, max_runners=1, delay=0.001, clock=clock)
-    assert await group.submit(0) == 0
+    await _concurrent(group, range(16))
     clock.now += 0.0001
     async with asyncio.timeout(scaled(5)):
-        assert await group.submit(7) == 7  # 1 + the 10 items due within 1 ms wanted; none comes
-    assert group.wanted() == 11 and list(group.batch_sizes) == [1, 1]
+        assert await group.submit(99) == 99  # more items wanted; none comes
+    assert group.wanted() > 1 and list(group.batch_sizes) == [16, 1]
     with pytest.raises(ValueError):
         GroupCommit(run, max_batch=1, max_runners=1, delay=-1)
 
