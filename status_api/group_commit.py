@@ -57,8 +57,8 @@ class GroupCommit(Generic[T, R]):
     with at most ``max_runners`` batches in flight; runner ``k+1`` starts only when ``k *
     spawn_queue`` items wait (``spawn_queue`` 1: a runner per waiting item up to ``max_runners``);
     a batch waits up to ``delay`` seconds for the items the arrival rate promises (module doc).
-    ``observe(n)`` is called with each batch's size; ``clock`` (seconds, monotonic) times the
-    arrivals (default: the running loop's clock)."""
+    ``observe(n)`` is called with each batch's size (must not raise); ``clock`` (seconds,
+    monotonic) times the arrivals (default: the running loop's clock)."""
 
     def __init__(
         self,
