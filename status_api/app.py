@@ -118,6 +118,7 @@ def build_components(
             retention_batch_size=cfg.retention.batch_size,
             ingest_batch_max=cfg.ingest.batch_max,
             ingest_batch_runners=cfg.ingest.batch_runners,
+            ingest_commit_delay_ms=cfg.ingest.commit_delay_ms,
             progress_min_interval_ms=cfg.progress.min_interval_ms,
         ),
     )
@@ -216,6 +217,8 @@ def create_app(
             budget.report()
 
     metrics = StatusMetrics()
+    if comp.service.ingestor.group is not None:
+        comp.service.ingestor.group.observe = metrics.batch_events.observe
 
     async def metrics_endpoint(_: Request) -> Response:
         body = await metrics.render(comp.engine)

@@ -133,10 +133,13 @@ class RetentionConfig:
 class IngestConfig:
     """Group commit of event ingestion (``status_api/service/ingest.py``): up to ``batch_max``
     queued events share one transaction, ``batch_runners`` such transactions run at once (each holds
-    one pooled connection). ``batch_max: 1`` turns batching off (one transaction per event)."""
+    one pooled connection). ``batch_max: 1`` turns batching off (one transaction per event).
+    ``commit_delay_ms``: how long a batch may wait for the events the arrival rate promises
+    (``status_api/group_commit.py``; 0 = never wait)."""
 
     batch_max: int = 64
     batch_runners: int = 3
+    commit_delay_ms: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +344,8 @@ def _validate_ingest(i: IngestConfig) -> None:
         raise ConfigError("ingest.batch_max: must be >= 1 (1 = one transaction per event)")
     if i.batch_runners < 1:
         raise ConfigError("ingest.batch_runners: must be >= 1")
+    if not 0 <= i.commit_delay_ms <= 100:
+        raise ConfigError("ingest.commit_delay_ms: must be 0..100 (0 = a batch never waits)")
 
 
 def _validate_progress(p: ProgressConfig) -> None:

@@ -81,6 +81,12 @@ class StatusMetrics:
             "PENDING outbox rows not due yet: progress held back by its task's window, and retries.",
             registry=r,
         )
+        self.batch_events = Histogram(
+            f"{NS}_batch_events",
+            "Events per group-commit transaction of event ingestion (ingest.commit_delay_ms).",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+        )
         self.database_up = Gauge(
             f"{NS}_database_up", "1 when the last scrape could query the database.", registry=r
         )

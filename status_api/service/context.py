@@ -86,6 +86,8 @@ class ServiceSettings:
     ingest_batch_max: int = 64
     #: Group-commit transactions in flight at once (each holds one pooled connection).
     ingest_batch_runners: int = 3
+    #: The longest a group-commit batch waits for the events the arrival rate promises (0 = never).
+    ingest_commit_delay_ms: float = 10.0
     #: The progress window of a task type without ``progressMinIntervalMs`` (``domain/progress_window.py``).
     progress_min_interval_ms: int = progress_window.DEFAULT_MIN_INTERVAL_MS
     #: Event-log retention (``service.retention``): entries older than this are purged by the

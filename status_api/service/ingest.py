@@ -143,7 +143,10 @@ class EventIngestor:
         self.group: GroupCommit[PendingEvent, Response] | None = None
         if s.ingest_batch_max > 1:
             self.group = GroupCommit(
-                self._run_batch, max_batch=s.ingest_batch_max, max_runners=s.ingest_batch_runners
+                self._run_batch,
+                max_batch=s.ingest_batch_max,
+                max_runners=s.ingest_batch_runners,
+                delay=s.ingest_commit_delay_ms / 1000,
             )
 
     async def ingest_event(

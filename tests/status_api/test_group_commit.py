@@ -238,6 +238,118 @@ async def test_an_item_queued_right_after_the_last_runner_finished_is_served() -
         assert await group.submit(2) == 2
 
 
+class _Clock:
+    """The arrival clock of a GroupCommit under test: moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _ticks(n: int = 4) -> None:
+    for _ in range(n):  # submit, the runner task, its wait or its run
+        await asyncio.sleep(0)
+
+
+async def _concurrent(group: GroupCommit[int, int], items: range) -> list[int]:
+    """Submit ``items`` in one loop tick: callers waiting together (one batch, no wait)."""
+    return list(await asyncio.gather(*(group.submit(i) for i in items)))
+
+
+async def test_commit_delay_waits_for_the_items_the_arrival_rate_promises() -> None:
+    """Concurrent callers arriving 1 ms apart and a delay that never expires here: a runner about
+    to take a batch waits until ``wanted()`` items are queued (capped by spawn_queue), then runs
+    them as one batch; no second runner starts for the items it waits for."""
+    seen: list[list[int]] = []
+    observed: list[int] = []
+
+    async def run(items: Any) -> list[Any]:
+        seen.append(list(items))
+        return list(items)
+
+    clock = _Clock()
+    group: GroupCommit[int, int] = GroupCommit(
+        run, max_batch=64, max_runners=3, spawn_queue=4, delay=3600, observe=observed.append, clock=clock
+    )
+    assert group.wanted() == 1, "no rate measured yet: no wait"
+    assert await _concurrent(group, range(8)) == list(range(8)), "8 queued >= 4 wanted: no wait"
+    assert seen == [list(range(8))] and group.concurrency == 7
+    pending = []
+    for i in range(10, 14):
+        clock.now += 0.001
+        pending.append(asyncio.ensure_future(group.submit(i)))
+        await _ticks()
+        if i < 13:
+            assert seen == [list(range(8))], f"{i - 9} of 4 wanted items queued: the runner waits"
+            assert len(group._runners) == 1, "no second runner for the awaited items"
+    assert group.wanted() == 4
+    assert seen == [list(range(8)), [10, 11, 12, 13]] and observed == [8, 4]
+    assert await asyncio.gather(*pending) == [10, 11, 12, 13]
+
+
+async def test_commit_delay_never_holds_a_sequential_caller() -> None:
+    """A caller that sends its next item only after its answer never waits, however high its rate
+    (0.1 ms apart here, with a delay that would never expire): no item is ever outstanding when
+    the next arrives, so no batch can be promised."""
+
+    async def run(items: Any) -> list[Any]:
+        return list(items)
+
+    clock = _Clock()
+    group: GroupCommit[int, int] = GroupCommit(run, max_batch=64, max_runners=3, delay=3600, clock=clock)
+    async with asyncio.timeout(scaled(5)):
+        for i in range(40):
+            clock.now += 0.0001
+            assert await group.submit(i) == i
+    assert group.gap < 0.001 and group.wanted() == 1
+
+
+async def test_commit_delay_never_holds_a_lone_item_after_an_idle_gap() -> None:
+    """Concurrent callers 0.1 ms apart make a runner wait for the next item; after an idle gap
+    that lifts the mean gap above the delay, a lone item starts at once."""
+    seen: list[list[int]] = []
+
+    async def run(items: Any) -> list[Any]:
+        seen.append(list(items))
+        return list(items)
+
+    clock = _Clock()
+    group: GroupCommit[int, int] = GroupCommit(
+        run, max_batch=64, max_runners=3, spawn_queue=2, delay=3600, clock=clock
+    )
+    await _concurrent(group, range(3))
+    clock.now += 0.0001
+    first = asyncio.ensure_future(group.submit(4))
+    await _ticks()
+    assert seen == [[0, 1, 2]] and group.wanted() == 2, "a high rate: the runner waits for one more"
+    clock.now += 0.0001
+    assert await asyncio.gather(first, group.submit(5)) == [4, 5]
+    assert seen == [[0, 1, 2], [4, 5]]
+    clock.now += 100_000  # idle: the mean gap (1/8 of this) exceeds the delay
+    async with asyncio.timeout(scaled(5)):
+        assert await group.submit(9) == 9
+    assert group.wanted() == 1 and seen[-1] == [9]
+
+
+async def test_commit_delay_ends_at_its_bound_when_the_promised_items_do_not_come() -> None:
+    """The wait is bounded by ``delay``: a rate that stops leaves the waiting item to run alone."""
+
+    async def run(items: Any) -> list[Any]:
+        return list(items)
+
+    clock = _Clock()
+    group: GroupCommit[int, int] = GroupCommit(run, max_batch=64, max_runners=1, delay=0.001, clock=clock)
+    await _concurrent(group, range(16))
+    clock.now += 0.0001
+    async with asyncio.timeout(scaled(5)):
+        assert await group.submit(99) == 99  # more items wanted; none comes
+    assert group.wanted() > 1 and list(group.batch_sizes) == [16, 1]
+    with pytest.raises(ValueError):
+        GroupCommit(run, max_batch=1, max_runners=1, delay=-1)
+
+
 async def test_outbox_append_many_writes_exactly_the_rows_of_append(h: Harness) -> None:
     from status_api.storage.outbox import OutboxMessage
 

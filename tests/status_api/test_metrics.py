@@ -37,5 +37,8 @@ async def test_events_requests_and_gauges_are_exported(h: Harness):
     assert _value(text, "taskcast_status_api_requests_total", route=route, status="422") == 1
     assert not re.search(r'route="/api/tasks/[0-9a-f-]{8,}', text), "raw paths must not become labels"
     assert _value(text, "taskcast_status_api_active_tasks") == 1
+    # every accepted or refused event ran in a group-commit batch of one (sent one at a time)
+    assert _value(text, "taskcast_status_api_batch_events_count") >= 3
+    assert _value(text, "taskcast_status_api_batch_events_bucket", le="1.0") >= 3
     assert _value(text, "taskcast_status_api_database_up") == 1
     assert _value(text, "taskcast_status_api_outbox_oldest_pending_age_seconds", priority="0") >= 0
