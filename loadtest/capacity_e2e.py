@@ -1,9 +1,9 @@
 """The seed's §15 capacity model end to end: the ``e2e`` and ``idle`` steps of ``bench_capacity.py``.
 
 **e2e** — the production topology (taskcast/dev/topology.py, deploy/ configs): MariaDB + Redis,
-``status-api serve --workers W`` (one replica), the reconciler, two relays woken through Redis
-(deploy/relay.yaml), ``--gateways`` gateways (default one) and nginx, which the relays publish
-through (``gateway_api_url`` = its internal listener, as in docker-compose.yml).
+``status-api serve --workers W`` (``--e2e-workers``, default 1; one replica), the reconciler, two
+relays woken through Redis (deploy/relay.yaml), ``--gateways`` gateways (default one) and nginx,
+which the relays publish through (``gateway_api_url`` = its internal listener, as in docker-compose.yml).
 
 * ``--e2e-tasks`` active tasks (default 20,000) created over the Status API's HTTP API (the same
   use-case code as production), owned round robin by ``--users`` users ``bench/u<i>``.
@@ -413,7 +413,7 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
         gateways=args.gateways,
         relays=2,
         status_apis=1,
-        status_api_workers=args.workers,
+        status_api_workers=args.e2e_workers,
         heartbeat_timeout_seconds=3600.0,
         relay_root=Path(args.relay_tree).resolve() if args.relay_tree else None,
     )
@@ -422,7 +422,7 @@ def e2e_step(redis_url: str, mysql_url: str, args: argparse.Namespace) -> dict[s
         "users": args.users,
         "detail_share": args.detail_share,
         "gateways": args.gateways,
-        "status_api_workers": args.workers,
+        "status_api_workers": args.e2e_workers,
         "relays": 2,
         "warmup_s": args.warmup,
         "window_s": args.window,
@@ -478,6 +478,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--users", type=int, default=5000, help="task owners (a board connection each)")
     g.add_argument("--detail-share", type=float, default=1.0, help="share of tasks with a detail watcher")
     g.add_argument("--gateways", type=int, default=1)
+    g.add_argument(
+        "--e2e-workers",
+        dest="e2e_workers",
+        type=int,
+        default=1,
+        help="the Status API's `serve --workers` (1, the service's default: one worker batches more per "
+        "transaction, docs/status-api.md)",
+    )
     g.add_argument(
         "--rates",
         type=lambda s: [int(x) for x in s.split(",")],
