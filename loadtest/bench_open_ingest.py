@@ -122,12 +122,7 @@ class Run:
         finally:
             if producer is not None:
                 await producer.stop()
-            server.terminate()
-            try:
-                server.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+            ingest_http.stop_server(server, log)
             async with admin.begin() as conn:
                 await conn.execute(sa.text(f"DROP DATABASE {database}"))
             await admin.dispose()

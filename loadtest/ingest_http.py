@@ -24,7 +24,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import jwt
 import psutil
@@ -148,6 +148,16 @@ async def _create(
         await pool.close()
 
 
+def stop_server(server: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """Stop a Status API this benchmark started (SIGTERM, SIGKILL after 40 s) and close its log."""
+    server.terminate()
+    try:
+        server.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
 def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | None) -> dict[str, Any]:
     """One worker count: server up, tasks created, generators run; the result row."""
     import uvloop
@@ -201,12 +211,7 @@ def run_case(db_url: str, workers: int, args: argparse.Namespace, db_pid: int | 
         cpu = {p.pid: sum(p.cpu_times()[:2]) - cpu0[p.pid] for p in procs}
         split = _stop_spies(spies, getattr(args, "spy_out", None))
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        stop_server(server, log)
     lat = [x for o in outs for x in o["latencies_ms"]]
     ok = sum(o["ok"] for o in outs)
     wall = max(o["t_last"] for o in outs) - min(o["t_first"] for o in outs)
