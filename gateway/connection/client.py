@@ -356,6 +356,7 @@ class Client:
             raise DisconnectError(codes.DISCONNECT_CONNECTION_LIMIT)
         self.name = req.name
         server_subs = await self.subscriptions.connect_channels(grant.subs if grant is not None else {})
+        self.subscriptions.alive()  # closed meanwhile: registered nowhere, released by nothing
         self.node.connecting.discard(self)
         hub.add_client(self)
         self._registered = True

@@ -255,7 +255,7 @@ class MapSubscriptions:
         error = session.check_subscribe(channel, namespace, opts.subscription_limit_per_connection)
         if error is not None:
             raise CommandError(error)
-        session.add_subscription(sub)
+        self._subscriptions.enter(sub)
         position = since
         replay: list[Publication] = []
         joining = False
@@ -271,6 +271,7 @@ class MapSubscriptions:
                 if pending.tags_filter is not None:
                     replay = [p for p in replay if pending.tags_filter.match(p.tags)]
                 session.position(sub, position.offset, position.epoch)
+            self._subscriptions.alive()
             joining = True
             await self._subscriptions.presence.join(sub)  # engine and map presence (connection/presence.py)
         except BaseException:

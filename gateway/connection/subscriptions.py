@@ -31,6 +31,7 @@ Imports no transport and not gateway/connection/client.py (tests/test_layering.p
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -279,10 +280,12 @@ class Subscriptions:
                 chan_info=grant.info,
             )
             await self.presence.join(sub)
+            if self._closed:  # closed while joining: its release has run, this one must not stay
+                await self.presence.leave(sub)
+            self.enter(sub)
         except BaseException:  # an engine failure too: answered by the driver, no stream left open
             opened.cancel()
             raise
-        self._session.add_subscription(sub)
         opened.attach(sub)
         self._node.metrics.subscriptions_accepted.labels(driver.name, "").inc()
         self._node.lifecycle.subscribed(channel, driver.client_info(sub), sub.presence)
@@ -315,7 +318,7 @@ class Subscriptions:
         node = self._node
         driver = self._driver
         channel = sub.channel
-        self._session.add_subscription(sub)
+        self.enter(sub)
         positioned = None
         joining = False
         try:
@@ -327,6 +330,7 @@ class Subscriptions:
                 if wanted.recover and sub.recoverable and not positioned.recovered and reject_unrecovered:
                     raise CommandError(codes.ERROR_UNRECOVERABLE_POSITION)
                 self._session.position(sub, positioned.start.offset, positioned.start.epoch)
+            self.alive()
             joining = True
             await self.presence.join(sub)
             if opts.join_leave and not sub.server_side:
@@ -381,6 +385,27 @@ class Subscriptions:
             expire_at = float(grant.expire_at) if grant.expire_at is not None else None
             self._session.extend_subscription(sub, expire_at, grant.info)
         return self._session.sub_refresh_result(sub, self._clock())
+
+    def enter(self, sub: Subscription) -> None:
+        """Enter ``sub`` into the connection's table (every subscribe path enters through here).
+
+        Raises:
+            asyncio.CancelledError: the connection closed: its command goes no further, whether
+                or not its cancellation reached it (a library may swallow one that arrives as
+                its own operation finishes), so nothing is registered that no release would
+                undo.
+        """
+        self.alive()
+        self._session.add_subscription(sub)
+
+    def alive(self) -> None:
+        """Go on only while the connection is open.
+
+        Raises:
+            asyncio.CancelledError: it closed (see ``enter``).
+        """
+        if self._closed:
+            raise asyncio.CancelledError
 
     # --- release -------------------------------------------------------------------------------
 

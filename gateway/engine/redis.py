@@ -38,6 +38,7 @@ from gateway.config.schema import RedisSettings
 from gateway.config.tls import client_ssl_kwargs
 from gateway.engine.base import EngineError
 from gateway.engine.failures import FailureRun
+from httpwire.cancellation import cancel_requests, raise_if_cancelled_since
 
 T = TypeVar("T")
 
@@ -153,14 +154,19 @@ class RedisShard:
         Raises:
             EngineError: Redis unreachable, stalled or answering an error.
         """
+        before = cancel_requests()
         try:
             async with asyncio.timeout(self.io_timeout), self._slots:
                 result = await operation(self.client)
         except (RedisError, OSError, TimeoutError) as exc:
+            raise_if_cancelled_since(before, exc)
             cause = f"{type(exc).__name__}: {exc}"
             self.failures.failed(cause)
             self.count_error(op)
             raise EngineError(f"redis {self.name}: {cause}") from exc
+        # redis-py awaits through asyncio.wait_for, which on Python 3.11 returns the result of an
+        # operation that finished as the caller was cancelled: the cancellation is the caller's.
+        raise_if_cancelled_since(before)
         if proof:
             self._proven = True
             self.failures.succeeded()
