@@ -4,6 +4,7 @@ once (error reply or disconnect in gateway/connection/client.py; HTTP status in 
     GatewayError
     ├── CommandError      ends one command / API call with a ``codes.Error`` reply
     └── DisconnectError   ends the connection with a ``codes.Disconnect``
+    ConnectionClosed      (a ``CancelledError``) stops a command of a connection that closed
 
 The client-visible values live in ONE catalogue, gateway/protocol/codes.py (frozen values, never
 raised). An exception instance is raised once: always ``raise CommandError(codes.ERROR_X)``,
@@ -12,6 +13,8 @@ never a module-level exception object — re-raising a shared instance chains ev
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from gateway.protocol import codes
 
@@ -34,6 +37,13 @@ class DisconnectError(GatewayError):
     def __init__(self, disconnect: codes.Disconnect) -> None:
         super().__init__(disconnect.reason)
         self.disconnect = disconnect
+
+
+class ConnectionClosed(asyncio.CancelledError):
+    """The connection closed while one of its commands (or jobs) ran: the command stops where
+    it is, as a cancelled one does, whether or not its task's cancellation reached it (a
+    library may swallow a cancel that arrives as its own operation finishes). Nothing is
+    answered; nothing more is registered."""
 
 
 def fail(outcome: codes.Error | codes.Disconnect) -> GatewayError:

@@ -31,7 +31,6 @@ Imports no transport and not gateway/connection/client.py (tests/test_layering.p
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -44,7 +43,7 @@ from gateway.connection.delivery import Fanout, negotiate_delta, recovered_for, 
 from gateway.connection.presence import ChannelPresence
 from gateway.connection.refresh import ServerRefresher
 from gateway.connection.sendqueue import SendQueue
-from gateway.errors import CommandError, DisconnectError
+from gateway.errors import CommandError, ConnectionClosed, DisconnectError
 from gateway.hub import Connection
 from gateway.node import Node
 from gateway.protocol import codes, policy
@@ -390,10 +389,8 @@ class Subscriptions:
         """Enter ``sub`` into the connection's table (every subscribe path enters through here).
 
         Raises:
-            asyncio.CancelledError: the connection closed: its command goes no further, whether
-                or not its cancellation reached it (a library may swallow one that arrives as
-                its own operation finishes), so nothing is registered that no release would
-                undo.
+            ConnectionClosed: the connection closed: its command goes no further, so nothing
+                is registered that no release would undo.
         """
         self.alive()
         self._session.add_subscription(sub)
@@ -402,10 +399,10 @@ class Subscriptions:
         """Go on only while the connection is open.
 
         Raises:
-            asyncio.CancelledError: it closed (see ``enter``).
+            ConnectionClosed: it closed.
         """
         if self._closed:
-            raise asyncio.CancelledError
+            raise ConnectionClosed
 
     # --- release -------------------------------------------------------------------------------
 

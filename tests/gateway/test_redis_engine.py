@@ -406,6 +406,7 @@ async def test_redis_restart_turns_unhealthy_then_heals_with_a_new_epoch(server:
     async with running(broker):
         await broker.subscribe("ch")
         before = await broker.publish("ch", pub(), HISTORY)
+        await events.wait(1)  # delivered before the kill (a loaded machine may read it late)
 
         server.kill()
         await wait_until(lambda: not broker.healthy(), what="unhealthy")
