@@ -16,6 +16,12 @@ workers and of MariaDB per accepted event, MariaDB's ``Com_commit`` per event (t
 that wrote; the inverse is events per transaction), HTTP p50/p99, the 1-minute load average.
 Arms run in ABBA order per round; the summary is the median per arm and rate.
 
+The e2e's Status API as the §15 model runs it (``bench_capacity.py --steps e2e``): ``--tasks 20000``
+(each worker's execution token comes round again after 20,000 others: the verified-token cache must
+hold them all) and arms with ``{"http": {"log_level": "info"}}`` (deploy/status-api.yaml's level:
+uvicorn's access log writes a line per event); the defaults (3,000 tasks, ``warning``) measure
+neither.
+
 Without ``--url``/``--redis-url``, a throwaway MariaDB and Redis (scripts/services.sh) that nothing
 else uses, so MariaDB's CPU is this benchmark's alone. ``--profile RATE``: py-spy on the workers
 during that rate's window, the raw stacks in the work directory (``loadtest/spy_summary.py``).

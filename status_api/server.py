@@ -91,6 +91,7 @@ def uvicorn_config(
         ws="none",
         lifespan="on",
         log_level=http.log_level,
+        access_log=http.access_log,
         server_header=False,
         **extra,
     )

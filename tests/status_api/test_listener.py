@@ -34,7 +34,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StatusApiProcess]:
         TEST_CONFIG,
         {
             "database": {"url": f"sqlite+aiosqlite:///{workdir}/status.db"},
-            "http": {"request_timeout_seconds": 2.0},
+            "http": {"request_timeout_seconds": 2.0, "log_level": "info", "access_log": False},
         },
     )
     proc = StatusApiProcess(cfg, workdir).start()
@@ -194,3 +194,16 @@ def test_protocol_class_carries_its_limits() -> None:
     assert issubclass(cls, HttpProtocol)
     assert (cls.limits.max_head_bytes, cls.limits.request_timeout) == (8192, 0.0)
     assert b'"HEADERS_TOO_LARGE"' in cls.limits.head_too_large
+
+
+def test_access_log_off_writes_no_line_per_request(api: StatusApiProcess) -> None:
+    """``http.access_log: false`` at ``log_level: info``: requests are served, none is logged on
+    ``uvicorn.access`` (the startup lines of that level still are)."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{api.port}", timeout=scaled(30)) as client:
+        for _ in range(3):
+            assert client.get("/healthz").status_code == 200
+        r = client.post("/internal/v1/task-events", content=b"{}", headers={"authorization": "Bearer x"})
+        assert r.status_code == 401
+    text = api.log_text()
+    assert "INFO" in text, text[-2000:]
+    assert "/healthz" not in text and "/internal/v1/task-events" not in text, text[-2000:]
