@@ -105,9 +105,9 @@ class RelayConfig:
     #: OpenTelemetry tracing of the publishes (docs/operations.md "Tracing with OpenTelemetry");
     #: the exporter is configured by the standard ``OTEL_*`` environment variables.
     opentelemetry_enabled: bool = False
-    #: The event loop of ``taskcast relay run`` (docs/relay.md "The event loop"): ``uvloop`` (its
-    #: socket wake-ups cost a fraction of asyncio's), ``asyncio`` (the standard library's), or
-    #: ``auto`` = uvloop when it is installed (it is with the package's dependencies), else asyncio.
+    #: The event loop of ``taskcast relay run`` (docs/relay.md "What a claim costs"): ``uvloop``
+    #: (cheaper socket wake-ups than asyncio's), ``asyncio`` (the standard library's), or ``auto``
+    #: = uvloop when it is installed (it is with the package's dependencies), else asyncio.
     event_loop: str = "auto"
 
     @property

@@ -37,7 +37,9 @@ when the relay starts, :meth:`Wakeups.close` disarms it. Contract:
   bound, so expired leases are found within the bound whether the relay claims for hints, for a
   backlog or for the poll (which always scans: no claim started for the bound).
 * Held-back rows: :meth:`wake_when_due` keeps one timer for the earliest not-yet-due row a claim
-  saw, which wakes the relay (``source="due"``) when it becomes due.
+  saw, which wakes the relay (``source="due"``) when it becomes due. A claim woken only by due
+  times may look before it claims (:meth:`Wakeups.claim_starts` ``quiet``): the row is often
+  already taken, by the claim of its own commit's hint or by another relay that saw the time.
 
 Call everything on the relay's event loop.
 """
