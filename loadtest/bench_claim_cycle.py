@@ -6,6 +6,7 @@ and the ``settle`` of both rows as published, on leases opened as the relay open
 (``OutboxLeases.open``). ``--defer``: the mark is deferred (``OutboxLeases.defer_published``) and
 carried by the next cycle's claim, as the relay's loops do with ``mark_defer_ms`` (a tree without
 it settles at once). ``--hint``: the claims skip the expired-lease scan, as a hint's claim does.
+``--loop uvloop``: on uvloop (what ``taskcast relay run`` runs on by default).
 For an A/B run it once per tree with that tree first on the path::
 
     PYTHONPATH=/other/tree python loadtest/bench_claim_cycle.py --cycles 400
@@ -105,12 +106,20 @@ def main() -> None:
     p.add_argument("--defer", action="store_true", help="defer each mark to the next claim (if the tree can)")
     p.add_argument("--hint", action="store_true", help="claims without the expired-lease scan")
     p.add_argument("--server-pid", type=int, help="the MariaDB server's pid (its CPU per cycle)")
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop")
     args = p.parse_args()
     if not args.mysql_url:
         raise SystemExit("set TASKCAST_TEST_MYSQL_URL or pass --mysql-url")
-    result = asyncio.run(
-        run(args.mysql_url, args.cycles, defer=args.defer, hint=args.hint, server_pid=args.server_pid)
-    )
+    factory = None
+    if args.loop == "uvloop":
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(
+            run(args.mysql_url, args.cycles, defer=args.defer, hint=args.hint, server_pid=args.server_pid)
+        )
+    result["loop"] = args.loop
     print(json.dumps(result))
 
 

@@ -200,6 +200,8 @@ async def step(
     cpu0 = [cpu_seconds(p) for p, _ in relays]
     sys0 = sum(p.cpu_times().system for p, _ in relays)
     gw0 = cpu_seconds(gateway)
+    db = psutil.Process(args.db_pid) if args.db_pid else None
+    db0 = cpu_seconds(db) if db else 0.0
     events0 = producer.events
     started = time.monotonic()
     await producer.run(rate, args.window, args.tick)
@@ -208,11 +210,15 @@ async def step(
     cpu = sum(cpu_seconds(p) - c for (p, _), c in zip(relays, cpu0, strict=True))
     sys_cpu = sum(p.cpu_times().system for p, _ in relays) - sys0
     gw_cpu = cpu_seconds(gateway) - gw0
+    db_cpu = cpu_seconds(db) - db0 if db else None
     total = lambda name: sum(delta(a, b, name) for a, b in zip(after, before, strict=True))  # noqa: E731
     published = total("taskcast_relay_published_rows_total")
     claims = total("taskcast_relay_claims_total")
     wakeups = [sum(v for k, v in a.items() if k.startswith("taskcast_relay_wakeups_total{")) for a in after]
     wakeups0 = [sum(v for k, v in b.items() if k.startswith("taskcast_relay_wakeups_total{")) for b in before]
+    empty = total("taskcast_relay_empty_claims_total")
+    sources = sorted({k for a in after for k in a if k.startswith("taskcast_relay_wakeups_total{")})
+    by_source = {k.partition('source="')[2].rstrip('"}'): round(total(k)) for k in sources}
     buckets = latency_buckets(after, before)
     # Drain what is left before the next rate (not measured).
     for _ in range(200):
@@ -232,6 +238,9 @@ async def step(
         "empty_claims": total("taskcast_relay_empty_claims_total"),
         "absorbed": total("taskcast_relay_wakeups_absorbed_total"),
         "hints": [round(a - b) for a, b in zip(wakeups, wakeups0, strict=True)],
+        "wakeups_by_source": by_source,
+        "claims_per_s": claims / elapsed,
+        "empty_share": empty / max(claims + empty, 1),
         "relay_cpu_s": cpu,
         "relay_cpu_share": cpu / elapsed,
         "relay_us_per_row": 1e6 * cpu / max(published, 1),
@@ -240,6 +249,10 @@ async def step(
         "relay_us_per_claim": 1e6 * cpu / max(claims, 1),
         "relay_sys_share": sys_cpu / cpu if cpu else 0.0,
         "gateway_us_per_row": 1e6 * gw_cpu / max(published, 1),
+        # ``--db-pid``: the MariaDB server's CPU (the producer's commits included) per claim
+        # transaction and per event; meaningful only on a server nothing else uses
+        "db_us_per_claim": None if db_cpu is None else 1e6 * db_cpu / max(claims + empty, 1),
+        "db_us_per_event": None if db_cpu is None else 1e6 * db_cpu / max(producer.events - events0, 1),
         "lag_p50_ms": 1000 * quantile(buckets, 0.5),
         "lag_p99_ms": 1000 * quantile(buckets, 0.99),
         "late_ticks": producer.late_ticks,
@@ -403,6 +416,9 @@ def main() -> None:
     p.add_argument("--relay-tree", type=Path, default=ROOT, help="source tree the relays run from (A/B)")
     p.add_argument("--label", default="this tree")
     p.add_argument("--profile", type=Path, help="directory for py-spy raw profiles of the relays")
+    p.add_argument(
+        "--db-pid", type=int, help="pid of the MariaDB server (an unshared one): its CPU per claim"
+    )
     p.add_argument(
         "--relay-option", action="append", default=[], metavar="NAME=JSON",
         help="a relay config option for this run (repeatable), e.g. mark_defer_ms=0",

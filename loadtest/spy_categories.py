@@ -7,8 +7,9 @@ sample counts once: the claim (``OutboxLeases.claim``: the claim's two requests 
 riding on it), a poll's look, the deferred marks' own UPDATE, the HTTP publish, the rest of a cycle's
 bookkeeping (``Relay.run_batch``/``_settle``: metrics, split, results), the hint listener (Redis or
 UDP), the idle loops' scheduling (``Wakeups``), the gauges and retention (``_maintenance``), the
-metrics server's thread; what is left is the event loop itself (``_run_once``, ``select``, the
-transports' callbacks that resume the tasks above) and anything else.
+metrics server's thread (a stack py-spy cut short goes by its inner frames: ``CUT_SHORT``); what
+is left is the event loop itself (``_run_once``, ``select``, the transports' callbacks that resume
+the tasks above) and anything else.
 """
 
 from __future__ import annotations
@@ -32,6 +33,16 @@ CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gauges, retention (_maintenance)", ("Relay._maintenance ",)),
     ("metrics server thread", ("serve_forever ",)),
 )
+#: Stacks py-spy cut short (``--nonblocking`` reads a running process: a sample may lack the
+#: outer frames that name its part) go by the inner frames they kept, when one names a part.
+CUT_SHORT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (CATEGORIES[0][0], ("claim_driver ", "round_trip ", "OutboxLeases._driver ", "DriverSQL.")),
+    (
+        CATEGORIES[3][0],
+        ("KeepAliveClient.", "_parse_head ", "publish_params ", "expand (", "decode_publications "),
+    ),
+    (CATEGORIES[5][0], ("PubSub.", "hiredis", "read_response ")),
+)
 
 
 def categorise(paths: list[str]) -> tuple[int, Counter[str]]:
@@ -40,7 +51,7 @@ def categorise(paths: list[str]) -> tuple[int, Counter[str]]:
     for path in paths:
         for stack, n in stacks(path):
             total += n
-            for name, needles in CATEGORIES:
+            for name, needles in CATEGORIES + CUT_SHORT:
                 if any(needle in stack for needle in needles):
                     counts[name] += n
                     break

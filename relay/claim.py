@@ -169,6 +169,8 @@ class OutboxLeases:
         #: Called with the number of deferred rows that were no longer ours when their mark ran
         #: (another replica took them over): the relay counts them as lost leases.
         self.on_lost_marks: Callable[[int], None] | None = None
+        #: The last :meth:`nothing_to_claim` read the table (False: it answered without a look).
+        self.looked = False
 
     @classmethod
     def open(
@@ -254,9 +256,12 @@ class OutboxLeases:
         :meth:`claim` now would lease nothing — no due row and, with ``takeover``, no expired
         lease — read by one statement without a lock or a transaction; :attr:`next_due` is then
         set as the empty claim would have set it. False (claim) when something is claimable,
-        when deferred marks wait for a claim to carry them, and on SQLite (no look: claim)."""
+        when deferred marks wait for a claim to carry them, and on SQLite (no look: claim);
+        :attr:`looked` says whether this call read the table."""
+        self.looked = False
         if self.settle_engine is None or self._unmarked or self.dialect != "mysql":
             return False
+        self.looked = True
         now = self.now()
         lease = self.lease_seconds if takeover else None
         look = await self._driver(

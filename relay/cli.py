@@ -22,7 +22,7 @@ from collections.abc import Callable
 from httpwire.shutdown import StopBudget
 from httpwire.tracing import TracingUnavailable, setup
 from relay.claim import OutboxLeases
-from relay.config import ConfigError, RelayConfig, load_config
+from relay.config import ConfigError, RelayConfig, load_config, uvloop_available
 from relay.metrics import RelayMetrics, serve
 from relay.publisher import HttpGatewayPublisher
 from relay.relay import Relay
@@ -50,6 +50,21 @@ def _parser() -> argparse.ArgumentParser:
     purge = sub.add_parser("purge", help="delete PUBLISHED rows older than retention_seconds, once")
     purge.add_argument("--config", required=True)
     return p
+
+
+def loop_factory(cfg: RelayConfig) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``run`` runs on (``event_loop``): uvloop's factory, or None for asyncio's
+    default loop. ``auto`` picks uvloop when it can be imported."""
+    if cfg.event_loop == "asyncio" or (cfg.event_loop == "auto" and not uvloop_available()):
+        return None
+    import uvloop
+
+    return uvloop.new_event_loop
+
+
+def loop_name(loop: asyncio.AbstractEventLoop) -> str:
+    """``uvloop`` or ``asyncio``: what the start-up log line reports."""
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
 
 
 def _leases(cfg: RelayConfig) -> OutboxLeases:
@@ -93,9 +108,10 @@ async def run(cfg: RelayConfig, *, crash_hook: Callable[[str], None] | None = No
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, signalled)
     log.info(
-        "relay %s started (%s, batch %d x %d, wake-up %s, poll %gs, %gs while hints flow)",
+        "relay %s started (%s, %s loop, batch %d x %d, wake-up %s, poll %gs, %gs while hints flow)",
         cfg.relay_id,
         leases.dialect,
+        loop_name(loop),
         cfg.batch_size,
         cfg.concurrency,
         "+".join(n for n, on in (("redis", cfg.wake_redis_url), ("udp", cfg.wake_udp_listen)) if on) or "off",
@@ -225,7 +241,8 @@ def main(argv: list[str]) -> int:
         print(f"taskcast relay: configuration error: {exc}", file=sys.stderr)
         return 2
     if args.command == "run":
-        return asyncio.run(run(cfg))
+        with asyncio.Runner(loop_factory=loop_factory(cfg)) as runner:
+            return runner.run(run(cfg))
     try:
         if args.command == "purge":
             return asyncio.run(_purge(cfg))

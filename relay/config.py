@@ -11,6 +11,7 @@ key never appears in ``repr`` or in error messages.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 from collections.abc import Mapping
@@ -36,6 +37,15 @@ def default_relay_id() -> str:
 MAX_LINGER_MS = 1000
 #: The longest ``claim_spacing_ms``: a pacing of claims, never a latency of its own.
 MAX_CLAIM_SPACING_MS = 100
+#: The values of ``event_loop``.
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+
+
+def uvloop_available() -> bool:
+    """Whether uvloop can be imported (it ships with ``uvicorn[standard]`` on CPython/Linux)."""
+    return importlib.util.find_spec("uvloop") is not None
+
+
 #: The longest ``mark_defer_ms``: a published row stays PROCESSING (leased) at most this long.
 MAX_MARK_DEFER_MS = 5000
 
@@ -95,6 +105,10 @@ class RelayConfig:
     #: OpenTelemetry tracing of the publishes (docs/operations.md "Tracing with OpenTelemetry");
     #: the exporter is configured by the standard ``OTEL_*`` environment variables.
     opentelemetry_enabled: bool = False
+    #: The event loop of ``taskcast relay run`` (docs/relay.md "What a claim costs"): ``uvloop``
+    #: (cheaper socket wake-ups than asyncio's), ``asyncio`` (the standard library's), or ``auto``
+    #: = uvloop when it is installed (it is with the package's dependencies), else asyncio.
+    event_loop: str = "auto"
 
     @property
     def mark_defer_seconds(self) -> float:
@@ -154,6 +168,14 @@ def _validate(cfg: RelayConfig) -> None:
     _validate_wake(cfg)
     if cfg.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError("log_level: must be debug, info, warning or error")
+    _validate_loop(cfg)
+
+
+def _validate_loop(cfg: RelayConfig) -> None:
+    if cfg.event_loop not in EVENT_LOOPS:
+        raise ConfigError(f"event_loop: must be {', '.join(EVENT_LOOPS[:-1])} or {EVENT_LOOPS[-1]}")
+    if cfg.event_loop == "uvloop" and not uvloop_available():
+        raise ConfigError("event_loop: uvloop is not installed (pip install uvloop, or use auto or asyncio)")
 
 
 def _validate_wake(cfg: RelayConfig) -> None:

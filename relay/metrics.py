@@ -47,6 +47,15 @@ class RelayMetrics:
             'the poll bound (docs/relay.md "Wake-up").',
             registry=r,
         )
+        self.looks = Counter(
+            "taskcast_relay_looks_total",
+            "Looks before a claim (one statement, no lock, no transaction; MySQL/MariaDB): a poll's, "
+            "or a claim woken only by held-back rows' due times. outcome=claimed: something was "
+            'claimable, the claim followed; outcome=nothing: no claim transaction (docs/relay.md "A '
+            'poll looks before it claims", "Due times look first").',
+            ["outcome"],
+            registry=r,
+        )
         self.claimed_rows = Counter("taskcast_relay_claimed_rows_total", "Rows leased.", registry=r)
         self.published = Counter(
             "taskcast_relay_published_rows_total", "Rows published and marked PUBLISHED.", registry=r

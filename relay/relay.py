@@ -197,10 +197,14 @@ class Relay:
         the claim would lease anything (:meth:`OutboxLeases.nothing_to_claim`), and make no claim
         transaction when it would not (not counted as an empty claim)."""
         m = self.metrics
-        if look_first and await self.leases.nothing_to_claim(takeover=takeover):
-            self._wake_when_due()
-            self._backlog = False
-            return BatchReport()
+        if look_first:
+            if await self.leases.nothing_to_claim(takeover=takeover):
+                m.looks.labels("nothing").inc()
+                self._wake_when_due()
+                self._backlog = False
+                return BatchReport()
+            if self.leases.looked:
+                m.looks.labels("claimed").inc()
         started = time.perf_counter()
         size = limit or self.config.batch_size
         rows = await self.leases.claim(size, takeover=takeover, backlog=self._backlog)

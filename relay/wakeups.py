@@ -37,7 +37,9 @@ when the relay starts, :meth:`Wakeups.close` disarms it. Contract:
   bound, so expired leases are found within the bound whether the relay claims for hints, for a
   backlog or for the poll (which always scans: no claim started for the bound).
 * Held-back rows: :meth:`wake_when_due` keeps one timer for the earliest not-yet-due row a claim
-  saw, which wakes the relay (``source="due"``) when it becomes due.
+  saw, which wakes the relay (``source="due"``) when it becomes due. A claim woken only by due
+  times may look before it claims (:meth:`Wakeups.claim_starts` ``quiet``): the row is often
+  already taken, by the claim of its own commit's hint or by another relay that saw the time.
 
 Call everything on the relay's event loop.
 """
@@ -59,6 +61,8 @@ from relay.metrics import RelayMetrics
 DUE_SLACK_SECONDS = 0.002
 #: The wake-up source that asks for one more loop on a backlog (never absorbed).
 BACKLOG = "backlog"
+#: The wake-up source of a held-back row's due time (:meth:`Wakeups.wake_when_due`).
+DUE = "due"
 #: The sources that are post-commit hints (their rate decides whether claims are spaced).
 HINTS = frozenset({"redis", "udp", "local"})
 #: Weight of the newest gap in the moving average of the gaps between hints.
@@ -72,7 +76,8 @@ class ClaimStart(NamedTuple):
 
     #: The claim scans for expired leases.
     scan: bool
-    #: A poll (no wake-up since the previous claim): it may look before it claims.
+    #: It may look before it claims: a poll (no wake-up since the previous claim), or a claim
+    #: woken only by held-back rows' due times (:data:`DUE`).
     quiet: bool
 
 
@@ -109,8 +114,10 @@ class Wakeups:
         #: The relay-wide poll's timer (:meth:`start_polls`); None before the start and after close.
         self._poll_timer: asyncio.TimerHandle | None = None
         self._polls = metrics.polls
-        #: A wake-up came since the relay's last claim started (:meth:`claim_starts`).
+        #: A wake-up other than a due time came since the relay's last claim started, and a due
+        #: time did (:meth:`claim_starts`).
         self._stirred = False
+        self._due_since = False
         #: The idle loop's wait the poll ended last (it does not linger: no wake-up to gather).
         self._polled: asyncio.Future[bool] | None = None
 
@@ -124,7 +131,10 @@ class Wakeups:
         if counter is None:
             counter = self._counters[source] = self.metrics.wakeups.labels(source)
         counter.inc()
-        self._stirred = True
+        if source == DUE:
+            self._due_since = True
+        else:
+            self._stirred = True
         if source in HINTS:
             now = self.clock()
             if self._hint_at is not None:
@@ -204,14 +214,17 @@ class Wakeups:
         """A loop of the relay sends a claim now (call right before it, after
         :meth:`before_claim`): it counts as the relay's claim for the poll. ``scan``: this claim
         must also scan for expired leases (none of the relay's claims scanned for the poll bound).
-        ``quiet``: a scanning claim with no wake-up since the relay's previous claim started (a
-        poll, or a retry after an error), which may look before it claims."""
+        ``quiet``: the claim may look before it claims — a scanning claim with no wake-up since
+        the relay's previous claim started (a poll, or a retry after an error), or a claim whose
+        only wake-ups since then were due times (the row that became due is often already taken:
+        by the claim of its own commit's hint, or by another relay that saw the same due time)."""
         now = self._claimed_at = self.clock()
         stirred, self._stirred = self._stirred, False
+        due, self._due_since = self._due_since, False
         if now >= self._scanned_at + self.poll_bound_seconds:
             self._scanned_at = now
             return ClaimStart(True, not stirred)
-        return ClaimStart(False, False)
+        return ClaimStart(False, due and not stirred)
 
     # --- the loops' side --------------------------------------------------------------------------
 
@@ -280,7 +293,7 @@ class Wakeups:
 
     def _due(self) -> None:
         self._due_wake = None
-        self.wake("due")
+        self.wake(DUE)
 
     def close(self) -> None:
         """Cancel the poll's and the held-back row's timers (the relay stopped)."""

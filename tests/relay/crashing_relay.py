@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from relay.cli import configure, run
+from relay.cli import configure, loop_factory, run
 from relay.relay import CRASH_POINTS
 
 
@@ -49,7 +49,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--config", required=True)
     args = p.parse_args(argv)
     hook = crash_hook(args.crash_at)
-    return asyncio.run(run(configure(args.config), crash_hook=hook))
+    cfg = configure(args.config)
+    with asyncio.Runner(loop_factory=loop_factory(cfg)) as runner:  # the loop `relay run` runs on
+        return runner.run(run(cfg, crash_hook=hook))
 
 
 if __name__ == "__main__":

@@ -14,17 +14,20 @@ import asyncio
 import itertools
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from relay.claim import OutboxLeases, create_engine
 from relay.relay import Relay
 from status_api.storage.database import utc_now
 from status_api.storage.outbox import OutboxRow
+from status_api.storage.tables import task_outbox
 from tests.relay.harness import (
     RelayProcess,
     crashed_relay_rows,
@@ -215,3 +218,39 @@ async def test_a_poll_that_looks_still_takes_expired_leases_over(
         await relay.leases.return_connections()
         await settle.dispose()
     assert relay.metrics.takeovers._value.get() == len(held)
+
+
+async def test_a_due_time_whose_row_is_gone_costs_a_look_not_a_claim(
+    engine: AsyncEngine, gateway: GatewayProcess, relay_db_url: str
+) -> None:
+    """A hinted claim learns a held-back row's due time; the row is gone before it (a newer
+    version replaced it, or another claim took it): the due wake-up looks (one statement, no
+    transaction) and makes no claim transaction."""
+    cfg = relay_config(relay_db_url, gateway, poll_interval_seconds=60.0)  # no poll meanwhile
+    relay: Relay = make_relay(engine, cfg, rand=lambda: 0.99)
+    settle = create_engine(relay_db_url, pool_size=2, autocommit=True)  # as OutboxLeases.open
+    relay.leases = OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, settle_engine=settle)
+    m = relay.metrics
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        specs = plan(tasks=1, versions=1)
+        await insert(engine, specs, now=utc_now() + timedelta(seconds=scaled(0.5)))  # held back
+        relay.wake()  # its commit's hint: the claim finds nothing due and learns the due time
+        await wait_until(lambda: m.empty_claims._value.get() == 1, within=WITHIN, what="hinted claim")
+        async with engine.begin() as conn:  # superseded before it became due
+            await conn.execute(sa.delete(task_outbox))
+
+        def settled() -> bool:
+            due = m.wakeups.labels("due")._value.get()
+            return due >= 1 and m.looks.labels("nothing")._value.get() + m.empty_claims._value.get() >= 2
+
+        await wait_until(settled, within=WITHIN, what="the due wake-up handled")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, scaled(30))
+        await relay.publisher.aclose()
+        await relay.leases.return_connections()
+        await settle.dispose()
+    assert m.empty_claims._value.get() == 1 and m.claims._value.get() == 0
+    assert m.looks.labels("nothing")._value.get() == 1

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay.backoff import ceiling, full_jitter
+from relay.cli import loop_factory
 from relay.config import ConfigError, build_config, load_config
 from relay.publisher import (
     Outcome,
@@ -206,11 +207,23 @@ def test_config_defaults_and_env_overrides() -> None:
         ({"linger_ms": 5000}, "linger_ms: must be 0..1000"),
         ({"mark_defer_ms": -1}, "mark_defer_ms: must be 0..5000"),
         ({"mark_defer_ms": 6000}, "mark_defer_ms: must be 0..5000"),
+        ({"event_loop": "trio"}, "event_loop: must be auto, uvloop or asyncio"),
     ],
 )
 def test_bad_options_refuse_to_start_naming_the_option(raw: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
         build_config({**BASE, **raw})
+
+
+def test_relay_run_picks_uvloop_unless_told_asyncio() -> None:
+    """``event_loop``: ``auto`` (the default) and ``uvloop`` run ``relay run`` on uvloop (installed
+    with the package); ``asyncio`` on the standard library's loop."""
+    import uvloop
+
+    assert build_config(BASE).event_loop == "auto"
+    assert loop_factory(build_config(BASE)) is uvloop.new_event_loop
+    assert loop_factory(build_config({**BASE, "event_loop": "uvloop"})) is uvloop.new_event_loop
+    assert loop_factory(build_config({**BASE, "event_loop": "asyncio"})) is None
 
 
 def test_the_deferred_mark_bound_stays_a_quarter_of_the_lease() -> None:

@@ -119,6 +119,7 @@ async def test_a_status_api_commit_wakes_a_relay_process_over_udp(
     ).start()
     try:
         await wait_until(lambda: "wake-up hints on udp" in relay.log_text(), within=60, what="relay bound")
+        assert "uvloop loop" in relay.log_text()  # `relay run` runs on uvloop by default
         async with (
             Subscriber(gateway, ["task_user:t1/u1"]) as sub,
             httpx.AsyncClient(base_url=api.url) as http,

@@ -177,6 +177,29 @@ async def test_a_claim_scans_for_expired_leases_once_per_poll_bound() -> None:
         w.close()
 
 
+async def test_a_claim_woken_only_by_due_times_may_look_first() -> None:
+    """A held-back row's due time is often already served (the claim of its commit's hint, or
+    another relay that saw the same time, took the row): a claim woken by due times alone may
+    look before it claims; one with any other wake-up since the previous claim may not."""
+    clock = Clock(100.0)
+    w = _wakeups(clock, concurrency=2, poll_interval_seconds=1.0)
+    w.start_polls(0.5)
+    try:
+        assert w.claim_starts() == (False, False)
+        w.wake("due")
+        assert w.claim_starts() == (False, True)  # due only: look first, no scan
+        w.wake("due")
+        w.wake("redis")
+        assert w.claim_starts() == (False, False)  # a hint came too: claim
+        clock.now += 0.5
+        w.wake("due")
+        assert w.claim_starts() == (True, True)  # a scanning claim, due only: look first
+        w.wake("backlog")
+        assert w.claim_starts() == (False, False)
+    finally:
+        w.close()
+
+
 async def test_the_poll_bound_follows_the_hint_listener() -> None:
     """Subscribed: ``wake_poll_interval_seconds / concurrency``; the moment it is lost the poll is
     re-armed at the fast bound after the latest claim (and the relay claims once at once)."""
