@@ -31,6 +31,7 @@ from typing import Any, ClassVar, cast
 
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import Event
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
@@ -85,7 +86,25 @@ class WebSocketEndpoint:
 class _ServerProtocol(ServerProtocol):
     """websockets' server side with the gateway's subprotocol choice as a method: passed as the
     ``select_subprotocol`` argument it would be bound to each connection's instance, a reference
-    cycle per connection."""
+    cycle per connection.
+
+    ``events_received`` and ``data_to_send`` hand over a copy and empty the connection's own
+    lists in place: websockets replaces them with new lists on every call, and those lists,
+    made by one client message and kept until the next (a pong every ping interval), outlive
+    the young collections and are scanned by every full one (gateway/gc_pauses.py). The copies
+    are freed when the caller is done with them."""
+
+    def events_received(self) -> list[Event]:
+        events = self.events
+        taken = events.copy()
+        events.clear()
+        return taken
+
+    def data_to_send(self) -> list[bytes]:
+        writes = self.writes
+        taken = writes.copy()
+        writes.clear()
+        return taken
 
     def select_subprotocol(self, subprotocols: Sequence[Subprotocol]) -> Subprotocol | None:
         # Protobuf when offered; else JSON, naming it when the client did (none otherwise).
