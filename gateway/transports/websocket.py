@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any, ClassVar, cast
 
-from websockets.frames import Frame, Opcode
+from websockets.exceptions import PayloadTooBig, ProtocolError
+from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import SERVER, Event, Protocol
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
@@ -82,10 +84,84 @@ class WebSocketEndpoint:
     """permessage-deflate offered on the bidirectional endpoint (None: never negotiated)."""
 
 
-class _ServerProtocol(ServerProtocol):
+class _FrameLoop(Protocol):
+    """websockets' frame loop (``Protocol.parse``: frames in, ``recv_frame``; the same bounds,
+    errors and close codes) without what it keeps between two messages: websockets' loop holds
+    the last frame it parsed and waits for the next byte in a new sub-generator
+    (``StreamReader.at_eof``), two objects made by every client message and alive until the
+    next one (a pong every ping interval) — past the young collections, into every full one
+    (gateway/gc_pauses.py). This loop waits inline and drops the frame once handed on."""
+
+    def parse(self) -> Generator[None]:
+        reader = self.reader
+        try:
+            while True:
+                while not reader.buffer:
+                    if reader.eof:
+                        raise EOFError("unexpected end of stream")
+                    yield
+                max_size = None
+                if self.max_message_size is not None:
+                    if self.current_size is None:
+                        max_size = self.max_message_size
+                    else:
+                        max_size = self.max_message_size - self.current_size
+                fragment_limit = getattr(self, "max_fragment_size", None)
+                if fragment_limit is not None:
+                    max_size = fragment_limit if max_size is None else min(max_size, fragment_limit)
+                # After a close frame, recv_frame() replaced this generator (discard()): it is
+                # not stepped again.
+                frame = yield from Frame.parse(
+                    reader.read_exact, mask=self.side is SERVER, max_size=max_size, extensions=self.extensions
+                )
+                if self.debug:
+                    self.logger.debug("< %s", frame)
+                self.recv_frame(frame)
+                del frame
+        except ProtocolError as exc:
+            self.fail(CloseCode.PROTOCOL_ERROR, str(exc))
+            self.parser_exc = exc
+        except EOFError as exc:
+            self.fail(CloseCode.ABNORMAL_CLOSURE, str(exc))
+            self.parser_exc = exc
+        except UnicodeDecodeError as exc:
+            self.fail(CloseCode.INVALID_DATA, f"{exc.reason} at position {exc.start}")
+            self.parser_exc = exc
+        except PayloadTooBig as exc:
+            exc.set_current_size(self.current_size)
+            self.fail(CloseCode.MESSAGE_TOO_BIG, str(exc))
+            self.parser_exc = exc
+        except Exception as exc:
+            self.logger.error("parser failed", exc_info=True)
+            self.fail(CloseCode.INTERNAL_ERROR)  # no details: they may be security-sensitive
+            self.parser_exc = exc
+        # After an error, fail() replaced this generator (discard()).
+        yield
+        raise AssertionError("parse() stepped after an error")
+
+
+class _ServerProtocol(ServerProtocol, _FrameLoop):
     """websockets' server side with the gateway's subprotocol choice as a method: passed as the
     ``select_subprotocol`` argument it would be bound to each connection's instance, a reference
-    cycle per connection."""
+    cycle per connection. After the handshake, its frames go through ``_FrameLoop``.
+
+    ``events_received`` and ``data_to_send`` hand over a copy and empty the connection's own
+    lists in place: websockets replaces them with new lists on every call, and those lists,
+    made by one client message and kept until the next (a pong every ping interval), outlive
+    the young collections and are scanned by every full one (gateway/gc_pauses.py). The copies
+    are freed when the caller is done with them."""
+
+    def events_received(self) -> list[Event]:
+        events = self.events
+        taken = events.copy()
+        events.clear()
+        return taken
+
+    def data_to_send(self) -> list[bytes]:
+        writes = self.writes
+        taken = writes.copy()
+        writes.clear()
+        return taken
 
     def select_subprotocol(self, subprotocols: Sequence[Subprotocol]) -> Subprotocol | None:
         # Protobuf when offered; else JSON, naming it when the client did (none otherwise).
