@@ -80,8 +80,10 @@ def uvicorn_config(
     app: Any, http: HttpConfig, *, host: str | None = None, port: int | None = None, **extra: Any
 ) -> uvicorn.Config:
     """The uvicorn configuration of a Status API listener (``host``/``port`` override ``http``):
-    in-flight requests get ``http.shutdown_timeout_seconds`` at shutdown, then are cancelled."""
+    in-flight requests get ``http.shutdown_timeout_seconds`` at shutdown, then are cancelled.
+    ``extra`` overrides what ``http`` sets (``access_log``, ``timeout_graceful_shutdown``)."""
     extra.setdefault("timeout_graceful_shutdown", math.ceil(http.shutdown_timeout_seconds))
+    extra.setdefault("access_log", http.access_log)
     inline = getattr(getattr(app, "state", None), "event_inline", None)
     return uvicorn.Config(
         app,
@@ -91,7 +93,6 @@ def uvicorn_config(
         ws="none",
         lifespan="on",
         log_level=http.log_level,
-        access_log=http.access_log,
         server_header=False,
         **extra,
     )

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { DOCUMENT_STEPS, Relay, ROOT, SERVICE_SECRET, devUser, hs256, ms, startStack, waitFor } from '../support/services.js';
-import { PHONE, assertClean, boardRows, boardUrl, horizontalOverflow, launch, newPage, openBoard } from './browser.js';
+import { PHONE, assertClean, boardRows, boardUrl, horizontalOverflow, launchWith, newPage, openBoard } from './browser.js';
 
 let stack;
 let browser;
@@ -16,7 +16,7 @@ let browser;
 const SHOTS = process.env.TASKCAST_SCREENSHOT_DIR || join(tmpdir(), 'taskcast-board-shots');
 
 before(async () => {
-  [stack, browser] = await Promise.all([startStack(), launch()]);
+  [stack, browser] = await launchWith(() => startStack());
 });
 after(async () => {
   await browser?.close();

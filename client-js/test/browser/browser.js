@@ -21,6 +21,19 @@ export function launch() {
   });
 }
 
+/**
+ * Start `services()` (resolving to something with `stop()`) and a browser together: both, or an
+ * error once whichever did start is stopped again. A browser left open after a failed start keeps
+ * node's test runner alive for ever (its pipe), so the suite would hang instead of failing.
+ */
+export async function launchWith(services) {
+  const [started, launched] = await Promise.allSettled([services(), launch()]);
+  if (started.status === 'fulfilled' && launched.status === 'fulfilled') return [started.value, launched.value];
+  if (launched.status === 'fulfilled') await launched.value.close();
+  if (started.status === 'fulfilled') await started.value.stop();
+  throw started.status === 'rejected' ? started.reason : launched.reason;
+}
+
 export function boardUrl(stack, user, extra = '') {
   return `${stack.api.url}/board/?gateway=${encodeURIComponent(stack.gateway.url)}&user=${encodeURIComponent(`t1/${user}`)}${extra}`;
 }

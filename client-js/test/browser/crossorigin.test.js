@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { ROOT, TaskcastUp, freePort, ms } from '../support/services.js';
-import { assertClean, launch, newPage } from './browser.js';
+import { assertClean, launchWith, newPage } from './browser.js';
 
 const BUNDLE = join(ROOT, 'client-js', 'dist', 'taskcast.js');
 
@@ -67,7 +67,7 @@ before(async () => {
   const dir = mkdtempSync(join(tmpdir(), 'taskcast-crossorigin-'));
   app = await devServer(() => appPage());
   other = await devServer(() => '<!doctype html><title>other</title>');
-  [up, browser] = await Promise.all([new TaskcastUp(dir, ['--allowed-origin', app.origin]).start(), launch()]);
+  [up, browser] = await launchWith(() => new TaskcastUp(dir, ['--allowed-origin', app.origin]).start());
 });
 after(async () => {
   await browser?.close();

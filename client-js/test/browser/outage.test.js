@@ -5,14 +5,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { devUser, ms, Relay, startStack } from '../support/services.js';
-import { boardRows, boardUrl, launch, openBoard } from './browser.js';
+import { boardRows, boardUrl, launchWith, openBoard } from './browser.js';
 
 let stack;
 let browser;
 const STALE_WAIT = ms(40000); // the feed's staleAfterMs (10 s) plus a loaded machine
 
 before(async () => {
-  [stack, browser] = await Promise.all([startStack(), launch()]);
+  [stack, browser] = await launchWith(() => startStack());
 });
 after(async () => {
   await browser?.close();

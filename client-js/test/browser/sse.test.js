@@ -5,13 +5,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
 import { ms, startStack } from '../support/services.js';
-import { boardUrl, launch } from './browser.js';
+import { boardUrl, launchWith } from './browser.js';
 
 let stack;
 let browser;
 
 before(async () => {
-  [stack, browser] = await Promise.all([startStack({ gateway: { websocketDisabled: true } }), launch()]);
+  [stack, browser] = await launchWith(() => startStack({ gateway: { websocketDisabled: true } }));
 });
 after(async () => {
   await browser?.close();

@@ -95,6 +95,26 @@ class Proc {
   }
 }
 
+/**
+ * Wait until `check()` holds for the process `proc` just started; if it never does, stop `proc`
+ * and throw with its log (a child left running keeps node's test runner alive: the suite would
+ * hang instead of failing).
+ */
+async function whenReady(proc, check, what) {
+  let waiting = true;
+  const exited = proc.exited.then((code) => {
+    if (waiting) throw new Error(`${what}: the process exited (${code}) before it was ready`);
+  });
+  try {
+    await Promise.race([waitFor(check, { what }), exited]);
+    waiting = false;
+  } catch (err) {
+    waiting = false;
+    await proc.stop();
+    throw new Error(`${err.message}\n${proc.log()}`);
+  }
+}
+
 export function gatewayConfig(port, { websocketDisabled = false } = {}) {
   const history = { history_size: 100, history_ttl: '300s', force_recovery: true };
   return {
@@ -130,7 +150,7 @@ export class Gateway {
     const cfg = join(this.dir, `gateway-${this.port}.json`);
     writeFileSync(cfg, JSON.stringify(gatewayConfig(this.port, this.options)));
     this.proc = new Proc('gateway', ['-m', 'taskcast', 'gateway', '--config', cfg], join(this.dir, `gateway-${this.port}.log`)).start();
-    await waitFor(() => httpOk(`${this.url}/health`), { what: `gateway health\n${this.proc.log()}` });
+    await whenReady(this.proc, () => httpOk(`${this.url}/health`), 'gateway health');
     return this;
   }
 
@@ -173,9 +193,10 @@ export class TaskcastUp {
     const argv = ['-m', 'taskcast', 'up', '--port-gateway', String(pg), '--port-api', String(pa), '--no-demo'];
     argv.push('--data-dir', join(this.dir, 'var'), ...this.args);
     this.proc = new Proc('taskcast-up', argv, join(this.dir, 'up.log')).start();
-    await waitFor(
+    await whenReady(
+      this.proc,
       async () => (await httpOk(`${this.gatewayUrl}/health`)) && (await httpOk(`${this.apiUrl}/healthz`)) && this.proc.log().includes('Task board:'),
-      { what: `taskcast up\n${this.proc.log()}` },
+      'taskcast up',
     );
     const keys = JSON.parse(readFileSync(join(this.dir, 'var', 'secrets.json'), 'utf8'));
     this.coordinator = new Coordinator(this.apiUrl, keys.service_jwt_secret);
@@ -215,7 +236,7 @@ export class StatusApiProcess {
     const code = await init.exited;
     if (code !== 0) throw new Error(`init-db failed:\n${init.log()}`);
     this.proc = new Proc('status-api', ['-m', 'taskcast', 'status-api', 'serve', '--config', cfg], join(this.dir, 'status-api.log')).start();
-    await waitFor(() => httpOk(`${this.url}/readyz`), { what: `status api\n${this.proc.log()}` });
+    await whenReady(this.proc, () => httpOk(`${this.url}/readyz`), 'status api');
     return this;
   }
 
@@ -262,7 +283,12 @@ export async function startStack(options = {}) {
   const gw = new Gateway(dir, options.gateway);
   gw.port = await freePort();
   const statusApi = { board: { gateway_url: `http://127.0.0.1:${gw.port}` }, ...(options.statusApi || {}) };
-  const [gateway, api] = await Promise.all([gw.start(), new StatusApiProcess(dir, statusApi).start()]);
+  const [gwStarted, apiStarted] = await Promise.allSettled([gw.start(), new StatusApiProcess(dir, statusApi).start()]);
+  if (gwStarted.status === 'rejected' || apiStarted.status === 'rejected') {
+    await Promise.all([gwStarted, apiStarted].map((r) => (r.status === 'fulfilled' ? r.value.stop() : null)));
+    throw gwStarted.status === 'rejected' ? gwStarted.reason : apiStarted.reason;
+  }
+  const [gateway, api] = [gwStarted.value, apiStarted.value];
   const relay = new Relay(dir, api.dbUrl, gateway).start();
   return {
     dir,
