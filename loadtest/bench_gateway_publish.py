@@ -74,7 +74,8 @@ def payload(i: int) -> dict[str, Any]:
 
 class Publisher:
     """Open loop: every tick, the requests due so far, each ``batch`` publications, over a pool of
-    keep-alive connections (one request in flight per connection, as the relay's loops)."""
+    keep-alive connections (one request in flight per connection, as the relay's loops). A
+    request's body (``body``, stamped with the send time) is built when a connection is free."""
 
     def __init__(self, port: int, key: str, channels: int, batch: int, conns: int) -> None:
         self.port, self.key, self.channels, self.batch = port, key, channels, batch
@@ -109,10 +110,10 @@ class Publisher:
             b"Content-Length: %d\r\n\r\n%s" % (self.key.encode(), len(data), data)
         )
 
-    async def _send(self, message: bytes) -> None:
+    async def _send(self) -> None:
         reader, writer = await self.idle.get()
         try:
-            writer.write(message)
+            writer.write(self.body())
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
             for line in head.split(b"\r\n"):
@@ -139,7 +140,7 @@ class Publisher:
             while sent < due:
                 if self.idle.empty():
                     self.late += 1
-                task = asyncio.ensure_future(self._send(self.body()))
+                task = asyncio.ensure_future(self._send())
                 self.tasks.add(task)
                 task.add_done_callback(self.tasks.discard)
                 sent += 1

@@ -56,8 +56,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from loadtest import abba  # noqa: E402
+from loadtest.bench_gateway_publish import Publisher as BatchPublisher  # noqa: E402
 from loadtest.bench_gateway_publish import gateway_config, payload, start_redis  # noqa: E402
-from loadtest.fleet import HOST, Stats, WSConn, connect_with_backoff, mint, pct  # noqa: E402
+from loadtest.fleet import Stats, WSConn, connect_with_backoff, mint, pct  # noqa: E402
 from loadtest.procs import clean_env  # noqa: E402
 from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
@@ -151,22 +152,14 @@ if _path:
 """
 
 
-class Publisher:
-    """Open loop: every tick, the requests due so far (``events`` events = 2 × ``events``
-    publish commands each), one in flight per keep-alive connection (the relays' loops)."""
+class Publisher(BatchPublisher):
+    """The relays' requests: each ``events`` events = 2 × ``events`` publish commands (the user's
+    and the task's channel), sent open loop by bench_gateway_publish's sender (``run`` at
+    2 × the event rate: its rate counts publications)."""
 
     def __init__(self, port: int, key: str, a: argparse.Namespace) -> None:
-        self.port, self.key, self.a = port, key, a
-        self.idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
-        self.seq = 0
-        self.published = 0
-        self.errors = 0
-        self.late = 0
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def open(self) -> None:
-        for _ in range(self.a.http_conns):
-            self.idle.put_nowait(await asyncio.open_connection(HOST, self.port))
+        super().__init__(port, key, a.tasks, 2 * a.events_per_request, a.http_conns)
+        self.a = a
 
     def body(self) -> bytes:
         now = f"{time.time() * 1000:.3f}"
@@ -189,49 +182,6 @@ class Publisher:
             b"POST /api/batch HTTP/1.1\r\nHost: gw\r\nX-API-Key: %s\r\nContent-Type: application/json\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (self.key.encode(), len(data), data)
         )
-
-    async def _send(self) -> None:
-        reader, writer = await self.idle.get()
-        try:
-            writer.write(self.body())  # built when a connection is free: the send time is now
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line[:15].lower() == b"content-length:":
-                    length = int(line[15:])
-            body = await reader.readexactly(length)
-            if head[9:12] == b"200":
-                replies = orjson.loads(body)["replies"]
-                ok = sum(1 for r in replies if "publish" in r)
-                self.published += ok
-                self.errors += len(replies) - ok
-            else:
-                self.errors += 2 * self.a.events_per_request
-        finally:
-            self.idle.put_nowait((reader, writer))
-
-    async def run(self, seconds: float) -> None:
-        interval = self.a.events_per_request / self.a.rate
-        start = time.monotonic()
-        sent = 0
-        while (now := time.monotonic()) - start < seconds:
-            due = int((now - start) / interval) + 1
-            while sent < due:
-                if self.idle.empty():
-                    self.late += 1
-                task = asyncio.ensure_future(self._send())
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-                sent += 1
-            await asyncio.sleep(max(0.0, start + sent * interval - time.monotonic()))
-
-    async def drain(self, wait_s: float = 10.0) -> None:
-        if self.tasks:
-            await asyncio.wait(set(self.tasks), timeout=wait_s)
-
-    def close(self) -> None:
-        while not self.idle.empty():
-            self.idle.get_nowait()[1].close()
 
 
 class Clients:
@@ -355,7 +305,7 @@ async def one_round(
         await clients.connect(secret, port, a)
         connect_s = time.monotonic() - t_connect
         await publisher.open()
-        await publisher.run(a.warmup)
+        await publisher.run(2 * a.rate, a.warmup)
         if a.spy:
             out = Path(a.spy_dir) / f"gwtail-{name}-{n}.txt"
             spy = subprocess.Popen(  # noqa: ASYNC220  # started once, before the window
@@ -367,7 +317,7 @@ async def one_round(
         l0, p0 = abba.load1(), publisher.published
         g0, s0, w0 = abba.cpu_seconds([pid]), abba.cpu_seconds([redis_pid]), time.time()
         clients.recording = True
-        await publisher.run(a.window)
+        await publisher.run(2 * a.rate, a.window)
         await publisher.drain()
         g1, s1, w1 = abba.cpu_seconds([pid]), abba.cpu_seconds([redis_pid]), time.time()
         pubs = publisher.published - p0
