@@ -211,24 +211,41 @@ def gateway_config(workdir: Path, extra: dict[str, Any]) -> Path:
     return path
 
 
-async def one_round(
-    name: str, tree: str, a: argparse.Namespace, redis_url: str, redis_pid: int, workdir: Path, n: int
-) -> dict[str, Any]:
+def start_gateway(
+    tree: str, redis_url: str, workdir: Path, name: str, out: Path, n: int, **env: str
+) -> tuple[Proc, int, str, str]:
+    """A gateway of ``tree`` (deploy/gateway.json's shape) on the Redis engine at ``redis_url``
+    (a key prefix of its own), started: the process (``wait_ready`` it), its port, API key and
+    token secret. ``env`` adds to its environment (PYTHONPATH among them)."""
     port, key, secret = free_port(), secrets.token_urlsafe(16), secrets.token_urlsafe(32)
-    env = clean_env(
-        PYTHONPATH=tree,
+    environ = clean_env(
         CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY=secret,
         CENTRIFUGO_HTTP_API_KEY=key,
         CENTRIFUGO_ENGINE_REDIS_ADDRESS=redis_url,
         CENTRIFUGO_ENGINE_REDIS_PREFIX=f"b{n}{secrets.token_hex(3)}",
         CENTRIFUGO_HTTP_SERVER_ADDRESS="127.0.0.1",
         CENTRIFUGO_HTTP_SERVER_PORT=str(port),
+        **env,
     )
     config = gateway_config(workdir, {})
     argv = [sys.executable, "-m", "taskcast", "gateway", "--config", str(config)]
-    proc = Proc(f"gateway-{name}-{n}", argv, env, workdir / f"gateway-{name}-{n}.log",
-                f"http://127.0.0.1:{port}/health", Path(tree.split(os.pathsep)[0]))  # fmt: skip
+    proc = Proc(name, argv, environ, out, f"http://127.0.0.1:{port}/health", Path(tree.split(os.pathsep)[0]))
     proc.start()
+    return proc, port, key, secret
+
+
+async def one_round(
+    name: str, tree: str, a: argparse.Namespace, redis_url: str, redis_pid: int, workdir: Path, n: int
+) -> dict[str, Any]:
+    proc, port, key, secret = start_gateway(
+        tree,
+        redis_url,
+        workdir,
+        f"gateway-{name}-{n}",
+        workdir / f"gateway-{name}-{n}.log",
+        n,
+        PYTHONPATH=tree,
+    )
     clients = Clients()
     publisher = Publisher(port, key, a.channels, a.batch, a.http_conns)
     spy: subprocess.Popen[bytes] | None = None

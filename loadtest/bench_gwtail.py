@@ -38,7 +38,6 @@ import argparse
 import asyncio
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -57,10 +56,8 @@ if str(ROOT) not in sys.path:
 
 from loadtest import abba  # noqa: E402
 from loadtest.bench_gateway_publish import Publisher as BatchPublisher  # noqa: E402
-from loadtest.bench_gateway_publish import gateway_config, payload, start_redis  # noqa: E402
+from loadtest.bench_gateway_publish import payload, start_gateway, start_redis  # noqa: E402
 from loadtest.fleet import Stats, WSConn, connect_with_backoff, mint, pct  # noqa: E402
-from loadtest.procs import clean_env  # noqa: E402
-from taskcast.dev.procs import Proc, free_port  # noqa: E402
 
 TENANT = "bench"
 
@@ -275,25 +272,19 @@ async def one_round(
     n: int,
     site: Path,
 ) -> dict[str, Any]:
-    port, key, secret = free_port(), secrets.token_urlsafe(16), secrets.token_urlsafe(32)
     log = workdir / f"gwtail-{name}-{n}.log"
-    env = clean_env(
+    proc, port, key, secret = start_gateway(
+        tree,
+        redis_url,
+        workdir,
+        f"gateway-{name}-{n}",
+        workdir / f"gateway-{name}-{n}.out",
+        n,
         PYTHONPATH=f"{site}{os.pathsep}{tree}",
         BENCH_GWTAIL_LOG=str(log),
         BENCH_GWTAIL_CENSUS="1" if a.census else "0",
         BENCH_GWTAIL_REFERRERS="1" if a.referrers else "0",
-        CENTRIFUGO_CLIENT_TOKEN_HMAC_SECRET_KEY=secret,
-        CENTRIFUGO_HTTP_API_KEY=key,
-        CENTRIFUGO_ENGINE_REDIS_ADDRESS=redis_url,
-        CENTRIFUGO_ENGINE_REDIS_PREFIX=f"b{n}{secrets.token_hex(3)}",
-        CENTRIFUGO_HTTP_SERVER_ADDRESS="127.0.0.1",
-        CENTRIFUGO_HTTP_SERVER_PORT=str(port),
     )
-    config = gateway_config(workdir, {})
-    argv = [sys.executable, "-m", "taskcast", "gateway", "--config", str(config)]
-    proc = Proc(f"gateway-{name}-{n}", argv, env, workdir / f"gateway-{name}-{n}.out",
-                f"http://127.0.0.1:{port}/health", Path(tree.split(os.pathsep)[0]))  # fmt: skip
-    proc.start()
     clients = Clients()
     publisher = Publisher(port, key, a)
     spy: subprocess.Popen[bytes] | None = None
