@@ -11,9 +11,11 @@ clock: the claims' start instants are compared with the bound the relay itself r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,29 @@ class _Recording(OutboxLeases):
 
 async def _published(engine: AsyncEngine, n: int) -> bool:
     return (await statuses(engine)).get("PUBLISHED", 0) == n
+
+
+@contextlib.asynccontextmanager
+async def _running_with_looks(
+    relay: Relay, engine: AsyncEngine, relay_db_url: str, **leases: Any
+) -> AsyncIterator[None]:
+    """``relay`` running on leases that look before they claim (a settle engine of its own, as
+    ``OutboxLeases.open`` gives it); stopped and its connections returned afterwards."""
+    cfg = relay.config
+    settle = create_engine(relay_db_url, pool_size=2, autocommit=True)
+    relay.leases = OutboxLeases(
+        engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, settle_engine=settle, **leases
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(relay.run(stop))
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, scaled(30))
+        await relay.publisher.aclose()
+        await relay.leases.return_connections()
+        await settle.dispose()
 
 
 async def test_a_relay_claiming_for_hints_does_not_poll_and_its_hint_claims_take_over_expired_leases(
@@ -197,13 +222,7 @@ async def test_a_poll_that_looks_still_takes_expired_leases_over(
     held = await crashed_relay_rows(engine, clock)
     cfg = relay_config(relay_db_url, gateway, concurrency=2, poll_interval_seconds=0.2)
     relay: Relay = make_relay(engine, cfg, now=clock)
-    settle = create_engine(relay_db_url, pool_size=2, autocommit=True)  # as OutboxLeases.open
-    relay.leases = OutboxLeases(
-        engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, now=clock, settle_engine=settle
-    )
-    stop = asyncio.Event()
-    task = asyncio.create_task(relay.run(stop))
-    try:
+    async with _running_with_looks(relay, engine, relay_db_url, now=clock):
         polls = relay.metrics.polls
 
         await wait_until(lambda: polls._value.get() >= 2, within=WITHIN, what="two polls")
@@ -211,12 +230,6 @@ async def test_a_poll_that_looks_still_takes_expired_leases_over(
         assert relay.metrics.claims._value.get() == relay.metrics.empty_claims._value.get() == 0
         clock.advance(cfg.lease_seconds + 5.0)  # the leases expire
         await wait_until(lambda: _published(engine, len(held)), within=WITHIN, what="taken over")
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, scaled(30))
-        await relay.publisher.aclose()
-        await relay.leases.return_connections()
-        await settle.dispose()
     assert relay.metrics.takeovers._value.get() == len(held)
 
 
@@ -228,12 +241,8 @@ async def test_a_due_time_whose_row_is_gone_costs_a_look_not_a_claim(
     transaction) and makes no claim transaction."""
     cfg = relay_config(relay_db_url, gateway, poll_interval_seconds=60.0)  # no poll meanwhile
     relay: Relay = make_relay(engine, cfg, rand=lambda: 0.99)
-    settle = create_engine(relay_db_url, pool_size=2, autocommit=True)  # as OutboxLeases.open
-    relay.leases = OutboxLeases(engine, cfg.relay_id, lease_seconds=cfg.lease_seconds, settle_engine=settle)
     m = relay.metrics
-    stop = asyncio.Event()
-    task = asyncio.create_task(relay.run(stop))
-    try:
+    async with _running_with_looks(relay, engine, relay_db_url):
         specs = plan(tasks=1, versions=1)
         await insert(engine, specs, now=utc_now() + timedelta(seconds=scaled(0.5)))  # held back
         relay.wake()  # its commit's hint: the claim finds nothing due and learns the due time
@@ -246,11 +255,5 @@ async def test_a_due_time_whose_row_is_gone_costs_a_look_not_a_claim(
             return due >= 1 and m.looks.labels("nothing")._value.get() + m.empty_claims._value.get() >= 2
 
         await wait_until(settled, within=WITHIN, what="the due wake-up handled")
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, scaled(30))
-        await relay.publisher.aclose()
-        await relay.leases.return_connections()
-        await settle.dispose()
     assert m.empty_claims._value.get() == 1 and m.claims._value.get() == 0
     assert m.looks.labels("nothing")._value.get() == 1
