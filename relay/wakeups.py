@@ -114,9 +114,10 @@ class Wakeups:
         #: The relay-wide poll's timer (:meth:`start_polls`); None before the start and after close.
         self._poll_timer: asyncio.TimerHandle | None = None
         self._polls = metrics.polls
-        #: A wake-up other than a due time came since the relay's last claim started, and a due
-        #: time did (:meth:`claim_starts`).
+        #: A wake-up other than a due time came since the relay's last claim started
+        #: (:meth:`claim_starts`).
         self._stirred = False
+        #: A held-back row's due time woke the relay since its last claim started.
         self._due_since = False
         #: The idle loop's wait the poll ended last (it does not linger: no wake-up to gather).
         self._polled: asyncio.Future[bool] | None = None
